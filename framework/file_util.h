@@ -1,0 +1,38 @@
+// Small filesystem helpers shared by the weight/array/log writers and readers.
+// Every failure is an IoError whose message names the path and the reason.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+namespace strata {
+
+// Replaces `path` with whatever `write_body` writes, all or nothing: the body
+// writes to "<path>.tmp.<pid>" in the same directory, which is flushed, fsynced
+// and renamed over `path` (then the directory is fsynced so the rename itself
+// survives a crash). If the body throws, or any write/flush/sync/rename fails,
+// the temp file is removed and `path` is left exactly as it was. Exceptions from
+// the body propagate unchanged, except IoError, which gains the path as prefix.
+// Bodies should write with fwrite_checked() so short writes are caught early.
+void write_file_atomically(const std::string& path,
+                           const std::function<void(std::FILE*)>& write_body);
+
+// fwrite that throws IoError ("write failed: <strerror>") on a short write.
+void fwrite_checked(std::FILE* f, const void* data, size_t nbytes);
+
+// The whole file as bytes. Throws IoError for missing, unreadable or non-regular files.
+std::string read_file_bytes(const std::string& path);
+
+// True if something (file, directory, ...) exists at `path`.
+bool file_exists(const std::string& path);
+
+// Like Python's os.path.dirname: "a/b/c" -> "a/b", "c" -> "", "/c" -> "/".
+std::string dirname_of(const std::string& path);
+
+// Resolves `rel` against `dir` (like os.path.join for two parts): an absolute
+// `rel` is returned as is, and an empty `dir` yields `rel`.
+std::string join_path(const std::string& dir, const std::string& rel);
+
+}  // namespace strata

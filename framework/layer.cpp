@@ -1,0 +1,56 @@
+#include "framework/layer.h"
+
+#include <algorithm>
+
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+
+namespace strata {
+
+const char* phase_name(Phase p) { return p == Phase::kTrain ? "TRAIN" : "TEST"; }
+
+Blob& Layer::add_param(const std::string& name, const Shape& shape, Learnable learnable) {
+  params_.push_back(LayerParam{name, std::make_shared<Blob>(shape), learnable});
+  return *params_.back().blob;
+}
+
+std::string Layer::where() const { return "layer '" + spec_.name + "' (" + spec_.type + ")"; }
+
+void Layer::shape_error(const std::string& what) const {
+  fail<ShapeError>(where(), " at ", spec_.node.loc().str(), ": ", what);
+}
+
+LayerRegistry& LayerRegistry::instance() {
+  static LayerRegistry registry;
+  return registry;
+}
+
+void LayerRegistry::add(LayerRegistration reg) {
+  if (has(reg.type)) fail<Error>("layer type '", reg.type, "' registered twice");
+  regs_.push_back(std::move(reg));
+}
+
+bool LayerRegistry::has(const std::string& type) const {
+  return std::any_of(regs_.begin(), regs_.end(), [&](const auto& r) { return r.type == type; });
+}
+
+const LayerRegistration& LayerRegistry::find(const std::string& type) const {
+  for (const auto& r : regs_) {
+    if (r.type == type) return r;
+  }
+  const std::vector<std::string> known = types();
+  std::string list;
+  for (const auto& t : known) list += (list.empty() ? "" : ", ") + t;
+  const std::string near = nearest_key(type, known);
+  fail<ConfigError>("unknown layer type '", type, "'", near.empty() ? "" : "; did you mean '" + near + "'?",
+                    " (known types: ", list, ")");
+}
+
+std::vector<std::string> LayerRegistry::types() const {
+  std::vector<std::string> out;
+  for (const auto& r : regs_) out.push_back(r.type);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,151 @@
+// Layer: the unit of computation in a Net. One file pair per layer type in
+// layers/, registered by name with STRATA_REGISTER_LAYER in its .cpp.
+//
+// Life cycle:  constructor (read config) -> setup() once (create parameters)
+//              -> reshape() before every forward (infer top shapes)
+//              -> forward_cpu() / backward_cpu().
+// Conventions: bottom gradients are overwritten; parameter gradients are
+// accumulated (+=) so shared weights and iter_size accumulation just work;
+// the solver zeroes them after each update.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/rng.h"
+#include "framework/tensor.h"
+
+namespace strata {
+
+class Communicator;
+
+enum class Phase { kTrain, kTest };
+const char* phase_name(Phase p);
+
+// What the Net knows about one parameter slot of a layer, from `param { }`.
+struct ParamSpec {
+  std::string share_name;  // non-empty: weights shared with other layers by this name
+  float lr_mult = 1.0f;
+  float decay_mult = 1.0f;
+};
+
+// The generic part of a `layer { }` block, parsed and checked by the Net.
+struct LayerSpec {
+  std::string name;
+  std::string type;
+  std::vector<std::string> bottoms;
+  std::vector<std::string> tops;
+  std::vector<ParamSpec> params;
+  std::vector<float> loss_weights;    // as given; empty = layer default
+  std::vector<bool> propagate_down;   // as given; empty = all true
+  ConfigNode node;                    // the whole block, for the layer's own keys
+};
+
+// Run-wide facts a layer may need.
+struct LayerContext {
+  Phase phase = Phase::kTrain;
+  std::string base_dir;      // relative paths in the config resolve against this
+  uint64_t seed = 1;         // derived per layer by the Net
+  int rank = 0;              // for per-rank data sharding
+  int world_size = 1;
+  Communicator* comm = nullptr;  // tensor-parallel layers only
+};
+
+enum class Learnable { kNo, kYes };
+
+// One parameter (or buffer, e.g. BatchNorm running statistics) of a layer.
+struct LayerParam {
+  std::string name;  // short name within the layer: "weight", "bias", "running_mean"
+  std::shared_ptr<Blob> blob;
+  Learnable learnable = Learnable::kYes;
+};
+
+// Describes how the generic layer test exercises a layer type.
+enum class InputKind { kGaussian, kPositive, kLabels };
+enum class GradientCheck { kYes, kNo };
+
+struct LayerExample {
+  std::string config;            // body of the layer block, e.g. "convolution_param { num_output: 2 }"
+  std::vector<Shape> bottom_shapes;
+  std::vector<InputKind> inputs;  // per bottom; default kGaussian
+  int label_classes = 0;          // for kLabels inputs
+  GradientCheck gradient = GradientCheck::kYes;
+  float step = 1e-2f;             // finite-difference step
+  float tolerance = 1e-2f;        // relative tolerance on gradients
+  Phase phase = Phase::kTrain;
+};
+
+// The keys a layer reads, block by block; the Net rejects anything else.
+struct ParamBlockSchema {
+  std::string block;               // "convolution_param"
+  std::vector<std::string> keys;   // keys inside it (sub-blocks such as weight_filler included)
+};
+
+struct LayerSchema {
+  std::vector<ParamBlockSchema> blocks;
+  std::vector<LayerExample> examples;  // empty only for data layers (tested elsewhere)
+  std::string summary;                 // one line for docs and `strata layers`
+};
+
+class Layer {
+ public:
+  Layer(const LayerSpec& spec, const LayerContext& ctx) : spec_(spec), ctx_(ctx), rng_(ctx.seed) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return spec_.name; }
+  const std::string& type() const { return spec_.type; }
+  const LayerSpec& spec() const { return spec_; }
+  Phase phase() const { return ctx_.phase; }
+
+  // Bottom/top counts; -1 = any. The Net checks them before setup().
+  virtual int min_bottoms() const { return 1; }
+  virtual int max_bottoms() const { return 1; }
+  virtual int min_tops() const { return 1; }
+  virtual int max_tops() const { return 1; }
+  // May top[i] be the same blob as bottom[i]?
+  virtual bool supports_in_place() const { return false; }
+  // Loss layers return 1 for their first top.
+  virtual float default_loss_weight(int /*top_index*/) const { return 0.0f; }
+  // False for layers whose bottoms take no gradient (labels, Accuracy, data).
+  virtual bool can_backward_to(int /*bottom_index*/) const { return true; }
+
+  // Once: check bottom shapes, create parameters with add_param().
+  virtual void setup(const BlobVec& bottom, const BlobVec& top) = 0;
+  // Before every forward: resize tops from bottom shapes. Must not allocate
+  // when shapes are unchanged (Blob::resize keeps capacity).
+  virtual void reshape(const BlobVec& bottom, const BlobVec& top) = 0;
+  virtual void forward_cpu(const BlobVec& bottom, const BlobVec& top) = 0;
+  virtual void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                            const BlobVec& bottom) = 0;
+
+  // State beyond parameters that a bit-exact resume needs (data cursor, RNG).
+  virtual std::string save_state() const { return rng_.save(); }
+  virtual void load_state(const std::string& state) { rng_.load(state); }
+
+  std::vector<LayerParam>& params() { return params_; }
+  const std::vector<LayerParam>& params() const { return params_; }
+
+ protected:
+  // Creates a parameter; its position is the index of its `param { }` spec.
+  Blob& add_param(const std::string& name, const Shape& shape, Learnable learnable = Learnable::kYes);
+  Blob& param(size_t i) { return *params_.at(i).blob; }
+  const Blob& param(size_t i) const { return *params_.at(i).blob; }
+  // The layer's own block ("convolution_param"), or an empty block.
+  const ConfigNode& block(const std::string& key) const { return spec_.node.block(key); }
+  // "layer 'conv1' (Convolution)": for error messages.
+  std::string where() const;
+  // ShapeError naming this layer, what was expected and what was found.
+  [[noreturn]] void shape_error(const std::string& what) const;
+
+  LayerSpec spec_;
+  LayerContext ctx_;
+  Rng rng_;
+  std::vector<LayerParam> params_;
+};
+
+}  // namespace strata

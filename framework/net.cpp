@@ -1,0 +1,401 @@
+#include "framework/net.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "framework/error.h"
+#include "framework/file_util.h"
+#include "framework/layer_registry.h"
+#include "framework/net_spec.h"
+
+namespace strata {
+
+namespace {
+
+uint64_t mix_seed(uint64_t seed, uint64_t index) {
+  // splitmix64: decorrelates per-layer seeds drawn from one run seed.
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+std::string human_bytes(size_t b) {
+  std::ostringstream os;
+  os.precision(3);
+  if (b >= (1u << 30)) {
+    os << b / double(1u << 30) << " GiB";
+  } else if (b >= (1u << 20)) {
+    os << b / double(1u << 20) << " MiB";
+  } else if (b >= 1024) {
+    os << b / 1024.0 << " KiB";
+  } else {
+    os << b << " B";
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::string MemoryReport::str() const {
+  std::ostringstream os;
+  os << "parameters " << human_bytes(param_bytes) << ", gradients " << human_bytes(grad_bytes)
+     << ", buffers " << human_bytes(buffer_bytes) << ", activations " << human_bytes(activation_bytes)
+     << ", total " << human_bytes(param_bytes + grad_bytes + buffer_bytes + activation_bytes);
+  return os.str();
+}
+
+Net::Net(const ConfigNode& root, const NetOptions& options) : options_(options) { build(root); }
+
+Net::~Net() = default;
+
+std::unique_ptr<Net> Net::from_file(const std::string& path, NetOptions options) {
+  const ConfigNode root = parse_config_file(path);
+  if (options.base_dir.empty()) options.base_dir = dirname_of(path);
+  return std::make_unique<Net>(root, options);
+}
+
+void Net::build(const ConfigNode& root) {
+  name_ = root.get_string("name", "net");
+  const std::vector<LayerSpec> specs = net_layer_specs(root, options_.phase);
+  if (specs.empty()) fail<ConfigError>("net '", name_, "' has no layers in phase ", phase_name(options_.phase));
+  for (int i = 0; i < static_cast<int>(specs.size()); ++i) connect_layer(specs[i], i);
+  for (int i = 0; i < num_layers(); ++i) {
+    setup_layer(i);
+    register_params(i);
+  }
+  compute_backward_needs(root.get_bool("force_backward", false));
+
+  std::set<std::string> read;
+  for (const auto& names : bottom_names_) read.insert(names.begin(), names.end());
+  for (const auto& n : blob_names_) {
+    if (!read.count(n)) output_names_.push_back(n);
+  }
+}
+
+void Net::connect_layer(const LayerSpec& spec, int index) {
+  LayerContext ctx;
+  ctx.phase = options_.phase;
+  ctx.base_dir = options_.base_dir;
+  ctx.seed = mix_seed(options_.seed, static_cast<uint64_t>(index));
+  ctx.rank = options_.rank;
+  ctx.world_size = options_.world_size;
+  ctx.comm = options_.comm;
+  std::unique_ptr<Layer> layer = LayerRegistry::instance().find(spec.type).create(spec, ctx);
+  const std::string where = "layer '" + spec.name + "' (" + spec.type + ") at " + spec.node.loc().str();
+
+  auto check_count = [&](size_t n, int lo, int hi, const char* what) {
+    const bool ok = static_cast<int>(n) >= lo && (hi < 0 || static_cast<int>(n) <= hi);
+    if (ok) return;
+    std::string want = hi < 0 ? "at least " + std::to_string(lo)
+                              : (lo == hi ? std::to_string(lo)
+                                          : std::to_string(lo) + " to " + std::to_string(hi));
+    fail<ConfigError>(where, " takes ", want, " ", what, ", got ", n);
+  };
+  check_count(spec.bottoms.size(), layer->min_bottoms(), layer->max_bottoms(), "bottom blobs");
+  check_count(spec.tops.size(), layer->min_tops(), layer->max_tops(), "top blobs");
+
+  BlobVec bottoms, tops;
+  for (const auto& b : spec.bottoms) {
+    auto it = blobs_.find(b);
+    if (it == blobs_.end()) {
+      fail<ConfigError>(where, ": bottom '", b, "' is not produced by any earlier layer in phase ",
+                        phase_name(options_.phase), " (blobs so far: ", join(blob_names_), ")");
+    }
+    bottoms.push_back(it->second.get());
+  }
+  for (size_t t = 0; t < spec.tops.size(); ++t) {
+    const std::string& name = spec.tops[t];
+    const bool in_place =
+        std::find(spec.bottoms.begin(), spec.bottoms.end(), name) != spec.bottoms.end();
+    if (in_place) {
+      if (!layer->supports_in_place() || t >= spec.bottoms.size() || spec.bottoms[t] != name) {
+        fail<ConfigError>(where, ": top '", name, "' is also a bottom, but ", spec.type,
+                          " cannot run in place; give the top its own name");
+      }
+      tops.push_back(blobs_[name].get());
+      continue;
+    }
+    if (blobs_.count(name)) {
+      const Layer& other = *layers_[blob_producer_[name]];
+      fail<ConfigError>(where, ": top '", name, "' is already produced by layer '", other.name(),
+                        "'; blob names must be unique except for in-place layers");
+    }
+    auto blob = std::make_shared<Blob>();
+    blobs_[name] = blob;
+    blob_producer_[name] = index;
+    blob_names_.push_back(name);
+    tops.push_back(blob.get());
+  }
+  std::vector<float> weights(spec.tops.size(), 0.0f);
+  for (size_t t = 0; t < weights.size(); ++t) {
+    weights[t] = spec.loss_weights.empty() ? layer->default_loss_weight(static_cast<int>(t))
+                                           : spec.loss_weights[t];
+  }
+  layers_.push_back(std::move(layer));
+  bottoms_.push_back(bottoms);
+  tops_.push_back(tops);
+  bottom_names_.push_back(spec.bottoms);
+  top_names_.push_back(spec.tops);
+  loss_weights_.push_back(weights);
+}
+
+void Net::setup_layer(int i) {
+  Layer& layer = *layers_[i];
+  try {
+    layer.setup(bottoms_[i], tops_[i]);
+    layer.reshape(bottoms_[i], tops_[i]);
+  } catch (const ShapeError& e) {
+    // Name where each bottom came from, so a mismatch names both layers.
+    std::string msg = e.what();
+    for (size_t b = 0; b < bottom_names_[i].size(); ++b) {
+      const std::string& bn = bottom_names_[i][b];
+      const Layer& producer = *layers_[blob_producer_[bn]];
+      msg += "\n  bottom '" + bn + "' " + shape_str(bottoms_[i][b]->shape()) + " comes from layer '" +
+             producer.name() + "' (" + producer.type() + ")";
+    }
+    throw ShapeError(msg);
+  }
+  for (size_t t = 0; t < tops_[i].size(); ++t) {
+    if (loss_weights_[i][t] != 0.0f && tops_[i][t]->numel() != 1) {
+      fail<ConfigError>("layer '", layer.name(), "': top '", top_names_[i][t], "' has loss_weight ",
+                        loss_weights_[i][t], " but shape ", shape_str(tops_[i][t]->shape()),
+                        "; only scalar tops can be losses");
+    }
+  }
+}
+
+void Net::register_params(int i) {
+  Layer& layer = *layers_[i];
+  const LayerSpec& spec = layer.spec();
+  std::vector<LayerParam>& lp = layer.params();
+  if (spec.params.size() > lp.size()) {
+    fail<ConfigError>("layer '", layer.name(), "' at ", spec.node.loc().str(), " has ", spec.params.size(),
+                      " param blocks but ", layer.type(), " has only ", lp.size(), " parameters");
+  }
+  std::vector<int> ids;
+  for (size_t k = 0; k < lp.size(); ++k) {
+    const ParamSpec ps = k < spec.params.size() ? spec.params[k] : ParamSpec{};
+    const std::string name = ps.share_name.empty() ? layer.name() + "." + lp[k].name : ps.share_name;
+    const int existing = param_index(name);
+    if (existing >= 0) {
+      NetParam& owner = params_[existing];
+      if (ps.share_name.empty()) {
+        fail<ConfigError>("parameter name '", name, "' of layer '", layer.name(), "' clashes with a shared parameter");
+      }
+      if (owner.blob->shape() != lp[k].blob->shape()) {
+        fail<ShapeError>("layer '", layer.name(), "' shares parameter '", name, "' with layer '",
+                         layers_[owner.owner_layer]->name(), "' but its shape ", shape_str(lp[k].blob->shape()),
+                         " differs from ", shape_str(owner.blob->shape()));
+      }
+      lp[k].blob = owner.blob;
+      ids.push_back(existing);
+      continue;
+    }
+    NetParam p;
+    p.name = name;
+    p.blob = lp[k].blob;
+    p.lr_mult = lp[k].learnable == Learnable::kYes ? ps.lr_mult : 0.0f;
+    p.decay_mult = ps.decay_mult;
+    p.learnable = lp[k].learnable;
+    p.owner_layer = i;
+    params_.push_back(p);
+    ids.push_back(static_cast<int>(params_.size()) - 1);
+  }
+  layer_param_ids_.push_back(ids);
+}
+
+void Net::compute_backward_needs(bool force_backward) {
+  const int n = num_layers();
+  // Which blobs influence a loss: walk backwards from tops with a loss weight.
+  std::set<const Blob*> under_loss;
+  std::vector<bool> layer_under_loss(n, false);
+  for (int i = n - 1; i >= 0; --i) {
+    bool contributes = force_backward;
+    for (size_t t = 0; t < tops_[i].size(); ++t) {
+      if (loss_weights_[i][t] != 0.0f || under_loss.count(tops_[i][t])) contributes = true;
+    }
+    layer_under_loss[i] = contributes;
+    if (contributes) {
+      for (const Blob* b : bottoms_[i]) under_loss.insert(b);
+    }
+  }
+  // Which blobs carry a gradient back to a learnable parameter.
+  std::set<const Blob*> needs_grad;
+  layer_need_backward_.assign(n, false);
+  bottom_need_backward_.assign(n, {});
+  for (int i = 0; i < n; ++i) {
+    const Layer& layer = *layers_[i];
+    const LayerSpec& spec = layer.spec();
+    bool learns = false;
+    for (int id : layer_param_ids_[i]) {
+      if (params_[id].learnable == Learnable::kYes && params_[id].lr_mult != 0.0f) learns = true;
+    }
+    std::vector<bool> bn(bottoms_[i].size(), false);
+    bool any_bottom = false;
+    for (size_t b = 0; b < bottoms_[i].size(); ++b) {
+      const bool allowed = layer.can_backward_to(static_cast<int>(b)) &&
+                           (spec.propagate_down.empty() || spec.propagate_down[b]);
+      bn[b] = allowed && (needs_grad.count(bottoms_[i][b]) > 0 || force_backward);
+      any_bottom = any_bottom || bn[b];
+    }
+    const bool need = layer_under_loss[i] && (learns || any_bottom);
+    layer_need_backward_[i] = need;
+    if (!need) bn.assign(bn.size(), false);
+    bottom_need_backward_[i] = bn;
+    if (need) {
+      for (const Blob* t : tops_[i]) needs_grad.insert(t);
+    }
+  }
+  // A parameter's gradient is final after the backward of the lowest layer using it.
+  params_ready_after_.assign(n, {});
+  for (auto& p : params_) p.last_backward_layer = -1;
+  for (int i = 0; i < n; ++i) {
+    if (!layer_need_backward_[i]) continue;
+    for (int id : layer_param_ids_[i]) {
+      if (params_[id].last_backward_layer < 0) params_[id].last_backward_layer = i;
+    }
+  }
+  for (int id = 0; id < static_cast<int>(params_.size()); ++id) {
+    if (params_[id].last_backward_layer >= 0) params_ready_after_[params_[id].last_backward_layer].push_back(id);
+  }
+}
+
+int Net::layer_index(const std::string& name) const {
+  for (int i = 0; i < num_layers(); ++i) {
+    if (layers_[i]->name() == name) return i;
+  }
+  std::vector<std::string> names;
+  for (const auto& l : layers_) names.push_back(l->name());
+  fail<ConfigError>("net '", name_, "' has no layer '", name, "' (layers: ", join(names), ")");
+}
+
+bool Net::has_blob(const std::string& name) const { return blobs_.count(name) > 0; }
+
+Blob& Net::blob(const std::string& name) {
+  auto it = blobs_.find(name);
+  if (it == blobs_.end()) {
+    fail<ConfigError>("net '", name_, "' has no blob '", name, "' (blobs: ", join(blob_names_), ")");
+  }
+  return *it->second;
+}
+
+std::vector<std::string> Net::input_names() const {
+  std::vector<std::string> out;
+  for (int i = 0; i < num_layers(); ++i) {
+    if (layers_[i]->type() == "Input") out.insert(out.end(), top_names_[i].begin(), top_names_[i].end());
+  }
+  return out;
+}
+
+float Net::forward(int from, int to) {
+  STRATA_CHECK(from >= 0 && to < num_layers() && from <= to + 1, "bad layer range [", from, ", ", to, "]");
+  double loss = 0.0;
+  for (int i = from; i <= to; ++i) {
+    Layer& layer = *layers_[i];
+    layer.reshape(bottoms_[i], tops_[i]);
+    layer.forward_cpu(bottoms_[i], tops_[i]);
+    for (size_t t = 0; t < tops_[i].size(); ++t) {
+      const float w = loss_weights_[i][t];
+      if (w == 0.0f) continue;
+      loss += static_cast<double>(w) * tops_[i][t]->data.data<float>()[0];
+    }
+  }
+  return static_cast<float>(loss);
+}
+
+void Net::backward(int from, int to) {
+  STRATA_CHECK(from >= 0 && to < num_layers() && from <= to + 1, "bad layer range [", from, ", ", to, "]");
+  for (int i = to; i >= from; --i) {
+    if (!layer_need_backward_[i]) continue;
+    for (size_t t = 0; t < tops_[i].size(); ++t) {
+      const float w = loss_weights_[i][t];
+      if (w != 0.0f) tops_[i][t]->diff.fill(w);
+    }
+    layers_[i]->backward_cpu(tops_[i], bottom_need_backward_[i], bottoms_[i]);
+    if (grad_ready_) {
+      for (int id : params_ready_after_[i]) grad_ready_(id);
+    }
+  }
+}
+
+float Net::forward_backward() {
+  const float loss = forward();
+  backward();
+  return loss;
+}
+
+void Net::set_grad_ready_callback(std::function<void(int)> callback) { grad_ready_ = std::move(callback); }
+
+int Net::param_index(const std::string& name) const {
+  for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
+    if (params_[i].name == name) return i;
+  }
+  return -1;
+}
+
+void Net::zero_param_diffs() {
+  for (auto& p : params_) p.blob->diff.zero();
+}
+
+void Net::share_params_from(const Net& other) {
+  for (int i = 0; i < num_layers(); ++i) {
+    std::vector<LayerParam>& lp = layers_[i]->params();
+    for (size_t k = 0; k < lp.size(); ++k) {
+      NetParam& mine = params_[layer_param_ids_[i][k]];
+      const int j = other.param_index(mine.name);
+      if (j < 0) continue;  // e.g. a TEST-only layer: keeps its own parameters
+      const NetParam& theirs = other.params_[j];
+      if (theirs.blob->shape() != mine.blob->shape()) {
+        fail<ShapeError>("parameter '", mine.name, "' has shape ", shape_str(mine.blob->shape()), " in the ",
+                         phase_name(phase()), " net but ", shape_str(theirs.blob->shape()), " in the ",
+                         phase_name(other.phase()), " net");
+      }
+      lp[k].blob = theirs.blob;
+      mine.blob = theirs.blob;
+    }
+  }
+}
+
+std::map<std::string, std::string> Net::save_layer_states() const {
+  std::map<std::string, std::string> out;
+  for (const auto& l : layers_) out[l->name()] = l->save_state();
+  return out;
+}
+
+void Net::load_layer_states(const std::map<std::string, std::string>& states) {
+  for (auto& l : layers_) {
+    auto it = states.find(l->name());
+    if (it != states.end()) l->load_state(it->second);
+  }
+}
+
+MemoryReport Net::memory_report() const {
+  MemoryReport r;
+  std::set<const void*> seen;
+  for (const auto& p : params_) {
+    seen.insert(p.blob->data.raw_data());
+    seen.insert(p.blob->diff.raw_data());
+    if (p.learnable == Learnable::kYes) {
+      r.param_bytes += p.blob->data.capacity_bytes();
+      r.grad_bytes += p.blob->diff.capacity_bytes();
+    } else {
+      r.buffer_bytes += p.blob->data.capacity_bytes() + p.blob->diff.capacity_bytes();
+    }
+  }
+  for (const auto& kv : blobs_) {
+    for (const Tensor* t : {&kv.second->data, &kv.second->diff}) {
+      if (t->raw_data() && seen.insert(t->raw_data()).second) r.activation_bytes += t->capacity_bytes();
+    }
+  }
+  return r;
+}
+
+}  // namespace strata

@@ -1,0 +1,130 @@
+// Net: layers connected by named blobs, built from a `name: ... layer { }`
+// config for one phase. Runs forward and backward over the whole net or over
+// a range of layers (what pipeline stages need), and reports each
+// parameter's final gradient through a callback (what overlapped allreduce
+// needs).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/layer.h"
+
+namespace strata {
+
+struct NetOptions {
+  Phase phase = Phase::kTrain;
+  std::string base_dir;  // folder of the config file; relative paths resolve against it
+  uint64_t seed = 1;
+  int rank = 0;
+  int world_size = 1;
+  Communicator* comm = nullptr;
+};
+
+// One unique parameter of the net (shared weights appear once).
+struct NetParam {
+  std::string name;  // "conv1.weight", or the share name given in `param { name: }`
+  std::shared_ptr<Blob> blob;
+  float lr_mult = 1.0f;
+  float decay_mult = 1.0f;
+  Learnable learnable = Learnable::kYes;
+  int owner_layer = -1;
+  int last_backward_layer = -1;  // the lowest layer index whose backward writes its gradient
+};
+
+struct MemoryReport {
+  size_t param_bytes = 0;       // learnable values
+  size_t grad_bytes = 0;        // learnable gradients
+  size_t buffer_bytes = 0;      // non-learnable state (BatchNorm statistics)
+  size_t activation_bytes = 0;  // blob values and gradients, shared storage counted once
+  std::string str() const;
+};
+
+class Net {
+ public:
+  Net(const ConfigNode& root, const NetOptions& options);
+  // Parses the file; base_dir defaults to the file's folder.
+  static std::unique_ptr<Net> from_file(const std::string& path, NetOptions options);
+  ~Net();
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
+
+  const std::string& name() const { return name_; }
+  Phase phase() const { return options_.phase; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  Layer& layer(int i) { return *layers_.at(i); }
+  const Layer& layer(int i) const { return *layers_.at(i); }
+  int layer_index(const std::string& name) const;  // ConfigError listing names if unknown
+  bool layer_needs_backward(int i) const { return layer_need_backward_.at(i); }
+
+  bool has_blob(const std::string& name) const;
+  Blob& blob(const std::string& name);  // ConfigError listing names if unknown
+  const std::vector<std::string>& blob_names() const { return blob_names_; }
+  const BlobVec& bottoms(int layer) const { return bottoms_.at(layer); }
+  const BlobVec& tops(int layer) const { return tops_.at(layer); }
+  // Blobs no layer reads: the net's results ("loss", "accuracy").
+  const std::vector<std::string>& output_names() const { return output_names_; }
+  // Blobs produced by an Input layer: set their values before forward().
+  std::vector<std::string> input_names() const;
+
+  // Forward over layers [from, to]; returns the weighted loss of those layers.
+  float forward(int from, int to);
+  float forward() { return forward(0, num_layers() - 1); }
+  // Backward over layers to..from (descending). Parameter gradients accumulate.
+  void backward(int from, int to);
+  void backward() { backward(0, num_layers() - 1); }
+  float forward_backward();
+
+  // Called with a param index once that parameter's gradient is final for
+  // this backward pass (after the last layer that writes it).
+  void set_grad_ready_callback(std::function<void(int param_index)> callback);
+
+  std::vector<NetParam>& params() { return params_; }
+  const std::vector<NetParam>& params() const { return params_; }
+  int param_index(const std::string& name) const;  // -1 if absent
+  void zero_param_diffs();
+
+  // Makes this net use `other`'s parameter blobs (by name; shapes must match).
+  // A TEST net shares the TRAIN net's weights this way.
+  void share_params_from(const Net& other);
+
+  // Per-layer state beyond parameters (data cursors, RNGs), by layer name.
+  std::map<std::string, std::string> save_layer_states() const;
+  void load_layer_states(const std::map<std::string, std::string>& states);
+
+  MemoryReport memory_report() const;
+
+ private:
+  void build(const ConfigNode& root);
+  void connect_layer(const LayerSpec& spec, int index);
+  void setup_layer(int index);
+  void register_params(int index);
+  void compute_backward_needs(bool force_backward);
+
+  NetOptions options_;
+  std::string name_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<BlobVec> bottoms_, tops_;
+  std::vector<std::vector<std::string>> bottom_names_, top_names_;
+  std::vector<std::vector<bool>> bottom_need_backward_;
+  std::vector<std::vector<float>> loss_weights_;
+  std::vector<bool> layer_need_backward_;
+  std::map<std::string, std::shared_ptr<Blob>> blobs_;
+  std::map<std::string, int> blob_producer_;  // blob name -> layer index that first wrote it
+  std::vector<std::string> blob_names_, output_names_;
+  std::vector<NetParam> params_;
+  std::vector<std::vector<int>> layer_param_ids_;  // per layer: index into params_ per slot
+  std::vector<std::vector<int>> params_ready_after_;  // per layer: params final after its backward
+  std::function<void(int)> grad_ready_;
+};
+
+// Keys allowed at the top of a net file and inside a `layer { }` block.
+const std::vector<std::string>& net_keys();
+const std::vector<std::string>& layer_keys();
+
+}  // namespace strata

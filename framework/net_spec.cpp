@@ -1,0 +1,230 @@
+#include "framework/net_spec.h"
+
+#include <map>
+#include <set>
+
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+
+namespace strata {
+
+const std::vector<std::string>& net_keys() {
+  static const std::vector<std::string> keys = {"name",      "layer",     "input",
+                                                "input_shape", "input_dim", "force_backward"};
+  return keys;
+}
+
+const std::vector<std::string>& layer_keys() {
+  static const std::vector<std::string> keys = {"name",    "type",    "bottom",      "top",
+                                                "param",   "include", "exclude",     "loss_weight",
+                                                "propagate_down", "phase"};
+  return keys;
+}
+
+namespace {
+
+std::string layer_context(const ConfigNode& block) {
+  const ConfigNode* n = block.find("name");
+  return n ? "layer '" + n->text() + "'" : "layer at " + block.loc().str();
+}
+
+bool rule_matches(const ConfigNode& rule, Phase phase, const std::string& context) {
+  rule.check_keys({"phase"}, "include/exclude rule of " + context);
+  if (!rule.has("phase")) return true;
+  const std::string p = rule.get_enum("phase", {"TRAIN", "TEST"}, "TRAIN");
+  return p == phase_name(phase);
+}
+
+}  // namespace
+
+bool layer_in_phase(const ConfigNode& block, Phase phase) {
+  const std::string context = layer_context(block);
+  const auto includes = block.all("include");
+  const auto excludes = block.all("exclude");
+  if (!includes.empty() && !excludes.empty()) {
+    fail<ConfigError>(context, " at ", block.loc().str(),
+                      ": give either include or exclude rules, not both");
+  }
+  if (block.has("phase")) {
+    const std::string p = block.get_enum("phase", {"TRAIN", "TEST"}, "TRAIN");
+    if (p != phase_name(phase)) return false;
+  }
+  if (!includes.empty()) {
+    for (const ConfigNode* r : includes) {
+      if (rule_matches(*r, phase, context)) return true;
+    }
+    return false;
+  }
+  for (const ConfigNode* r : excludes) {
+    if (rule_matches(*r, phase, context)) return false;
+  }
+  return true;
+}
+
+LayerSpec parse_layer_spec(const ConfigNode& block) {
+  LayerSpec spec;
+  spec.node = block;
+  spec.type = block.get_string("type");
+  spec.name = block.get_string("name", "");
+  const std::string context = spec.name.empty() ? "layer at " + block.loc().str()
+                                                : "layer '" + spec.name + "'";
+  if (spec.name.empty()) fail<ConfigError>(context, " has no name; add name: \"...\"");
+  const LayerRegistration& reg = LayerRegistry::instance().find(spec.type);
+  const LayerSchema schema = reg.schema();
+
+  std::vector<std::string> known = layer_keys();
+  for (const auto& b : schema.blocks) known.push_back(b.block);
+  block.check_keys(known, context + " (" + spec.type + ")");
+  for (const auto& b : schema.blocks) {
+    for (const ConfigNode* sub : block.all(b.block)) {
+      sub->check_keys(b.keys, b.block + " of " + context);
+    }
+    if (block.count(b.block) > 1) {
+      fail<ConfigError>(b.block, " given ", block.count(b.block), " times in ", context, " at ",
+                        block.loc().str(), "; expected once");
+    }
+  }
+
+  spec.bottoms = block.get_strings("bottom");
+  spec.tops = block.get_strings("top");
+  for (const ConfigNode* p : block.all("param")) {
+    p->check_keys({"name", "lr_mult", "decay_mult"}, "param of " + context);
+    ParamSpec ps;
+    ps.share_name = p->get_string("name", "");
+    ps.lr_mult = static_cast<float>(p->get_double("lr_mult", 1.0));
+    ps.decay_mult = static_cast<float>(p->get_double("decay_mult", 1.0));
+    if (ps.lr_mult < 0 || ps.decay_mult < 0) {
+      fail<ConfigError>("param of ", context, " at ", p->loc().str(),
+                        ": lr_mult and decay_mult must be >= 0");
+    }
+    spec.params.push_back(ps);
+  }
+  for (double w : block.get_doubles("loss_weight")) spec.loss_weights.push_back(static_cast<float>(w));
+  for (const ConfigNode* p : block.all("propagate_down")) spec.propagate_down.push_back(p->as_bool());
+  if (!spec.propagate_down.empty() && spec.propagate_down.size() != spec.bottoms.size()) {
+    fail<ConfigError>(context, " at ", block.loc().str(), ": ", spec.propagate_down.size(),
+                      " propagate_down values for ", spec.bottoms.size(),
+                      " bottoms; give one per bottom");
+  }
+  if (!spec.loss_weights.empty() && spec.loss_weights.size() != spec.tops.size()) {
+    fail<ConfigError>(context, " at ", block.loc().str(), ": ", spec.loss_weights.size(),
+                      " loss_weight values for ", spec.tops.size(), " tops; give one per top");
+  }
+  return spec;
+}
+
+namespace {
+
+// Legacy Caffe deploy files declare inputs at the top level:
+//   input: "data"  input_shape { dim: 1 dim: 3 dim: 224 dim: 224 }
+// (or four input_dim values per input). They become one Input layer.
+void add_legacy_inputs(const ConfigNode& root, std::vector<LayerSpec>& specs) {
+  const auto inputs = root.get_strings("input");
+  if (inputs.empty()) return;
+  const auto shapes = root.all("input_shape");
+  const auto dims = root.get_ints("input_dim");
+  ConfigNode layer = ConfigNode::block("layer", root.loc());
+  ConfigNode param = ConfigNode::block("input_param", root.loc());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ConfigNode shape = ConfigNode::block("shape", root.loc());
+    if (i < shapes.size()) {
+      for (int64_t d : shapes[i]->get_ints("dim")) {
+        shape.add_child(ConfigNode::scalar("dim", std::to_string(d), false, shapes[i]->loc()));
+      }
+    } else if (dims.size() == 4 * inputs.size()) {
+      for (size_t k = 0; k < 4; ++k) {
+        shape.add_child(ConfigNode::scalar("dim", std::to_string(dims[4 * i + k]), false, root.loc()));
+      }
+    } else {
+      fail<ConfigError>("net input '", inputs[i], "' at ", root.loc().str(),
+                        " has no input_shape; add input_shape { dim: ... } for each input");
+    }
+    param.add_child(std::move(shape));
+  }
+  layer.add_child(std::move(param));
+  LayerSpec spec;
+  spec.name = "input";
+  spec.type = "Input";
+  spec.tops = inputs;
+  spec.node = std::move(layer);
+  specs.push_back(std::move(spec));
+}
+
+// Inserts a Split layer after each producer whose top is read more than once,
+// and points each reader at its own split output (Caffe's insert_splits).
+std::vector<LayerSpec> insert_splits(const std::vector<LayerSpec>& in) {
+  // (producer layer, top index) of the current version of each blob name.
+  std::map<std::string, std::pair<int, int>> current;
+  std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> readers;  // -> (layer, bottom)
+  for (int i = 0; i < static_cast<int>(in.size()); ++i) {
+    for (int j = 0; j < static_cast<int>(in[i].bottoms.size()); ++j) {
+      auto it = current.find(in[i].bottoms[j]);
+      if (it != current.end()) readers[it->second].push_back({i, j});
+    }
+    for (int j = 0; j < static_cast<int>(in[i].tops.size()); ++j) current[in[i].tops[j]] = {i, j};
+  }
+  std::vector<LayerSpec> out;
+  std::map<std::pair<int, int>, std::string> renamed;  // (layer, bottom) -> split top
+  for (int i = 0; i < static_cast<int>(in.size()); ++i) {
+    LayerSpec spec = in[i];
+    for (int j = 0; j < static_cast<int>(spec.bottoms.size()); ++j) {
+      auto it = renamed.find({i, j});
+      if (it == renamed.end()) continue;
+      for (size_t t = 0; t < spec.tops.size(); ++t) {
+        if (spec.tops[t] == spec.bottoms[j]) {
+          fail<ConfigError>("blob '", spec.bottoms[j], "' is read by several layers and modified in place by layer '",
+                            spec.name, "' at ", spec.node.loc().str(),
+                            "; give that layer's top its own name");
+        }
+      }
+      spec.bottoms[j] = it->second;
+    }
+    out.push_back(spec);
+    for (int t = 0; t < static_cast<int>(spec.tops.size()); ++t) {
+      auto r = readers.find({i, t});
+      if (r == readers.end() || r->second.size() < 2) continue;
+      LayerSpec split;
+      const std::string& blob = spec.tops[t];
+      split.name = blob + "_" + spec.name + "_" + std::to_string(t) + "_split";
+      split.type = "Split";
+      split.bottoms = {blob};
+      split.node = ConfigNode::block("layer", spec.node.loc());
+      for (size_t k = 0; k < r->second.size(); ++k) {
+        const std::string top = split.name + "_" + std::to_string(k);
+        split.tops.push_back(top);
+        renamed[r->second[k]] = top;
+      }
+      out.push_back(std::move(split));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<LayerSpec> net_layer_specs(const ConfigNode& root, Phase phase) {
+  if (root.has("layers")) {
+    fail<ConfigError>("legacy 'layers' block at ", root.find("layers") ? root.all("layers")[0]->loc().str() : "",
+                      ": this is Caffe's old V1 format; rename each 'layers' to 'layer' and write "
+                      "types as strings (type: \"Convolution\")");
+  }
+  root.check_keys(net_keys(), "net");
+  std::vector<LayerSpec> specs;
+  add_legacy_inputs(root, specs);
+  std::set<std::string> names;
+  for (const ConfigNode* block : root.all("layer")) {
+    if (!layer_in_phase(*block, phase)) {
+      parse_layer_spec(*block);  // still check keys of the other phase's layers
+      continue;
+    }
+    LayerSpec spec = parse_layer_spec(*block);
+    if (!names.insert(spec.name).second) {
+      fail<ConfigError>("two layers are named '", spec.name, "' (second at ", block->loc().str(),
+                        "); layer names must be unique");
+    }
+    specs.push_back(std::move(spec));
+  }
+  return insert_splits(specs);
+}
+
+}  // namespace strata

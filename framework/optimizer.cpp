@@ -1,0 +1,169 @@
+#include "framework/optimizer.h"
+
+#include <cmath>
+
+#include "framework/error.h"
+#include "framework/math.h"
+#include "framework/threads.h"
+
+namespace strata {
+
+namespace {
+// Element-wise updates are memory bound; below this size threads cost more than they save.
+constexpr int64_t kMinChunk = 1 << 15;
+}  // namespace
+
+const std::vector<std::string>& solver_type_names() {
+  static const std::vector<std::string> names = {"SGD", "Nesterov", "Adam", "AdamW"};
+  return names;
+}
+
+const char* solver_type_name(SolverType t) { return solver_type_names().at(static_cast<size_t>(t)).c_str(); }
+
+void scale_gradients(std::vector<NetParam>& params, float factor) {
+  if (factor == 1.0f) return;
+  for (NetParam& p : params) {
+    if (!is_updated(p)) continue;
+    float* g = p.blob->diff.data<float>();
+    parallel_for(p.blob->diff.numel(), kMinChunk, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) g[i] *= factor;
+    });
+  }
+}
+
+double clip_gradients(std::vector<NetParam>& params, double max_norm) {
+  if (!(max_norm > 0.0)) return 0.0;
+  // Serial and in double: the norm (and so the result) does not depend on the thread count.
+  double sq = 0.0;
+  for (const NetParam& p : params) {
+    if (is_updated(p)) sq += sum_squares(p.blob->diff.numel(), p.blob->diff.data<float>());
+  }
+  const double norm = std::sqrt(sq);
+  if (norm > max_norm) scale_gradients(params, static_cast<float>(max_norm / (norm + 1e-6)));
+  return norm;
+}
+
+void Optimizer::prepare(const std::vector<NetParam>& params) {
+  names_.clear();
+  history_.clear();
+  const size_t slots = slot_names().size();
+  for (const NetParam& p : params) {
+    if (!is_updated(p)) continue;
+    std::vector<Tensor> h;
+    for (size_t s = 0; s < slots; ++s) h.emplace_back(p.blob->shape());  // zero-initialised
+    names_.push_back(p.name);
+    history_[p.name] = std::move(h);
+  }
+}
+
+void Optimizer::update(std::vector<NetParam>& params, double lr) {
+  for (NetParam& p : params) {
+    if (!is_updated(p)) continue;
+    auto it = history_.find(p.name);
+    STRATA_CHECK(it != history_.end(), "optimizer has no history for parameter '", p.name,
+                 "'; call prepare() with the net's parameters first");
+    STRATA_CHECK(it->second.front().shape() == p.blob->shape(), "history of '", p.name, "' has shape ",
+                 shape_str(it->second.front().shape()), ", parameter has ", shape_str(p.blob->shape()));
+    update_param(p, it->second, lr);
+  }
+  ++steps_;
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  const std::vector<std::string> slots = slot_names();
+  for (const std::string& name : names_) {
+    const std::vector<Tensor>& h = history_.at(name);
+    for (size_t s = 0; s < slots.size(); ++s) out.emplace_back(name + "." + slots[s], h[s]);
+  }
+  return out;
+}
+
+std::vector<std::string> Optimizer::state_params() const { return names_; }
+
+namespace {
+
+float regularizer(Regularization r, float w) {
+  if (r == Regularization::kL2) return w;
+  return static_cast<float>((w > 0.0f) - (w < 0.0f));
+}
+
+// Caffe's SGD and Nesterov: the velocity holds lr * gradient.
+class SgdOptimizer final : public Optimizer {
+ public:
+  using Optimizer::Optimizer;
+  std::vector<std::string> slot_names() const override { return {"momentum"}; }
+
+ protected:
+  void update_param(NetParam& p, std::vector<Tensor>& slots, double lr) override {
+    const float rate = static_cast<float>(lr * p.lr_mult);
+    const float decay = static_cast<float>(options_.weight_decay * p.decay_mult);
+    const float mom = static_cast<float>(options_.momentum);
+    const bool nesterov = options_.type == SolverType::kNesterov;
+    const Regularization reg = options_.regularization;
+    float* w = p.blob->data.data<float>();
+    const float* g = p.blob->diff.data<float>();
+    float* v = slots[0].data<float>();
+    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float grad = decay != 0.0f ? g[i] + decay * regularizer(reg, w[i]) : g[i];
+        const float v_new = mom * v[i] + rate * grad;
+        w[i] -= nesterov ? (1.0f + mom) * v_new - mom * v[i] : v_new;
+        v[i] = v_new;
+      }
+    });
+  }
+};
+
+// torch.optim.Adam / AdamW (amsgrad off).
+class AdamOptimizer final : public Optimizer {
+ public:
+  using Optimizer::Optimizer;
+  std::vector<std::string> slot_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+
+ protected:
+  void update_param(NetParam& p, std::vector<Tensor>& slots, double lr) override {
+    const double local_lr = lr * p.lr_mult;
+    const double wd = options_.weight_decay * p.decay_mult;
+    const bool decoupled = options_.type == SolverType::kAdamW;
+    const Regularization reg = options_.regularization;
+    const double b1 = options_.momentum, b2 = options_.momentum2;
+    const double t = static_cast<double>(steps_ + 1);
+    const float l2 = decoupled ? 0.0f : static_cast<float>(wd);
+    const float shrink = decoupled ? static_cast<float>(1.0 - local_lr * wd) : 1.0f;
+    const float beta1 = static_cast<float>(b1), beta2 = static_cast<float>(b2);
+    const float one_minus_b1 = static_cast<float>(1.0 - b1), one_minus_b2 = static_cast<float>(1.0 - b2);
+    const float step_size = static_cast<float>(local_lr / (1.0 - std::pow(b1, t)));
+    const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
+    const float eps = static_cast<float>(options_.delta);
+    float* w = p.blob->data.data<float>();
+    const float* g = p.blob->diff.data<float>();
+    float* m = slots[0].data<float>();
+    float* s = slots[1].data<float>();
+    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float grad = l2 != 0.0f ? g[i] + l2 * regularizer(reg, w[i]) : g[i];
+        m[i] = m[i] * beta1 + one_minus_b1 * grad;
+        s[i] = s[i] * beta2 + one_minus_b2 * grad * grad;
+        const float denom = std::sqrt(s[i]) / bc2_sqrt + eps;
+        w[i] = w[i] * shrink - step_size * (m[i] / denom);
+      }
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options) {
+  switch (options.type) {
+    case SolverType::kSGD:
+    case SolverType::kNesterov:
+      return std::make_unique<SgdOptimizer>(options);
+    case SolverType::kAdam:
+    case SolverType::kAdamW:
+      return std::make_unique<AdamOptimizer>(options);
+  }
+  fail<Error>("unknown solver type ", static_cast<int>(options.type));
+}
+
+}  // namespace strata

@@ -1,0 +1,99 @@
+// Parameter update rules (CPU). The Solver calls, once per iteration and in
+// this order: scale_gradients (1 / iter_size), clip_gradients (global norm),
+// Optimizer::update. Only learnable parameters with lr_mult > 0 take part;
+// buffers (BatchNorm statistics) and frozen parameters are never touched.
+//
+// Per-parameter rate and decay: lr_p = lr * lr_mult, wd_p = weight_decay * decay_mult.
+//   SGD       (Caffe)   v = momentum * v + lr_p * (g + wd_p * w);  w -= v
+//   Nesterov  (Caffe)   v' = momentum * v + lr_p * (g + wd_p * w);
+//                       w -= (1 + momentum) * v' - momentum * v
+//   Adam      (torch.optim.Adam) g += wd_p * w; m = b1 m + (1-b1) g; s = b2 s + (1-b2) g^2;
+//                       w -= lr_p / (1 - b1^t) * m / (sqrt(s) / sqrt(1 - b2^t) + eps)
+//   AdamW     (torch.optim.AdamW) w *= 1 - lr_p * wd_p, then Adam without the L2 term.
+// Caffe's SGD keeps the learning rate inside the momentum buffer, so it equals
+// torch.optim.SGD (and Nesterov equals nesterov=True) exactly while the rate is
+// constant; when the rate changes, Caffe's form lets old velocity keep its old
+// rate, torch's rescales it. With regularization L1, g += wd_p * sign(w).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/net.h"
+#include "framework/tensor.h"
+
+namespace strata {
+
+enum class SolverType { kSGD, kNesterov, kAdam, kAdamW };
+enum class Regularization { kL2, kL1 };
+
+// "SGD", "Nesterov", "Adam", "AdamW".
+const char* solver_type_name(SolverType t);
+const std::vector<std::string>& solver_type_names();
+
+struct OptimizerOptions {
+  SolverType type = SolverType::kSGD;
+  double momentum = 0.0;     // SGD momentum, Adam beta1
+  double momentum2 = 0.999;  // Adam beta2
+  double delta = 1e-8;       // Adam epsilon
+  double weight_decay = 0.0;
+  Regularization regularization = Regularization::kL2;
+};
+
+// Does the solver update this parameter?
+inline bool is_updated(const NetParam& p) { return p.learnable == Learnable::kYes && p.lr_mult > 0.0f; }
+
+// Multiplies every updated parameter's gradient by `factor`.
+void scale_gradients(std::vector<NetParam>& params, float factor);
+// PyTorch's clip_grad_norm_: the L2 norm over all updated gradients together;
+// when norm > max_norm the gradients are scaled by max_norm / (norm + 1e-6).
+// max_norm <= 0 disables clipping. Returns the norm before clipping (0 when
+// disabled: the norm is then not computed).
+double clip_gradients(std::vector<NetParam>& params, double max_norm);
+
+class Optimizer {
+ public:
+  explicit Optimizer(const OptimizerOptions& options) : options_(options) {}
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  SolverType type() const { return options_.type; }
+  const OptimizerOptions& options() const { return options_; }
+  // Names of the history tensors kept per parameter ("momentum"; "exp_avg", "exp_avg_sq").
+  virtual std::vector<std::string> slot_names() const = 0;
+
+  // Creates zeroed history for every updated parameter of `params`. Called
+  // once by the Solver; update() and load_state() need it.
+  void prepare(const std::vector<NetParam>& params);
+  // One update of every updated parameter from its (final) gradient.
+  void update(std::vector<NetParam>& params, double lr);
+
+  // Updates applied so far (Adam's bias-correction step t is steps() + 1).
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t s) { steps_ = s; }
+
+  // History as "<param name>.<slot>" -> tensor (shared storage, not copies),
+  // in parameter order then slot order.
+  std::vector<std::pair<std::string, Tensor>> state_tensors() const;
+  // Parameter names that have history, in order.
+  std::vector<std::string> state_params() const;
+
+ protected:
+  // Updates one parameter; `slots` holds slot_names().size() tensors shaped like it.
+  virtual void update_param(NetParam& p, std::vector<Tensor>& slots, double lr) = 0;
+
+  OptimizerOptions options_;
+  int64_t steps_ = 0;
+
+ private:
+  std::vector<std::string> names_;           // parameter names, in net order
+  std::map<std::string, std::vector<Tensor>> history_;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options);
+
+}  // namespace strata

@@ -1,0 +1,308 @@
+#include "framework/solver_config.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "framework/error.h"
+#include "framework/file_util.h"
+
+namespace strata {
+
+const std::vector<std::string>& solver_keys() {
+  static const std::vector<std::string> keys = {
+      "net", "net_param", "train_net", "test_net",
+      "test_iter", "test_interval", "test_initialization", "test_compute_loss",
+      "base_lr", "display", "max_iter", "iter_size", "average_loss",
+      "lr_policy", "gamma", "power", "stepsize", "stepvalue", "min_lr", "warmup_iter", "warmup_start_factor",
+      "type", "solver_type", "momentum", "momentum2", "delta", "weight_decay", "regularization_type",
+      "clip_gradients",
+      "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_format", "log",
+      "random_seed", "solver_mode", "device_id", "debug_info"};
+  return keys;
+}
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "solver.prototxt:7:1" for a key, or the file itself when the key is absent.
+std::string loc_of(const ConfigNode& root, const std::string& key) {
+  const ConfigNode* n = root.find(key);
+  return n ? n->loc().str() : root.loc().str();
+}
+
+template <typename... Args>
+[[noreturn]] void bad(const ConfigNode& root, const std::string& key, Args&&... args) {
+  fail<ConfigError>(loc_of(root, key), ": ", key, " ", std::forward<Args>(args)...);
+}
+
+std::string resolve(const std::string& base_dir, const std::string& path) {
+  return path.empty() ? path : join_path(base_dir, path);
+}
+
+// The solver file's path without its extension: Caffe's default snapshot prefix.
+std::string strip_extension(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const size_t dot = path.find_last_of('.');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return path;
+  return path.substr(0, dot);
+}
+
+SolverType parse_type(const ConfigNode& root) {
+  static const std::vector<std::string> unsupported = {"AdaGrad", "RMSProp", "AdaDelta"};
+  const std::vector<std::string>& names = solver_type_names();
+  bool have = false;
+  SolverType type = SolverType::kSGD;
+  if (const ConfigNode* n = root.find("type")) {
+    const std::string text = n->as_string();
+    bool found = false;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (lower(names[i]) == lower(text)) type = static_cast<SolverType>(i), found = true;
+    }
+    if (!found) {
+      for (const auto& u : unsupported) {
+        if (lower(u) == lower(text)) {
+          fail<ConfigError>(n->loc().str(), ": solver type '", text,
+                            "' is not supported; use SGD, Nesterov, Adam or AdamW");
+        }
+      }
+      n->as_enum(names);  // throws, naming the nearest type
+    }
+    have = true;
+  }
+  if (const ConfigNode* n = root.find("solver_type")) {
+    // Caffe's legacy enum.
+    const std::string v = n->as_enum({"SGD", "NESTEROV", "ADAGRAD", "RMSPROP", "ADADELTA", "ADAM"});
+    if (v == "ADAGRAD" || v == "RMSPROP" || v == "ADADELTA") {
+      fail<ConfigError>(n->loc().str(), ": solver_type ", v,
+                        " is not supported; use SGD, NESTEROV or ADAM (or type: \"AdamW\")");
+    }
+    const SolverType legacy = v == "SGD"        ? SolverType::kSGD
+                              : v == "NESTEROV" ? SolverType::kNesterov
+                                                : SolverType::kAdam;
+    if (have && legacy != type) {
+      fail<ConfigError>(n->loc().str(), ": solver_type ", v, " contradicts type: \"", solver_type_name(type),
+                        "\"; give only one of them");
+    }
+    type = legacy;
+  }
+  return type;
+}
+
+void check_range(const ConfigNode& root, const std::string& key, double v, double lo, double hi,
+                 bool hi_inclusive, const char* meaning) {
+  const bool ok = v >= lo && (hi_inclusive ? v <= hi : v < hi);  // false for NaN
+  if (!ok) {
+    bad(root, key, "must be in [", lo, ", ", hi, hi_inclusive ? "]" : ")", ", got ", v, meaning);
+  }
+}
+
+}  // namespace
+
+SolverConfig parse_solver_config(const ConfigNode& root, const std::string& source) {
+  root.check_keys(solver_keys(), "solver" + (source.empty() ? std::string() : " file " + source));
+  SolverConfig c;
+  c.source = source;
+  c.base_dir = dirname_of(source);
+
+  // ---- nets ----
+  const bool has_net = root.has("net");
+  c.has_net_param = root.has("net_param");
+  const bool has_train = root.has("train_net");
+  const int given = int{has_net} + int{c.has_net_param} + int{has_train};
+  if (given == 0) {
+    fail<ConfigError>(root.loc().str(), ": the solver names no net; add net: \"train_val.prototxt\" "
+                      "(or train_net: and test_net:)");
+  }
+  if (given > 1) {
+    fail<ConfigError>(root.loc().str(), ": give exactly one of net, net_param and train_net");
+  }
+  c.net = resolve(c.base_dir, root.get_string("net", ""));
+  if (c.has_net_param) c.net_param = root.block("net_param");
+  c.train_net = resolve(c.base_dir, root.get_string("train_net", ""));
+  if (root.count("test_net") > 1) {
+    fail<ConfigError>(root.all("test_net")[1]->loc().str(), ": only one test_net is supported");
+  }
+  c.test_net = resolve(c.base_dir, root.get_string("test_net", ""));
+  if (!c.test_net.empty() && !has_train) {
+    bad(root, "test_net", "needs train_net: (with net: the TEST phase of the same file is used)");
+  }
+
+  // ---- testing ----
+  const std::vector<int64_t> test_iters = root.get_ints("test_iter");
+  c.test_iter = test_iters.empty() ? 0 : test_iters.front();
+  c.test_interval = root.get_int("test_interval", 0);
+  c.test_initialization = root.get_bool("test_initialization", true);
+  c.test_compute_loss = root.get_bool("test_compute_loss", false);
+  if (c.test_iter < 0) bad(root, "test_iter", "must be >= 0, got ", c.test_iter);
+  if (c.test_interval < 0) bad(root, "test_interval", "must be >= 0 (0: never test), got ", c.test_interval);
+  const bool has_test_net = has_net || c.has_net_param || !c.test_net.empty();
+  if (c.test_interval > 0 && has_test_net && c.test_iter <= 0) {
+    bad(root, "test_interval", "is ", c.test_interval,
+        " but test_iter (batches per test) is not set; add test_iter: N or set test_interval: 0");
+  }
+
+  // ---- schedule ----
+  c.max_iter = root.get_int("max_iter", 0);
+  if (c.max_iter < 0) bad(root, "max_iter", "must be >= 0, got ", c.max_iter);
+  c.iter_size = root.get_int("iter_size", 1);
+  if (c.iter_size < 1) bad(root, "iter_size", "must be >= 1 (batches accumulated per update), got ", c.iter_size);
+
+  LrSchedule& lr = c.lr;
+  if (!root.has("base_lr")) fail<ConfigError>(root.loc().str(), ": missing required key base_lr");
+  lr.base_lr = root.get_double("base_lr");
+  if (!(lr.base_lr > 0.0) || !std::isfinite(lr.base_lr)) bad(root, "base_lr", "must be > 0, got ", lr.base_lr);
+  lr.policy = parse_lr_policy(root.get_enum("lr_policy", lr_policy_names(), "fixed"));
+  lr.max_iter = c.max_iter;
+  const std::string policy = lr_policy_name(lr.policy);
+  auto require = [&](const char* key) {
+    if (!root.has(key)) {
+      fail<ConfigError>(loc_of(root, "lr_policy"), ": lr_policy \"", policy, "\" needs ", key);
+    }
+  };
+  const bool uses_gamma = lr.policy == LrPolicy::kStep || lr.policy == LrPolicy::kMultiStep ||
+                          lr.policy == LrPolicy::kExp || lr.policy == LrPolicy::kInv ||
+                          lr.policy == LrPolicy::kSigmoid;
+  if (uses_gamma) require("gamma");
+  lr.gamma = root.get_double("gamma", 0.1);
+  if (uses_gamma && !std::isfinite(lr.gamma)) bad(root, "gamma", "must be finite, got ", lr.gamma);
+  if (lr.policy == LrPolicy::kInv || lr.policy == LrPolicy::kPoly) require("power");
+  lr.power = root.get_double("power", 1.0);
+  if (!std::isfinite(lr.power)) bad(root, "power", "must be finite, got ", lr.power);
+  lr.stepsize = root.get_int("stepsize", 0);
+  if (lr.policy == LrPolicy::kStep) {
+    require("stepsize");
+    if (lr.stepsize <= 0) bad(root, "stepsize", "must be > 0 for lr_policy \"step\", got ", lr.stepsize);
+  }
+  lr.stepvalues = root.get_ints("stepvalue");
+  if (lr.policy == LrPolicy::kMultiStep) {
+    require("stepvalue");
+    for (size_t i = 0; i < lr.stepvalues.size(); ++i) {
+      if (lr.stepvalues[i] < 0 || (i > 0 && lr.stepvalues[i] <= lr.stepvalues[i - 1])) {
+        fail<ConfigError>(root.all("stepvalue")[i]->loc().str(),
+                          ": stepvalue values must be >= 0 and strictly increasing, got ", lr.stepvalues[i],
+                          i > 0 ? " after " + std::to_string(lr.stepvalues[i - 1]) : std::string());
+      }
+    }
+  }
+  if ((lr.policy == LrPolicy::kPoly || lr.policy == LrPolicy::kCosine) && c.max_iter <= 0) {
+    bad(root, "max_iter", "must be > 0 for lr_policy \"", policy, "\" (the schedule spans max_iter)");
+  }
+  lr.min_lr = root.get_double("min_lr", 0.0);
+  if (!(lr.min_lr >= 0.0 && lr.min_lr <= lr.base_lr)) {
+    bad(root, "min_lr", "must be in [0, base_lr = ", lr.base_lr, "], got ", lr.min_lr);
+  }
+  lr.warmup_iter = root.get_int("warmup_iter", 0);
+  if (lr.warmup_iter < 0) bad(root, "warmup_iter", "must be >= 0, got ", lr.warmup_iter);
+  lr.warmup_start_factor = root.get_double("warmup_start_factor", 0.0);
+  check_range(root, "warmup_start_factor", lr.warmup_start_factor, 0.0, 1.0, true,
+              " (the fraction of the rate at iteration 0)");
+
+  // ---- update rule ----
+  OptimizerOptions& o = c.optimizer;
+  o.type = parse_type(root);
+  const bool adam = o.type == SolverType::kAdam || o.type == SolverType::kAdamW;
+  // Caffe's Adam reads beta1 from `momentum`; PyTorch's default beta1 is 0.9.
+  o.momentum = root.get_double("momentum", adam ? 0.9 : 0.0);
+  check_range(root, "momentum", o.momentum, 0.0, 1.0, false, adam ? " (Adam's beta1)" : "");
+  o.momentum2 = root.get_double("momentum2", 0.999);
+  check_range(root, "momentum2", o.momentum2, 0.0, 1.0, false, " (Adam's beta2)");
+  o.delta = root.get_double("delta", 1e-8);
+  if (!(o.delta > 0.0) || !std::isfinite(o.delta)) bad(root, "delta", "must be > 0, got ", o.delta);
+  o.weight_decay = root.get_double("weight_decay", 0.0);
+  if (!(o.weight_decay >= 0.0) || !std::isfinite(o.weight_decay)) {
+    bad(root, "weight_decay", "must be >= 0, got ", o.weight_decay);
+  }
+  o.regularization = root.get_enum("regularization_type", {"L2", "L1"}, "L2") == "L1" ? Regularization::kL1
+                                                                                   : Regularization::kL2;
+  if (o.regularization == Regularization::kL1 && o.type == SolverType::kAdamW) {
+    bad(root, "regularization_type", "L1 cannot be used with AdamW, whose weight decay is decoupled L2");
+  }
+  c.clip_gradients = root.get_double("clip_gradients", -1.0);
+  if (std::isnan(c.clip_gradients)) bad(root, "clip_gradients", "is NaN; give a norm > 0, or <= 0 for none");
+
+  // ---- reporting and snapshots ----
+  c.display = root.get_int("display", 100);
+  if (c.display < 0) bad(root, "display", "must be >= 0 (0: no progress lines), got ", c.display);
+  c.average_loss = root.get_int("average_loss", 1);
+  if (c.average_loss < 1) bad(root, "average_loss", "must be >= 1, got ", c.average_loss);
+  c.snapshot = root.get_int("snapshot", 0);
+  if (c.snapshot < 0) bad(root, "snapshot", "must be >= 0 (0: no periodic snapshots), got ", c.snapshot);
+  const std::string prefix = root.get_string("snapshot_prefix", "");
+  c.snapshot_prefix = prefix.empty() ? strip_extension(source.empty() ? std::string("solver") : source)
+                                     : resolve(c.base_dir, prefix);
+  c.snapshot_after_train =
+      root.get_bool("snapshot_after_train", true) ? SnapshotAfterTrain::kYes : SnapshotAfterTrain::kNo;
+  root.get_enum("snapshot_format", {"HDF5", "BINARYPROTO"}, "BINARYPROTO");  // accepted; we write safetensors
+  const std::string log = root.get_string("log", "");
+  c.log = log.empty() ? c.snapshot_prefix + "_log.jsonl" : resolve(c.base_dir, log);
+
+  // ---- run ----
+  const int64_t seed = root.get_int("random_seed", 1);
+  // Caffe uses -1 for "seed from the clock"; a reproducible default serves better.
+  c.random_seed = seed < 0 ? 1 : static_cast<uint64_t>(seed);
+  c.solver_mode = root.get_enum("solver_mode", {"CPU", "GPU"}, "CPU") == "GPU" ? SolverMode::kGPU : SolverMode::kCPU;
+  c.device_id = root.get_int("device_id", 0);
+  c.debug_info = root.get_bool("debug_info", false);
+  return c;
+}
+
+SolverConfig load_solver_config(const std::string& path) {
+  return parse_solver_config(parse_config_file(path), path);
+}
+
+namespace {
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+std::string SolverConfig::fingerprint() const {
+  std::ostringstream os;
+  os.precision(17);
+  os << "type=" << solver_type_name(optimizer.type) << ";momentum=" << optimizer.momentum
+     << ";momentum2=" << optimizer.momentum2 << ";delta=" << optimizer.delta
+     << ";weight_decay=" << optimizer.weight_decay
+     << ";reg=" << (optimizer.regularization == Regularization::kL1 ? "L1" : "L2")
+     << ";base_lr=" << lr.base_lr << ";policy=" << lr_policy_name(lr.policy) << ";gamma=" << lr.gamma
+     << ";power=" << lr.power << ";stepsize=" << lr.stepsize << ";stepvalue=";
+  for (int64_t v : lr.stepvalues) os << v << ',';
+  os << ";max_iter=" << max_iter << ";min_lr=" << lr.min_lr << ";warmup_iter=" << lr.warmup_iter
+     << ";warmup_start_factor=" << lr.warmup_start_factor << ";clip=" << clip_gradients
+     << ";iter_size=" << iter_size << ";seed=" << random_seed << ";net=" << net << ";train_net=" << train_net
+     << ";net_param=" << (has_net_param ? net_param.to_string() : std::string());
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(os.str())));
+  return buf;
+}
+
+std::string SolverConfig::summary() const {
+  std::ostringstream os;
+  os << solver_type_name(optimizer.type) << ", base_lr " << lr.base_lr << " (" << lr_policy_name(lr.policy);
+  if (lr.warmup_iter > 0) os << ", warm-up " << lr.warmup_iter << " iterations";
+  os << "), ";
+  if (optimizer.type == SolverType::kAdam || optimizer.type == SolverType::kAdamW) {
+    os << "betas (" << optimizer.momentum << ", " << optimizer.momentum2 << "), eps " << optimizer.delta;
+  } else {
+    os << "momentum " << optimizer.momentum;
+  }
+  os << ", weight_decay " << optimizer.weight_decay << ", max_iter " << max_iter;
+  if (iter_size > 1) os << ", iter_size " << iter_size;
+  if (clip_gradients > 0) os << ", clip_gradients " << clip_gradients;
+  return os.str();
+}
+
+}  // namespace strata

@@ -1,0 +1,79 @@
+// The solver prototxt: what to train, how, and for how long. Caffe's
+// spelling is accepted as written (type: "Adam", legacy solver_type: ADAM,
+// lr_policy: "step", stepvalue repeated, ...). Unknown keys are ConfigErrors
+// naming the nearest known key; every value is validated with a message that
+// names the key and its file:line:col. Relative paths (net, train_net,
+// test_net, snapshot_prefix, log) resolve against the solver file's folder.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/lr_policy.h"
+#include "framework/optimizer.h"
+
+namespace strata {
+
+enum class SolverMode { kCPU, kGPU };
+enum class SnapshotAfterTrain { kNo, kYes };
+
+struct SolverConfig {
+  // ---- nets: either `net` (both phases from one file), an inline
+  // `net_param { }`, or `train_net` (+ optional `test_net`) ----
+  std::string net;          // resolved path, or empty
+  ConfigNode net_param;     // inline net (used when has_net_param)
+  bool has_net_param = false;
+  std::string train_net;    // resolved path, or empty
+  std::string test_net;     // resolved path, or empty
+
+  // ---- testing ----
+  int64_t test_iter = 0;        // batches per test (first `test_iter` if repeated)
+  int64_t test_interval = 0;    // 0: never test
+  bool test_initialization = true;
+  bool test_compute_loss = false;  // accepted for Caffe files; outputs are always reported
+
+  // ---- schedule and update rule ----
+  int64_t max_iter = 0;
+  int64_t iter_size = 1;
+  LrSchedule lr;               // base_lr, lr_policy, gamma, power, stepsize, stepvalue,
+                               // min_lr, warmup_iter, warmup_start_factor (max_iter copied in)
+  OptimizerOptions optimizer;  // type, momentum, momentum2, delta, weight_decay, regularization_type
+  double clip_gradients = -1;  // <= 0: off
+
+  // ---- reporting and snapshots ----
+  int64_t display = 100;       // 0: no progress lines
+  int64_t average_loss = 1;    // displayed loss = mean of the last average_loss iterations
+  int64_t snapshot = 0;        // interval; 0: only after training / on interrupt
+  std::string snapshot_prefix; // resolved; default: the solver file's path without extension
+  SnapshotAfterTrain snapshot_after_train = SnapshotAfterTrain::kYes;
+  std::string log;             // JSON-lines log; default "<snapshot_prefix>_log.jsonl"
+
+  // ---- run ----
+  uint64_t random_seed = 1;
+  SolverMode solver_mode = SolverMode::kCPU;  // accepted; the device comes from the command line
+  int64_t device_id = 0;
+  bool debug_info = false;     // accepted, ignored
+
+  std::string source;          // the solver file ("" when parsed from text without a name)
+  std::string base_dir;        // the folder relative paths resolved against
+
+  // Hash (16 hex digits) of the settings that change the training trajectory
+  // (update rule, schedule, iter_size, seed, nets). Stored in snapshots so a
+  // resume can tell the user the settings changed since.
+  std::string fingerprint() const;
+  // Human summary of the settings for logs.
+  std::string summary() const;
+};
+
+// Every key a solver file may contain.
+const std::vector<std::string>& solver_keys();
+
+// Reads and validates a parsed solver file. `source` names the solver file
+// (it provides the base folder and the default snapshot prefix).
+SolverConfig parse_solver_config(const ConfigNode& root, const std::string& source);
+// parse_config_file + parse_solver_config.
+SolverConfig load_solver_config(const std::string& path);
+
+}  // namespace strata

@@ -1,0 +1,131 @@
+#include "framework/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "framework/error.h"
+
+namespace strata {
+
+Device Device::parse(const std::string& text) {
+  if (text == "cpu") return cpu();
+  if (text == "cuda") return cuda(0);
+  if (text.rfind("cuda:", 0) == 0) {
+    const std::string idx = text.substr(5);
+    if (!idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos && idx.size() < 4) {
+      return cuda(std::stoi(idx));
+    }
+  }
+  fail<ConfigError>("unknown device '", text, "'; expected cpu, cuda or cuda:N");
+}
+
+std::string Device::str() const {
+  return kind == DeviceKind::kCPU ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+void* aligned_alloc_bytes(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) fail<Error>("out of CPU memory: could not allocate ", bytes, " bytes");
+  return p;
+}
+
+void aligned_free(void* p) { std::free(p); }
+
+Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
+  if (!device.is_cpu()) {
+    fail<Error>("device ", device.str(), " storage is not available in this build");
+  }
+  ptr_ = aligned_alloc_bytes(bytes);
+  if (ptr_) std::memset(ptr_, 0, bytes);
+}
+
+Storage::~Storage() { aligned_free(ptr_); }
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) {
+    if (d < 0) fail<ShapeError>("negative dimension in shape ", shape_str(s));
+    n *= d;
+  }
+  return n;
+}
+
+Tensor::Tensor(const Shape& shape, DType dtype, Device device)
+    : shape_(shape), numel_(shape_numel(shape)), dtype_(dtype), device_(device) {
+  if (numel_ > 0) storage_ = std::make_shared<Storage>(nbytes(), device_);
+}
+
+int64_t Tensor::dim(int axis) const {
+  const int n = ndim();
+  const int a = axis < 0 ? axis + n : axis;
+  if (a < 0 || a >= n) fail<ShapeError>("axis ", axis, " out of range for shape ", shape_str(shape_));
+  return shape_[a];
+}
+
+int64_t Tensor::count(int start, int end) const {
+  STRATA_CHECK(start >= 0 && start <= end && end <= ndim(), "bad axis range [", start, ", ", end,
+               ") for shape ", shape_str(shape_));
+  int64_t n = 1;
+  for (int i = start; i < end; ++i) n *= shape_[i];
+  return n;
+}
+
+void Tensor::check_type(DType expected) const {
+  if (dtype_ != expected) {
+    fail<Error>("tensor holds ", dtype_name(dtype_), " but was accessed as ", dtype_name(expected));
+  }
+}
+
+void Tensor::reshape(const Shape& shape) {
+  const int64_t n = shape_numel(shape);
+  if (n != numel_) {
+    fail<ShapeError>("cannot reshape ", shape_str(shape_), " (", numel_, " elements) to ",
+                     shape_str(shape), " (", n, " elements)");
+  }
+  shape_ = shape;
+}
+
+void Tensor::resize(const Shape& shape) {
+  const int64_t n = shape_numel(shape);
+  const size_t need = static_cast<size_t>(n) * dtype_size(dtype_);
+  if (need > capacity_bytes()) storage_ = std::make_shared<Storage>(need, device_);
+  shape_ = shape;
+  numel_ = n;
+}
+
+void Tensor::zero() {
+  if (nbytes()) std::memset(raw_data(), 0, nbytes());
+}
+
+void Tensor::fill(float value) {
+  float* p = data<float>();
+  for (int64_t i = 0; i < numel_; ++i) p[i] = value;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (src.numel() != numel_ || src.dtype() != dtype_) {
+    fail<ShapeError>("copy_from: source ", shape_str(src.shape()), " ", dtype_name(src.dtype()),
+                     " does not match destination ", shape_str(shape_), " ", dtype_name(dtype_));
+  }
+  if (nbytes()) std::memcpy(raw_data(), src.raw_data(), nbytes());
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(shape_, dtype_, device_);
+  t.copy_from(*this);
+  return t;
+}
+
+}  // namespace strata

@@ -1,0 +1,146 @@
+// Tensor: a shape, an element type, a device and shared storage.
+// Contiguous and row-major (NCHW for images). Copies of a Tensor share storage;
+// clone() makes a deep copy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "framework/dtype.h"
+
+namespace strata {
+
+using Shape = std::vector<int64_t>;
+
+enum class DeviceKind { kCPU, kCUDA };
+
+struct Device {
+  DeviceKind kind = DeviceKind::kCPU;
+  int index = 0;
+
+  static Device cpu() { return Device{}; }
+  static Device cuda(int i) { return Device{DeviceKind::kCUDA, i}; }
+  // "cpu", "cuda", "cuda:1"; ConfigError otherwise.
+  static Device parse(const std::string& text);
+  std::string str() const;
+  bool is_cpu() const { return kind == DeviceKind::kCPU; }
+  bool operator==(const Device& o) const { return kind == o.kind && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+};
+
+// Owns one device allocation. CPU memory is 64-byte aligned (a cache line and
+// the widest SIMD register), and zero-initialised.
+class Storage {
+ public:
+  Storage(size_t bytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() { return ptr_; }
+  const void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  Device device_;
+};
+
+// 64-byte aligned CPU allocation; throws Error on failure. Pair with aligned_free.
+void* aligned_alloc_bytes(size_t bytes);
+void aligned_free(void* p);
+
+std::string shape_str(const Shape& s);  // "[2, 3, 4]"
+int64_t shape_numel(const Shape& s);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(const Shape& shape, DType dtype = DType::kF32, Device device = Device::cpu());
+
+  const Shape& shape() const { return shape_; }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  // Axis size; negative axes count from the end. Error when out of range.
+  int64_t dim(int axis) const;
+  int64_t numel() const { return numel_; }
+  // Product of dims in [start, end).
+  int64_t count(int start, int end) const;
+  int64_t count(int start) const { return count(start, ndim()); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
+  // Bytes actually reserved (may exceed nbytes() after shrinking).
+  size_t capacity_bytes() const { return storage_ ? storage_->bytes() : 0; }
+  bool defined() const { return storage_ != nullptr || numel_ == 0; }
+  bool shares_storage_with(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+
+  // Typed access; checks that T matches dtype().
+  template <typename T> T* data();
+  template <typename T> const T* data() const;
+  void* raw_data() { return storage_ ? storage_->data() : nullptr; }
+  const void* raw_data() const { return storage_ ? storage_->data() : nullptr; }
+
+  // New shape, same element count; keeps storage. ShapeError otherwise.
+  void reshape(const Shape& shape);
+  // New shape of any size; reallocates only when the storage is too small
+  // (contents are then zero), so per-iteration reshapes do not allocate.
+  void resize(const Shape& shape);
+  void zero();
+  void fill(float value);  // f32 only
+  // Element-wise copy; same numel and dtype required (shapes may differ).
+  void copy_from(const Tensor& src);
+  Tensor clone() const;
+
+ private:
+  void check_type(DType expected) const;
+
+  Shape shape_;
+  int64_t numel_ = 0;
+  DType dtype_ = DType::kF32;
+  Device device_;
+  std::shared_ptr<Storage> storage_;
+};
+
+template <typename T> struct DTypeOf;
+template <> struct DTypeOf<float> { static constexpr DType value = DType::kF32; };
+template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kI32; };
+template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kU8; };
+template <> struct DTypeOf<uint16_t> { static constexpr DType value = DType::kF16; };  // raw bits
+
+template <typename T>
+T* Tensor::data() {
+  // uint16_t is the raw bit pattern of either 16-bit float type.
+  if (!(std::is_same_v<T, uint16_t> && dtype_ == DType::kBF16)) check_type(DTypeOf<T>::value);
+  return static_cast<T*>(raw_data());
+}
+
+template <typename T>
+const T* Tensor::data() const {
+  if (!(std::is_same_v<T, uint16_t> && dtype_ == DType::kBF16)) check_type(DTypeOf<T>::value);
+  return static_cast<const T*>(raw_data());
+}
+
+// Value and gradient of one activation or parameter.
+struct Blob {
+  Tensor data;
+  Tensor diff;
+
+  Blob() = default;
+  explicit Blob(const Shape& shape) : data(shape), diff(shape) {}
+  const Shape& shape() const { return data.shape(); }
+  int64_t numel() const { return data.numel(); }
+  void resize(const Shape& shape) {
+    data.resize(shape);
+    diff.resize(shape);
+  }
+  void reshape_like(const Blob& other) { resize(other.shape()); }
+};
+
+using BlobVec = std::vector<Blob*>;
+
+}  // namespace strata

@@ -1,0 +1,108 @@
+#include "layers/accuracy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+
+namespace strata {
+
+AccuracyLayer::AccuracyLayer(const LayerSpec& spec, const LayerContext& ctx)
+    : Layer(spec, ctx),
+      top_k_(block("accuracy_param").get_int("top_k", 1)),
+      axis_(static_cast<int>(block("accuracy_param").get_int("axis", 1))) {
+  const ConfigNode& p = block("accuracy_param");
+  if (top_k_ < 1) {
+    fail<ConfigError>(where(), " at ", p.find("top_k")->loc().str(), ": top_k ", top_k_, " must be at least 1");
+  }
+  if (p.has("ignore_label")) ignore_label_ = p.get_int("ignore_label");
+}
+
+LayerSchema AccuracyLayer::schema() {
+  LayerSchema s;
+  s.summary = "Top-k classification accuracy (optional per-class accuracy top); no gradient";
+  s.blocks = {{"accuracy_param", {"top_k", "axis", "ignore_label"}}};
+  LayerExample top1;
+  top1.bottom_shapes = {{2, 5}, {2}};
+  top1.inputs = {InputKind::kGaussian, InputKind::kLabels};
+  top1.label_classes = 5;
+  top1.gradient = GradientCheck::kNo;
+  LayerExample top2 = top1;
+  top2.config = "accuracy_param { top_k: 2 ignore_label: 1 }";
+  top2.bottom_shapes = {{2, 5, 3}, {2, 3}};
+  s.examples = {top1, top2};
+  return s;
+}
+
+void AccuracyLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
+  const Tensor& x = bottom[0]->data;
+  const int axis = axis_ < 0 ? axis_ + x.ndim() : axis_;
+  if (axis < 0 || axis >= x.ndim()) {
+    shape_error("accuracy_param.axis " + std::to_string(axis_) + " is out of range for scores of shape " +
+                shape_str(x.shape()) + "; use an axis in [-" + std::to_string(x.ndim()) + ", " +
+                std::to_string(x.ndim()) + ")");
+  }
+  outer_ = x.count(0, axis);
+  channels_ = x.shape()[axis];
+  inner_ = x.count(axis + 1);
+  if (top_k_ > channels_) {
+    shape_error("top_k " + std::to_string(top_k_) + " exceeds the " + std::to_string(channels_) +
+                " classes of scores " + shape_str(x.shape()) + "; lower accuracy_param.top_k");
+  }
+  if (bottom[1]->numel() != outer_ * inner_) {
+    shape_error("expected one label per score position (" + std::to_string(outer_ * inner_) +
+                " labels for scores " + shape_str(x.shape()) + " with classes on axis " + std::to_string(axis) +
+                "), got labels " + shape_str(bottom[1]->shape()) +
+                "; labels must have the scores' shape with the class axis removed (or of size 1)");
+  }
+  top[0]->resize({});
+  if (top.size() > 1) top[1]->resize({channels_});
+  class_total_.resize(static_cast<size_t>(channels_));
+  class_correct_.resize(static_cast<size_t>(channels_));
+}
+
+void AccuracyLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const float* x = bottom[0]->data.data<float>();
+  const float* label = bottom[1]->data.data<float>();
+  std::fill(class_total_.begin(), class_total_.end(), 0);
+  std::fill(class_correct_.begin(), class_correct_.end(), 0);
+  int64_t total = 0, correct = 0;
+  for (int64_t o = 0; o < outer_; ++o) {
+    for (int64_t i = 0; i < inner_; ++i) {
+      const int64_t pos = o * inner_ + i;
+      const float v = label[pos];
+      if (ignore_label_ && v == static_cast<float>(*ignore_label_)) continue;
+      if (!(v >= 0.0f && v < static_cast<float>(channels_)) || v != std::floor(v)) {
+        fail<Error>(where(), ": label ", v, " at index ", pos, " (sample ", o, ") is not a class index in [0, ",
+                    channels_, ")",
+                    ignore_label_ ? " or the ignore_label " + std::to_string(*ignore_label_) : std::string(),
+                    "; check the labels or the number of scores (", channels_, " on the class axis)");
+      }
+      const int64_t l = static_cast<int64_t>(v);
+      const float* xo = x + o * channels_ * inner_ + i;
+      const float target = xo[l * inner_];
+      int64_t greater = 0;  // stop counting once the answer is known
+      for (int64_t c = 0; c < channels_ && greater < top_k_; ++c) greater += xo[c * inner_] > target;
+      ++total;
+      ++class_total_[l];
+      if (greater < top_k_) {
+        ++correct;
+        ++class_correct_[l];
+      }
+    }
+  }
+  top[0]->data.data<float>()[0] = total > 0 ? static_cast<float>(static_cast<double>(correct) / total) : 0.0f;
+  if (top.size() > 1) {
+    float* per_class = top[1]->data.data<float>();
+    for (int64_t c = 0; c < channels_; ++c) {
+      per_class[c] = class_total_[c] > 0 ? static_cast<float>(static_cast<double>(class_correct_[c]) / class_total_[c])
+                                         : 0.0f;
+    }
+  }
+}
+
+STRATA_REGISTER_LAYER("Accuracy", AccuracyLayer);
+
+}  // namespace strata

@@ -1,0 +1,218 @@
+#include "layers/batch_norm.h"
+
+#include <cmath>
+
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+#include "framework/threads.h"
+
+namespace strata {
+
+namespace {
+LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
+  LayerExample e;
+  e.config = config;
+  e.bottom_shapes = std::move(bottoms);
+  return e;
+}
+}  // namespace
+
+BatchNormLayer::BatchNormLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
+  const ConfigNode& p = block("batch_norm_param");
+  const bool global = p.get_bool("use_global_stats", ctx.phase == Phase::kTest);
+  stats_ = global ? Stats::kGlobal : Stats::kBatch;
+  moving_average_fraction_ = static_cast<float>(p.get_double("moving_average_fraction", 0.999));
+  eps_ = static_cast<float>(p.get_double("eps", 1e-5));
+  const std::string context = "batch_norm_param of " + where() + " at " + p.loc().str();
+  if (!(moving_average_fraction_ >= 0.0f && moving_average_fraction_ <= 1.0f)) {
+    fail<ConfigError>(context, ": moving_average_fraction must be in [0, 1] (PyTorch momentum = 1 - it), got ",
+                      moving_average_fraction_);
+  }
+  if (!(eps_ > 0.0f)) fail<ConfigError>(context, ": eps must be > 0, got ", eps_);
+}
+
+LayerSchema BatchNormLayer::schema() {
+  LayerSchema s;
+  s.blocks = {{"batch_norm_param", {"use_global_stats", "moving_average_fraction", "eps"}}};
+  LayerExample train2d = example("", {{4, 3}});
+  // The objective's finite difference moves the batch statistics too, so the
+  // batch has several samples and the tolerance is a little wider.
+  train2d.tolerance = 3e-2f;
+  LayerExample train4d = example("", {{3, 2, 2, 2}});
+  train4d.tolerance = 3e-2f;
+  LayerExample global_train = example("batch_norm_param { use_global_stats: true }", {{2, 3, 2, 2}});
+  LayerExample test_phase = example("", {{2, 3, 2}});
+  test_phase.phase = Phase::kTest;
+  s.examples = {train2d, train4d, global_train, test_phase};
+  s.summary = "Normalises each channel by batch (TRAIN) or running (TEST) mean and variance";
+  return s;
+}
+
+void BatchNormLayer::check_shape(const Shape& s) const {
+  if (s.size() < 2) {
+    shape_error("expected [N, C] or [N, C, H, W] input, got " + shape_str(s));
+  }
+  if (!params_.empty() && s[1] != params_[0].blob->shape()[0]) {
+    shape_error("expected " + std::to_string(params_[0].blob->shape()[0]) +
+                " channels (the size of running_mean), got bottom " + shape_str(s) +
+                "; the channel count cannot change after setup");
+  }
+}
+
+void BatchNormLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) {
+  check_shape(bottom[0]->shape());
+  const int64_t c = bottom[0]->shape()[1];
+  add_param("running_mean", {c}, Learnable::kNo).data.fill(0.0f);
+  add_param("running_var", {c}, Learnable::kNo).data.fill(1.0f);
+}
+
+void BatchNormLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
+  const Shape& s = bottom[0]->shape();
+  check_shape(s);
+  num_ = s[0];
+  channels_ = s[1];
+  spatial_ = bottom[0]->data.count(2);
+  mean_.resize({channels_});
+  var_.resize({channels_});
+  inv_std_.resize({channels_});
+  if (stats_ == Stats::kBatch) {
+    x_norm_.resize(s);
+    grad_means_.resize({2, channels_});
+  }
+  top[0]->resize(s);
+}
+
+// Two passes per channel in double: the mean, then the squared deviations,
+// which stays accurate when |mean| >> std.
+void BatchNormLayer::compute_batch_stats(const float* x) {
+  const int64_t m = num_ * spatial_;
+  float* mean = mean_.data<float>();
+  float* var = var_.data<float>();
+  parallel_for(channels_, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      double sum = 0.0;
+      for (int64_t n = 0; n < num_; ++n) {
+        const float* p = x + (n * channels_ + c) * spatial_;
+        for (int64_t i = 0; i < spatial_; ++i) sum += p[i];
+      }
+      const double mu = m > 0 ? sum / static_cast<double>(m) : 0.0;
+      double sq = 0.0;
+      for (int64_t n = 0; n < num_; ++n) {
+        const float* p = x + (n * channels_ + c) * spatial_;
+        for (int64_t i = 0; i < spatial_; ++i) {
+          const double d = p[i] - mu;
+          sq += d * d;
+        }
+      }
+      mean[c] = static_cast<float>(mu);
+      var[c] = m > 0 ? static_cast<float>(sq / static_cast<double>(m)) : 0.0f;
+    }
+  });
+}
+
+void BatchNormLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const float* x = bottom[0]->data.data<float>();
+  float* y = top[0]->data.data<float>();
+  float* mean = mean_.data<float>();
+  float* inv_std = inv_std_.data<float>();
+  const int64_t m = num_ * spatial_;
+
+  if (stats_ == Stats::kGlobal) {
+    const float* rm = param(0).data.data<float>();
+    const float* rv = param(1).data.data<float>();
+    for (int64_t c = 0; c < channels_; ++c) {
+      mean[c] = rm[c];
+      inv_std[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(rv[c]) + eps_));
+    }
+  } else {
+    if (m == 1 && phase() == Phase::kTrain) {
+      shape_error("batch statistics need more than one value per channel, got bottom " +
+                  shape_str(bottom[0]->shape()) +
+                  "; use a larger batch or batch_norm_param { use_global_stats: true }");
+    }
+    compute_batch_stats(x);
+    const float* var = var_.data<float>();
+    for (int64_t c = 0; c < channels_; ++c) {
+      inv_std[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[c]) + eps_));
+    }
+    // Only TRAIN updates the running statistics: a TEST net computing batch
+    // statistics must not disturb the weights it shares with training.
+    if (phase() == Phase::kTrain && m > 1) {
+      float* rm = param(0).data.data<float>();
+      float* rv = param(1).data.data<float>();
+      const double f = moving_average_fraction_;
+      const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
+      for (int64_t c = 0; c < channels_; ++c) {
+        rm[c] = static_cast<float>(f * rm[c] + (1.0 - f) * mean[c]);
+        rv[c] = static_cast<float>(f * rv[c] + (1.0 - f) * var[c] * unbias);
+      }
+    }
+  }
+
+  float* xn = stats_ == Stats::kBatch ? x_norm_.data<float>() : nullptr;
+  parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      const int64_t c = plane % channels_;
+      const float mu = mean[c];
+      const float is = inv_std[c];
+      const int64_t off = plane * spatial_;
+      for (int64_t i = 0; i < spatial_; ++i) {
+        const float v = (x[off + i] - mu) * is;
+        if (xn) xn[off + i] = v;
+        y[off + i] = v;
+      }
+    }
+  });
+}
+
+void BatchNormLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                  const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const float* dy = top[0]->diff.data<float>();
+  float* dx = bottom[0]->diff.data<float>();  // may be dy itself when in place
+  const float* inv_std = inv_std_.data<float>();
+
+  if (stats_ == Stats::kGlobal) {
+    parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
+      for (int64_t plane = b; plane < e; ++plane) {
+        const float is = inv_std[plane % channels_];
+        const int64_t off = plane * spatial_;
+        for (int64_t i = 0; i < spatial_; ++i) dx[off + i] = dy[off + i] * is;
+      }
+    });
+    return;
+  }
+
+  // dx = inv_std * (dy - mean(dy) - x_norm * mean(dy * x_norm)), means per
+  // channel; both sums are taken before dx (possibly dy's memory) is written.
+  const float* xn = x_norm_.data<float>();
+  const int64_t m = num_ * spatial_;
+  float* mean_dy = grad_means_.data<float>();
+  float* mean_dy_xn = mean_dy + channels_;
+  parallel_for(channels_, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      double s1 = 0.0, s2 = 0.0;
+      for (int64_t n = 0; n < num_; ++n) {
+        const int64_t off = (n * channels_ + c) * spatial_;
+        for (int64_t i = 0; i < spatial_; ++i) {
+          s1 += dy[off + i];
+          s2 += static_cast<double>(dy[off + i]) * xn[off + i];
+        }
+      }
+      mean_dy[c] = m > 0 ? static_cast<float>(s1 / static_cast<double>(m)) : 0.0f;
+      mean_dy_xn[c] = m > 0 ? static_cast<float>(s2 / static_cast<double>(m)) : 0.0f;
+    }
+  });
+  parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
+    for (int64_t plane = b; plane < e; ++plane) {
+      const int64_t c = plane % channels_;
+      const float is = inv_std[c], a = mean_dy[c], g = mean_dy_xn[c];
+      const int64_t off = plane * spatial_;
+      for (int64_t i = 0; i < spatial_; ++i) dx[off + i] = is * (dy[off + i] - a - xn[off + i] * g);
+    }
+  });
+}
+
+STRATA_REGISTER_LAYER("BatchNorm", BatchNormLayer);
+
+}  // namespace strata

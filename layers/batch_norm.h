@@ -1,0 +1,48 @@
+// BatchNorm: normalises each channel of [N, C] or [N, C, *] input to zero mean
+// and unit variance (Caffe's batch_norm_param; pair it with Scale for the
+// affine part). The statistics are stored PyTorch-style so weights convert
+// directly: params "running_mean" [C] (init 0) and "running_var" [C] (init 1),
+// both not learnable, updated in TRAIN as
+//   running = maf * running + (1 - maf) * batch_stat
+// with the unbiased batch variance, i.e. torch BatchNorm with momentum = 1 - maf.
+#pragma once
+
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class BatchNormLayer : public Layer {
+ public:
+  // Where the normalising mean and variance come from.
+  enum class Stats { kBatch, kGlobal };
+
+  BatchNormLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  bool supports_in_place() const override { return true; }
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  void check_shape(const Shape& s) const;
+  void compute_batch_stats(const float* x);
+
+  Stats stats_;
+  float moving_average_fraction_;
+  float eps_;
+  int64_t num_ = 0, channels_ = 0, spatial_ = 0;  // bottom as [N, C, spatial]
+  // Kept by forward for backward (the top may be overwritten in place).
+  Tensor mean_;     // [C] mean used to normalise
+  Tensor var_;      // [C] biased batch variance (batch mode)
+  Tensor inv_std_;  // [C] 1 / sqrt(var + eps)
+  Tensor x_norm_;   // normalised values (batch mode)
+  Tensor grad_means_;  // [2, C] backward scratch: mean(dy), mean(dy * x_norm)
+};
+
+}  // namespace strata

@@ -1,0 +1,32 @@
+// Concat: joins N bottoms along one axis (Caffe's concat_param; the legacy
+// concat_dim is accepted as the axis). All other dims must agree.
+#pragma once
+
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class ConcatLayer : public Layer {
+ public:
+  ConcatLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  int max_bottoms() const override { return -1; }
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  int64_t axis_param_;
+  int64_t axis_ = 0;   // canonical, set by reshape()
+  int64_t outer_ = 0;  // product of dims before the axis
+  int64_t inner_ = 0;  // product of dims after the axis
+  std::vector<bool> all_;  // every bottom enabled, for forward
+};
+
+}  // namespace strata

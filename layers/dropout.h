@@ -1,0 +1,33 @@
+// Dropout (Caffe "Dropout"), inverted: at TRAIN each element is kept with
+// probability 1 - dropout_ratio and scaled by 1 / (1 - dropout_ratio); at TEST
+// the layer is the identity. The mask comes from the layer's rng_, so runs are
+// reproducible and save_state()/load_state() resume the same mask stream.
+// May run in place (backward uses only the stored mask).
+#pragma once
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class DropoutLayer : public Layer {
+ public:
+  DropoutLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  bool supports_in_place() const override { return true; }
+  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  // Ratio 0 at TRAIN behaves like TEST and draws nothing from rng_.
+  bool is_identity() const { return phase() == Phase::kTest || ratio_ == 0.0f; }
+
+  float ratio_;
+  float scale_;  // 1 / (1 - ratio_)
+  Tensor mask_;  // u8, 1 = kept; valid after a TRAIN forward
+};
+
+}  // namespace strata

@@ -1,0 +1,168 @@
+#include "layers/eltwise.h"
+
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+#include "framework/threads.h"
+
+namespace strata {
+
+namespace {
+LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
+  LayerExample e;
+  e.config = config;
+  e.bottom_shapes = std::move(bottoms);
+  return e;
+}
+}  // namespace
+
+namespace {
+constexpr int64_t kChunk = 4096;  // elements per thread chunk at least
+}  // namespace
+
+EltwiseLayer::EltwiseLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
+  const ConfigNode& p = block("eltwise_param");
+  const std::string op = p.get_enum("operation", {"PROD", "SUM", "MAX"}, "SUM");
+  op_ = op == "PROD" ? Op::kProd : op == "MAX" ? Op::kMax : Op::kSum;
+  for (double c : p.get_doubles("coeff")) coeffs_.push_back(static_cast<float>(c));
+  if (!coeffs_.empty() && op_ != Op::kSum) {
+    fail<ConfigError>("eltwise_param of ", where(), " at ", p.loc().str(),
+                      ": coeff applies only to operation SUM (got ", op, "); remove the coeff entries");
+  }
+  prod_grad_ = p.get_bool("stable_prod_grad", true) ? ProdGrad::kStable : ProdGrad::kDivide;
+}
+
+LayerSchema EltwiseLayer::schema() {
+  LayerSchema s;
+  s.blocks = {{"eltwise_param", {"operation", "coeff", "stable_prod_grad"}}};
+  LayerExample divide = example("eltwise_param { operation: PROD stable_prod_grad: false }", {{2, 3}, {2, 3}});
+  divide.inputs = {InputKind::kPositive, InputKind::kPositive};  // top / x_i needs x_i != 0
+  // Small step: the finite difference must not straddle a change of winner.
+  LayerExample max = example("eltwise_param { operation: MAX }", {{2, 3}, {2, 3}, {2, 3}});
+  max.step = 1e-3f;
+  s.examples = {
+      example("", {{2, 3, 2}, {2, 3, 2}}),
+      example("eltwise_param { operation: SUM coeff: 1 coeff: -0.5 coeff: 2 }", {{2, 3}, {2, 3}, {2, 3}}),
+      example("eltwise_param { operation: PROD }", {{2, 3, 2}, {2, 3, 2}, {2, 3, 2}}),
+      divide,
+      max,
+  };
+  s.summary = "Element-wise SUM (with coefficients), PROD or MAX of bottoms of the same shape";
+  return s;
+}
+
+void EltwiseLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) {
+  if (op_ == Op::kSum) {
+    if (coeffs_.empty()) coeffs_.assign(bottom.size(), 1.0f);
+    if (coeffs_.size() != bottom.size()) {
+      fail<ConfigError>("eltwise_param of ", where(), " at ", block("eltwise_param").loc().str(), ": got ",
+                        coeffs_.size(), " coeff values for ", bottom.size(),
+                        " bottoms; give one coeff per bottom (or none for all 1)");
+    }
+  }
+}
+
+void EltwiseLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
+  const Shape& first = bottom[0]->shape();
+  for (size_t i = 1; i < bottom.size(); ++i) {
+    if (bottom[i]->shape() != first) {
+      shape_error("all bottoms must have the same shape, got bottom 0 " + shape_str(first) + " and bottom " +
+                  std::to_string(i) + " " + shape_str(bottom[i]->shape()) +
+                  "; reshape or broadcast them first (e.g. with Scale/Bias layers)");
+    }
+  }
+  top[0]->resize(first);
+  if (op_ == Op::kMax) argmax_.resize(first);
+}
+
+void EltwiseLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const int64_t n = top[0]->numel();
+  float* y = top[0]->data.data<float>();
+  const size_t k = bottom.size();
+  parallel_for(n, kChunk, [&](int64_t b, int64_t e) {
+    switch (op_) {
+      case Op::kSum: {
+        const float* x0 = bottom[0]->data.data<float>();
+        for (int64_t j = b; j < e; ++j) y[j] = coeffs_[0] * x0[j];
+        for (size_t i = 1; i < k; ++i) {
+          const float* x = bottom[i]->data.data<float>();
+          const float c = coeffs_[i];
+          for (int64_t j = b; j < e; ++j) y[j] += c * x[j];
+        }
+        break;
+      }
+      case Op::kProd: {
+        const float* x0 = bottom[0]->data.data<float>();
+        for (int64_t j = b; j < e; ++j) y[j] = x0[j];
+        for (size_t i = 1; i < k; ++i) {
+          const float* x = bottom[i]->data.data<float>();
+          for (int64_t j = b; j < e; ++j) y[j] *= x[j];
+        }
+        break;
+      }
+      case Op::kMax: {
+        int32_t* arg = argmax_.data<int32_t>();
+        const float* x0 = bottom[0]->data.data<float>();
+        for (int64_t j = b; j < e; ++j) {
+          y[j] = x0[j];
+          arg[j] = 0;
+        }
+        // Strict '>' so ties go to the earlier bottom, as in Caffe.
+        for (size_t i = 1; i < k; ++i) {
+          const float* x = bottom[i]->data.data<float>();
+          for (int64_t j = b; j < e; ++j) {
+            if (x[j] > y[j]) {
+              y[j] = x[j];
+              arg[j] = static_cast<int32_t>(i);
+            }
+          }
+        }
+        break;
+      }
+    }
+  });
+}
+
+void EltwiseLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                const BlobVec& bottom) {
+  const int64_t n = top[0]->numel();
+  const float* dy = top[0]->diff.data<float>();
+  const float* y = top[0]->data.data<float>();
+  const size_t k = bottom.size();
+  for (size_t i = 0; i < k; ++i) {
+    if (!propagate_down[i]) continue;
+    float* dx = bottom[i]->diff.data<float>();
+    parallel_for(n, kChunk, [&](int64_t b, int64_t e) {
+      switch (op_) {
+        case Op::kSum: {
+          const float c = coeffs_[i];
+          for (int64_t j = b; j < e; ++j) dx[j] = c * dy[j];
+          break;
+        }
+        case Op::kProd: {
+          if (prod_grad_ == ProdGrad::kStable) {
+            for (int64_t j = b; j < e; ++j) dx[j] = dy[j];
+            for (size_t o = 0; o < k; ++o) {
+              if (o == i) continue;
+              const float* x = bottom[o]->data.data<float>();
+              for (int64_t j = b; j < e; ++j) dx[j] *= x[j];
+            }
+          } else {
+            const float* x = bottom[i]->data.data<float>();
+            for (int64_t j = b; j < e; ++j) dx[j] = dy[j] * y[j] / x[j];
+          }
+          break;
+        }
+        case Op::kMax: {
+          const int32_t* arg = argmax_.data<int32_t>();
+          const int32_t me = static_cast<int32_t>(i);
+          for (int64_t j = b; j < e; ++j) dx[j] = arg[j] == me ? dy[j] : 0.0f;
+          break;
+        }
+      }
+    });
+  }
+}
+
+STRATA_REGISTER_LAYER("Eltwise", EltwiseLayer);
+
+}  // namespace strata

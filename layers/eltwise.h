@@ -1,0 +1,37 @@
+// Eltwise: element-wise PROD, SUM (with optional per-bottom coefficients) or
+// MAX of two or more bottoms of the same shape (Caffe's eltwise_param).
+#pragma once
+
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class EltwiseLayer : public Layer {
+ public:
+  enum class Op { kProd, kSum, kMax };
+  // How PROD computes d top / d bottom_i: from the other bottoms (exact even
+  // when bottom_i is 0) or as top / bottom_i (fewer passes).
+  enum class ProdGrad { kStable, kDivide };
+
+  EltwiseLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  int min_bottoms() const override { return 2; }
+  int max_bottoms() const override { return -1; }
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  Op op_;
+  std::vector<float> coeffs_;  // SUM only; empty until setup() when not given (all 1)
+  ProdGrad prod_grad_;
+  Tensor argmax_{Shape{0}, DType::kI32};  // MAX: which bottom won each element
+};
+
+}  // namespace strata

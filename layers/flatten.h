@@ -1,0 +1,28 @@
+// Flatten: merges axes [axis, end_axis] of the bottom into one (Caffe's
+// flatten_param). Values are copied, not shared, so top and bottom stay
+// independent blobs for the Net's memory handling.
+#pragma once
+
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class FlattenLayer : public Layer {
+ public:
+  FlattenLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  int64_t axis_;
+  int64_t end_axis_;
+};
+
+}  // namespace strata

@@ -1,0 +1,31 @@
+// Input: declares the shapes of blobs whose values the user of the Net sets
+// (deploy nets, or feeding data from outside). Forward does nothing.
+#pragma once
+
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class InputLayer : public Layer {
+ public:
+  InputLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  int min_bottoms() const override { return 0; }
+  int max_bottoms() const override { return 0; }
+  int max_tops() const override { return -1; }
+  bool can_backward_to(int /*bottom_index*/) const override { return false; }
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  std::vector<Shape> shapes_;  // one per top, or a single one shared by all tops
+};
+
+}  // namespace strata

@@ -1,0 +1,29 @@
+// Reshape: changes the shape without touching values (Caffe's reshape_param).
+// shape { dim } replaces bottom axes [axis, axis + num_axes); a dim of 0
+// copies the bottom's dim at the same position, one dim of -1 is inferred.
+#pragma once
+
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class ReshapeLayer : public Layer {
+ public:
+  ReshapeLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  std::vector<int64_t> dims_;  // as written: >0 fixed, 0 copy, -1 infer
+  int64_t axis_;
+  int64_t num_axes_;
+};
+
+}  // namespace strata

@@ -1,0 +1,45 @@
+// Scale: y = x * scale (+ bias), with scale broadcast over bottom axes
+// [axis, axis + num_axes) (Caffe's scale_param). With one bottom the scale is
+// a learnable param "weight" (filler default constant 1); with two bottoms it
+// is bottom[1], whose shape must equal bottom[0]'s dims from `axis` on.
+// bias_term adds a learnable "bias" of the scale's shape (default constant 0).
+#pragma once
+
+#include <vector>
+
+#include "framework/filler.h"
+#include "framework/layer.h"
+
+namespace strata {
+
+class ScaleLayer : public Layer {
+ public:
+  ScaleLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  int max_bottoms() const override { return 2; }
+  bool supports_in_place() const override { return true; }
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  // Where the scale and bias live, once setup() knows the number of bottoms.
+  const Blob& scale_blob(const BlobVec& bottom) const { return bottom.size() > 1 ? *bottom[1] : param(0); }
+  Blob* bias_blob() { return bias_term_ ? &param(params_.size() - 1) : nullptr; }
+  // Canonical [axis, end) of the scale within `s`; ShapeError when it does not fit.
+  void scale_axes(const Shape& s, const Shape* scale_shape, int64_t* axis, int64_t* end) const;
+
+  int64_t axis_param_;
+  int64_t num_axes_param_;
+  bool bias_term_;
+  FillerSpec filler_;
+  FillerSpec bias_filler_;
+  int64_t outer_ = 0, dim_ = 0, inner_ = 0;  // bottom[0] as [outer, dim (scale), inner]
+  Tensor x_copy_;  // bottom data saved when in place (the scale gradient needs it)
+};
+
+}  // namespace strata

@@ -1,0 +1,61 @@
+#include "layers/split.h"
+
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+#include "framework/threads.h"
+
+namespace strata {
+
+namespace {
+LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
+  LayerExample e;
+  e.config = config;
+  e.bottom_shapes = std::move(bottoms);
+  return e;
+}
+}  // namespace
+
+LayerSchema SplitLayer::schema() {
+  LayerSchema s;
+  // LayerExample has no top count, so the generic test runs Split with the
+  // tops it chooses; tests/shape_layers_test.cpp covers several tops.
+  s.examples = {example("", {{2, 3, 2}})};
+  s.summary = "Copies one bottom to several tops; backward sums their gradients";
+  return s;
+}
+
+void SplitLayer::setup(const BlobVec& bottom, const BlobVec& top) {
+  for (size_t i = 0; i < top.size(); ++i) {
+    if (top[i] == bottom[0]) {
+      fail<ConfigError>(where(), " at ", spec_.node.loc().str(), ": top ", i,
+                        " is the bottom itself; Split cannot run in place, give each top its own name");
+    }
+  }
+}
+
+void SplitLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
+  for (Blob* t : top) t->resize(bottom[0]->shape());
+}
+
+void SplitLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  for (Blob* t : top) t->data.copy_from(bottom[0]->data);
+}
+
+void SplitLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                              const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const int64_t n = bottom[0]->numel();
+  float* dx = bottom[0]->diff.data<float>();
+  parallel_for(n, 4096, [&](int64_t b, int64_t e) {
+    const float* d0 = top[0]->diff.data<float>();
+    for (int64_t j = b; j < e; ++j) dx[j] = d0[j];
+    for (size_t i = 1; i < top.size(); ++i) {
+      const float* d = top[i]->diff.data<float>();
+      for (int64_t j = b; j < e; ++j) dx[j] += d[j];
+    }
+  });
+}
+
+STRATA_REGISTER_LAYER("Split", SplitLayer);
+
+}  // namespace strata

@@ -1,0 +1,26 @@
+// Split: hands one bottom to several consumers. Forward copies the bottom to
+// every top; backward sums the tops' gradients. The Net inserts it wherever a
+// blob feeds more than one layer; it may also be written explicitly.
+#pragma once
+
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class SplitLayer : public Layer {
+ public:
+  SplitLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {}
+  static LayerSchema schema();
+
+  int max_tops() const override { return -1; }
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+};
+
+}  // namespace strata

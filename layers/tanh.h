@@ -1,0 +1,22 @@
+// Hyperbolic tangent (Caffe "TanH"). May run in place.
+#pragma once
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class TanHLayer : public Layer {
+ public:
+  using Layer::Layer;
+  static LayerSchema schema();
+
+  bool supports_in_place() const override { return true; }
+  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  // Uses only the output: dx = dy * (1 - y^2), so in-place is correct.
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+};
+
+}  // namespace strata

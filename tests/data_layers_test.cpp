@@ -1,0 +1,755 @@
+// Data layers (ArrayData, MnistData, Cifar10Data) and their shared DataSource:
+// batches, labels, shuffling, epochs, sharding, transforms, resume state and
+// every file error. The input files are written here into a temp folder.
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+#include "framework/npy.h"
+#include "layers/array_data.h"
+#include "layers/cifar10_data.h"
+#include "layers/data_source.h"
+#include "layers/mnist_data.h"
+
+#ifndef STRATA_SOURCE_DIR
+#error "the build must define STRATA_SOURCE_DIR (the repository root)"
+#endif
+
+namespace strata {
+namespace {
+
+#define EXPECT_CONTAINS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
+
+template <typename E, typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no exception thrown";
+  return "";
+}
+
+struct Options {
+  Phase phase = Phase::kTrain;
+  int rank = 0;
+  int world_size = 1;
+  uint64_t seed = 1;
+  int tops = 2;
+};
+
+// A data layer built from its config body and set up with its own top blobs.
+class Runner {
+ public:
+  Runner(const std::string& type, const std::string& body, const std::string& base_dir,
+         const Options& o = Options()) {
+    const ConfigNode root = parse_config_text(
+        "layer { name: \"data\" type: \"" + type + "\" top: \"data\" top: \"label\" " + body + " }",
+        "test.prototxt");
+    LayerSpec spec;
+    spec.name = "data";
+    spec.type = type;
+    spec.tops = {"data", "label"};
+    spec.tops.resize(static_cast<size_t>(o.tops));
+    spec.node = *root.find("layer");
+    LayerContext ctx;
+    ctx.phase = o.phase;
+    ctx.base_dir = base_dir;
+    ctx.seed = o.seed;
+    ctx.rank = o.rank;
+    ctx.world_size = o.world_size;
+    layer_ = LayerRegistry::instance().find(type).create(spec, ctx);
+    for (int i = 0; i < o.tops; ++i) {
+      blobs_.push_back(std::make_unique<Blob>());
+      tops_.push_back(blobs_.back().get());
+    }
+    layer_->setup({}, tops_);
+  }
+
+  // One forward pass; returns the data top.
+  const Blob& step() {
+    layer_->reshape({}, tops_);
+    layer_->forward_cpu({}, tops_);
+    return *tops_[0];
+  }
+  std::vector<float> data() const { return values(*tops_[0]); }
+  std::vector<float> labels() const { return values(*tops_.at(1)); }
+  // Forward and return the labels, which the tests below make equal to the sample index.
+  std::vector<int> next_ids() {
+    step();
+    const Blob& label = *tops_.at(1);
+    std::vector<int> ids(static_cast<size_t>(label.numel()));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(label.data.data<float>()[i]);
+    return ids;
+  }
+  Layer& layer() { return *layer_; }
+  const DataSource& source() const { return dynamic_cast<const InMemoryDataLayer&>(*layer_).source(); }
+  const BlobVec& tops() const { return tops_; }
+
+ private:
+  static std::vector<float> values(const Blob& b) {
+    std::vector<float> v(static_cast<size_t>(b.numel()));
+    if (!v.empty()) std::memcpy(v.data(), b.data.data<float>(), v.size() * sizeof(float));
+    return v;
+  }
+
+  std::unique_ptr<Layer> layer_;
+  std::vector<std::unique_ptr<Blob>> blobs_;
+  BlobVec tops_;
+};
+
+class DataLayersTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "strata_data_layers_XXXXXX";
+    ASSERT_NE(::mkdtemp(&tmpl[0]), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    if (DIR* d = ::opendir(dir_.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        const std::string n = e->d_name;
+        if (n != "." && n != "..") ::unlink((dir_ + "/" + n).c_str());
+      }
+      ::closedir(d);
+    }
+    ::rmdir(dir_.c_str());
+  }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  void write_bytes(const std::string& name, const std::vector<uint8_t>& bytes) const {
+    std::ofstream f(path(name), std::ios::binary);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    ASSERT_TRUE(f.good());
+  }
+
+  // n samples of shape [2, 3]; sample i holds 100*i + k; label i (so labels name samples).
+  void write_indexed_array(int64_t n, const std::string& x = "x.npy", const std::string& y = "y.npy") const {
+    std::vector<float> xs;
+    std::vector<int32_t> ys;
+    for (int64_t i = 0; i < n; ++i) {
+      for (int k = 0; k < 6; ++k) xs.push_back(static_cast<float>(100 * i + k));
+      ys.push_back(static_cast<int32_t>(i));
+    }
+    write_npy(path(x), DType::kF32, {n, 2, 3}, xs.data());
+    write_npy(path(y), DType::kI32, {n}, ys.data());
+  }
+
+  static std::string array_body(int batch, const std::string& extra = "") {
+    return "array_data_param { source: \"x.npy\" label_source: \"y.npy\" batch_size: " +
+           std::to_string(batch) + " " + extra + " }";
+  }
+
+  static std::vector<uint8_t> be32(uint32_t v) {
+    return {static_cast<uint8_t>(v >> 24), static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 8),
+            static_cast<uint8_t>(v)};
+  }
+  // idx3 images (pixel (i, p) = (7 i + p) mod 256) and idx1 labels (i mod 10).
+  void write_mnist(uint32_t n, uint32_t rows, uint32_t cols, uint32_t image_magic = 2051,
+                   uint32_t label_magic = 2049, uint32_t label_count = ~0u) const {
+    std::vector<uint8_t> img, lab;
+    for (uint32_t v : {image_magic, n, rows, cols}) {
+      for (uint8_t b : be32(v)) img.push_back(b);
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      for (uint32_t p = 0; p < rows * cols; ++p) img.push_back(static_cast<uint8_t>((7 * i + p) % 256));
+    }
+    const uint32_t nl = label_count == ~0u ? n : label_count;
+    for (uint32_t v : {label_magic, nl}) {
+      for (uint8_t b : be32(v)) lab.push_back(b);
+    }
+    for (uint32_t i = 0; i < nl; ++i) lab.push_back(static_cast<uint8_t>(i % 10));
+    write_bytes("images.idx3", img);
+    write_bytes("labels.idx1", lab);
+  }
+  // CIFAR-10 records: label (first + r) % 10, pixels (first + r + p) mod 256.
+  void write_cifar(const std::string& name, int records, int first) const {
+    std::vector<uint8_t> bytes;
+    for (int r = 0; r < records; ++r) {
+      bytes.push_back(static_cast<uint8_t>((first + r) % 10));
+      for (int p = 0; p < 3072; ++p) bytes.push_back(static_cast<uint8_t>((first + r + p) % 256));
+    }
+    write_bytes(name, bytes);
+  }
+
+  std::string dir_;
+};
+
+// ---- ArrayData: batches, order, epochs ----------------------------------------
+
+TEST_F(DataLayersTest, ArrayDataTestPhaseReadsInOrderAndWrapsAround) {
+  write_indexed_array(10);
+  Options o;
+  o.phase = Phase::kTest;  // TEST: no shuffle by default
+  Runner r("ArrayData", array_body(4), dir_, o);
+  const Blob& data = r.step();
+  EXPECT_EQ(data.shape(), (Shape{4, 2, 3}));
+  EXPECT_EQ(r.tops()[1]->shape(), (Shape{4}));
+  for (int b = 0; b < 4; ++b) {
+    for (int k = 0; k < 6; ++k) EXPECT_EQ(r.data()[static_cast<size_t>(b * 6 + k)], 100.0f * b + k);
+  }
+  EXPECT_EQ(r.labels(), (std::vector<float>{0, 1, 2, 3}));
+  EXPECT_EQ(r.next_ids(), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(r.source().epoch(), 0);
+  // Batches stay full: the third straddles the end of the epoch.
+  EXPECT_EQ(r.next_ids(), (std::vector<int>{8, 9, 0, 1}));
+  EXPECT_EQ(r.source().epoch(), 1);
+  EXPECT_EQ(r.source().cursor(), 2);
+  EXPECT_EQ(r.data()[6 * 2], 0.0f);
+  EXPECT_EQ(r.data()[6 * 3 + 5], 105.0f);
+}
+
+TEST_F(DataLayersTest, BatchLargerThanDataSetRepeatsSamples) {
+  write_indexed_array(3);
+  Options o;
+  o.phase = Phase::kTest;
+  Runner r("ArrayData", array_body(7), dir_, o);
+  EXPECT_EQ(r.next_ids(), (std::vector<int>{0, 1, 2, 0, 1, 2, 0}));
+  EXPECT_EQ(r.source().epoch(), 2);
+}
+
+TEST_F(DataLayersTest, DataOnlyTopWorksWithoutLabels) {
+  write_indexed_array(5);
+  Options o;
+  o.tops = 1;
+  o.phase = Phase::kTest;
+  Runner r("ArrayData", "array_data_param { source: \"x.npy\" batch_size: 2 }", dir_, o);
+  r.step();
+  EXPECT_EQ(r.data()[6], 100.0f);
+  // A label top without a label file is a config mistake.
+  Options two;
+  EXPECT_CONTAINS(error_of<ConfigError>([&] {
+                    Runner("ArrayData", "array_data_param { source: \"x.npy\" batch_size: 2 }", dir_, two);
+                  }),
+                  "label_source");
+}
+
+TEST_F(DataLayersTest, OneDimensionalInputsBecomeColumns) {
+  std::vector<float> xs = {1, 2, 3};
+  std::vector<int32_t> ys = {0, 1, 2};
+  write_npy(path("x.npy"), DType::kF32, {3}, xs.data());
+  write_npy(path("y.npy"), DType::kI32, {3, 1}, ys.data());
+  Options o;
+  o.phase = Phase::kTest;
+  Runner r("ArrayData", array_body(2), dir_, o);
+  EXPECT_EQ(r.step().shape(), (Shape{2, 1}));
+  EXPECT_EQ(r.data(), (std::vector<float>{1, 2}));
+}
+
+TEST_F(DataLayersTest, IntegralFloatAndInt64LabelsAreAccepted) {
+  write_indexed_array(4);
+  std::vector<float> fl = {3, 2, 1, 0};
+  write_npy(path("yf.npy"), DType::kF32, {4}, fl.data());
+  Options o;
+  o.phase = Phase::kTest;
+  Runner r("ArrayData", "array_data_param { source: \"x.npy\" label_source: \"yf.npy\" batch_size: 4 }",
+           dir_, o);
+  r.step();
+  EXPECT_EQ(r.labels(), (std::vector<float>{3, 2, 1, 0}));
+
+  // int64 as NumPy writes it by default: '<i8', read as int32.
+  std::vector<uint8_t> npy = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }";
+  header.append(64 - 10 - header.size() - 1, ' ');
+  header += '\n';
+  npy.push_back(static_cast<uint8_t>(header.size()));
+  npy.push_back(0);
+  npy.insert(npy.end(), header.begin(), header.end());
+  for (int64_t v : {7, 8, 9, 6}) {
+    for (int k = 0; k < 8; ++k) npy.push_back(static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * k)));
+  }
+  write_bytes("y64.npy", npy);
+  Runner r64("ArrayData", "array_data_param { source: \"x.npy\" label_source: \"y64.npy\" batch_size: 4 }",
+             dir_, o);
+  r64.step();
+  EXPECT_EQ(r64.labels(), (std::vector<float>{7, 8, 9, 6}));
+}
+
+// ---- shuffling ---------------------------------------------------------------
+
+std::vector<int> draw(Runner& r, int batches) {
+  std::vector<int> all;
+  for (int i = 0; i < batches; ++i) {
+    for (int id : r.next_ids()) all.push_back(id);
+  }
+  return all;
+}
+
+TEST_F(DataLayersTest, ShuffleIsDeterministicUnderASeed) {
+  write_indexed_array(20);
+  Options a, b;
+  a.seed = 11;  // the Net's per-layer seeds differ...
+  b.seed = 99;
+  Runner r1("ArrayData", array_body(5, "seed: 1234"), dir_, a);
+  Runner r2("ArrayData", array_body(5, "seed: 1234"), dir_, b);
+  const std::vector<int> s1 = draw(r1, 12), s2 = draw(r2, 12);
+  EXPECT_EQ(s1, s2);  // ...but the explicit seed decides
+  std::vector<int> first(s1.begin(), s1.begin() + 20);
+  std::vector<int> sorted = first;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int> identity(20);
+  std::iota(identity.begin(), identity.end(), 0);
+  EXPECT_EQ(sorted, identity);
+  EXPECT_NE(first, identity);  // shuffled in TRAIN by default
+
+  Runner r3("ArrayData", array_body(5, "seed: 1235"), dir_, a);
+  EXPECT_NE(draw(r3, 12), s1);
+
+  // Without a seed the layer's own rng_ (seeded by the Net) decides.
+  Runner n1("ArrayData", array_body(5), dir_, a);
+  Runner n2("ArrayData", array_body(5), dir_, a);
+  Runner n3("ArrayData", array_body(5), dir_, b);
+  const std::vector<int> t1 = draw(n1, 8);
+  EXPECT_EQ(t1, draw(n2, 8));
+  EXPECT_NE(t1, draw(n3, 8));
+}
+
+TEST_F(DataLayersTest, EpochsWrapAndReshuffle) {
+  write_indexed_array(8);
+  Runner r("ArrayData", array_body(3, "seed: 5"), dir_);
+  const std::vector<int> s = draw(r, 8);  // 24 samples: exactly three epochs
+  EXPECT_EQ(r.source().epoch(), 3);
+  EXPECT_EQ(r.source().cursor(), 0);
+  std::vector<std::vector<int>> epochs;
+  for (int e = 0; e < 3; ++e) {
+    std::vector<int> ep(s.begin() + 8 * e, s.begin() + 8 * (e + 1));
+    epochs.push_back(ep);
+    std::sort(ep.begin(), ep.end());
+    EXPECT_EQ(ep, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7})) << "epoch " << e;
+  }
+  EXPECT_FALSE(epochs[0] == epochs[1] && epochs[1] == epochs[2]) << "the order never changed";
+}
+
+TEST_F(DataLayersTest, TestPhaseDoesNotShuffleUnlessAsked) {
+  write_indexed_array(6);
+  Options o;
+  o.phase = Phase::kTest;
+  Runner plain("ArrayData", array_body(6, "seed: 3"), dir_, o);
+  EXPECT_EQ(plain.next_ids(), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(plain.next_ids(), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  Runner shuffled("ArrayData", array_body(6, "seed: 3 shuffle: true"), dir_, o);
+  EXPECT_NE(shuffled.next_ids(), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+  Runner train_off("ArrayData", array_body(6, "shuffle: false"), dir_);
+  EXPECT_EQ(train_off.next_ids(), (std::vector<int>{0, 1, 2, 3, 4, 5}));
+}
+
+// ---- sharding -------------------------------------------------------------------
+
+TEST_F(DataLayersTest, ShardsAreDisjointAndCoverTheDataSet) {
+  write_indexed_array(10);
+  std::multiset<int> seen;
+  for (int rank = 0; rank < 3; ++rank) {
+    Options o;
+    o.rank = rank;
+    o.world_size = 3;
+    o.seed = 100 + static_cast<uint64_t>(rank);
+    Runner r("ArrayData", array_body(1, "seed: 7"), dir_, o);
+    const int64_t n = static_cast<int64_t>(r.source().shard().size());
+    EXPECT_EQ(n, rank == 0 ? 4 : 3);
+    std::set<int> mine;
+    for (int64_t i = 0; i < n; ++i) {
+      const int id = r.next_ids()[0];
+      EXPECT_EQ(id % 3, rank) << "rank " << rank << " read sample " << id;
+      mine.insert(id);
+      seen.insert(id);
+    }
+    EXPECT_EQ(static_cast<int64_t>(mine.size()), n) << "a sample repeated within rank " << rank << "'s epoch";
+    EXPECT_EQ(r.source().epoch(), 1);
+    // The second epoch stays within the shard.
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(r.next_ids()[0] % 3, rank);
+  }
+  EXPECT_EQ(seen.size(), 10u);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(seen.count(i), 1u) << "sample " << i;
+}
+
+TEST_F(DataLayersTest, ShardNoneGivesEveryRankEverything) {
+  write_indexed_array(5);
+  Options o;
+  o.phase = Phase::kTest;
+  o.rank = 2;
+  o.world_size = 3;
+  Runner r("ArrayData", array_body(5, "shard: NONE"), dir_, o);
+  EXPECT_EQ(r.next_ids(), (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+TEST_F(DataLayersTest, TooFewSamplesForTheRanksIsAnError) {
+  write_indexed_array(2);
+  Options o;
+  o.rank = 2;
+  o.world_size = 3;
+  EXPECT_CONTAINS(error_of<ConfigError>([&] { Runner("ArrayData", array_body(1), dir_, o); }), "shard: NONE");
+}
+
+// ---- transforms ----------------------------------------------------------------
+
+TEST_F(DataLayersTest, Uint8InputsAreScaled) {
+  std::vector<uint8_t> xs = {0, 1, 128, 255, 7, 9};
+  std::vector<int32_t> ys = {0, 1, 2};
+  write_npy(path("x.npy"), DType::kU8, {3, 1, 2}, xs.data());
+  write_npy(path("y.npy"), DType::kI32, {3}, ys.data());
+  Options o;
+  o.phase = Phase::kTest;
+  Runner r("ArrayData", array_body(3) + " transform_param { scale: 0.00390625 }", dir_, o);
+  r.step();
+  for (size_t i = 0; i < xs.size(); ++i) EXPECT_EQ(r.data()[i], xs[i] * 0.00390625f);
+  Runner raw("ArrayData", array_body(3), dir_, o);
+  raw.step();
+  EXPECT_EQ(raw.data()[3], 255.0f);
+}
+
+TEST_F(DataLayersTest, MeanValueIsSubtractedBeforeScaling) {
+  write_indexed_array(2);  // samples [2 channels, 3 values]
+  Options o;
+  o.phase = Phase::kTest;
+  Runner per("ArrayData", array_body(2) + " transform_param { scale: 0.5 mean_value: 1 mean_value: 4 }",
+             dir_, o);
+  per.step();
+  for (int b = 0; b < 2; ++b) {
+    for (int c = 0; c < 2; ++c) {
+      for (int k = 0; k < 3; ++k) {
+        const float x = static_cast<float>(100 * b + 3 * c + k);
+        EXPECT_EQ(per.data()[static_cast<size_t>(b * 6 + c * 3 + k)], (x - (c == 0 ? 1.0f : 4.0f)) * 0.5f);
+      }
+    }
+  }
+  Runner all("ArrayData", array_body(2) + " transform_param { mean_value: 2 }", dir_, o);
+  all.step();
+  EXPECT_EQ(all.data()[0], -2.0f);
+  EXPECT_EQ(all.data()[11], 103.0f);
+
+  const std::string msg = error_of<ConfigError>([&] {
+    Runner("ArrayData", array_body(2) + " transform_param { mean_value: 1 mean_value: 2 mean_value: 3 }",
+           dir_, o);
+  });
+  EXPECT_CONTAINS(msg, "3 mean_value");
+  EXPECT_CONTAINS(msg, "2 channels");
+}
+
+// ---- state ---------------------------------------------------------------------
+
+// Draws 7 batches, saves, draws 5; a fresh layer restored from the state must
+// produce the same 5 batches bit for bit (epochs wrap and reshuffle in between).
+void check_resume(const std::string& type, const std::string& body, const std::string& dir) {
+  Options o;
+  o.seed = 42;
+  Runner first(type, body, dir, o);
+  for (int i = 0; i < 7; ++i) first.step();
+  const std::string state = first.layer().save_state();
+  std::vector<std::vector<float>> data, labels;
+  for (int i = 0; i < 5; ++i) {
+    first.step();
+    data.push_back(first.data());
+    labels.push_back(first.labels());
+  }
+  Options other;
+  other.seed = 777;  // a different Net seed must not matter after load_state
+  Runner resumed(type, body, dir, other);
+  resumed.step();  // and neither does what it read before loading
+  resumed.layer().load_state(state);
+  for (int i = 0; i < 5; ++i) {
+    resumed.step();
+    const std::vector<float> d = resumed.data(), l = resumed.labels();
+    ASSERT_EQ(d.size(), data[static_cast<size_t>(i)].size());
+    EXPECT_EQ(std::memcmp(d.data(), data[static_cast<size_t>(i)].data(), d.size() * sizeof(float)), 0)
+        << type << " batch " << i;
+    EXPECT_EQ(l, labels[static_cast<size_t>(i)]) << type << " batch " << i;
+  }
+  EXPECT_EQ(resumed.layer().save_state(), first.layer().save_state());
+}
+
+TEST_F(DataLayersTest, SaveAndLoadStateResumeBitExactly) {
+  write_indexed_array(11);
+  check_resume("ArrayData", array_body(3, "shuffle: true") + " transform_param { scale: 0.1 }", dir_);
+  write_mnist(9, 4, 5);
+  check_resume("MnistData",
+               "mnist_data_param { source: \"images.idx3\" label_source: \"labels.idx1\" batch_size: 4 }", dir_);
+  write_cifar("c.bin", 5, 0);
+  check_resume("Cifar10Data", "cifar10_data_param { source: \"c.bin\" batch_size: 2 }", dir_);
+}
+
+TEST_F(DataLayersTest, CorruptOrMismatchedStateIsRejected) {
+  write_indexed_array(6);
+  Runner r("ArrayData", array_body(2), dir_);
+  r.step();
+  const std::string good = r.layer().save_state();
+  const std::vector<int> before = [&] {
+    Runner copy("ArrayData", array_body(2), dir_);
+    copy.layer().load_state(good);
+    return copy.next_ids();
+  }();
+
+  EXPECT_CONTAINS(error_of<Error>([&] { r.layer().load_state("garbage"); }), "layer 'data'");
+  std::string bad_order = good;
+  const size_t pos = bad_order.find("order ") + 6;
+  bad_order[pos] = bad_order[pos] == '0' ? '1' : '0';  // duplicates one index
+  EXPECT_CONTAINS(error_of<Error>([&] { r.layer().load_state(bad_order); }), "permutation");
+  std::string bad_rng = good.substr(0, good.find("rng ")) + "rng nonsense\n";
+  EXPECT_CONTAINS(error_of<Error>([&] { r.layer().load_state(bad_rng); }), "random number generator");
+  // A failed load leaves the reader untouched.
+  EXPECT_EQ(r.next_ids(), before);
+
+  write_indexed_array(7, "x7.npy", "y7.npy");
+  Runner other("ArrayData",
+               "array_data_param { source: \"x7.npy\" label_source: \"y7.npy\" batch_size: 2 }", dir_);
+  EXPECT_CONTAINS(error_of<Error>([&] { other.layer().load_state(good); }), "6 samples");
+  Options rank1;
+  rank1.rank = 1;
+  rank1.world_size = 2;
+  Runner sharded("ArrayData", array_body(2), dir_, rank1);
+  EXPECT_CONTAINS(error_of<Error>([&] { sharded.layer().load_state(good); }), "same number of ranks");
+}
+
+// ---- MnistData -----------------------------------------------------------------
+
+TEST_F(DataLayersTest, MnistReadsImagesAndLabels) {
+  write_mnist(5, 28, 28);
+  Options o;
+  o.phase = Phase::kTest;
+  Runner r("MnistData",
+           "mnist_data_param { source: \"images.idx3\" label_source: \"labels.idx1\" batch_size: 3 } "
+           "transform_param { scale: 0.00390625 }",
+           dir_, o);
+  EXPECT_EQ(r.step().shape(), (Shape{3, 1, 28, 28}));
+  EXPECT_EQ(r.labels(), (std::vector<float>{0, 1, 2}));
+  const std::vector<float> d = r.data();
+  for (int i = 0; i < 3; ++i) {
+    for (int p = 0; p < 784; p += 37) {
+      EXPECT_EQ(d[static_cast<size_t>(i * 784 + p)], static_cast<float>((7 * i + p) % 256) * 0.00390625f);
+    }
+  }
+  EXPECT_EQ(r.next_ids(), (std::vector<int>{3, 4, 0}));
+}
+
+TEST_F(DataLayersTest, MnistFileErrorsNameFileFieldAndValue) {
+  const std::string body =
+      "mnist_data_param { source: \"images.idx3\" label_source: \"labels.idx1\" batch_size: 2 }";
+  auto load_error = [&] { return error_of<IoError>([&] { Runner("MnistData", body, dir_); }); };
+
+  write_mnist(3, 4, 4, /*image_magic=*/2050);
+  std::string msg = load_error();
+  EXPECT_CONTAINS(msg, path("images.idx3"));
+  EXPECT_CONTAINS(msg, "'magic' is 2050");
+  EXPECT_CONTAINS(msg, "2051");
+  EXPECT_CONTAINS(msg, "layer 'data' (MnistData)");
+
+  write_mnist(3, 4, 4, 2049, 2051);  // labels file carries the images magic
+  msg = load_error();
+  EXPECT_CONTAINS(msg, path("labels.idx1"));
+  EXPECT_CONTAINS(msg, "'magic' is 2051");
+  EXPECT_CONTAINS(msg, "swapped");
+
+  write_mnist(3, 4, 4, 2051, 2049, /*label_count=*/4);
+  msg = load_error();
+  EXPECT_CONTAINS(msg, path("labels.idx1"));
+  EXPECT_CONTAINS(msg, "'count' is 4");
+  EXPECT_CONTAINS(msg, "3 images");
+
+  write_mnist(3, 4, 4);
+  {
+    std::ofstream f(path("images.idx3"), std::ios::binary | std::ios::app);
+    f << "x";  // one byte too many
+  }
+  msg = load_error();
+  EXPECT_CONTAINS(msg, path("images.idx3"));
+  EXPECT_CONTAINS(msg, "count 3, rows 4, cols 4");
+  EXPECT_CONTAINS(msg, "needs 64");
+
+  write_bytes("images.idx3", {0, 0, 8});
+  EXPECT_CONTAINS(load_error(), "truncated");
+  write_bytes("images.idx3", {0x1f, 0x8b, 8, 0, 0, 0, 0, 0});
+  EXPECT_CONTAINS(load_error(), "gunzip");
+
+  ::unlink(path("images.idx3").c_str());
+  msg = load_error();
+  EXPECT_CONTAINS(msg, path("images.idx3"));
+}
+
+// ---- Cifar10Data ---------------------------------------------------------------
+
+TEST_F(DataLayersTest, Cifar10ConcatenatesBatchesInOrder) {
+  write_cifar("a.bin", 3, 0);
+  write_cifar("b.bin", 2, 3);
+  Options o;
+  o.phase = Phase::kTest;
+  Runner r("Cifar10Data",
+           "cifar10_data_param { source: \"a.bin\" source: \"b.bin\" batch_size: 4 } "
+           "transform_param { mean_value: 1 mean_value: 2 mean_value: 3 scale: 2 }",
+           dir_, o);
+  EXPECT_EQ(r.step().shape(), (Shape{4, 3, 32, 32}));
+  EXPECT_EQ(r.source().num_samples(), 5);
+  EXPECT_EQ(r.labels(), (std::vector<float>{0, 1, 2, 3}));
+  const std::vector<float> d = r.data();
+  for (int i = 0; i < 4; ++i) {
+    for (int p = 0; p < 3072; p += 101) {
+      const float mean = static_cast<float>(1 + p / 1024);
+      EXPECT_EQ(d[static_cast<size_t>(i * 3072 + p)], (static_cast<float>((i + p) % 256) - mean) * 2.0f);
+    }
+  }
+  EXPECT_EQ(r.next_ids(), (std::vector<int>{4, 0, 1, 2}));
+}
+
+TEST_F(DataLayersTest, Cifar10FileErrors) {
+  const std::string body = "cifar10_data_param { source: \"a.bin\" source: \"b.bin\" batch_size: 2 }";
+  auto load_error = [&] { return error_of<IoError>([&] { Runner("Cifar10Data", body, dir_); }); };
+  write_cifar("a.bin", 2, 0);
+  std::vector<uint8_t> bad(3073 * 2, 0);
+  bad[3073] = 10;
+  write_bytes("b.bin", bad);
+  std::string msg = load_error();
+  EXPECT_CONTAINS(msg, path("b.bin"));
+  EXPECT_CONTAINS(msg, "record 1");
+  EXPECT_CONTAINS(msg, "label 10");
+
+  bad.resize(3073 + 100);
+  write_bytes("b.bin", bad);
+  msg = load_error();
+  EXPECT_CONTAINS(msg, path("b.bin"));
+  EXPECT_CONTAINS(msg, "3173 bytes");
+  EXPECT_CONTAINS(msg, "3073");
+
+  ::unlink(path("b.bin").c_str());
+  EXPECT_CONTAINS(load_error(), path("b.bin"));
+
+  EXPECT_CONTAINS(error_of<ConfigError>([&] {
+                    Runner("Cifar10Data", "cifar10_data_param { batch_size: 2 }", dir_);
+                  }),
+                  "source");
+}
+
+// ---- ArrayData errors ----------------------------------------------------------
+
+TEST_F(DataLayersTest, ArrayDataFileErrors) {
+  auto load_error = [&](const std::string& body) {
+    return error_of<IoError>([&] { Runner("ArrayData", body, dir_); });
+  };
+  // Missing file: the resolved path and the layer.
+  std::string msg = load_error(array_body(2));
+  EXPECT_CONTAINS(msg, path("x.npy"));
+  EXPECT_CONTAINS(msg, "layer 'data' (ArrayData)");
+
+  // Count mismatch names both files and both counts.
+  write_indexed_array(5);
+  write_indexed_array(4, "x4.npy", "y4.npy");
+  msg = load_error("array_data_param { source: \"x.npy\" label_source: \"y4.npy\" batch_size: 2 }");
+  EXPECT_CONTAINS(msg, path("x.npy"));
+  EXPECT_CONTAINS(msg, path("y4.npy"));
+  EXPECT_CONTAINS(msg, "5 samples");
+  EXPECT_CONTAINS(msg, "4 labels");
+
+  // Truncated .npy.
+  std::ifstream in(path("x.npy"), std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  bytes.resize(bytes.size() - 7);
+  write_bytes("x.npy", bytes);
+  msg = load_error(array_body(2));
+  EXPECT_CONTAINS(msg, path("x.npy"));
+
+  // Non-integral float labels.
+  write_indexed_array(3);
+  std::vector<float> fl = {0, 1.5f, 2};
+  write_npy(path("yf.npy"), DType::kF32, {3}, fl.data());
+  msg = load_error("array_data_param { source: \"x.npy\" label_source: \"yf.npy\" batch_size: 2 }");
+  EXPECT_CONTAINS(msg, path("yf.npy"));
+  EXPECT_CONTAINS(msg, "label 1 is 1.5");
+
+  // Labels of the wrong shape, inputs of an unsupported dtype.
+  std::vector<int32_t> y2(6, 0);
+  write_npy(path("y2.npy"), DType::kI32, {3, 2}, y2.data());
+  EXPECT_CONTAINS(load_error("array_data_param { source: \"x.npy\" label_source: \"y2.npy\" batch_size: 2 }"),
+                  "[3, 2]");
+  write_npy(path("xi.npy"), DType::kI32, {3, 2}, y2.data());
+  EXPECT_CONTAINS(load_error("array_data_param { source: \"xi.npy\" label_source: \"y.npy\" batch_size: 2 }"),
+                  "float32");
+}
+
+TEST_F(DataLayersTest, ConfigErrors) {
+  write_indexed_array(3);
+  EXPECT_CONTAINS(error_of<ConfigError>([&] { Runner("ArrayData", array_body(0), dir_); }), "batch_size");
+  EXPECT_CONTAINS(error_of<ConfigError>([&] {
+                    Runner("ArrayData", "array_data_param { source: \"x.npy\" }", dir_);
+                  }),
+                  "batch_size");
+  EXPECT_CONTAINS(error_of<ConfigError>([&] { Runner("ArrayData", array_body(2, "shard: RANK"), dir_); }),
+                  "AUTO");
+}
+
+// ---- schema and the bundled digits ----------------------------------------------
+
+TEST_F(DataLayersTest, SchemasAndTopCounts) {
+  for (const char* type : {"ArrayData", "MnistData", "Cifar10Data"}) {
+    const LayerSchema s = LayerRegistry::instance().find(type).schema();
+    EXPECT_TRUE(s.examples.empty()) << type;
+    EXPECT_GT(s.summary.size(), 20u) << type;
+    ASSERT_EQ(s.blocks.size(), 2u) << type;
+    EXPECT_EQ(s.blocks[1].block, "transform_param");
+    for (const char* key : {"source", "batch_size", "shuffle", "seed", "shard"}) {
+      EXPECT_NE(std::find(s.blocks[0].keys.begin(), s.blocks[0].keys.end(), key), s.blocks[0].keys.end())
+          << type << " " << key;
+    }
+  }
+  EXPECT_EQ(ArrayDataLayer::schema().blocks[0].block, "array_data_param");
+  EXPECT_EQ(MnistDataLayer::schema().blocks[0].block, "mnist_data_param");
+  EXPECT_EQ(Cifar10DataLayer::schema().blocks[0].block, "cifar10_data_param");
+  write_indexed_array(2);
+  Runner r("ArrayData", array_body(1), dir_);
+  EXPECT_EQ(r.layer().min_bottoms(), 0);
+  EXPECT_EQ(r.layer().max_bottoms(), 0);
+  EXPECT_EQ(r.layer().min_tops(), 1);
+  EXPECT_EQ(r.layer().max_tops(), 2);
+}
+
+TEST(DataLayersDigitsTest, ReadsTheBundledDigits) {
+  Options o;
+  o.phase = Phase::kTest;
+  const std::string root = STRATA_SOURCE_DIR;
+  Runner train("ArrayData",
+               "array_data_param { source: \"data/digits/train_images.npy\" "
+               "label_source: \"data/digits/train_labels.npy\" batch_size: 64 }",
+               root, o);
+  Runner test("ArrayData",
+              "array_data_param { source: \"data/digits/test_images.npy\" "
+              "label_source: \"data/digits/test_labels.npy\" batch_size: 100 }",
+              root, o);
+  EXPECT_EQ(train.source().num_samples(), 1437);
+  EXPECT_EQ(test.source().num_samples(), 360);
+  EXPECT_EQ(train.step().shape(), (Shape{64, 1, 8, 8}));
+  EXPECT_EQ(test.step().shape(), (Shape{100, 1, 8, 8}));
+  // The first batch is the first rows of the file, unshuffled in TEST.
+  const NpyArray images = read_npy(root + "/data/digits/train_images.npy");
+  const NpyArray labels = read_npy(root + "/data/digits/train_labels.npy");
+  const std::vector<float> d = train.data();
+  EXPECT_EQ(std::memcmp(d.data(), images.as<float>(), d.size() * sizeof(float)), 0);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(train.labels()[static_cast<size_t>(i)], labels.as<int32_t>()[i]);
+  // One whole epoch: values in [0, 1], every class present.
+  std::set<int> classes;
+  for (int b = 0; b < 4; ++b) {
+    test.step();
+    for (float v : test.data()) {
+      ASSERT_GE(v, 0.0f);
+      ASSERT_LE(v, 1.0f);
+    }
+    for (float l : test.labels()) classes.insert(static_cast<int>(l));
+  }
+  EXPECT_EQ(classes, (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages strata needs to build and test, if missing.
+# Runs apt-get only when something is absent, so repeated calls are quick.
+set -euo pipefail
+
+packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing: ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
