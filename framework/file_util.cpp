@@ -34,8 +34,8 @@ void fsync_directory(const std::string& path) {
   if (::fsync(fd) != 0 && errno != EINVAL) {
     const int saved = errno;
     ::close(fd);
-    fail<IoError>(path, ": written, but syncing directory '", dir, "' failed: ",
-                  std::strerror(saved));
+    fail<IoError>(path, ": written, but syncing directory '", dir,
+                  "' failed: ", std::strerror(saved));
   }
   ::close(fd);
 }
@@ -103,8 +103,8 @@ std::string read_file_bytes(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail<IoError>("cannot read '", path, "': ",
-                  S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+    fail<IoError>("cannot read '", path,
+                  "': ", S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
   }
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
@@ -112,8 +112,8 @@ std::string read_file_bytes(const std::string& path) {
   char extra[65536];
   for (;;) {
     const bool in_place = done < bytes.size();
-    const ssize_t n = in_place ? ::read(fd, &bytes[done], bytes.size() - done)
-                               : ::read(fd, extra, sizeof(extra));
+    const ssize_t n =
+        in_place ? ::read(fd, &bytes[done], bytes.size() - done) : ::read(fd, extra, sizeof(extra));
     if (n < 0) {
       if (errno == EINTR) continue;
       const int saved = errno;

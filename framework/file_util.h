@@ -16,6 +16,7 @@ namespace strata {
 // the temp file is removed and `path` is left exactly as it was. Exceptions from
 // the body propagate unchanged, except IoError, which gains the path as prefix.
 // Bodies should write with fwrite_checked() so short writes are caught early.
+// The temp name is per process, so two threads must not write the same path at once.
 void write_file_atomically(const std::string& path,
                            const std::function<void(std::FILE*)>& write_body);
 

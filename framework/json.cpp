@@ -132,7 +132,8 @@ class JsonParser {
 
   void expect_word(const char* word) {
     const std::string_view w(word);
-    if (s_.substr(pos_, w.size()) != w) error("invalid literal (expected '" + std::string(w) + "')");
+    if (s_.substr(pos_, w.size()) != w)
+      error("invalid literal (expected '" + std::string(w) + "')");
     pos_ += w.size();
   }
 
@@ -306,10 +307,8 @@ JsonValue JsonValue::number(double d) {
 }
 
 JsonValue JsonValue::integer(int64_t i) {
-  JsonValue v;
-  v.kind_ = Kind::kNumber;
-  v.number_ = static_cast<double>(i);
-  v.text_ = std::to_string(i);
+  JsonValue v = number(static_cast<double>(i));
+  v.text_ = std::to_string(i);  // exact, also beyond 2^53
   return v;
 }
 
@@ -346,40 +345,33 @@ const char* JsonValue::kind_name(Kind k) {
   return "?";
 }
 
-#define STRATA_JSON_EXPECT(k)                                                       \
-  STRATA_CHECK(kind_ == (k), "JSON value is a ", kind_name(kind_), ", not a ", \
-               kind_name(k))
+#define STRATA_JSON_EXPECT(k) \
+  STRATA_CHECK(kind_ == (k), "JSON value is a ", kind_name(kind_), ", not a ", kind_name(k))
 
 bool JsonValue::as_bool() const {
   STRATA_JSON_EXPECT(Kind::kBool);
   return bool_;
 }
-
 double JsonValue::as_number() const {
   STRATA_JSON_EXPECT(Kind::kNumber);
   return number_;
 }
-
 const std::string& JsonValue::as_string() const {
   STRATA_JSON_EXPECT(Kind::kString);
   return text_;
 }
-
 const JsonValue::Array& JsonValue::as_array() const {
   STRATA_JSON_EXPECT(Kind::kArray);
   return array_;
 }
-
 JsonValue::Array& JsonValue::as_array() {
   STRATA_JSON_EXPECT(Kind::kArray);
   return array_;
 }
-
 const JsonValue::Object& JsonValue::as_object() const {
   STRATA_JSON_EXPECT(Kind::kObject);
   return object_;
 }
-
 JsonValue::Object& JsonValue::as_object() {
   STRATA_JSON_EXPECT(Kind::kObject);
   return object_;

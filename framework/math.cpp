@@ -36,6 +36,11 @@ void gemm_cblas(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, flo
 
 #ifdef STRATA_GEMM_AVX512
 
+// GCC 12 warns inside its own AVX-512 intrinsics (their deliberately
+// undefined pass-through operand).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 // Every function that uses AVX-512 carries this attribute, and none of them
 // calls inline code from the standard library: a template instantiated here
 // with AVX-512 enabled could be picked by the linker for callers on CPUs
@@ -347,6 +352,8 @@ bool cpu_has_avx512() {
   return has;
 }
 
+#pragma GCC diagnostic pop
+
 #endif  // STRATA_GEMM_AVX512
 
 }  // namespace
@@ -484,8 +491,7 @@ void col2im(const float* col, int64_t col_ld, int64_t channels, int64_t height, 
           float* out = plane + ih * width;
           const float* in = row + oh * out_w;
           if (stride_w == 1) {
-            float* o = out + off;  // o[ow] is valid for ow in [lo, hi)
-            for (int64_t ow = lo; ow < hi; ++ow) o[ow] += in[ow];
+            for (int64_t ow = lo; ow < hi; ++ow) out[ow + off] += in[ow];
           } else {
             for (int64_t ow = lo; ow < hi; ++ow) out[ow * stride_w + off] += in[ow];
           }

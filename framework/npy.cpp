@@ -29,8 +29,8 @@ struct PyValue {
   std::string str;
   bool b = false;
   int64_t i = 0;
-  std::vector<PyValue> items;                              // tuple, list
-  std::vector<std::pair<std::string, PyValue>> members;    // dict (string keys)
+  std::vector<PyValue> items;                            // tuple, list
+  std::vector<std::pair<std::string, PyValue>> members;  // dict (string keys)
 };
 
 class HeaderParser {
@@ -54,8 +54,8 @@ class HeaderParser {
   }
 
   void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\r')) {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -114,7 +114,8 @@ class HeaderParser {
       ++pos_;
       v.kind = PyValue::Kind::kDict;
       sequence('}', [&] {
-        if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"')) error("expected a string key");
+        if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"'))
+          error("expected a string key");
         std::string key = string_literal();
         if (!consume(':')) error("expected ':'");
         v.members.emplace_back(std::move(key), value(depth + 1));
@@ -171,18 +172,25 @@ bool lookup_descr(const std::string& descr, DescrInfo* info) {
   const std::string code = descr.substr(1);
   const bool one_byte = code == "u1" || code == "b1";
   // Byte order is meaningless for single bytes; numpy writes '|' there.
-  if (one_byte ? (order != '|' && order != '<' && order != '=')
-               : (order != '<' && order != '=')) {
+  if (one_byte ? (order != '|' && order != '<' && order != '=') : (order != '<' && order != '=')) {
     return false;
   }
-  if (code == "f4") *info = {DType::kF32, 4, "float32"};
-  else if (code == "f8") *info = {DType::kF32, 8, "float64"};
-  else if (code == "f2") *info = {DType::kF16, 2, "float16"};
-  else if (code == "i4") *info = {DType::kI32, 4, "int32"};
-  else if (code == "i8") *info = {DType::kI32, 8, "int64"};
-  else if (code == "u1") *info = {DType::kU8, 1, "uint8"};
-  else if (code == "b1") *info = {DType::kU8, 1, "bool"};
-  else return false;
+  if (code == "f4")
+    *info = {DType::kF32, 4, "float32"};
+  else if (code == "f8")
+    *info = {DType::kF32, 8, "float64"};
+  else if (code == "f2")
+    *info = {DType::kF16, 2, "float16"};
+  else if (code == "i4")
+    *info = {DType::kI32, 4, "int32"};
+  else if (code == "i8")
+    *info = {DType::kI32, 8, "int64"};
+  else if (code == "u1")
+    *info = {DType::kU8, 1, "uint8"};
+  else if (code == "b1")
+    *info = {DType::kU8, 1, "bool"};
+  else
+    return false;
   return true;
 }
 
@@ -206,8 +214,8 @@ const char* descr_for(DType t) {
   return nullptr;
 }
 
-void convert_data(const uint8_t* src, const DescrInfo& info, int64_t numel,
-                  const std::string& what, std::vector<uint8_t>* out) {
+void convert_data(const uint8_t* src, const DescrInfo& info, int64_t numel, const std::string& what,
+                  std::vector<uint8_t>* out) {
   const size_t n = static_cast<size_t>(numel);
   out->resize(n * dtype_size(info.out));
   uint8_t* dst = out->data();
@@ -279,23 +287,25 @@ NpyArray read_npy_buffer(const uint8_t* bytes, size_t size, const std::string& w
   const PyValue* fortran = nullptr;
   const PyValue* shape_v = nullptr;
   for (const auto& [key, v] : dict.members) {
-    const PyValue** slot = key == "descr" ? &descr
+    const PyValue** slot = key == "descr"           ? &descr
                            : key == "fortran_order" ? &fortran
-                           : key == "shape" ? &shape_v
-                                            : nullptr;
+                           : key == "shape"         ? &shape_v
+                                                    : nullptr;
     if (!slot) fail<IoError>(what, ": .npy header has unexpected key '", key, "'");
     if (*slot) fail<IoError>(what, ": .npy header has key '", key, "' twice");
     *slot = &v;
   }
   for (const auto& [name, v] : {std::pair<const char*, const PyValue*>{"descr", descr},
-                                {"fortran_order", fortran}, {"shape", shape_v}}) {
+                                {"fortran_order", fortran},
+                                {"shape", shape_v}}) {
     if (!v) fail<IoError>(what, ": .npy header has no '", name, "'");
   }
   if (fortran->kind != PyValue::Kind::kBool) {
     fail<IoError>(what, ": .npy header 'fortran_order' must be True or False");
   }
   NpyArray arr;
-  if (shape_v->kind != PyValue::Kind::kTuple) fail<IoError>(what, ": .npy header 'shape' must be a tuple");
+  if (shape_v->kind != PyValue::Kind::kTuple)
+    fail<IoError>(what, ": .npy header 'shape' must be a tuple");
   for (const PyValue& d : shape_v->items) {
     if (d.kind != PyValue::Kind::kInt || d.i < 0) {
       fail<IoError>(what, ": .npy header 'shape' must hold non-negative integers");
@@ -309,7 +319,8 @@ NpyArray read_npy_buffer(const uint8_t* bytes, size_t size, const std::string& w
   DescrInfo info{};
   if (!lookup_descr(descr->str, &info)) {
     DescrInfo le{};
-    if (descr->str.size() >= 3 && descr->str[0] == '>' && lookup_descr("<" + descr->str.substr(1), &le)) {
+    if (descr->str.size() >= 3 && descr->str[0] == '>' &&
+        lookup_descr("<" + descr->str.substr(1), &le)) {
       fail<IoError>(what, ": array is big-endian ('", descr->str,
                     "'); convert it in Python with arr.astype('<", descr->str.substr(1),
                     "') and save again");
@@ -372,8 +383,8 @@ void write_npy(const std::string& path, DType dtype, const std::vector<int64_t>&
 
   // Same text as numpy.lib.format._write_array_header, including the spaces it
   // reserves so the first dimension can grow in place.
-  std::string dict = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " +
-                     py_shape(shape) + ", }";
+  std::string dict = std::string("{'descr': '") + descr +
+                     "', 'fortran_order': False, 'shape': " + py_shape(shape) + ", }";
   if (!shape.empty()) dict.append(21 - std::to_string(shape[0]).size(), ' ');
   // Pad so prefix + header + '\n' is a multiple of 64 (numpy always adds at
   // least one space, hence 64 rather than 0 when already aligned).

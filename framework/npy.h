@@ -39,7 +39,8 @@ struct NpyArray {
     } else {
       ok = dtype == DType::kF16 || dtype == DType::kBF16;
     }
-    STRATA_CHECK(ok, "NpyArray holds ", dtype_name(dtype), ", which does not match the requested type");
+    STRATA_CHECK(ok, "NpyArray holds ", dtype_name(dtype),
+                 ", which does not match the requested type");
     // std::vector's buffer comes from operator new, aligned for any scalar.
     return reinterpret_cast<const T*>(data.data());
   }

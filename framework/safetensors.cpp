@@ -17,7 +17,8 @@
 #include "framework/json.h"
 
 // Tensor bytes are stored little-endian and handed out without conversion.
-static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors IO assumes a little-endian host");
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors IO assumes a little-endian host");
 
 namespace strata {
 
@@ -88,15 +89,15 @@ void SafetensorsReader::Impl::parse(const uint8_t* bytes, size_t size) {
         " bytes (not a safetensors file?)");
   }
   if (n > size - 8) {
-    bad("header length ", n, " goes beyond the end of the file (", size,
-        " bytes; truncated?)");
+    bad("header length ", n, " goes beyond the end of the file (", size, " bytes; truncated?)");
   }
   const std::string_view header(reinterpret_cast<const char*>(bytes + 8), n);
   if (header.empty() || header[0] != '{') {
     bad("header does not start with '{' (not a safetensors file?)");
   }
   size_t bad_at = 0;
-  if (!is_valid_utf8(header, &bad_at)) bad("header is not valid UTF-8 (at header byte ", bad_at, ")");
+  if (!is_valid_utf8(header, &bad_at))
+    bad("header is not valid UTF-8 (at header byte ", bad_at, ")");
   JsonValue root;
   try {
     root = parse_json(header);
@@ -129,8 +130,8 @@ void SafetensorsReader::Impl::parse(const uint8_t* bytes, size_t size) {
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
     if (e.begin < covered) {
-      bad("tensors '", prev->view.name, "' [", prev->begin, ", ", prev->end, "] and '",
-          e.view.name, "' [", e.begin, ", ", e.end, "] overlap in the data buffer");
+      bad("tensors '", prev->view.name, "' [", prev->begin, ", ", prev->end, "] and '", e.view.name,
+          "' [", e.begin, ", ", e.end, "] overlap in the data buffer");
     }
     if (e.begin > covered) {
       bad("bytes [", covered, ", ", e.begin,
@@ -245,8 +246,8 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : impl_(new Impl) 
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail<IoError>("cannot read '", path, "': ",
-                  S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+    fail<IoError>("cannot read '", path,
+                  "': ", S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
   if (size >= 8) {  // shorter files are reported by parse(); mmap rejects length 0
@@ -310,7 +311,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   uint64_t offset = 0;
   for (const TensorToWrite& t : tensors) {
     check_utf8(t.name, "tensor name");
-    if (t.name == "__metadata__") fail<IoError>(path, ": '__metadata__' is reserved, not a tensor name");
+    if (t.name == "__metadata__")
+      fail<IoError>(path, ": '__metadata__' is reserved, not a tensor name");
     if (!names.insert(t.name).second) fail<IoError>(path, ": duplicate tensor name '", t.name, "'");
     JsonValue shape = JsonValue::array();
     for (int64_t d : t.shape) {

@@ -40,6 +40,7 @@ class SafetensorsReader {
   // Validates `bytes` the same way; `what` stands in for the file name in errors.
   static SafetensorsReader from_buffer(std::vector<uint8_t> bytes, const std::string& what);
 
+  // A moved-from reader may only be destroyed or assigned to.
   ~SafetensorsReader();
   SafetensorsReader(SafetensorsReader&&) noexcept;
   SafetensorsReader& operator=(SafetensorsReader&&) noexcept;

@@ -280,7 +280,9 @@ std::string SolverConfig::fingerprint() const {
      << ";base_lr=" << lr.base_lr << ";policy=" << lr_policy_name(lr.policy) << ";gamma=" << lr.gamma
      << ";power=" << lr.power << ";stepsize=" << lr.stepsize << ";stepvalue=";
   for (int64_t v : lr.stepvalues) os << v << ',';
-  os << ";max_iter=" << max_iter << ";min_lr=" << lr.min_lr << ";warmup_iter=" << lr.warmup_iter
+  // max_iter shapes only the schedules that span it; extending a run is normal.
+  if (lr.policy == LrPolicy::kPoly || lr.policy == LrPolicy::kCosine) os << ";max_iter=" << max_iter;
+  os << ";min_lr=" << lr.min_lr << ";warmup_iter=" << lr.warmup_iter
      << ";warmup_start_factor=" << lr.warmup_start_factor << ";clip=" << clip_gradients
      << ";iter_size=" << iter_size << ";seed=" << random_seed << ";net=" << net << ";train_net=" << train_net
      << ";net_param=" << (has_net_param ? net_param.to_string() : std::string());

@@ -55,7 +55,7 @@ void AccuracyLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
     shape_error("expected one label per score position (" + std::to_string(outer_ * inner_) +
                 " labels for scores " + shape_str(x.shape()) + " with classes on axis " + std::to_string(axis) +
                 "), got labels " + shape_str(bottom[1]->shape()) +
-                "; labels must have the scores' shape with the class axis removed (or of size 1)");
+                "; labels must have the scores' shape with the class axis removed or set to 1");
   }
   top[0]->resize({});
   if (top.size() > 1) top[1]->resize({channels_});

@@ -16,11 +16,11 @@ const std::vector<std::string>& data_option_keys() {
   return keys;
 }
 
-DataOptions read_data_options(const ConfigNode& param, Phase phase) {
+DataOptions read_data_options(const ConfigNode& param, Phase phase, const std::string& where) {
   DataOptions o;
   o.batch_size = param.get_int("batch_size");
   if (o.batch_size <= 0) {
-    fail<ConfigError>("batch_size must be > 0, got ", o.batch_size, " at ",
+    fail<ConfigError>(where, ": batch_size must be > 0, got ", o.batch_size, " at ",
                       param.find("batch_size")->loc().str());
   }
   o.shuffle = param.get_bool("shuffle", phase == Phase::kTrain) ? ShuffleMode::kOn : ShuffleMode::kOff;
@@ -262,7 +262,7 @@ void DataSource::load_state(const std::string& state) {
 InMemoryDataLayer::InMemoryDataLayer(const LayerSpec& spec, const LayerContext& ctx,
                                      std::string param_block)
     : Layer(spec, ctx), param_block_(std::move(param_block)) {
-  options_ = read_data_options(data_param(), ctx.phase);
+  options_ = read_data_options(data_param(), ctx.phase, where());
   transform_ = read_transform(block("transform_param"));
 }
 

@@ -35,8 +35,9 @@ struct DataOptions {
 // The keys read by read_data_options, for the layers' schemas.
 const std::vector<std::string>& data_option_keys();
 // Reads batch_size (required, > 0), shuffle (default: on in TRAIN, off in
-// TEST), seed and shard from a layer's *_data_param block.
-DataOptions read_data_options(const ConfigNode& param, Phase phase);
+// TEST), seed and shard from a layer's *_data_param block. `where` names
+// the layer in error messages.
+DataOptions read_data_options(const ConfigNode& param, Phase phase, const std::string& where);
 
 // Caffe's transform_param subset: out = (x - mean[channel]) * scale.
 struct DataTransform {

@@ -12,9 +12,8 @@ LayerSchema LeakyReLULayer::schema() {
   LayerSchema s;
   s.summary = "Leaky ReLU: x for x > 0, negative_slope * x otherwise (default slope 0.01); may run in place";
   s.blocks = {{"leaky_relu_param", {"negative_slope"}}};
-  LayerExample plain;  // small step: see ReLULayer::schema
+  LayerExample plain;  // kink at 0: see ReLULayer::schema
   plain.bottom_shapes = {{2, 3, 4}};
-  plain.step = 1e-3f;
   LayerExample steep = plain;
   steep.config = "leaky_relu_param { negative_slope: 0.3 }";
   s.examples = {plain, steep};

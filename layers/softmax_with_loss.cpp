@@ -68,7 +68,7 @@ void SoftmaxWithLossLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
     shape_error("expected one label per score position (" + std::to_string(positions) +
                 " labels for scores " + shape_str(x.shape()) + " with classes on axis " + std::to_string(axis) +
                 "), got labels " + shape_str(bottom[1]->shape()) +
-                "; labels must have the scores' shape with the class axis removed (or of size 1)");
+                "; labels must have the scores' shape with the class axis removed or set to 1");
   }
   top[0]->resize({});
   if (top.size() > 1) top[1]->reshape_like(*bottom[0]);
@@ -145,6 +145,10 @@ void SoftmaxWithLossLayer::backward_cpu(const BlobVec& top, const std::vector<bo
   const int64_t C = geom_.channels, inner = geom_.inner;
   const float scale = static_cast<float>(top[0]->diff.data<float>()[0] / normalizer(valid_count_));
   const float* prob = prob_.data<float>();
+  // A gradient arriving at the probabilities top goes back through the softmax
+  // too (Caffe drops it). Nothing writes that diff when no layer consumes the
+  // probabilities, so it is then zero and adds nothing.
+  const float* dprob = top.size() > 1 ? top[1]->diff.data<float>() : nullptr;
   float* dx = bottom[0]->diff.data<float>();
   const int64_t chunk = std::max<int64_t>(1, kMinChunkElements / std::max<int64_t>(1, C * inner));
   parallel_for(geom_.outer, chunk, [&](int64_t ob, int64_t oe) {
@@ -154,8 +158,21 @@ void SoftmaxWithLossLayer::backward_cpu(const BlobVec& top, const std::vector<bo
         const int64_t base = (o * C + c) * inner;
         for (int64_t i = 0; i < inner; ++i) {
           const int32_t l = lo[i];
-          // d(-log p_l)/dx_c = p_c - [c == l]; ignored positions get no gradient.
+          // d(-log p_l)/dx_c = p_c - [c == l]; ignored positions get no loss gradient.
           dx[base + i] = l < 0 ? 0.0f : (prob[base + i] - (l == c ? 1.0f : 0.0f)) * scale;
+        }
+      }
+      if (!dprob) continue;
+      // Softmax backward: dx_c += p_c * (dp_c - sum_k dp_k p_k), per position.
+      for (int64_t i = 0; i < inner; ++i) {
+        double dot = 0.0;
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t k = (o * C + c) * inner + i;
+          dot += static_cast<double>(dprob[k]) * prob[k];
+        }
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t k = (o * C + c) * inner + i;
+          dx[k] += prob[k] * (dprob[k] - static_cast<float>(dot));
         }
       }
     }

@@ -3,7 +3,8 @@
 // to loss_param.normalization. Bottoms: scores [..., C (axis), ...] and labels
 // (class indices stored as floats; one per position, i.e. outer * inner of
 // them in any shape). Tops: the loss scalar, optionally the probabilities.
-// The gradient of the probabilities top is not propagated (as in Caffe).
+// A gradient on the probabilities top is propagated through the softmax as
+// well (Caffe ignores it); with no consumer it is zero.
 #pragma once
 
 #include <optional>

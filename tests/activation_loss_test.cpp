@@ -480,6 +480,25 @@ TEST(SoftmaxWithLoss, SpatialAxisMatchesPyTorch) {
   expect_near(batch.grad, scaled(want_grad_sum, 0.5f), 1e-5f);
 }
 
+TEST(SoftmaxWithLoss, GradientOnProbabilitiesTopFlowsThroughTheSoftmax) {
+  // Every label ignored, so only the probabilities top's gradient remains; it
+  // must equal the Softmax layer's backward (PyTorch values as in
+  // Softmax.AxisOneOnSpatialInputMatchesPyTorch).
+  auto l = make_layer("SoftmaxWithLoss", "loss_param { ignore_label: 9 }");
+  Blob s, lab, loss, prob;
+  set(s, {2, 3, 2}, kSpatialScores);
+  set(lab, {2, 2}, {9, 9, 9, 9});
+  forward(*l, {&s, &lab}, {&loss, &prob});
+  EXPECT_EQ(loss.data.data<float>()[0], 0.0f);
+  loss.diff.data<float>()[0] = 1.0f;
+  for (int i = 0; i < 12; ++i) prob.diff.data<float>()[i] = static_cast<float>(i) / 10.0f;
+  l->backward_cpu({&loss, &prob}, {true, false}, {&s, &lab});
+  expect_near(values(s.diff),
+              {-0.0283634197f, -0.0347464122f, -0.0281540714f, -0.0281507391f, 0.056517493f, 0.0628971457f,
+               -0.073085539f, -0.0594453476f, -0.00659416104f, 0.0188590605f, 0.0796796679f, 0.040586248f},
+              1e-5f);
+}
+
 TEST(SoftmaxWithLoss, AllIgnoredGivesZeroLossAndZeroGradient) {
   for (const char* norm : {"VALID", "BATCH_SIZE", "FULL", "NONE"}) {
     const LossRun r = run_loss(std::string("loss_param { ignore_label: 3 normalization: ") + norm + " }", {3, 4},

@@ -19,6 +19,7 @@
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
+#include "framework/net.h"
 #include "framework/npy.h"
 #include "layers/array_data.h"
 #include "layers/cifar10_data.h"
@@ -268,7 +269,7 @@ TEST_F(DataLayersTest, IntegralFloatAndInt64LabelsAreAccepted) {
   // int64 as NumPy writes it by default: '<i8', read as int32.
   std::vector<uint8_t> npy = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
   std::string header = "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }";
-  header.append(64 - 10 - header.size() - 1, ' ');
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');  // data starts 64-byte aligned
   header += '\n';
   npy.push_back(static_cast<uint8_t>(header.size()));
   npy.push_back(0);
@@ -550,7 +551,7 @@ TEST_F(DataLayersTest, MnistFileErrorsNameFileFieldAndValue) {
   EXPECT_CONTAINS(msg, "2051");
   EXPECT_CONTAINS(msg, "layer 'data' (MnistData)");
 
-  write_mnist(3, 4, 4, 2049, 2051);  // labels file carries the images magic
+  write_mnist(3, 4, 4, 2051, /*label_magic=*/2051);  // the labels file carries the images magic
   msg = load_error();
   EXPECT_CONTAINS(msg, path("labels.idx1"));
   EXPECT_CONTAINS(msg, "'magic' is 2051");
@@ -682,7 +683,9 @@ TEST_F(DataLayersTest, ArrayDataFileErrors) {
 
 TEST_F(DataLayersTest, ConfigErrors) {
   write_indexed_array(3);
-  EXPECT_CONTAINS(error_of<ConfigError>([&] { Runner("ArrayData", array_body(0), dir_); }), "batch_size");
+  const std::string zero = error_of<ConfigError>([&] { Runner("ArrayData", array_body(0), dir_); });
+  EXPECT_CONTAINS(zero, "batch_size must be > 0, got 0");
+  EXPECT_CONTAINS(zero, "layer 'data'");
   EXPECT_CONTAINS(error_of<ConfigError>([&] {
                     Runner("ArrayData", "array_data_param { source: \"x.npy\" }", dir_);
                   }),
@@ -749,6 +752,49 @@ TEST(DataLayersDigitsTest, ReadsTheBundledDigits) {
     for (float l : test.labels()) classes.insert(static_cast<int>(l));
   }
   EXPECT_EQ(classes, (std::set<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+}
+
+// Through a Net: the schema admits the keys, relative paths resolve against
+// base_dir, and the Net's per-layer states resume the reader.
+TEST(DataLayersDigitsTest, WorksInsideANet) {
+  const std::string config = R"(
+    name: "digits"
+    layer {
+      name: "data" type: "ArrayData" top: "data" top: "label"
+      array_data_param { source: "data/digits/train_images.npy" label_source: "data/digits/train_labels.npy"
+                         batch_size: 50 seed: 3 shard: AUTO }
+      transform_param { scale: 2 mean_value: 0.5 }
+    })";
+  NetOptions options;
+  options.base_dir = STRATA_SOURCE_DIR;
+  options.rank = 1;
+  options.world_size = 2;
+  Net net(parse_config_text(config, "digits.prototxt"), options);
+  net.forward();
+  EXPECT_EQ(net.blob("data").shape(), (Shape{50, 1, 8, 8}));
+  EXPECT_EQ(net.blob("label").shape(), (Shape{50}));
+  const auto states = net.save_layer_states();
+  net.forward();
+  const Tensor expected = net.blob("data").data.clone();
+  Net resumed(parse_config_text(config, "digits.prototxt"), options);
+  resumed.load_layer_states(states);
+  resumed.forward();
+  EXPECT_EQ(std::memcmp(resumed.blob("data").data.raw_data(), expected.raw_data(), expected.nbytes()), 0);
+  for (int i = 0; i < 50; ++i) {
+    const float v = expected.data<float>()[i * 64];
+    EXPECT_GE(v, -1.0f);  // (x - 0.5) * 2 with x in [0, 1]
+    EXPECT_LE(v, 1.0f);
+  }
+
+  const std::string typo = R"(
+    layer { name: "data" type: "ArrayData" top: "data"
+            array_data_param { source: "x.npy" batch_sise: 5 } })";
+  try {
+    Net bad(parse_config_text(typo, "typo.prototxt"), options);
+    ADD_FAILURE() << "unknown key accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_CONTAINS(e.what(), "batch_size");
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "framework/file_util.h"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -10,8 +11,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "framework/error.h"
 
@@ -103,9 +102,8 @@ TEST_F(FileUtilTest, ThrowingBodyCreatesNothingWhenNoOldFile) {
 }
 
 TEST_F(FileUtilTest, IoErrorFromBodyGainsPath) {
-  const std::string msg = error_of<IoError>([&] {
-    write_file_atomically(path("x"), [](std::FILE*) { fail<IoError>("disk on fire"); });
-  });
+  const std::string msg = error_of<IoError>(
+      [&] { write_file_atomically(path("x"), [](std::FILE*) { fail<IoError>("disk on fire"); }); });
   EXPECT_CONTAINS(msg, path("x"));
   EXPECT_CONTAINS(msg, "disk on fire");
   EXPECT_TRUE(list().empty());

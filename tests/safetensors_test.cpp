@@ -1,14 +1,13 @@
 #include "framework/safetensors.h"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "framework/error.h"
 #include "framework/file_util.h"
@@ -20,7 +19,9 @@ namespace {
 #define EXPECT_CONTAINS(text, part) \
   EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
-std::vector<uint8_t> bytes_of(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::vector<uint8_t> bytes_of(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
 
 // A safetensors file: 8-byte little-endian header length, header, data.
 std::vector<uint8_t> make_file(const std::string& header, const std::string& data = "") {
@@ -90,7 +91,8 @@ TEST_F(SafetensorsFileTest, RoundTripAllDtypesAndShapes) {
   SafetensorsReader r(p);
   EXPECT_EQ(r.path(), p);
   ASSERT_EQ(r.tensors().size(), 7u);
-  const std::vector<std::string> order = {"conv1.weight", "idx", "mask", "empty", "h", "b", "scalar"};
+  const std::vector<std::string> order = {"conv1.weight", "idx", "mask", "empty", "h", "b",
+                                          "scalar"};
   for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(r.tensors()[i].name, order[i]);
 
   const TensorView* t = r.find("conv1.weight");
@@ -173,9 +175,8 @@ TEST_F(SafetensorsFileTest, ShortFileOnDiskIsReported) {
 // Byte-for-byte what the reference implementation (serde_json, compact, then
 // space padding to a multiple of 8) writes for these tensors.
 TEST_F(SafetensorsFileTest, MatchesReferenceBytes) {
-  const std::string header =
-      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}})";
+  const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}})";
   ASSERT_EQ(header.size(), 107u);
   std::string expected("\x70\0\0\0\0\0\0\0", 8);  // 107 + 5 spaces = 112 = 0x70
   expected += header + "     ";
@@ -198,7 +199,7 @@ TEST_F(SafetensorsFileTest, MatchesReferenceBytes) {
 TEST_F(SafetensorsFileTest, MatchesReferenceBytesWithMetadata) {
   const std::string header =
       R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F16","shape":[1,2],"data_offsets":[0,4]}})";
-  std::string expected("\x58\0\0\0\0\0\0\0", 8);  // 87 + 1 space = 88
+  std::string expected("\x58\0\0\0\0\0\0\0", 8);                  // 87 + 1 space = 88
   expected += header + " " + std::string("\x00\x3c\x00\xc0", 4);  // f16 1.0, -2.0
   const uint16_t w[2] = {float_to_f16(1.f), float_to_f16(-2.f)};
   const std::string p = dir_ + "/meta.safetensors";
@@ -216,10 +217,9 @@ TEST(SafetensorsTest, UnpaddedHeaderAndUnalignedDataAreReadable) {
 }
 
 TEST(SafetensorsTest, TensorsSortedByOffsetNotHeaderOrder) {
-  const std::string header =
-      R"({"late":{"dtype":"U8","shape":[2],"data_offsets":[1,3]},)"
-      R"("z0":{"dtype":"U8","shape":[0],"data_offsets":[3,3]},)"
-      R"("early":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+  const std::string header = R"({"late":{"dtype":"U8","shape":[2],"data_offsets":[1,3]},)"
+                             R"("z0":{"dtype":"U8","shape":[0],"data_offsets":[3,3]},)"
+                             R"("early":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
   const SafetensorsReader r = SafetensorsReader::from_buffer(make_file(header, "abc"), "s");
   ASSERT_EQ(r.tensors().size(), 3u);
   EXPECT_EQ(r.tensors()[0].name, "early");
@@ -233,14 +233,16 @@ TEST(SafetensorsTest, WriterRejectsBadArguments) {
   EXPECT_THROW(write_safetensors("/tmp/unused.safetensors",
                                  {{"a", DType::kF32, {1}, &x}, {"a", DType::kF32, {1}, &x}}, {}),
                IoError);
-  EXPECT_THROW(write_safetensors("/tmp/unused.safetensors", {{"__metadata__", DType::kF32, {1}, &x}}, {}),
-               IoError);
+  EXPECT_THROW(
+      write_safetensors("/tmp/unused.safetensors", {{"__metadata__", DType::kF32, {1}, &x}}, {}),
+      IoError);
   EXPECT_THROW(write_safetensors("/tmp/unused.safetensors", {{"n", DType::kF32, {-1}, &x}}, {}),
                IoError);
   EXPECT_THROW(write_safetensors("/tmp/unused.safetensors", {{"n", DType::kF32, {2}, nullptr}}, {}),
                IoError);
-  EXPECT_THROW(write_safetensors("/tmp/unused.safetensors", {{"bad\xff", DType::kF32, {1}, &x}}, {}),
-               IoError);
+  EXPECT_THROW(
+      write_safetensors("/tmp/unused.safetensors", {{"bad\xff", DType::kF32, {1}, &x}}, {}),
+      IoError);
   EXPECT_FALSE(file_exists("/tmp/unused.safetensors"));
 }
 
@@ -287,8 +289,9 @@ TEST(SafetensorsValidation, HeaderNotJson) {
 }
 
 TEST(SafetensorsValidation, EntryNotAnObject) {
-  EXPECT_CONTAINS(open_error(R"({"x":[1,2]})"),
-                  "tensor 'x': entry must be an object with dtype, shape and data_offsets, found a array");
+  EXPECT_CONTAINS(
+      open_error(R"({"x":[1,2]})"),
+      "tensor 'x': entry must be an object with dtype, shape and data_offsets, found a array");
 }
 
 TEST(SafetensorsValidation, MissingFields) {
@@ -328,8 +331,9 @@ TEST(SafetensorsValidation, UnsupportedDtype) {
 }
 
 TEST(SafetensorsValidation, BadShapeDims) {
-  EXPECT_CONTAINS(open_error(R"({"x":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,8]}})", kF32x2),
-                  "tensor 'x': shape [2,-1] has dimension -1, which is not a non-negative integer");
+  EXPECT_CONTAINS(
+      open_error(R"({"x":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,8]}})", kF32x2),
+      "tensor 'x': shape [2,-1] has dimension -1, which is not a non-negative integer");
   EXPECT_CONTAINS(open_error(R"({"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", kF32x2),
                   "has dimension 2.5");
   EXPECT_CONTAINS(open_error(R"({"x":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", kF32x2),
@@ -383,7 +387,8 @@ TEST(SafetensorsValidation, DuplicateNames) {
                              R"("a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
                              "xy"),
                   "duplicate tensor name 'a'");
-  EXPECT_CONTAINS(open_error(R"({"__metadata__":{},"__metadata__":{}})"), "duplicate \"__metadata__\"");
+  EXPECT_CONTAINS(open_error(R"({"__metadata__":{},"__metadata__":{}})"),
+                  "duplicate \"__metadata__\"");
 }
 
 TEST(SafetensorsValidation, MetadataMustHoldStrings) {
@@ -436,7 +441,9 @@ TEST(SafetensorsFuzzTest, RandomMutationsNeverCrash) {
           break;
         }
         case 3:  // overwrite a header byte with JSON punctuation or a digit
-          if (f.size() > 8) f[8 + rng() % (f.size() - 8)] = static_cast<uint8_t>("{}[],:\"0123456789-.e \\"[rng() % 22]);
+          if (f.size() > 8)
+            f[8 + rng() % (f.size() - 8)] =
+                static_cast<uint8_t>("{}[],:\"0123456789-.e \\"[rng() % 22]);
           break;
         case 4:  // insert or delete a byte
           if (!f.empty() && rng() % 2) {
@@ -469,7 +476,8 @@ TEST(SafetensorsFuzzTest, RandomMutationsNeverCrash) {
 // ---------------------------------------------------------------- JSON
 
 TEST(JsonTest, ParsesAndDumpsCompactly) {
-  const JsonValue v = parse_json(" {\"a\" : [1, -2.5e3, true, false, null, \"x\\ty\"], \"b\": {}} \n");
+  const JsonValue v =
+      parse_json(" {\"a\" : [1, -2.5e3, true, false, null, \"x\\ty\"], \"b\": {}} \n");
   EXPECT_EQ(v.dump(), R"({"a":[1,-2.5e3,true,false,null,"x\ty"],"b":{}})");
   EXPECT_EQ(v.find("a")->as_array().size(), 6u);
   EXPECT_DOUBLE_EQ(v.find("a")->as_array()[1].as_number(), -2500.0);
@@ -477,7 +485,8 @@ TEST(JsonTest, ParsesAndDumpsCompactly) {
 }
 
 TEST(JsonTest, ExactLargeIntegers) {
-  const JsonValue v = parse_json("[9007199254740993, 9223372036854775807, 9223372036854775808, 1.0, -0]");
+  const JsonValue v =
+      parse_json("[9007199254740993, 9223372036854775807, 9223372036854775808, 1.0, -0]");
   int64_t i = 0;
   ASSERT_TRUE(v.as_array()[0].as_int64(&i));
   EXPECT_EQ(i, 9007199254740993);
@@ -510,10 +519,32 @@ TEST(JsonTest, KeepsDuplicateKeysInOrder) {
 }
 
 TEST(JsonTest, RejectsInvalidText) {
-  for (const char* bad : {"", "[1,]", "{\"a\":1,}", "01", "1.", ".5", "-", "1e", "+1", "NaN",
-                          "Infinity", "tru", "[1 2]", "{\"a\" 1}", "{1:2}", "\"abc", "\"\\x\"",
-                          "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"a\nb\"",
-                          "\"\xff\"", "\"\xed\xa0\x80\"", "[] []", "'a'", "[\"\\u12G4\"]"}) {
+  for (const char* bad : {"",
+                          "[1,]",
+                          "{\"a\":1,}",
+                          "01",
+                          "1.",
+                          ".5",
+                          "-",
+                          "1e",
+                          "+1",
+                          "NaN",
+                          "Infinity",
+                          "tru",
+                          "[1 2]",
+                          "{\"a\" 1}",
+                          "{1:2}",
+                          "\"abc",
+                          "\"\\x\"",
+                          "\"\\ud800\"",
+                          "\"\\udc00\"",
+                          "\"\\ud800\\u0041\"",
+                          "\"a\nb\"",
+                          "\"\xff\"",
+                          "\"\xed\xa0\x80\"",
+                          "[] []",
+                          "'a'",
+                          "[\"\\u12G4\"]"}) {
     EXPECT_THROW(parse_json(bad), JsonError) << bad;
   }
   EXPECT_THROW(parse_json(std::string(300, '[') + std::string(300, ']')), JsonError);

@@ -13,6 +13,7 @@
 #include "framework/error.h"
 #include "framework/layer.h"
 #include "framework/layer_registry.h"
+#include "framework/net.h"
 
 namespace strata {
 namespace {
@@ -419,6 +420,60 @@ TEST(SplitLayer, ZeroBatchAndNoInPlace) {
   auto l2 = make_layer("Split");
   Blob b({2}), t;
   expect_error<ConfigError>([&] { l2->setup({&b}, {&t, &b}); }, {"top 1 is the bottom itself"});
+}
+
+// ------------------------------------------------- through the Net ----
+
+std::unique_ptr<Net> make_net(const std::string& text) {
+  return std::make_unique<Net>(parse_config_text(text, "net.prototxt"), NetOptions{});
+}
+
+// x feeds two layers, so the Net inserts a Split; its backward must add both
+// paths: y = flatten(x) * reshape(x) = x^2, dy/dx = 2x.
+TEST(SplitLayer, InsertedByTheNetSumsBothPaths) {
+  auto net = make_net(R"(
+    force_backward: true
+    layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+    layer { name: "f" type: "Flatten" bottom: "x" top: "a" }
+    layer { name: "r" type: "Reshape" bottom: "x" top: "b" reshape_param { shape { dim: 0 dim: -1 } } }
+    layer { name: "e" type: "Eltwise" bottom: "a" bottom: "b" top: "y" eltwise_param { operation: PROD } }
+  )");
+  bool has_split = false;
+  for (int i = 0; i < net->num_layers(); ++i) has_split = has_split || net->layer(i).type() == "Split";
+  EXPECT_TRUE(has_split);
+  EXPECT_EQ(net->input_names(), (std::vector<std::string>{"x"}));
+  set(net->blob("x"), {2, 3}, {1, -2, 3, 0.5f, 0, -1});
+  net->forward();
+  expect_near(values(net->blob("y").data), {1, 4, 9, 0.25f, 0, 1});
+  net->blob("y").diff.fill(1.0f);
+  net->backward();
+  expect_near(values(net->blob("x").diff), {2, -4, 6, 1, 0, -2});
+}
+
+TEST(SplitLayer, WrittenByTheUser) {
+  auto net = make_net(R"(
+    force_backward: true
+    layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 4 } } }
+    layer { name: "s" type: "Split" bottom: "x" top: "x1" top: "x2" }
+    layer { name: "c" type: "Concat" bottom: "x1" bottom: "x2" top: "y" concat_param { axis: 0 } }
+  )");
+  set(net->blob("x"), {4}, {1, 2, 3, 4});
+  net->forward();
+  expect_near(values(net->blob("y").data), {1, 2, 3, 4, 1, 2, 3, 4}, 0.0f);
+  set_diff(net->blob("y"), iota(8, 1.0f));
+  net->backward();
+  expect_near(values(net->blob("x").diff), {1 + 5, 2 + 6, 3 + 7, 4 + 8}, 0.0f);
+}
+
+TEST(InputLayer, NetKeepsAUserResizedInput) {
+  auto net = make_net(R"(
+    layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 2 dim: 2 } } }
+    layer { name: "f" type: "Flatten" bottom: "x" top: "y" }
+  )");
+  set(net->blob("x"), {3, 2, 2}, iota(12));
+  net->forward();
+  EXPECT_EQ(net->blob("y").shape(), (Shape{3, 4}));
+  expect_near(values(net->blob("y").data), iota(12), 0.0f);
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ def compute(case, fn, rng):
         return
     douts = []
     for i, o in enumerate(outs):
-        if case.loss_weight is not None:
+        if case.loss_weight is not None and i == 0:  # a loss layer's first top is the loss
             d = np.full(o.shape, case.loss_weight, dtype=np.float32)
         else:
             d = f32(rng.standard_normal(o.shape))
@@ -197,16 +197,24 @@ def caffe_pool(x, k, s, p, ceil_mode, mode):
 # Convolution
 
 
+def pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def hw_opt(key, v, default):
+    """Caffe spelling of a per-dimension setting: `key: n` or `key_h: a key_w: b`."""
+    h, w = pair(v)
+    if h == w:
+        return [] if h == default else ["%s: %d" % (key, h)]
+    return ["%s_h: %d %s_w: %d" % (key, h, key, w)]
+
+
 def conv_case(name, shape, cout, k, stride=1, pad=0, dilation=1, group=1, bias=True, extra=""):
     rng = rng_for(name)
-    kh, kw = (k, k) if isinstance(k, int) else k
+    kh, kw = pair(k)
     c = Case(name, "Convolution", "", tol=REDUCTION)
     ksz = "kernel_size: %d" % kh if kh == kw else "kernel_h: %d kernel_w: %d" % (kh, kw)
-    opts = [ "num_output: %d" % cout, ksz]
-    if stride != 1:
-        opts.append("stride: %d" % stride)
-    if pad != 0:
-        opts.append("pad: %d" % pad)
+    opts = ["num_output: %d" % cout, ksz] + hw_opt("stride", stride, 1) + hw_opt("pad", pad, 0)
     if dilation != 1:
         opts.append("dilation: %d" % dilation)
     if group != 1:
@@ -214,8 +222,8 @@ def conv_case(name, shape, cout, k, stride=1, pad=0, dilation=1, group=1, bias=T
     if not bias:
         opts.append("bias_term: false")
     c.config = "convolution_param { %s%s }" % (" ".join(opts), extra)
-    c.desc = "Convolution %s -> %d, kernel %dx%d stride %d pad %d dilation %d group %d%s" % (
-        list(shape), cout, kh, kw, stride, pad, dilation, group, "" if bias else ", no bias")
+    c.desc = "Convolution %s -> %d, kernel %dx%d stride %s pad %s dilation %d group %d%s" % (
+        list(shape), cout, kh, kw, pair(stride), pair(pad), dilation, group, "" if bias else ", no bias")
     c.inputs = [f32(rng.standard_normal(shape))]
     c.grad_inputs = [0]
     c.params["weight"] = f32(rng.standard_normal((cout, shape[1] // group, kh, kw)) * 0.5)
@@ -223,7 +231,8 @@ def conv_case(name, shape, cout, k, stride=1, pad=0, dilation=1, group=1, bias=T
     if bias:
         c.params["bias"] = f32(rng.standard_normal(cout))
         c.learnable.append("bias")
-    compute(c, lambda x, p: F.conv2d(x[0], p["weight"], p.get("bias"), stride, pad, dilation, group), rng)
+    compute(c, lambda x, p: F.conv2d(x[0], p["weight"], p.get("bias"), pair(stride), pair(pad), dilation, group),
+            rng)
     return c
 
 
@@ -262,6 +271,11 @@ def conv_rect_kernel():
     return conv_case("conv_rect_kernel", (1, 2, 6, 5), 3, (3, 2), stride=1, pad=1)
 
 
+@case
+def conv_asymmetric():
+    return conv_case("conv_asymmetric", (2, 2, 6, 7), 2, (2, 3), stride=(1, 2), pad=(1, 0))
+
+
 # ----------------------------------------------------------------------------
 # Pooling
 
@@ -274,10 +288,10 @@ def pool_case(name, shape, mode, k=3, stride=2, pad=0, round_mode=None, global_p
         opts.append("global_pooling: true")
         k, stride, pad = (shape[2], shape[3]), (1, 1), (0, 0)
     else:
-        opts += ["kernel_size: %d" % k, "stride: %d" % stride]
-        if pad:
-            opts.append("pad: %d" % pad)
-        k, stride, pad = (k, k), (stride, stride), (pad, pad)
+        kh, kw = pair(k)
+        opts.append("kernel_size: %d" % kh if kh == kw else "kernel_h: %d kernel_w: %d" % (kh, kw))
+        opts += hw_opt("stride", stride, 1) + hw_opt("pad", pad, 0)
+        k, stride, pad = pair(k), pair(stride), pair(pad)
     if round_mode:
         opts.append("round_mode: %s" % round_mode)
     c = Case(name, "Pooling", "pooling_param { %s }" % " ".join(opts))
@@ -341,6 +355,16 @@ def pool_max_k2s2():
 
 
 @case
+def pool_max_rect():
+    return pool_case("pool_max_rect", (2, 2, 7, 6), "MAX", k=(3, 2), stride=(2, 1), pad=(1, 0))
+
+
+@case
+def pool_ave_rect():
+    return pool_case("pool_ave_rect", (2, 2, 7, 6), "AVE", k=(2, 3), stride=(1, 2), pad=(0, 1))
+
+
+@case
 def pool_global_max():
     return pool_case("pool_global_max", (2, 3, 4, 5), "MAX", global_pool=True)
 
@@ -354,19 +378,22 @@ def pool_global_ave():
 # InnerProduct
 
 
-def ip_case(name, shape, cout, axis=1, bias=True):
+def ip_case(name, shape, cout, axis=1, bias=True, transpose=False):
     rng = rng_for(name)
     opts = ["num_output: %d" % cout]
     if axis != 1:
         opts.append("axis: %d" % axis)
     if not bias:
         opts.append("bias_term: false")
+    if transpose:
+        opts.append("transpose: true")
     c = Case(name, "InnerProduct", "inner_product_param { %s }" % " ".join(opts), tol=REDUCTION)
-    c.desc = "InnerProduct %s -> %d on axis %d%s" % (list(shape), cout, axis, "" if bias else ", no bias")
+    c.desc = "InnerProduct %s -> %d on axis %d%s%s" % (list(shape), cout, axis, "" if bias else ", no bias",
+                                                      ", weight [in, out] (transpose)" if transpose else "")
     c.inputs = [f32(rng.standard_normal(shape))]
     c.grad_inputs = [0]
     k = int(np.prod(shape[axis:]))
-    c.params["weight"] = f32(rng.standard_normal((cout, k)) * 0.5)
+    c.params["weight"] = f32(rng.standard_normal((k, cout) if transpose else (cout, k)) * 0.5)
     c.learnable = ["weight"]
     if bias:
         c.params["bias"] = f32(rng.standard_normal(cout))
@@ -374,7 +401,7 @@ def ip_case(name, shape, cout, axis=1, bias=True):
 
     def fn(x, p):
         flat = x[0].reshape(tuple(shape[:axis]) + (k,))
-        return F.linear(flat, p["weight"], p.get("bias"))
+        return F.linear(flat, p["weight"].t() if transpose else p["weight"], p.get("bias"))
 
     compute(c, fn, rng)
     return c
@@ -393,6 +420,11 @@ def ip_axis2():
 @case
 def ip_nobias():
     return ip_case("ip_nobias", (3, 6), 2, bias=False)
+
+
+@case
+def ip_transpose():
+    return ip_case("ip_transpose", (2, 3, 4), 3, axis=-1, transpose=True)
 
 
 # ----------------------------------------------------------------------------
@@ -496,7 +528,7 @@ def swl_reference(logits, lab, ignore, norm):
     return total / max(denom, 1)
 
 
-def swl_case(name, shape, label_shape, ignore=None, norm=None, loss_weight=1.0, desc=""):
+def swl_case(name, shape, label_shape, ignore=None, norm=None, loss_weight=1.0, prob_top=False, desc=""):
     rng = rng_for(name)
     opts = []
     if ignore is not None:
@@ -511,7 +543,11 @@ def swl_case(name, shape, label_shape, ignore=None, norm=None, loss_weight=1.0, 
     c.inputs = [f32(rng.standard_normal(shape) * 2), lab]
     c.grad_inputs = [0]
     c.loss_weight = loss_weight
-    compute(c, lambda x, p: swl_reference(x[0], lab, ignore, norm or "VALID"), rng)
+    def fn(x, p):
+        loss = swl_reference(x[0], lab, ignore, norm or "VALID")
+        return [loss, F.softmax(x[0], dim=1)] if prob_top else loss
+
+    compute(c, fn, rng)
     return c
 
 
@@ -530,6 +566,12 @@ def softmax_loss_ignore():
 def softmax_loss_spatial():
     return swl_case("softmax_loss_spatial", (2, 3, 2, 3), (2, 1, 2, 3), ignore=1,
                     desc="[N, C, H, W] logits, [N, 1, H, W] labels, ignore_label 1, VALID")
+
+
+@case
+def softmax_loss_prob_top():
+    return swl_case("softmax_loss_prob_top", (3, 4), (3,), prob_top=True,
+                    desc="second top: the probabilities; its gradient flows back through the softmax too")
 
 
 @case

@@ -1,0 +1,303 @@
+#include "framework/solver.h"
+
+#include <algorithm>
+#include <set>
+
+#include "framework/error.h"
+#include "framework/file_util.h"
+#include "framework/lr_policy.h"
+
+namespace strata {
+
+namespace {
+
+std::string basename_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string join(const std::vector<std::string>& v, size_t limit = 10) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < limit; ++i) s += (i ? ", " : "") + v[i];
+  if (v.size() > limit) s += ", ... (" + std::to_string(v.size() - limit) + " more)";
+  return s;
+}
+
+// The scalar outputs of a net, in output order.
+NamedValues scalar_outputs(Net& net) {
+  NamedValues out;
+  for (const std::string& name : net.output_names()) {
+    const Blob& b = net.blob(name);
+    if (b.numel() == 1) out.emplace_back(name, b.data.data<float>()[0]);
+  }
+  return out;
+}
+
+}  // namespace
+
+Solver::Solver(const SolverConfig& config, const SolverOptions& options)
+    : config_(config), options_(options) {
+  build_nets();
+  optimizer_ = make_optimizer(config_.optimizer);
+  optimizer_->prepare(net_->params());
+  start_time_ = report_time_ = Clock::now();
+}
+
+Solver::~Solver() = default;
+
+void Solver::build_nets() {
+  auto net_options = [&](Phase phase, const std::string& base_dir) {
+    NetOptions o;
+    o.phase = phase;
+    o.base_dir = base_dir;
+    o.seed = config_.random_seed;
+    o.rank = options_.rank;
+    o.world_size = options_.world_size;
+    o.comm = options_.comm;
+    return o;
+  };
+  const bool want_test = config_.test_interval > 0;
+  if (config_.has_net_param) {
+    net_ = std::make_unique<Net>(config_.net_param, net_options(Phase::kTrain, config_.base_dir));
+    if (want_test) test_net_ = std::make_unique<Net>(config_.net_param, net_options(Phase::kTest, config_.base_dir));
+  } else if (!config_.net.empty()) {
+    net_ = Net::from_file(config_.net, net_options(Phase::kTrain, ""));
+    if (want_test) test_net_ = Net::from_file(config_.net, net_options(Phase::kTest, ""));
+  } else {
+    net_ = Net::from_file(config_.train_net, net_options(Phase::kTrain, ""));
+    if (want_test && !config_.test_net.empty()) {
+      test_net_ = Net::from_file(config_.test_net, net_options(Phase::kTest, ""));
+    }
+  }
+  if (test_net_) test_net_->share_params_from(*net_);
+}
+
+double Solver::current_lr() const { return learning_rate(config_.lr, iter_); }
+
+double Solver::smoothed_loss() const {
+  if (loss_window_.empty()) return 0.0;
+  double sum = 0.0;
+  for (float l : loss_window_) sum += l;
+  return sum / static_cast<double>(loss_window_.size());
+}
+
+double Solver::elapsed_seconds() const {
+  return std::chrono::duration<double>(Clock::now() - start_time_).count();
+}
+
+int64_t Solver::samples_per_iteration() const {
+  // The batch of the first layer without bottoms (a data or Input layer).
+  for (int i = 0; i < net_->num_layers(); ++i) {
+    if (!net_->bottoms(i).empty() || net_->tops(i).empty()) continue;
+    const Blob* top = net_->tops(i)[0];
+    if (top->shape().empty()) return 0;
+    return top->shape()[0] * config_.iter_size;
+  }
+  return 0;
+}
+
+float Solver::step() {
+  net_->zero_param_diffs();
+  double loss = 0.0;
+  for (int64_t k = 0; k < config_.iter_size; ++k) loss += net_->forward_backward();
+  loss /= static_cast<double>(config_.iter_size);
+  if (before_update_) before_update_(*net_);
+
+  std::vector<NetParam>& params = net_->params();
+  last_lr_ = learning_rate(config_.lr, iter_);
+  scale_gradients(params, 1.0f / static_cast<float>(config_.iter_size));
+  clip_gradients(params, config_.clip_gradients);
+  optimizer_->update(params, last_lr_);
+  ++iter_;
+
+  loss_window_.push_back(static_cast<float>(loss));
+  while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
+  return static_cast<float>(loss);
+}
+
+NamedValues Solver::test() {
+  NamedValues sums;
+  if (!test_net_) return sums;
+  for (int64_t b = 0; b < config_.test_iter; ++b) {
+    test_net_->forward();
+    const NamedValues now = scalar_outputs(*test_net_);
+    if (sums.empty()) {
+      sums = now;
+      continue;
+    }
+    for (size_t k = 0; k < sums.size() && k < now.size(); ++k) sums[k].second += now[k].second;
+  }
+  for (auto& kv : sums) kv.second /= static_cast<double>(config_.test_iter);
+  return sums;
+}
+
+void Solver::run_test_and_report() {
+  TestInfo info;
+  info.iter = iter_;
+  info.outputs = test();
+  info.elapsed_seconds = elapsed_seconds();
+  for (TrainingObserver* o : observers_) o->on_test(info);
+}
+
+void Solver::report_iteration() {
+  const Clock::time_point now = Clock::now();
+  const double interval = std::chrono::duration<double>(now - report_time_).count();
+  const int64_t iters = iter_ - report_iter_;
+  IterationInfo info;
+  info.iter = iter_;
+  info.max_iter = config_.max_iter;
+  info.loss = smoothed_loss();
+  info.lr = last_lr_;
+  if (interval > 0 && iters > 0) {
+    info.samples_per_second = static_cast<double>(samples_per_iteration() * iters) / interval;
+    info.eta_seconds = interval / static_cast<double>(iters) * static_cast<double>(std::max<int64_t>(0, config_.max_iter - iter_));
+  }
+  info.elapsed_seconds = elapsed_seconds();
+  info.outputs = scalar_outputs(*net_);
+  for (TrainingObserver* o : observers_) o->on_iteration(info);
+  report_time_ = now;
+  report_iter_ = iter_;
+}
+
+SnapshotPaths Solver::snapshot() {
+  const SnapshotPaths paths = snapshot_paths(config_.snapshot_prefix, iter_);
+  // Weights first: a state file only ever points at a complete weights file.
+  save_weights(*net_, paths.weights,
+               {{"iter", std::to_string(iter_)}, {"solver_type", solver_type_name(config_.optimizer.type)}});
+  SolverState st;
+  st.iter = iter_;
+  st.solver_type = solver_type_name(config_.optimizer.type);
+  st.optimizer_steps = optimizer_->steps();
+  st.history = optimizer_->state_tensors();
+  st.layer_states = net_->save_layer_states();
+  if (test_net_) st.test_layer_states = test_net_->save_layer_states();
+  st.loss_window.assign(loss_window_.begin(), loss_window_.end());
+  st.config_fingerprint = config_.fingerprint();
+  st.weights_file = basename_of(paths.weights);
+  save_solver_state(paths.state, st);
+
+  last_snapshot_iter_ = iter_;
+  last_snapshot_ = paths.state;
+  SnapshotInfo info{iter_, paths.weights, paths.state, elapsed_seconds()};
+  for (TrainingObserver* o : observers_) o->on_snapshot(info);
+  return paths;
+}
+
+std::string Solver::write_snapshot_if_enabled() {
+  if (options_.snapshots == SnapshotWriting::kDisabled || last_snapshot_iter_ == iter_) return last_snapshot_;
+  return snapshot().state;
+}
+
+ResumeInfo Solver::restore(const std::string& state_path) {
+  SolverState st = load_solver_state(state_path);
+  const std::string mine = solver_type_name(config_.optimizer.type);
+  if (st.solver_type != mine) {
+    fail<ConfigError>(state_path, ": this snapshot was written by the ", st.solver_type,
+                      " solver, but the solver config asks for ", mine,
+                      "; resume with the same type, or start from its weights (--weights) instead");
+  }
+  std::string weights = join_path(dirname_of(state_path), st.weights_file);
+  if (st.weights_file.empty() || !file_exists(weights)) {
+    const std::string by_name = weights_path_for_state(state_path);
+    if (!file_exists(by_name)) {
+      fail<IoError>(state_path, ": the snapshot's weights file ",
+                    st.weights_file.empty() ? by_name : weights, " does not exist; it must lie beside the state file");
+    }
+    weights = by_name;
+  }
+
+  // Check the history before touching anything, so a failed restore leaves
+  // the solver as it was (apart from nothing).
+  std::vector<std::pair<std::string, Tensor>> mine_hist = optimizer_->state_tensors();
+  std::set<std::string> expected;
+  for (const auto& kv : mine_hist) expected.insert(kv.first);
+  std::vector<std::string> unexpected, shape_errors;
+  std::map<std::string, const Tensor*> from_file;
+  for (const auto& [name, t] : st.history) {
+    if (!expected.count(name)) {
+      unexpected.push_back(name);
+      continue;
+    }
+    from_file[name] = &t;
+  }
+  std::vector<std::string> missing;
+  for (const auto& [name, t] : mine_hist) {
+    auto it = from_file.find(name);
+    if (it == from_file.end()) {
+      missing.push_back(name);
+    } else if (it->second->shape() != t.shape()) {
+      shape_errors.push_back("'" + name + "': snapshot has " + shape_str(it->second->shape()) + ", net has " +
+                             shape_str(t.shape()));
+    }
+  }
+  if (!missing.empty() || !unexpected.empty()) {
+    std::string msg = state_path + ": the optimizer history does not match the net's learnable parameters";
+    if (!missing.empty()) msg += "\n  not in the snapshot: " + join(missing);
+    if (!unexpected.empty()) msg += "\n  in the snapshot but not learnable in this net: " + join(unexpected);
+    msg += "\n  (changing lr_mult or the layers breaks an exact resume; start from the weights with --weights instead)";
+    throw ConfigError(msg);
+  }
+  if (!shape_errors.empty()) {
+    throw ShapeError(state_path + ": optimizer history shapes differ from the net's parameters: " + join(shape_errors));
+  }
+
+  LoadOptions lo;
+  lo.missing = MissingParams::kError;
+  lo.unexpected = UnexpectedParams::kError;
+  load_weights(*net_, weights, lo);
+  for (auto& [name, t] : mine_hist) t.copy_from(*from_file.at(name));
+  optimizer_->set_steps(st.optimizer_steps);
+  net_->load_layer_states(st.layer_states);
+  if (test_net_) test_net_->load_layer_states(st.test_layer_states);
+  iter_ = st.iter;
+  loss_window_.assign(st.loss_window.begin(), st.loss_window.end());
+  while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
+  last_snapshot_iter_ = iter_;
+  last_snapshot_ = state_path;
+
+  ResumeInfo info;
+  info.iter = iter_;
+  info.weights_path = weights;
+  info.state_path = state_path;
+  info.config_changed = st.config_fingerprint != config_.fingerprint();
+  return info;
+}
+
+SolveResult Solver::solve() {
+  start_time_ = report_time_ = Clock::now();
+  report_iter_ = iter_;
+  StartInfo start;
+  start.iter = iter_;
+  start.max_iter = config_.max_iter;
+  start.net_name = net_->name();
+  start.summary = config_.summary();
+  for (TrainingObserver* o : observers_) o->on_start(start);
+
+  const bool testing = test_net_ && config_.test_interval > 0;
+  if (testing && iter_ == 0 && config_.test_initialization) run_test_and_report();
+
+  SolveResult result;
+  while (iter_ < config_.max_iter) {
+    step();
+    if (config_.display > 0 && iter_ % config_.display == 0) report_iteration();
+    if (testing && iter_ % config_.test_interval == 0) run_test_and_report();
+    if (config_.snapshot > 0 && iter_ % config_.snapshot == 0) write_snapshot_if_enabled();
+    if (stop_ && stop_->load()) {
+      result.status = SolveStatus::kInterrupted;
+      break;
+    }
+  }
+  if (result.status == SolveStatus::kInterrupted || config_.snapshot_after_train == SnapshotAfterTrain::kYes) {
+    write_snapshot_if_enabled();
+  }
+  result.iter = iter_;
+  result.last_snapshot = last_snapshot_;
+  FinishInfo fin;
+  fin.iter = iter_;
+  fin.reason = result.status == SolveStatus::kInterrupted ? FinishReason::kInterrupted : FinishReason::kCompleted;
+  fin.elapsed_seconds = elapsed_seconds();
+  for (TrainingObserver* o : observers_) o->on_finish(fin);
+  return result;
+}
+
+}  // namespace strata

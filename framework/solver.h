@@ -1,0 +1,135 @@
+// Solver: trains the TRAIN net of a solver config with one of the optimizers,
+// tests the TEST net (which shares the TRAIN net's weights) every
+// test_interval iterations, reports progress to observers and writes
+// snapshots that resume bit-for-bit.
+//
+// Typical use (tools/):
+//   SolverConfig config = load_solver_config(path);
+//   Solver solver(config);
+//   if (resume) solver.restore(state_path); else if (weights) load_weights(solver.net(), w, opts);
+//   ConsolePrinter console(std::cout); solver.add_observer(&console);
+//   JsonLinesLog log(config.log, resume ? LogMode::kAppend : LogMode::kTruncate); solver.add_observer(&log);
+//   solver.set_stop_flag(&g_stop);   // set by a SIGINT handler
+//   SolveResult r = solver.solve();
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/checkpoint.h"
+#include "framework/net.h"
+#include "framework/optimizer.h"
+#include "framework/solver_config.h"
+#include "framework/training_log.h"
+
+namespace strata {
+
+class Communicator;
+
+enum class SnapshotWriting { kEnabled, kDisabled };
+
+struct SolverOptions {
+  int rank = 0;
+  int world_size = 1;
+  Communicator* comm = nullptr;
+  // Data-parallel ranks other than 0 train identically but write nothing.
+  SnapshotWriting snapshots = SnapshotWriting::kEnabled;
+};
+
+enum class SolveStatus { kCompleted, kInterrupted };
+
+struct SolveResult {
+  SolveStatus status = SolveStatus::kCompleted;
+  int64_t iter = 0;            // iterations completed
+  std::string last_snapshot;   // state file of the last snapshot written ("" if none)
+};
+
+struct ResumeInfo {
+  int64_t iter = 0;
+  std::string weights_path;
+  std::string state_path;
+  // The solver settings that shape training (SolverConfig::fingerprint)
+  // differ from those of the run that wrote the snapshot.
+  bool config_changed = false;
+};
+
+class Solver {
+ public:
+  // Builds the TRAIN net, and the TEST net when test_interval > 0 and the
+  // config has one (net:/net_param: TEST phase, or test_net:).
+  explicit Solver(const SolverConfig& config, const SolverOptions& options = {});
+  ~Solver();
+  Solver(const Solver&) = delete;
+  Solver& operator=(const Solver&) = delete;
+
+  const SolverConfig& config() const { return config_; }
+  Net& net() { return *net_; }
+  Net* test_net() { return test_net_.get(); }  // nullptr when there is none
+  Optimizer& optimizer() { return *optimizer_; }
+  int64_t iter() const { return iter_; }
+  // The rate the next update will use.
+  double current_lr() const;
+  // Mean loss over the last average_loss iterations (0 before the first).
+  double smoothed_loss() const;
+
+  // Called after the gradients of an iteration are accumulated and before
+  // the update (data-parallel training averages gradients here).
+  void set_before_update(std::function<void(Net&)> hook) { before_update_ = std::move(hook); }
+  // Observers are not owned and must outlive solve().
+  void add_observer(TrainingObserver* observer) { observers_.push_back(observer); }
+  // Checked after every iteration; when set, solve() snapshots and returns kInterrupted.
+  void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
+
+  // One iteration: zero gradients, iter_size forward/backward passes,
+  // before_update hook, gradients / iter_size, clipping, optimizer update.
+  // Returns the loss averaged over the iter_size passes.
+  float step();
+  // Runs the TEST net for test_iter batches; each scalar output averaged.
+  // Empty when there is no TEST net.
+  NamedValues test();
+  // Writes the weights and solver state for the current iteration
+  // (both atomically), notifies observers, and returns the paths.
+  SnapshotPaths snapshot();
+  // Restores a snapshot from its .solverstate.safetensors file (the weights
+  // file beside it is found by name). Errors name what does not match:
+  // solver type, parameter names or shapes.
+  ResumeInfo restore(const std::string& state_path);
+  // Trains from iter() to max_iter with tests, progress and snapshots.
+  SolveResult solve();
+
+ private:
+  void build_nets();
+  void run_test_and_report();
+  void report_iteration();
+  std::string write_snapshot_if_enabled();
+  double elapsed_seconds() const;
+  int64_t samples_per_iteration() const;
+
+  SolverConfig config_;
+  SolverOptions options_;
+  std::unique_ptr<Net> net_;
+  std::unique_ptr<Net> test_net_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::function<void(Net&)> before_update_;
+  std::vector<TrainingObserver*> observers_;
+  const std::atomic<bool>* stop_ = nullptr;
+
+  int64_t iter_ = 0;
+  double last_lr_ = 0.0;
+  std::deque<float> loss_window_;
+  int64_t last_snapshot_iter_ = -1;
+  std::string last_snapshot_;
+
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point start_time_;
+  Clock::time_point report_time_;
+  int64_t report_iter_ = 0;
+};
+
+}  // namespace strata

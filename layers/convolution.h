@@ -1,0 +1,73 @@
+// Convolution (Caffe "Convolution", PyTorch Conv2d) on NCHW images: weight
+// [num_output, channels / group, kernel_h, kernel_w], bias [num_output].
+//
+// Speed: images are processed in chunks; each chunk is unrolled by im2col into
+// one column buffer [C * kh * kw, n_img * out_h * out_w] so that one large GEMM
+// per group covers several images (small images would otherwise give GEMMs
+// too narrow to run near peak). Chunks run in parallel, one per thread, each
+// with its own scratch and (in backward) its own weight-gradient accumulator;
+// 1x1 stride-1 unpadded convolutions skip im2col.
+#pragma once
+
+#include <vector>
+
+#include "framework/filler.h"
+#include "framework/layer.h"
+
+namespace strata {
+
+class ConvolutionLayer : public Layer {
+ public:
+  ConvolutionLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  enum class Bias { kNo, kYes };
+  struct Hw {
+    int64_t h = 0;
+    int64_t w = 0;
+  };
+  // Per-worker scratch, kept across iterations (Tensor::resize keeps capacity).
+  struct Workspace {
+    Tensor col;   // [C * kh * kw, cols]: unrolled input, then column gradient
+    Tensor out;   // [num_output, cols]: output or gathered top gradient of a chunk
+    Tensor dw;    // weight-gradient partial sums (workers other than 0)
+    Tensor db;    // bias-gradient partial sums (workers other than 0)
+  };
+
+  void check_bottom(const Shape& s) const;
+  void prepare_workspaces();
+  bool is_pointwise() const;
+  // Copies (1x1) or unrolls (im2col) images [i0, i0 + n) into ws.col.
+  void fill_columns(const float* x, int64_t i0, int64_t n, Workspace& ws) const;
+  void forward_chunk(const float* x, float* y, int64_t i0, int64_t n, Workspace& ws) const;
+  void backward_chunk(const float* x, const float* dy, float* dx, int64_t i0, int64_t n,
+                      float* dw, float* db, float dw_beta, Workspace& ws) const;
+  // Runs body(i0, n, worker) over the image chunks; a worker is one thread,
+  // so its workspace needs no locking.
+  template <typename Body>
+  void for_each_chunk(const Body& body) const;
+
+  int64_t num_output_;
+  Hw kernel_, stride_, pad_, dilation_;
+  int64_t group_;
+  Bias bias_;
+  FillerSpec weight_filler_;
+  FillerSpec bias_filler_;
+
+  // Fixed at setup.
+  int64_t channels_ = 0;
+  // Current shapes (reshape).
+  int64_t num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
+  int64_t chunk_images_ = 1;  // images per chunk
+  int64_t num_chunks_ = 0;
+  std::vector<Workspace> workspaces_;
+};
+
+}  // namespace strata

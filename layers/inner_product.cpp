@@ -1,0 +1,141 @@
+#include "layers/inner_product.h"
+
+#include "framework/error.h"
+#include "framework/filler.h"
+#include "framework/layer_registry.h"
+#include "framework/math.h"
+#include "framework/threads.h"
+
+namespace strata {
+
+namespace {
+LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
+  LayerExample e;
+  e.config = config;
+  e.bottom_shapes = std::move(bottoms);
+  return e;
+}
+
+FillerSpec default_weight_filler() {
+  FillerSpec s;
+  s.type = "xavier";
+  return s;
+}
+}  // namespace
+
+InnerProductLayer::InnerProductLayer(const LayerSpec& spec, const LayerContext& ctx)
+    : Layer(spec, ctx) {
+  const ConfigNode& p = block("inner_product_param");
+  num_output_ = p.get_int("num_output");
+  if (num_output_ <= 0) {
+    fail<ConfigError>("inner_product_param of ", where(), " at ", p.loc().str(),
+                      ": num_output must be > 0, got ", num_output_);
+  }
+  bias_ = p.get_bool("bias_term", true) ? Bias::kYes : Bias::kNo;
+  axis_ = static_cast<int>(p.get_int("axis", 1));
+  layout_ = p.get_bool("transpose", false) ? WeightLayout::kInputMajor : WeightLayout::kOutputMajor;
+  weight_filler_ = parse_filler(p.block("weight_filler"), default_weight_filler(), "weight_filler of " + where());
+  bias_filler_ = parse_filler(p.block("bias_filler"), FillerSpec{}, "bias_filler of " + where());
+}
+
+LayerSchema InnerProductLayer::schema() {
+  LayerSchema s;
+  s.summary = "Fully connected layer y = x W^T + b over the dims from `axis` on (PyTorch Linear)";
+  s.blocks = {{"inner_product_param",
+               {"num_output", "bias_term", "weight_filler", "bias_filler", "axis", "transpose"}}};
+  // A linear map: central differences are exact up to float rounding.
+  s.examples = {
+      example("inner_product_param { num_output: 4 bias_filler { type: 'gaussian' } }", {{2, 3, 2, 2}}),
+      example("inner_product_param { num_output: 3 axis: 2 }", {{2, 3, 4}}),
+      example("inner_product_param { num_output: 3 axis: -1 transpose: true bias_term: false }",
+              {{2, 2, 5}}),
+  };
+  return s;
+}
+
+int InnerProductLayer::canonical_axis(const Shape& s) const {
+  const int ndim = static_cast<int>(s.size());
+  const int axis = axis_ < 0 ? axis_ + ndim : axis_;
+  if (axis < 0 || axis >= ndim) {
+    shape_error("inner_product_param axis " + std::to_string(axis_) + " is out of range for the " +
+                std::to_string(ndim) + "-D bottom " + shape_str(s) + "; use an axis in [" +
+                std::to_string(-ndim) + ", " + std::to_string(ndim - 1) + "]");
+  }
+  return axis;
+}
+
+void InnerProductLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) {
+  const Shape& s = bottom[0]->shape();
+  const int axis = canonical_axis(s);
+  k_ = bottom[0]->data.count(axis);
+  const Shape wshape = layout_ == WeightLayout::kOutputMajor ? Shape{num_output_, k_} : Shape{k_, num_output_};
+  Blob& w = add_param("weight", wshape);
+  fill(weight_filler_, w.data, rng_);
+  if (bias_ == Bias::kYes) {
+    Blob& b = add_param("bias", {num_output_});
+    fill(bias_filler_, b.data, rng_);
+  }
+}
+
+void InnerProductLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
+  const Shape& s = bottom[0]->shape();
+  const int axis = canonical_axis(s);
+  const int64_t k = bottom[0]->data.count(axis);
+  if (k != k_) {
+    shape_error("expected " + std::to_string(k_) + " inputs per sample (the product of the bottom dims from axis " +
+                std::to_string(axis) + ", as at setup), got bottom " + shape_str(s) + " with " +
+                std::to_string(k) + "; the weight is fixed at setup, so keep the per-sample shape constant");
+  }
+  m_ = bottom[0]->data.count(0, axis);
+  Shape out(s.begin(), s.begin() + axis);
+  out.push_back(num_output_);
+  top[0]->resize(out);
+}
+
+void InnerProductLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const float* x = bottom[0]->data.data<float>();
+  const float* w = param(0).data.data<float>();
+  float* y = top[0]->data.data<float>();
+  const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
+  gemm(Transpose::kNo, tw, m_, num_output_, k_, 1.0f, x, w, 0.0f, y);
+  if (bias_ == Bias::kYes) {
+    const float* b = param(1).data.data<float>();
+    const int64_t n = num_output_;
+    parallel_for(m_, 1 + 16384 / n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        float* row = y + i * n;
+        for (int64_t j = 0; j < n; ++j) row[j] += b[j];
+      }
+    });
+  }
+}
+
+void InnerProductLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                     const BlobVec& bottom) {
+  const float* dy = top[0]->diff.data<float>();
+  const float* x = bottom[0]->data.data<float>();
+  const float* w = param(0).data.data<float>();
+  float* dw = param(0).diff.data<float>();
+  if (layout_ == WeightLayout::kOutputMajor) {
+    gemm(Transpose::kYes, Transpose::kNo, num_output_, k_, m_, 1.0f, dy, x, 1.0f, dw);
+  } else {
+    gemm(Transpose::kYes, Transpose::kNo, k_, num_output_, m_, 1.0f, x, dy, 1.0f, dw);
+  }
+  if (bias_ == Bias::kYes) {
+    float* db = param(1).diff.data<float>();
+    const int64_t n = num_output_;
+    for (int64_t i = 0; i < m_; ++i) {
+      const float* row = dy + i * n;
+      for (int64_t j = 0; j < n; ++j) db[j] += row[j];
+    }
+  }
+  if (propagate_down[0]) {
+    float* dx = bottom[0]->diff.data<float>();
+    const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kNo : Transpose::kYes;
+    gemm(Transpose::kNo, tw, m_, k_, num_output_, 1.0f, dy, w, 0.0f, dx);
+  }
+}
+
+STRATA_REGISTER_LAYER("InnerProduct", InnerProductLayer);
+
+}  // namespace strata

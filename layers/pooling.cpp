@@ -1,0 +1,319 @@
+#include "layers/pooling.h"
+
+#include <string>
+
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+#include "framework/threads.h"
+
+namespace strata {
+
+namespace {
+
+// Planes per thread chunk at least; a plane is one (image, channel) pair.
+constexpr int64_t kMinPlanesPerChunk = 8;
+
+LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
+  LayerExample e;
+  e.config = config;
+  e.bottom_shapes = std::move(bottoms);
+  return e;
+}
+
+std::string hw_str(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
+
+int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Reads key, or key_h/key_w (a missing one of the pair takes `def`).
+void read_pair(const ConfigNode& p, const std::string& context, const std::string& key, int64_t def,
+               int64_t* h, int64_t* w) {
+  const bool has_hw = p.has(key + "_h") || p.has(key + "_w");
+  if (p.has(key) && has_hw) {
+    fail<ConfigError>(context, " at ", p.loc().str(), ": give either ", key, " or ", key, "_h/", key,
+                      "_w, not both");
+  }
+  if (has_hw) {
+    *h = p.get_int(key + "_h", def);
+    *w = p.get_int(key + "_w", def);
+  } else {
+    *h = *w = p.get_int(key, def);
+  }
+}
+
+}  // namespace
+
+PoolingLayer::PoolingLayer(const LayerSpec& spec, const LayerContext& ctx)
+    : Layer(spec, ctx), mask_(Shape{0}, DType::kI32) {
+  const ConfigNode& p = block("pooling_param");
+  const std::string context = "pooling_param of " + where();
+  const std::string pool = p.get_enum("pool", {"MAX", "AVE", "STOCHASTIC"}, "MAX");
+  if (pool == "STOCHASTIC") {
+    fail<ConfigError>(context, " at ", p.loc().str(),
+                      ": pool: STOCHASTIC is not supported; use MAX or AVE");
+  }
+  method_ = pool == "MAX" ? Method::kMax : Method::kAve;
+  round_ = p.get_enum("round_mode", {"CEIL", "FLOOR"}, "CEIL") == "CEIL" ? RoundMode::kCeil : RoundMode::kFloor;
+  global_ = p.get_bool("global_pooling", false) ? Global::kYes : Global::kNo;
+  p.get_enum("engine", {"DEFAULT", "CAFFE", "CUDNN"}, "DEFAULT");  // accepted for Caffe files; one engine here
+
+  const bool has_kernel = p.has("kernel_size") || p.has("kernel_h") || p.has("kernel_w");
+  if (global_ == Global::kYes) {
+    if (has_kernel) {
+      fail<ConfigError>(context, " at ", p.loc().str(),
+                        ": global_pooling takes the whole image as the window; remove kernel_size/kernel_h/kernel_w");
+    }
+  } else {
+    if (!has_kernel) {
+      fail<ConfigError>(context, " at ", p.loc().str(),
+                        ": missing kernel_size (or kernel_h and kernel_w, or global_pooling: true)");
+    }
+    if (p.has("kernel_size")) {
+      if (p.has("kernel_h") || p.has("kernel_w")) {
+        fail<ConfigError>(context, " at ", p.loc().str(),
+                          ": give either kernel_size or kernel_h/kernel_w, not both");
+      }
+      kernel_h_ = kernel_w_ = p.get_int("kernel_size");
+    } else {
+      if (!(p.has("kernel_h") && p.has("kernel_w"))) {
+        fail<ConfigError>(context, " at ", p.loc().str(), ": kernel_h and kernel_w must be given together");
+      }
+      kernel_h_ = p.get_int("kernel_h");
+      kernel_w_ = p.get_int("kernel_w");
+    }
+    if (kernel_h_ < 1 || kernel_w_ < 1) {
+      fail<ConfigError>(context, " at ", p.loc().str(), ": kernel must be >= 1, got ", hw_str(kernel_h_, kernel_w_));
+    }
+  }
+  read_pair(p, context, "stride", 1, &stride_h_, &stride_w_);
+  read_pair(p, context, "pad", 0, &pad_h_, &pad_w_);
+  if (stride_h_ < 1 || stride_w_ < 1) {
+    fail<ConfigError>(context, " at ", p.loc().str(), ": stride must be >= 1, got ", hw_str(stride_h_, stride_w_));
+  }
+  if (pad_h_ < 0 || pad_w_ < 0) {
+    fail<ConfigError>(context, " at ", p.loc().str(), ": pad must be >= 0, got ", hw_str(pad_h_, pad_w_));
+  }
+  if (global_ == Global::kYes && (pad_h_ != 0 || pad_w_ != 0 || stride_h_ != 1 || stride_w_ != 1)) {
+    fail<ConfigError>(context, " at ", p.loc().str(),
+                      ": global_pooling needs pad 0 and stride 1 (got pad ", hw_str(pad_h_, pad_w_), ", stride ",
+                      hw_str(stride_h_, stride_w_), ")");
+  }
+  if (global_ == Global::kNo && (pad_h_ >= kernel_h_ || pad_w_ >= kernel_w_)) {
+    fail<ConfigError>(context, " at ", p.loc().str(), ": pad ", hw_str(pad_h_, pad_w_),
+                      " must be smaller than the kernel ", hw_str(kernel_h_, kernel_w_),
+                      " (a window could lie entirely in the padding)");
+  }
+}
+
+LayerSchema PoolingLayer::schema() {
+  LayerSchema s;
+  s.summary = "MAX or AVE pooling over H, W of NCHW input with Caffe's ceil/floor output size and padding rules";
+  s.blocks = {{"pooling_param",
+               {"pool", "kernel_size", "kernel_h", "kernel_w", "stride", "stride_h", "stride_w", "pad", "pad_h",
+                "pad_w", "global_pooling", "round_mode", "engine"}}};
+  // MAX pooling is only piecewise linear: a finite difference is wrong when
+  // the perturbed input overtakes (or falls below) another input of its
+  // window. The test harness draws Gaussian inputs that are pairwise at least
+  // two steps apart, so the argmax never changes within one step; AVE is
+  // linear and needs nothing special.
+  s.examples = {
+      example("pooling_param { pool: MAX kernel_size: 3 stride: 2 }", {{2, 2, 7, 6}}),
+      example("pooling_param { pool: MAX kernel_size: 2 stride: 2 }", {{2, 3, 4, 5}}),
+      example("pooling_param { pool: MAX kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 "
+              "round_mode: FLOOR }",
+              {{2, 1, 6, 5}}),
+      example("pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 }", {{2, 2, 5, 5}}),
+      example("pooling_param { pool: AVE kernel_size: 2 stride: 3 round_mode: FLOOR engine: CAFFE }",
+              {{2, 2, 7, 8}}),
+      example("pooling_param { pool: AVE global_pooling: true }", {{2, 3, 3, 4}}),
+      example("pooling_param { pool: MAX global_pooling: true }", {{2, 3, 2, 3}}),
+  };
+  return s;
+}
+
+void PoolingLayer::check_bottom(const Shape& s) const {
+  if (s.size() != 4) {
+    shape_error("expected a 4-D NCHW bottom [N, C, H, W], got " + shape_str(s) +
+                "; Pooling works on 2-D images only");
+  }
+}
+
+int64_t PoolingLayer::pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride) const {
+  const int64_t span = in + 2 * pad - kernel;
+  return (round_ == RoundMode::kCeil ? ceil_div(span, stride) : floor_div(span, stride)) + 1;
+}
+
+void PoolingLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) { check_bottom(bottom[0]->shape()); }
+
+void PoolingLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
+  const Shape& s = bottom[0]->shape();
+  check_bottom(s);
+  num_ = s[0];
+  channels_ = s[1];
+  height_ = s[2];
+  width_ = s[3];
+  if (global_ == Global::kYes) {
+    if (height_ < 1 || width_ < 1) {
+      shape_error("global pooling needs a non-empty image, got bottom " + shape_str(s));
+    }
+    kernel_h_ = height_;
+    kernel_w_ = width_;
+  }
+  if (height_ + 2 * pad_h_ < kernel_h_ || width_ + 2 * pad_w_ < kernel_w_) {
+    shape_error("input " + shape_str(s) + " is smaller than the kernel " + hw_str(kernel_h_, kernel_w_) +
+                " even with pad " + hw_str(pad_h_, pad_w_) + "; use a smaller kernel or more padding");
+  }
+  out_h_ = pooled_size(height_, kernel_h_, pad_h_, stride_h_);
+  out_w_ = pooled_size(width_, kernel_w_, pad_w_, stride_w_);
+  // Caffe: the last window must start inside the image (plus the leading
+  // pad); otherwise it is dropped. Caffe checks this only when there is
+  // padding; without padding it can fail only for kernel < stride in CEIL
+  // mode, where Caffe would pool an empty window, so we always check (as
+  // PyTorch does).
+  if ((out_h_ - 1) * stride_h_ >= height_ + pad_h_) --out_h_;
+  if ((out_w_ - 1) * stride_w_ >= width_ + pad_w_) --out_w_;
+  top[0]->resize({num_, channels_, out_h_, out_w_});
+  if (method_ == Method::kMax) mask_.resize({num_, channels_, out_h_, out_w_});
+}
+
+void PoolingLayer::forward_max(const float* x, float* y, int32_t* mask, int64_t planes) const {
+  const int64_t in_plane = height_ * width_;
+  const int64_t out_plane = out_h_ * out_w_;
+  const bool fast2x2 = kernel_h_ == 2 && kernel_w_ == 2 && stride_h_ == 2 && stride_w_ == 2 && pad_h_ == 0 &&
+                       pad_w_ == 0 && 2 * out_h_ <= height_ && 2 * out_w_ <= width_;
+  parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const float* xp = x + p * in_plane;
+      float* yp = y + p * out_plane;
+      int32_t* mp = mask + p * out_plane;
+      if (fast2x2) {
+        // The common 2x2/2 window lying wholly inside the image.
+        for (int64_t ph = 0; ph < out_h_; ++ph) {
+          const int64_t base = 2 * ph * width_;
+          const float* r0 = xp + base;
+          const float* r1 = r0 + width_;
+          for (int64_t pw = 0; pw < out_w_; ++pw) {
+            const int64_t c = 2 * pw;
+            float m = r0[c];
+            int64_t idx = base + c;
+            if (r0[c + 1] > m || r0[c + 1] != r0[c + 1]) { m = r0[c + 1]; idx = base + c + 1; }
+            if (r1[c] > m || r1[c] != r1[c]) { m = r1[c]; idx = base + width_ + c; }
+            if (r1[c + 1] > m || r1[c + 1] != r1[c + 1]) { m = r1[c + 1]; idx = base + width_ + c + 1; }
+            yp[ph * out_w_ + pw] = m;
+            mp[ph * out_w_ + pw] = static_cast<int32_t>(idx);
+          }
+        }
+        continue;
+      }
+      for (int64_t ph = 0; ph < out_h_; ++ph) {
+        int64_t hs = ph * stride_h_ - pad_h_;
+        const int64_t he = hs + kernel_h_ < height_ ? hs + kernel_h_ : height_;
+        if (hs < 0) hs = 0;
+        for (int64_t pw = 0; pw < out_w_; ++pw) {
+          int64_t ws = pw * stride_w_ - pad_w_;
+          const int64_t we = ws + kernel_w_ < width_ ? ws + kernel_w_ : width_;
+          if (ws < 0) ws = 0;
+          int64_t idx = hs * width_ + ws;
+          float m = xp[idx];
+          for (int64_t h = hs; h < he; ++h) {
+            for (int64_t w = ws; w < we; ++w) {
+              const float v = xp[h * width_ + w];
+              // NaN propagates (as in PyTorch); otherwise the first maximum wins.
+              if (v > m || (v != v && m == m)) {
+                m = v;
+                idx = h * width_ + w;
+              }
+            }
+          }
+          yp[ph * out_w_ + pw] = m;
+          mp[ph * out_w_ + pw] = static_cast<int32_t>(idx);
+        }
+      }
+    }
+  });
+}
+
+void PoolingLayer::forward_ave(const float* x, float* y, int64_t planes) const {
+  const int64_t in_plane = height_ * width_;
+  const int64_t out_plane = out_h_ * out_w_;
+  parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const float* xp = x + p * in_plane;
+      float* yp = y + p * out_plane;
+      for (int64_t ph = 0; ph < out_h_; ++ph) {
+        int64_t hs = ph * stride_h_ - pad_h_;
+        int64_t he = hs + kernel_h_ < height_ + pad_h_ ? hs + kernel_h_ : height_ + pad_h_;
+        const int64_t size_h = he - hs;
+        if (hs < 0) hs = 0;
+        if (he > height_) he = height_;
+        for (int64_t pw = 0; pw < out_w_; ++pw) {
+          int64_t ws = pw * stride_w_ - pad_w_;
+          int64_t we = ws + kernel_w_ < width_ + pad_w_ ? ws + kernel_w_ : width_ + pad_w_;
+          const int64_t size = size_h * (we - ws);
+          if (ws < 0) ws = 0;
+          if (we > width_) we = width_;
+          float s = 0.0f;
+          for (int64_t h = hs; h < he; ++h) {
+            for (int64_t w = ws; w < we; ++w) s += xp[h * width_ + w];
+          }
+          yp[ph * out_w_ + pw] = s / static_cast<float>(size);
+        }
+      }
+    }
+  });
+}
+
+void PoolingLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const int64_t planes = num_ * channels_;
+  const float* x = bottom[0]->data.data<float>();
+  float* y = top[0]->data.data<float>();
+  if (method_ == Method::kMax) {
+    forward_max(x, y, mask_.data<int32_t>(), planes);
+  } else {
+    forward_ave(x, y, planes);
+  }
+}
+
+void PoolingLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const int64_t planes = num_ * channels_;
+  const int64_t in_plane = height_ * width_;
+  const int64_t out_plane = out_h_ * out_w_;
+  const float* dy = top[0]->diff.data<float>();
+  float* dx = bottom[0]->diff.data<float>();
+  const int32_t* mask = method_ == Method::kMax ? mask_.data<int32_t>() : nullptr;
+  parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      float* dxp = dx + p * in_plane;
+      const float* dyp = dy + p * out_plane;
+      for (int64_t i = 0; i < in_plane; ++i) dxp[i] = 0.0f;
+      if (mask) {
+        const int32_t* mp = mask + p * out_plane;
+        for (int64_t o = 0; o < out_plane; ++o) dxp[mp[o]] += dyp[o];
+        continue;
+      }
+      for (int64_t ph = 0; ph < out_h_; ++ph) {
+        int64_t hs = ph * stride_h_ - pad_h_;
+        int64_t he = hs + kernel_h_ < height_ + pad_h_ ? hs + kernel_h_ : height_ + pad_h_;
+        const int64_t size_h = he - hs;
+        if (hs < 0) hs = 0;
+        if (he > height_) he = height_;
+        for (int64_t pw = 0; pw < out_w_; ++pw) {
+          int64_t ws = pw * stride_w_ - pad_w_;
+          int64_t we = ws + kernel_w_ < width_ + pad_w_ ? ws + kernel_w_ : width_ + pad_w_;
+          const float g = dyp[ph * out_w_ + pw] / static_cast<float>(size_h * (we - ws));
+          if (ws < 0) ws = 0;
+          if (we > width_) we = width_;
+          for (int64_t h = hs; h < he; ++h) {
+            for (int64_t w = ws; w < we; ++w) dxp[h * width_ + w] += g;
+          }
+        }
+      }
+    }
+  });
+}
+
+STRATA_REGISTER_LAYER("Pooling", PoolingLayer);
+
+}  // namespace strata
