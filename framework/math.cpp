@@ -40,6 +40,7 @@ void gemm_cblas(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, flo
 // undefined pass-through operand).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 // Every function that uses AVX-512 carries this attribute, and none of them
 // calls inline code from the standard library: a template instantiated here
@@ -229,21 +230,24 @@ STRATA_AVX512 void pack_b(const Operand& B, int64_t p0, int64_t kc, int64_t j0, 
 STRATA_AVX512 void pack_a(const Operand& A, int64_t i0, int64_t mc, int64_t p0, int64_t kc, int mr, float* dst) {
   for (int64_t ir = 0; ir < mc; ir += mr) {
     const int rows = static_cast<int>(min64(mr, mc - ir));
+    const __mmask16 rmask = mask_first(rows);
     const float* src = A.p + (i0 + ir) * A.rs + p0 * A.cs;
     if (A.rs == 1) {
       // A is transposed: the rows of one k are contiguous.
       for (int64_t k = 0; k < kc; ++k) {
-        const float* s = src + k * A.cs;
-        for (int r = 0; r < rows; ++r) dst[k * rows + r] = s[r];
+        _mm512_mask_storeu_ps(dst + k * rows, rmask, _mm512_maskz_loadu_ps(rmask, src + k * A.cs));
       }
     } else {
-      int r = 0;
-      // 16 k at a time per row pair would need a gather; rows are read
-      // sequentially and written with stride `rows`, which the store buffer absorbs.
-      for (; r < rows; ++r) {
-        const float* s = src + r * A.rs;
-        float* d = dst + r;
-        for (int64_t k = 0; k < kc; ++k) d[k * rows] = s[k];
+      // Rows of A are contiguous: transpose 16 k at a time.
+      for (int64_t kb = 0; kb < kc; kb += 16) {
+        const int kv = static_cast<int>(min64(16, kc - kb));
+        const __mmask16 km = mask_first(kv);
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i) {
+          r[i] = i < rows ? _mm512_maskz_loadu_ps(km, src + i * A.rs + kb) : _mm512_setzero_ps();
+        }
+        transpose16(r);
+        for (int t = 0; t < kv; ++t) _mm512_mask_storeu_ps(dst + (kb + t) * rows, rmask, r[t]);
       }
     }
     dst += rows * kc;
@@ -442,6 +446,20 @@ void im2col(const float* im, int64_t channels, int64_t height, int64_t width, in
         const int64_t off = kj * dil_w - pad_w;
         int64_t lo = 0, hi = 0;
         valid_range(off, stride_w, width, out_w, &lo, &hi);
+        if (stride_w == 1 && stride_h == 1 && lo == 0 && hi == out_w && out_w == width) {
+          // Whole input rows: the valid output rows are one contiguous copy.
+          const int64_t ih0 = ki * dil_h - pad_h;
+          int64_t oh_lo = ih0 < 0 ? -ih0 : 0;
+          int64_t oh_hi = height - ih0 < out_h ? height - ih0 : out_h;
+          if (oh_hi < oh_lo) oh_hi = oh_lo;
+          // (memcpy/memset: GCC -O2 does not vectorise plain copy loops.)
+          if (oh_lo > 0) std::memset(row, 0, sizeof(float) * oh_lo * out_w);
+          if (oh_hi > oh_lo) {
+            std::memcpy(row + oh_lo * out_w, plane + (oh_lo + ih0) * width, sizeof(float) * (oh_hi - oh_lo) * out_w);
+          }
+          if (oh_hi < out_h) std::memset(row + oh_hi * out_w, 0, sizeof(float) * (out_h - oh_hi) * out_w);
+          continue;
+        }
         for (int64_t oh = 0; oh < out_h; ++oh) {
           const int64_t ih = oh * stride_h - pad_h + ki * dil_h;
           float* out = row + oh * out_w;

@@ -1,8 +1,8 @@
 // libFuzzer target for the safetensors header parser and validator. Any input
 // must either load or throw strata::Error; crashes, sanitizer reports and
 // other exception types are bugs. Build (clang):
-//   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -I. \
-//     framework/{dtype,file_util,json,safetensors}.cpp tests/fuzz/safetensors_fuzz.cpp -o st_fuzz
+//   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -I. -o st_fuzz
+//     framework/{dtype,file_util,json,safetensors}.cpp tests/fuzz/safetensors_fuzz.cpp
 //   ./st_fuzz -max_total_time=60 tests/fuzz/corpus_safetensors
 #include <cstddef>
 #include <cstdint>
