@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <vector>
 
 #include "framework/tensor.h"
 #include "framework/threads.h"
@@ -57,6 +58,7 @@ struct Operand {
 
 // Register tile: up to kMaxMR rows of C by kNR = 32 columns (two zmm per row).
 constexpr int kNR = 32;
+static_assert(kNR == kGemmPanel, "gemm_pack_b panels are the kernel's B panels");
 constexpr int kMaxMR = 14;
 // Cache blocking: a packed B micro-panel (kKC x 32 floats, 32 KiB) stays in L1
 // while the packed A block (mc x kKC, <= 384 KiB) streams from L2.
@@ -275,9 +277,11 @@ PackBuffers& pack_buffers() {
 }
 
 // C[M,N] (row stride ldc) = alpha * op(A) * op(B) + beta * C on this thread.
+// With `packer`, op(B) comes from it (column indices offset by j_base) and B
+// is unused.
 STRATA_AVX512 void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const Operand& A,
-                               const Operand& B, float beta, float* C, int64_t ldc, float* abuf,
-                               float* bbuf) {
+                               const Operand& B, const GemmPackB* packer, int64_t j_base, float beta,
+                               float* C, int64_t ldc, float* abuf, float* bbuf) {
   const int mr = choose_mr(M);
   const int64_t mc_max = (kMCMax / mr) * mr;
   for (int64_t jc = 0; jc < N; jc += kNC) {
@@ -285,7 +289,11 @@ STRATA_AVX512 void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, con
     for (int64_t pc = 0; pc < K; pc += kKC) {
       const int64_t kc = min64(kKC, K - pc);
       const float beta_k = pc == 0 ? beta : 1.0f;
-      pack_b(B, pc, kc, jc, nc, bbuf);
+      if (packer) {
+        (*packer)(pc, kc, j_base + jc, nc, bbuf);
+      } else {
+        pack_b(B, pc, kc, jc, nc, bbuf);
+      }
       for (int64_t ic = 0; ic < M; ic += mc_max) {
         const int64_t mc = min64(mc_max, M - ic);
         pack_a(A, ic, mc, pc, kc, mr, abuf);
@@ -303,11 +311,13 @@ STRATA_AVX512 void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, con
   }
 }
 
+// Threads split C into column (or row) stripes; each packs its own operands.
+// ldc: row stride of C; packer: see gemm_pack_b (then B is unused).
 void gemm_avx512(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha,
-                 const float* A, const float* B, float beta, float* C) {
+                 const float* A, const float* B, const GemmPackB* packer, float beta, float* C,
+                 int64_t ldc) {
   const Operand a = ta == Transpose::kNo ? Operand{A, K, 1} : Operand{A, 1, M};
   const Operand b = tb == Transpose::kNo ? Operand{B, N, 1} : Operand{B, 1, K};
-  // Threads split C into column (or row) stripes; each packs its own operands.
   // Below ~4 MFLOP the fork/join costs more than it saves.
   int threads = omp_in_parallel() ? 1 : num_threads();
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
@@ -319,7 +329,7 @@ void gemm_avx512(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, fl
   if (threads > units) threads = static_cast<int>(units);
   if (threads <= 1) {
     PackBuffers& buf = pack_buffers();
-    gemm_serial(M, N, K, alpha, a, b, beta, C, N, buf.a, buf.b);
+    gemm_serial(M, N, K, alpha, a, b, packer, 0, beta, C, ldc, buf.a, buf.b);
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -333,15 +343,15 @@ void gemm_avx512(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, fl
       const int64_t j0 = u0 * kNR;
       const int64_t j1 = min64(u1 * kNR, N);
       if (j1 > j0) {
-        const Operand bs{b.p + j0 * b.cs, b.rs, b.cs};
-        gemm_serial(M, j1 - j0, K, alpha, a, bs, beta, C + j0, N, buf.a, buf.b);
+        const Operand bs{packer ? b.p : b.p + j0 * b.cs, b.rs, b.cs};
+        gemm_serial(M, j1 - j0, K, alpha, a, bs, packer, j0, beta, C + j0, ldc, buf.a, buf.b);
       }
     } else {
       const int64_t i0 = u0 * 8;
       const int64_t i1 = min64(u1 * 8, M);
       if (i1 > i0) {
         const Operand as{a.p + i0 * a.rs, a.rs, a.cs};
-        gemm_serial(i1 - i0, N, K, alpha, as, b, beta, C + i0 * N, N, buf.a, buf.b);
+        gemm_serial(i1 - i0, N, K, alpha, as, b, packer, 0, beta, C + i0 * ldc, ldc, buf.a, buf.b);
       }
     }
   }
@@ -376,11 +386,42 @@ void gemm(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alp
   }
 #ifdef STRATA_GEMM_AVX512
   if (cpu_has_avx512()) {
-    gemm_avx512(ta, tb, M, N, K, alpha, A, B, beta, C);
+    gemm_avx512(ta, tb, M, N, K, alpha, A, B, nullptr, beta, C, N);
     return;
   }
 #endif
   gemm_cblas(ta, tb, M, N, K, alpha, A, B, beta, C);
+}
+
+void gemm_pack_b(Transpose ta, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                 const GemmPackB& pack_b, float beta, float* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {
+    for (int64_t i = 0; i < M; ++i) {
+      float* row = C + i * ldc;
+      for (int64_t j = 0; j < N; ++j) row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+    }
+    return;
+  }
+#ifdef STRATA_GEMM_AVX512
+  if (cpu_has_avx512()) {
+    gemm_avx512(ta, Transpose::kNo, M, N, K, alpha, A, nullptr, &pack_b, beta, C, ldc);
+    return;
+  }
+#endif
+  // Elsewhere: unpack B into a matrix for BLAS.
+  const int64_t panels = (N + kGemmPanel - 1) / kGemmPanel;
+  std::vector<float> packed(static_cast<size_t>(panels * K * kGemmPanel));
+  std::vector<float> b(static_cast<size_t>(K * N));
+  pack_b(0, K, 0, N, packed.data());
+  for (int64_t j = 0; j < N; ++j) {
+    const float* panel = packed.data() + (j / kGemmPanel) * K * kGemmPanel + j % kGemmPanel;
+    for (int64_t k = 0; k < K; ++k) b[static_cast<size_t>(k * N + j)] = panel[k * kGemmPanel];
+  }
+  cblas_sgemm(CblasRowMajor, ta == Transpose::kNo ? CblasNoTrans : CblasTrans, CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
+              ta == Transpose::kNo ? static_cast<int>(K) : static_cast<int>(M), b.data(),
+              static_cast<int>(N), beta, C, static_cast<int>(ldc));
 }
 
 void gemv(Transpose ta, int64_t M, int64_t N, float alpha, const float* A, const float* x,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace strata {
 
@@ -11,6 +12,19 @@ enum class Transpose { kNo, kYes };
 // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major.
 void gemm(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, const float* B, float beta, float* C);
+
+// GEMM whose B operand the caller packs itself, for operands never stored as
+// a matrix (a convolution's image patches, gathered straight from the image
+// instead of through an im2col buffer). The GEMM asks for blocks of B:
+// pack_b(k0, kc, j0, nc, dst) must write op(B)[k0 + k][j0 + j] (k < kc,
+// j < nc) to dst[(j / kGemmPanel) * kc * kGemmPanel + k * kGemmPanel + j % kGemmPanel]
+// and zeros in the rest of the last panel; dst is 64-byte aligned. Calls may
+// come from several threads at once (different blocks).
+// C[M,N] (row stride ldc) = alpha * op(A)[M,K] * B[K,N] + beta * C.
+constexpr int64_t kGemmPanel = 32;
+using GemmPackB = std::function<void(int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst)>;
+void gemm_pack_b(Transpose ta, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                 const GemmPackB& pack_b, float beta, float* C, int64_t ldc);
 // y[M] = alpha * op(A) * x + beta * y, A row-major [M,N] (or [N,M] transposed).
 void gemv(Transpose ta, int64_t M, int64_t N, float alpha, const float* A, const float* x,
           float beta, float* y);

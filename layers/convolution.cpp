@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -9,6 +10,10 @@
 #include "framework/layer_registry.h"
 #include "framework/math.h"
 #include "framework/threads.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace strata {
 
@@ -36,6 +41,236 @@ FillerSpec default_weight_filler() {
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 std::string hw_str(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
+
+ConvolutionLayer::Algorithm g_forced_algorithm = ConvolutionLayer::Algorithm::kAuto;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Patch packing: on AVX-512 CPUs the GEMMs take their image-patch operand
+// straight from the image (gemm_pack_b), so no im2col buffer is written and
+// read back, and the input gradient of a stride-1 convolution is computed as
+// a convolution of the top gradient with the flipped kernel instead of
+// through col2im.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define STRATA_CONV_PATCHES 1
+#define STRATA_CONV_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")))
+#endif
+
+namespace {
+
+bool cpu_has_avx512() {
+#ifdef STRATA_CONV_PATCHES
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+#ifdef STRATA_CONV_PATCHES
+
+// GCC 12 warns inside its own AVX-512 intrinsics (their deliberately
+// undefined pass-through operand).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// A chunk of images seen through a convolution's windows. Patch row
+// k = (c, ki, kj) and output pixel j = (image, oh, ow) of the chunk.
+struct PatchGeometry {
+  const float* x;        // the chunk's first image, at the group's first channel
+  int64_t image_stride;  // floats from one image to the next
+  int64_t height, width;
+  int64_t out_h, out_w;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+// Pixels [lane, lane + len) of a panel that lie on one output row.
+struct Segment {
+  int64_t img, oh, ow;
+  int lane, len;
+};
+
+int split_rows(const PatchGeometry& g, int64_t j, int count, Segment* out) {
+  const int64_t hw = g.out_h * g.out_w;
+  int n = 0;
+  int lane = 0;
+  while (lane < count) {
+    const int64_t img = j / hw;
+    const int64_t r = j % hw;
+    const int64_t ow = r % g.out_w;
+    const int len = static_cast<int>(g.out_w - ow < count - lane ? g.out_w - ow : count - lane);
+    out[n++] = Segment{img, r / g.out_w, ow, lane, len};
+    j += len;
+    lane += len;
+  }
+  return n;
+}
+
+// Bits [lo, hi) of a 32-bit lane mask.
+inline uint32_t lane_bits(int64_t lo, int64_t hi) {
+  if (lo < 0) lo = 0;
+  if (hi > 32) hi = 32;
+  if (hi <= lo) return 0;
+  const uint32_t upto = hi == 32 ? 0xFFFFFFFFu : (1u << hi) - 1u;
+  return upto & ~((1u << lo) - 1u);
+}
+
+// op(B)[k][j] = patch row k of pixel j: forward (and stride-1 input gradient)
+// operand, panels of 32 pixels.
+STRATA_CONV_AVX512 void pack_patches_across(const PatchGeometry& g, int64_t k0, int64_t kc, int64_t j0,
+                                            int64_t nc, float* dst) {
+  const int64_t taps = g.kh * g.kw;
+  const int64_t plane = g.height * g.width;
+  Segment seg[kGemmPanel];
+  for (int64_t jp = 0; jp < nc; jp += kGemmPanel, dst += kc * kGemmPanel) {
+    const int count = static_cast<int>(nc - jp < kGemmPanel ? nc - jp : kGemmPanel);
+    const int ns = split_rows(g, j0 + jp, count, seg);
+    int64_t c = k0 / taps;
+    int64_t ki = k0 % taps / g.kw;
+    int64_t kj = k0 % g.kw;
+    for (int64_t k = 0; k < kc; ++k) {
+      float* d = dst + k * kGemmPanel;
+      if (count < kGemmPanel) {
+        _mm512_store_ps(d, _mm512_setzero_ps());
+        _mm512_store_ps(d + 16, _mm512_setzero_ps());
+      }
+      const float* chan = g.x + c * plane;
+      for (int s = 0; s < ns; ++s) {
+        const Segment& sg = seg[s];
+        const uint32_t len_bits = lane_bits(0, sg.len);
+        const int64_t ih = sg.oh * g.sh - g.ph + ki * g.dh;
+        float* ds = d + sg.lane;
+        if (ih < 0 || ih >= g.height) {
+          _mm512_mask_storeu_ps(ds, static_cast<__mmask16>(len_bits), _mm512_setzero_ps());
+          if (sg.len > 16) _mm512_mask_storeu_ps(ds + 16, static_cast<__mmask16>(len_bits >> 16), _mm512_setzero_ps());
+          continue;
+        }
+        const float* row = chan + sg.img * g.image_stride + ih * g.width;
+        const int64_t iw0 = sg.ow * g.sw - g.pw + kj * g.dw;
+        if (g.sw == 1) {
+          // Lanes whose column falls in the padding load nothing (masked) and
+          // stay zero; masked-off lanes do not touch memory.
+          const uint32_t valid = lane_bits(-iw0, g.width - iw0) & len_bits;
+          const float* src = row + iw0;
+          _mm512_mask_storeu_ps(ds, static_cast<__mmask16>(len_bits),
+                                _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), src));
+          if (sg.len > 16) {
+            _mm512_mask_storeu_ps(ds + 16, static_cast<__mmask16>(len_bits >> 16),
+                                  _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid >> 16), src + 16));
+          }
+        } else {
+          for (int l = 0; l < sg.len; ++l) {
+            const int64_t iw = iw0 + l * g.sw;
+            ds[l] = iw >= 0 && iw < g.width ? row[iw] : 0.0f;
+          }
+        }
+      }
+      if (++kj == g.kw) {
+        kj = 0;
+        if (++ki == g.kh) {
+          ki = 0;
+          ++c;
+        }
+      }
+    }
+  }
+}
+
+// In-register transpose of 16 rows of 16 floats: r[j] becomes column j.
+STRATA_CONV_AVX512 inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    const __m512d a0 = _mm512_castps_pd(t[4 * q]);
+    const __m512d a1 = _mm512_castps_pd(t[4 * q + 1]);
+    const __m512d a2 = _mm512_castps_pd(t[4 * q + 2]);
+    const __m512d a3 = _mm512_castps_pd(t[4 * q + 3]);
+    r[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+    r[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+    r[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+    r[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+  }
+  for (int c = 0; c < 4; ++c) {
+    t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+    t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);
+    t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+    t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+    r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xdd);
+  }
+}
+
+// op(B)[k][j] = patch row j of pixel k: the weight-gradient operand (the
+// transpose of the above), panels of 32 patch rows, built 16 x 16 at a time.
+STRATA_CONV_AVX512 void pack_patches_down(const PatchGeometry& g, int64_t k0, int64_t kc, int64_t j0,
+                                          int64_t nc, float* dst) {
+  const int64_t taps = g.kh * g.kw;
+  const int64_t plane = g.height * g.width;
+  Segment seg[16];
+  for (int64_t jp = 0; jp < nc; jp += kGemmPanel, dst += kc * kGemmPanel) {
+    const float* chan[kGemmPanel];
+    int64_t tap_h[kGemmPanel];
+    int64_t tap_w[kGemmPanel];
+    for (int i = 0; i < kGemmPanel; ++i) {
+      const int64_t j = j0 + jp + i;
+      chan[i] = jp + i < nc ? g.x + j / taps * plane : nullptr;
+      tap_h[i] = j % taps / g.kw;
+      tap_w[i] = j % g.kw;
+    }
+    for (int64_t kb = 0; kb < kc; kb += 16) {
+      const int kv = static_cast<int>(kc - kb < 16 ? kc - kb : 16);
+      const int ns = split_rows(g, k0 + kb, kv, seg);
+      for (int h = 0; h < 2; ++h) {
+        __m512 r[16];
+        for (int i = 0; i < 16; ++i) {
+          const int q = 16 * h + i;
+          __m512 v = _mm512_setzero_ps();
+          if (chan[q]) {
+            for (int s = 0; s < ns; ++s) {
+              const Segment& sg = seg[s];
+              const int64_t ih = sg.oh * g.sh - g.ph + tap_h[q] * g.dh;
+              if (ih < 0 || ih >= g.height) continue;
+              const float* row = chan[q] + sg.img * g.image_stride + ih * g.width;
+              const int64_t iw0 = sg.ow * g.sw - g.pw + tap_w[q] * g.dw;
+              if (g.sw == 1) {
+                const uint32_t valid = lane_bits(-iw0, g.width - iw0) & lane_bits(0, sg.len);
+                v = _mm512_mask_loadu_ps(v, static_cast<__mmask16>(valid << sg.lane), row + iw0 - sg.lane);
+              } else {
+                alignas(64) float lanes[16];
+                _mm512_store_ps(lanes, v);
+                for (int l = 0; l < sg.len; ++l) {
+                  const int64_t iw = iw0 + l * g.sw;
+                  lanes[sg.lane + l] = iw >= 0 && iw < g.width ? row[iw] : 0.0f;
+                }
+                v = _mm512_load_ps(lanes);
+              }
+            }
+          }
+          r[i] = v;
+        }
+        transpose16(r);
+        for (int t = 0; t < kv; ++t) _mm512_store_ps(dst + (kb + t) * kGemmPanel + 16 * h, r[t]);
+      }
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+#endif  // STRATA_CONV_PATCHES
 
 }  // namespace
 

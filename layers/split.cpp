@@ -17,8 +17,9 @@ LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
 
 LayerSchema SplitLayer::schema() {
   LayerSchema s;
-  // LayerExample has no top count, so the generic test runs Split with the
-  // tops it chooses; tests/shape_layers_test.cpp covers several tops.
+  // LayerExample has no top count, and the generic harness gives a layer
+  // with max_tops() == -1 a single top; tests/shape_layers_test.cpp covers
+  // several tops, the Net's automatic insertion and a user-written Split.
   s.examples = {example("", {{2, 3, 2}})};
   s.summary = "Copies one bottom to several tops; backward sums their gradients";
   return s;

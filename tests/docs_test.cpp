@@ -8,6 +8,7 @@
 #include <string>
 
 #include "framework/layer_registry.h"
+#include "framework/solver_config.h"
 
 namespace strata {
 namespace {
@@ -48,6 +49,18 @@ TEST(DocsTest, EveryLayerTypeAndKeyIsDocumented) {
             << block.block;
       }
     }
+  }
+}
+
+TEST(DocsTest, EverySolverKeyIsDocumented) {
+  const std::string docs = read_docs();
+  const size_t start = docs.find("\n## Solver");
+  ASSERT_NE(start, std::string::npos) << "docs/config.md has no '## Solver' section";
+  const size_t end = docs.find("\n## ", start + 4);
+  const std::string text = docs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  for (const std::string& key : solver_keys()) {
+    EXPECT_NE(text.find("`" + key + "`"), std::string::npos)
+        << "docs/config.md '## Solver' section does not document key `" << key << "`";
   }
 }
 
