@@ -124,6 +124,9 @@ void Net::connect_layer(const LayerSpec& spec, int index) {
       continue;
     }
     if (blobs_.count(name)) {
+      if (blob_producer_[name] == index) {  // this layer is not in layers_ yet
+        fail<ConfigError>(where, ": top '", name, "' is given twice; give each top its own name");
+      }
       const Layer& other = *layers_[blob_producer_[name]];
       fail<ConfigError>(where, ": top '", name, "' is already produced by layer '", other.name(),
                         "'; blob names must be unique except for in-place layers");
@@ -156,8 +159,14 @@ void Net::setup_layer(int i) {
     // Name where each bottom came from, so a mismatch names both layers.
     std::string msg = e.what();
     for (size_t b = 0; b < bottom_names_[i].size(); ++b) {
-      const std::string& bn = bottom_names_[i][b];
-      const Layer& producer = *layers_[blob_producer_[bn]];
+      std::string bn = bottom_names_[i][b];
+      int p = blob_producer_[bn];
+      // Look through automatically inserted Splits (no `name` in their node) to the blob the config names.
+      while (layers_[p]->type() == "Split" && !layers_[p]->spec().node.has("name")) {
+        bn = bottom_names_[p][0];
+        p = blob_producer_[bn];
+      }
+      const Layer& producer = *layers_[p];
       msg += "\n  bottom '" + bn + "' " + shape_str(bottoms_[i][b]->shape()) + " comes from layer '" +
              producer.name() + "' (" + producer.type() + ")";
     }
@@ -176,7 +185,13 @@ void Net::register_params(int i) {
   Layer& layer = *layers_[i];
   const LayerSpec& spec = layer.spec();
   std::vector<LayerParam>& lp = layer.params();
-  if (spec.params.size() > lp.size()) {
+  // Caffe files give BatchNorm three `param { lr_mult: 0 }` blocks (it had a
+  // third blob); surplus blocks that only freeze are accepted as written.
+  bool surplus_only_freezes = true;
+  for (size_t k = lp.size(); k < spec.params.size(); ++k) {
+    if (spec.params[k].lr_mult != 0.0f || !spec.params[k].share_name.empty()) surplus_only_freezes = false;
+  }
+  if (spec.params.size() > lp.size() && !surplus_only_freezes) {
     fail<ConfigError>("layer '", layer.name(), "' at ", spec.node.loc().str(), " has ", spec.params.size(),
                       " param blocks but ", layer.type(), " has only ", lp.size(), " parameters");
   }

@@ -69,6 +69,13 @@ LayerSpec parse_layer_spec(const ConfigNode& block) {
   const std::string context = spec.name.empty() ? "layer at " + block.loc().str()
                                                 : "layer '" + spec.name + "'";
   if (spec.name.empty()) fail<ConfigError>(context, " has no name; add name: \"...\"");
+  if (!LayerRegistry::instance().has(spec.type)) {
+    try {
+      LayerRegistry::instance().find(spec.type);
+    } catch (const ConfigError& e) {
+      fail<ConfigError>(context, " at ", block.find("type")->loc().str(), ": ", e.what());
+    }
+  }
   const LayerRegistration& reg = LayerRegistry::instance().find(spec.type);
   const LayerSchema schema = reg.schema();
 
@@ -204,7 +211,7 @@ std::vector<LayerSpec> insert_splits(const std::vector<LayerSpec>& in) {
 
 std::vector<LayerSpec> net_layer_specs(const ConfigNode& root, Phase phase) {
   if (root.has("layers")) {
-    fail<ConfigError>("legacy 'layers' block at ", root.find("layers") ? root.all("layers")[0]->loc().str() : "",
+    fail<ConfigError>("legacy 'layers' block at ", root.all("layers")[0]->loc().str(),
                       ": this is Caffe's old V1 format; rename each 'layers' to 'layer' and write "
                       "types as strings (type: \"Convolution\")");
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
@@ -80,104 +81,89 @@ bool cpu_has_avx512() {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-// A chunk of images seen through a convolution's windows. Patch row
-// k = (c, ki, kj) and output pixel j = (image, oh, ow) of the chunk.
+// A chunk of zero-padded images seen through a convolution's windows (the
+// padding is already in the images, so every window lies inside). Patch row
+// k = (c, ki, kj); output pixel j = (image, oh, ow) of the chunk.
 struct PatchGeometry {
-  const float* x;        // the chunk's first image, at the group's first channel
+  const float* x;        // the chunk's first padded image, at the group's first channel
   int64_t image_stride;  // floats from one image to the next
-  int64_t height, width;
+  int64_t plane;         // floats per channel
+  int64_t width;         // padded row length
   int64_t out_h, out_w;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t kh, kw, sh, sw, dh, dw;
+
+  // Offset of patch row k = (c, ki, kj) from its pixel's window origin.
+  int64_t row_offset(int64_t k) const {
+    const int64_t taps = kh * kw;
+    return k / taps * plane + (k % taps / kw) * dh * width + (k % kw) * dw;
+  }
 };
 
-// Pixels [lane, lane + len) of a panel that lie on one output row.
+// Pixels [lane, lane + len) of a panel that lie on one output row; `base` is
+// the offset of the first one's window origin, minus lane (stride 1), so that
+// lane l of a load at base + row_offset reads pixel l's value.
 struct Segment {
-  int64_t img, oh, ow;
+  int64_t base;
+  uint32_t mask;  // lanes [lane, lane + len)
   int lane, len;
 };
 
-int split_rows(const PatchGeometry& g, int64_t j, int count, Segment* out) {
+// Bits [lo, hi) of a 32-bit lane mask (0 <= lo <= hi <= 32).
+inline uint32_t lane_bits(int lo, int hi) {
+  const uint32_t upto = hi >= 32 ? 0xFFFFFFFFu : (1u << hi) - 1u;
+  return upto & ~((1u << lo) - 1u);
+}
+
+// Appends the row segments of pixels [j, j + count) to `out`.
+void split_rows(const PatchGeometry& g, int64_t j, int count, std::vector<Segment>& out) {
   const int64_t hw = g.out_h * g.out_w;
-  int n = 0;
   int lane = 0;
   while (lane < count) {
     const int64_t img = j / hw;
     const int64_t r = j % hw;
+    const int64_t oh = r / g.out_w;
     const int64_t ow = r % g.out_w;
     const int len = static_cast<int>(g.out_w - ow < count - lane ? g.out_w - ow : count - lane);
-    out[n++] = Segment{img, r / g.out_w, ow, lane, len};
+    const int64_t origin = img * g.image_stride + oh * g.sh * g.width + ow * g.sw;
+    out.push_back(Segment{g.sw == 1 ? origin - lane : origin, lane_bits(lane, lane + len), lane, len});
     j += len;
     lane += len;
   }
-  return n;
 }
 
-// Bits [lo, hi) of a 32-bit lane mask.
-inline uint32_t lane_bits(int64_t lo, int64_t hi) {
-  if (lo < 0) lo = 0;
-  if (hi > 32) hi = 32;
-  if (hi <= lo) return 0;
-  const uint32_t upto = hi == 32 ? 0xFFFFFFFFu : (1u << hi) - 1u;
-  return upto & ~((1u << lo) - 1u);
+// Fills lanes of v0 (0-15) and v1 (16-31) from one segment at row offset `off`.
+STRATA_CONV_AVX512 inline void load_segment(const PatchGeometry& g, const Segment& sg, int64_t off, __m512& v0,
+                                            __m512& v1) {
+  const float* p = g.x + sg.base + off;
+  if (g.sw == 1) {
+    if (sg.mask & 0xFFFFu) v0 = _mm512_mask_loadu_ps(v0, static_cast<__mmask16>(sg.mask), p);
+    if (sg.mask >> 16) v1 = _mm512_mask_loadu_ps(v1, static_cast<__mmask16>(sg.mask >> 16), p + 16);
+    return;
+  }
+  alignas(64) float tmp[32];
+  _mm512_store_ps(tmp, v0);
+  _mm512_store_ps(tmp + 16, v1);
+  for (int l = 0; l < sg.len; ++l) tmp[sg.lane + l] = p[l * g.sw];
+  v0 = _mm512_load_ps(tmp);
+  v1 = _mm512_load_ps(tmp + 16);
 }
 
-// op(B)[k][j] = patch row k of pixel j: forward (and stride-1 input gradient)
-// operand, panels of 32 pixels.
-STRATA_CONV_AVX512 void pack_patches_across(const PatchGeometry& g, int64_t k0, int64_t kc, int64_t j0,
-                                            int64_t nc, float* dst) {
-  const int64_t taps = g.kh * g.kw;
-  const int64_t plane = g.height * g.width;
-  Segment seg[kGemmPanel];
-  for (int64_t jp = 0; jp < nc; jp += kGemmPanel, dst += kc * kGemmPanel) {
-    const int count = static_cast<int>(nc - jp < kGemmPanel ? nc - jp : kGemmPanel);
-    const int ns = split_rows(g, j0 + jp, count, seg);
-    int64_t c = k0 / taps;
-    int64_t ki = k0 % taps / g.kw;
-    int64_t kj = k0 % g.kw;
-    for (int64_t k = 0; k < kc; ++k) {
-      float* d = dst + k * kGemmPanel;
-      if (count < kGemmPanel) {
-        _mm512_store_ps(d, _mm512_setzero_ps());
-        _mm512_store_ps(d + 16, _mm512_setzero_ps());
-      }
-      const float* chan = g.x + c * plane;
-      for (int s = 0; s < ns; ++s) {
-        const Segment& sg = seg[s];
-        const uint32_t len_bits = lane_bits(0, sg.len);
-        const int64_t ih = sg.oh * g.sh - g.ph + ki * g.dh;
-        float* ds = d + sg.lane;
-        if (ih < 0 || ih >= g.height) {
-          _mm512_mask_storeu_ps(ds, static_cast<__mmask16>(len_bits), _mm512_setzero_ps());
-          if (sg.len > 16) _mm512_mask_storeu_ps(ds + 16, static_cast<__mmask16>(len_bits >> 16), _mm512_setzero_ps());
-          continue;
-        }
-        const float* row = chan + sg.img * g.image_stride + ih * g.width;
-        const int64_t iw0 = sg.ow * g.sw - g.pw + kj * g.dw;
-        if (g.sw == 1) {
-          // Lanes whose column falls in the padding load nothing (masked) and
-          // stay zero; masked-off lanes do not touch memory.
-          const uint32_t valid = lane_bits(-iw0, g.width - iw0) & len_bits;
-          const float* src = row + iw0;
-          _mm512_mask_storeu_ps(ds, static_cast<__mmask16>(len_bits),
-                                _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid), src));
-          if (sg.len > 16) {
-            _mm512_mask_storeu_ps(ds + 16, static_cast<__mmask16>(len_bits >> 16),
-                                  _mm512_maskz_loadu_ps(static_cast<__mmask16>(valid >> 16), src + 16));
-          }
-        } else {
-          for (int l = 0; l < sg.len; ++l) {
-            const int64_t iw = iw0 + l * g.sw;
-            ds[l] = iw >= 0 && iw < g.width ? row[iw] : 0.0f;
-          }
-        }
-      }
-      if (++kj == g.kw) {
-        kj = 0;
-        if (++ki == g.kh) {
-          ki = 0;
-          ++c;
-        }
-      }
+// op(B)[k][j] = patch row k of pixel j (forward, and the stride-1 input
+// gradient): panels of 32 pixels; panel p's segments are seg[first[p] ..
+// first[p + 1]), off[k] the row offsets. Masked loads merge the segments
+// into two registers (masked stores are slow on some AVX-512 CPUs).
+STRATA_CONV_AVX512 void pack_across_avx512(const PatchGeometry& g, int64_t kc, int64_t panels,
+                                           const Segment* seg, const int* first, const int64_t* off,
+                                           float* dst) {
+  for (int64_t p = 0; p < panels; ++p) {
+    const Segment* s0 = seg + first[p];
+    const Segment* s1 = seg + first[p + 1];
+    for (int64_t k = 0; k < kc; ++k, dst += kGemmPanel) {
+      __m512 v0 = _mm512_setzero_ps();
+      __m512 v1 = _mm512_setzero_ps();
+      for (const Segment* sg = s0; sg < s1; ++sg) load_segment(g, *sg, off[k], v0, v1);
+      _mm512_store_ps(dst, v0);
+      _mm512_store_ps(dst + 16, v1);
     }
   }
 }
@@ -213,59 +199,79 @@ STRATA_CONV_AVX512 inline void transpose16(__m512 r[16]) {
   }
 }
 
-// op(B)[k][j] = patch row j of pixel k: the weight-gradient operand (the
-// transpose of the above), panels of 32 patch rows, built 16 x 16 at a time.
-STRATA_CONV_AVX512 void pack_patches_down(const PatchGeometry& g, int64_t k0, int64_t kc, int64_t j0,
-                                          int64_t nc, float* dst) {
-  const int64_t taps = g.kh * g.kw;
-  const int64_t plane = g.height * g.width;
-  Segment seg[16];
-  for (int64_t jp = 0; jp < nc; jp += kGemmPanel, dst += kc * kGemmPanel) {
-    const float* chan[kGemmPanel];
-    int64_t tap_h[kGemmPanel];
-    int64_t tap_w[kGemmPanel];
-    for (int i = 0; i < kGemmPanel; ++i) {
-      const int64_t j = j0 + jp + i;
-      chan[i] = jp + i < nc ? g.x + j / taps * plane : nullptr;
-      tap_h[i] = j % taps / g.kw;
-      tap_w[i] = j % g.kw;
-    }
-    for (int64_t kb = 0; kb < kc; kb += 16) {
-      const int kv = static_cast<int>(kc - kb < 16 ? kc - kb : 16);
-      const int ns = split_rows(g, k0 + kb, kv, seg);
+// op(B)[k][j] = patch row j of pixel k (the weight-gradient operand, the
+// transpose of the above): panels of 32 patch rows (offsets off[j], -1 past
+// the end), built 16 pixels x 16 rows at a time: block b's segments are
+// seg[first[b] .. first[b + 1]).
+STRATA_CONV_AVX512 void pack_down_avx512(const PatchGeometry& g, int64_t kc, int64_t panels, const Segment* seg,
+                                         const int* first, const int64_t* off, float* dst) {
+  const int64_t blocks = (kc + 15) / 16;
+  for (int64_t p = 0; p < panels; ++p, dst += kc * kGemmPanel) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int kv = static_cast<int>(kc - 16 * b < 16 ? kc - 16 * b : 16);
+      const Segment* s0 = seg + first[b];
+      const Segment* s1 = seg + first[b + 1];
       for (int h = 0; h < 2; ++h) {
         __m512 r[16];
         for (int i = 0; i < 16; ++i) {
-          const int q = 16 * h + i;
+          const int64_t o = off[p * kGemmPanel + 16 * h + i];
           __m512 v = _mm512_setzero_ps();
-          if (chan[q]) {
-            for (int s = 0; s < ns; ++s) {
-              const Segment& sg = seg[s];
-              const int64_t ih = sg.oh * g.sh - g.ph + tap_h[q] * g.dh;
-              if (ih < 0 || ih >= g.height) continue;
-              const float* row = chan[q] + sg.img * g.image_stride + ih * g.width;
-              const int64_t iw0 = sg.ow * g.sw - g.pw + tap_w[q] * g.dw;
-              if (g.sw == 1) {
-                const uint32_t valid = lane_bits(-iw0, g.width - iw0) & lane_bits(0, sg.len);
-                v = _mm512_mask_loadu_ps(v, static_cast<__mmask16>(valid << sg.lane), row + iw0 - sg.lane);
-              } else {
-                alignas(64) float lanes[16];
-                _mm512_store_ps(lanes, v);
-                for (int l = 0; l < sg.len; ++l) {
-                  const int64_t iw = iw0 + l * g.sw;
-                  lanes[sg.lane + l] = iw >= 0 && iw < g.width ? row[iw] : 0.0f;
-                }
-                v = _mm512_load_ps(lanes);
-              }
-            }
+          __m512 unused = _mm512_setzero_ps();
+          if (o >= 0) {
+            for (const Segment* sg = s0; sg < s1; ++sg) load_segment(g, *sg, o, v, unused);
           }
           r[i] = v;
         }
         transpose16(r);
-        for (int t = 0; t < kv; ++t) _mm512_store_ps(dst + (kb + t) * kGemmPanel + 16 * h, r[t]);
+        for (int t = 0; t < kv; ++t) _mm512_store_ps(dst + (16 * b + t) * kGemmPanel + 16 * h, r[t]);
       }
     }
   }
+}
+
+// Per-thread tables for the packers, reused: no allocation once grown.
+struct PackTables {
+  std::vector<Segment> seg;
+  std::vector<int> first;
+  std::vector<int64_t> off;
+};
+
+PackTables& pack_tables() {
+  thread_local PackTables t;
+  return t;
+}
+
+void pack_patches_across(const PatchGeometry& g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  PackTables& t = pack_tables();
+  const int64_t panels = (nc + kGemmPanel - 1) / kGemmPanel;
+  t.seg.clear();
+  t.first.resize(static_cast<size_t>(panels + 1));
+  for (int64_t p = 0; p < panels; ++p) {
+    t.first[p] = static_cast<int>(t.seg.size());
+    const int64_t count = nc - p * kGemmPanel < kGemmPanel ? nc - p * kGemmPanel : kGemmPanel;
+    split_rows(g, j0 + p * kGemmPanel, static_cast<int>(count), t.seg);
+  }
+  t.first[panels] = static_cast<int>(t.seg.size());
+  t.off.resize(static_cast<size_t>(kc));
+  for (int64_t k = 0; k < kc; ++k) t.off[k] = g.row_offset(k0 + k);
+  pack_across_avx512(g, kc, panels, t.seg.data(), t.first.data(), t.off.data(), dst);
+}
+
+void pack_patches_down(const PatchGeometry& g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+  PackTables& t = pack_tables();
+  const int64_t panels = (nc + kGemmPanel - 1) / kGemmPanel;
+  const int64_t blocks = (kc + 15) / 16;
+  t.seg.clear();
+  t.first.resize(static_cast<size_t>(blocks + 1));
+  for (int64_t b = 0; b < blocks; ++b) {
+    t.first[b] = static_cast<int>(t.seg.size());
+    const int64_t count = kc - 16 * b < 16 ? kc - 16 * b : 16;
+    split_rows(g, k0 + 16 * b, static_cast<int>(count), t.seg);
+  }
+  t.first[blocks] = static_cast<int>(t.seg.size());
+  t.off.resize(static_cast<size_t>(panels * kGemmPanel));
+  for (int64_t j = 0; j < panels * kGemmPanel; ++j) t.off[j] = j < nc ? g.row_offset(j0 + j) : -1;
+  pack_down_avx512(g, kc, panels, t.seg.data(), t.first.data(), t.off.data(), dst);
 }
 
 #pragma GCC diagnostic pop
@@ -445,6 +451,20 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   num_chunks_ = num_ > 0 ? (num_ + n_img - 1) / n_img : 0;
 }
 
+void ConvolutionLayer::force_algorithm_for_testing(Algorithm a) { g_forced_algorithm = a; }
+
+bool ConvolutionLayer::use_patches() const {
+#ifdef STRATA_CONV_PATCHES
+  return g_forced_algorithm == Algorithm::kAuto && cpu_has_avx512();
+#else
+  return false;
+#endif
+}
+
+bool ConvolutionLayer::input_grad_as_convolution() const {
+  return use_patches() && stride_.h == 1 && stride_.w == 1;
+}
+
 void ConvolutionLayer::prepare_workspaces() {
   // Sized here rather than in reshape() so that a thread count changed in
   // between cannot index past them; resize() keeps capacity, so steady state
@@ -452,11 +472,35 @@ void ConvolutionLayer::prepare_workspaces() {
   const int64_t threads = num_threads();
   const int64_t workers = num_chunks_ < threads ? (num_chunks_ > 0 ? num_chunks_ : 1) : threads;
   if (static_cast<int64_t>(workspaces_.size()) < workers) workspaces_.resize(workers);
-  const int64_t cols = chunk_images_ * out_h_ * out_w_;
+  const int64_t n_img = chunk_images_;
+  const int64_t cols = n_img * out_h_ * out_w_;
   const int64_t col_rows = channels_ * kernel_.h * kernel_.w;
+  // Column buffer: im2col columns, or (patch path) the input gradient of a
+  // chunk before it is scattered to the images.
+  int64_t col_floats = 0;
+  if (!use_patches()) {
+    if (!(is_pointwise() && n_img == 1)) col_floats = col_rows * cols;
+  } else if (!input_grad_as_convolution()) {
+    col_floats = col_rows * cols;
+  } else if (n_img > 1) {
+    col_floats = channels_ * n_img * height_ * width_;
+  }
+  // Zero-padded copies of a chunk's input images (patch path), or of its top
+  // gradient for the input-gradient convolution.
+  int64_t padded_floats = 0;
+  if (use_patches()) {
+    padded_floats = n_img * channels_ * (height_ + 2 * pad_.h) * (width_ + 2 * pad_.w);
+    if (input_grad_as_convolution()) {
+      const int64_t gh = out_h_ + 2 * (dilation_.h * (kernel_.h - 1) - pad_.h);
+      const int64_t gw = out_w_ + 2 * (dilation_.w * (kernel_.w - 1) - pad_.w);
+      const int64_t grad_floats = n_img * num_output_ * gh * gw;
+      if (grad_floats > padded_floats) padded_floats = grad_floats;
+    }
+  }
   for (Workspace& ws : workspaces_) {
-    if (!(is_pointwise() && chunk_images_ == 1)) ws.col.resize({col_rows, cols});
-    if (chunk_images_ > 1) ws.out.resize({num_output_, cols});
+    if (col_floats > 0) ws.col.resize({col_floats});
+    if (n_img > 1) ws.out.resize({num_output_, cols});
+    if (padded_floats > 0) ws.padded.resize({padded_floats});
   }
 }
 
@@ -492,23 +536,89 @@ void ConvolutionLayer::fill_columns(const float* x, int64_t i0, int64_t n, Works
   }
 }
 
+// Copies images [i0, i0 + n) of x ([N, channels, height, width]) into dst
+// with pad_h / pad_w zeros around each plane (a negative pad crops).
+void ConvolutionLayer::pad_images(const float* x, int64_t i0, int64_t n, int64_t channels, int64_t height,
+                                  int64_t width, Hw pad, float* dst) {
+  const int64_t hp = height + 2 * pad.h;
+  const int64_t wp = width + 2 * pad.w;
+  // Columns of a padded row that come from the image.
+  const int64_t c_lo = pad.w > 0 ? pad.w : 0;
+  const int64_t c_hi = width + pad.w < wp ? width + pad.w : wp;
+  const float* src = x + i0 * channels * height * width;
+  for (int64_t p = 0; p < n * channels; ++p, src += height * width) {
+    for (int64_t r = 0; r < hp; ++r, dst += wp) {
+      const int64_t ih = r - pad.h;
+      if (ih < 0 || ih >= height || c_hi <= c_lo) {
+        std::memset(dst, 0, sizeof(float) * wp);
+        continue;
+      }
+      if (c_lo > 0) std::memset(dst, 0, sizeof(float) * c_lo);
+      std::memcpy(dst + c_lo, src + ih * width + (c_lo - pad.w), sizeof(float) * (c_hi - c_lo));
+      if (c_hi < wp) std::memset(dst + c_hi, 0, sizeof(float) * (wp - c_hi));
+    }
+  }
+}
+
+void ConvolutionLayer::multiply_patches(const Patches& p, Orientation o, int64_t M, int64_t N, int64_t K,
+                                        const float* a, float beta, float* c, int64_t ldc) const {
+#ifdef STRATA_CONV_PATCHES
+  const PatchGeometry g{p.x,     p.image_stride, p.plane,    p.width,    p.out_h,      p.out_w,
+                        p.kernel.h, p.kernel.w,  p.stride.h, p.stride.w, p.dilation.h, p.dilation.w};
+  GemmPackB pack;
+  if (o == Orientation::kPixelColumns) {
+    pack = [&g](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+      pack_patches_across(g, k0, kc, j0, nc, dst);
+    };
+  } else {
+    pack = [&g](int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst) {
+      pack_patches_down(g, k0, kc, j0, nc, dst);
+    };
+  }
+  gemm_pack_b(Transpose::kNo, M, N, K, 1.0f, a, pack, beta, c, ldc);
+#else
+  (void)p, (void)o, (void)M, (void)N, (void)K, (void)a, (void)beta, (void)c, (void)ldc;
+  fail<Error>("patch packing is not available in this build");
+#endif
+}
+
+// Patches of the chunk's input images (padded into ws.padded) for group g.
+ConvolutionLayer::Patches ConvolutionLayer::input_patches(const float* x, int64_t i0, int64_t n, int64_t g,
+                                                          Workspace& ws) const {
+  const int64_t hp = height_ + 2 * pad_.h;
+  const int64_t wp = width_ + 2 * pad_.w;
+  float* padded = ws.padded.data<float>();
+  if (g == 0) pad_images(x, i0, n, channels_, height_, width_, pad_, padded);
+  return Patches{padded + g * (channels_ / group_) * hp * wp, channels_ * hp * wp, hp * wp, wp, out_h_,
+                 out_w_, kernel_, stride_, dilation_};
+}
+
 void ConvolutionLayer::forward_chunk(const float* x, float* y, int64_t i0, int64_t n, Workspace& ws) const {
   const int64_t hw = out_h_ * out_w_;
   const int64_t cols = n * hw;
   const int64_t out_g = num_output_ / group_;
   const int64_t rows_g = channels_ / group_ * kernel_.h * kernel_.w;
   const float* w = param(0).data.data<float>();
-  const float* col;
+  float* out = n == 1 ? y + i0 * num_output_ * hw : ws.out.data<float>();
   if (is_pointwise() && n == 1) {
-    col = x + i0 * channels_ * height_ * width_;
+    // The image itself is the [C, H * W] patch matrix.
+    const float* xi = x + i0 * channels_ * height_ * width_;
+    for (int64_t g = 0; g < group_; ++g) {
+      gemm(Transpose::kNo, Transpose::kNo, out_g, cols, rows_g, 1.0f, w + g * out_g * rows_g,
+           xi + g * rows_g * cols, 0.0f, out + g * out_g * cols);
+    }
+  } else if (use_patches()) {
+    for (int64_t g = 0; g < group_; ++g) {
+      multiply_patches(input_patches(x, i0, n, g, ws), Orientation::kPixelColumns, out_g, cols, rows_g,
+                       w + g * out_g * rows_g, 0.0f, out + g * out_g * cols, cols);
+    }
   } else {
     fill_columns(x, i0, n, ws);
-    col = ws.col.data<float>();
-  }
-  float* out = n == 1 ? y + i0 * num_output_ * hw : ws.out.data<float>();
-  for (int64_t g = 0; g < group_; ++g) {
-    gemm(Transpose::kNo, Transpose::kNo, out_g, cols, rows_g, 1.0f, w + g * out_g * rows_g,
-         col + g * rows_g * cols, 0.0f, out + g * out_g * cols);
+    const float* col = ws.col.data<float>();
+    for (int64_t g = 0; g < group_; ++g) {
+      gemm(Transpose::kNo, Transpose::kNo, out_g, cols, rows_g, 1.0f, w + g * out_g * rows_g,
+           col + g * rows_g * cols, 0.0f, out + g * out_g * cols);
+    }
   }
   const float* b = bias_ == Bias::kYes ? param(1).data.data<float>() : nullptr;
   if (n == 1) {
@@ -539,6 +649,26 @@ void ConvolutionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   for_each_chunk([&](int64_t i0, int64_t n, int worker) {
     forward_chunk(x, y, i0, n, workspaces_[worker]);
   });
+}
+
+void ConvolutionLayer::flip_weights() {
+  // W'[g][c][o][kh-1-ki][kw-1-kj] = W[g * out_g + o][c][ki][kj]: the kernel
+  // of the convolution of the top gradient that gives the input gradient.
+  const int64_t out_g = num_output_ / group_;
+  const int64_t ch_g = channels_ / group_;
+  const int64_t taps = kernel_.h * kernel_.w;
+  flipped_.resize(param(0).shape());
+  const float* w = param(0).data.data<float>();
+  float* f = flipped_.data<float>();
+  for (int64_t g = 0; g < group_; ++g) {
+    for (int64_t o = 0; o < out_g; ++o) {
+      for (int64_t c = 0; c < ch_g; ++c) {
+        const float* src = w + ((g * out_g + o) * ch_g + c) * taps;
+        float* dst = f + ((g * ch_g + c) * out_g + o) * taps;
+        for (int64_t t = 0; t < taps; ++t) dst[taps - 1 - t] = src[t];
+      }
+    }
+  }
 }
 
 void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx, int64_t i0, int64_t n,
@@ -572,27 +702,67 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
       db[o] = dw_beta == 0.0f ? s : db[o] + s;
     }
   }
-  // Weight gradient: dW_g += dY_g * col_g^T.
+
+  // Weight gradient: dW_g += dY_g * patches_g^T.
   const bool direct = is_pointwise() && n == 1;
-  const float* col;
-  if (direct) {
-    col = x + i0 * image;
+  const bool patches = use_patches() && !direct;
+  if (patches) {
+    for (int64_t g = 0; g < group_; ++g) {
+      multiply_patches(input_patches(x, i0, n, g, ws), Orientation::kPixelRows, out_g, rows_g, cols,
+                       g_out + g * out_g * cols, dw_beta, dw + g * out_g * rows_g, rows_g);
+    }
   } else {
-    fill_columns(x, i0, n, ws);
-    col = ws.col.data<float>();
-  }
-  for (int64_t g = 0; g < group_; ++g) {
-    gemm(Transpose::kNo, Transpose::kYes, out_g, rows_g, cols, 1.0f, g_out + g * out_g * cols,
-         col + g * rows_g * cols, dw_beta, dw + g * out_g * rows_g);
+    const float* col = direct ? x + i0 * image : (fill_columns(x, i0, n, ws), ws.col.data<float>());
+    for (int64_t g = 0; g < group_; ++g) {
+      gemm(Transpose::kNo, Transpose::kYes, out_g, rows_g, cols, 1.0f, g_out + g * out_g * cols,
+           col + g * rows_g * cols, dw_beta, dw + g * out_g * rows_g);
+    }
   }
   if (!dx) return;
-  // Input gradient: col_g = W_g^T * dY_g, then fold the columns back.
-  float* dcol = direct ? dx + i0 * image : ws.col.data<float>();
+
+  if (direct) {
+    // dX_i = W^T dY_i straight into the image.
+    for (int64_t g = 0; g < group_; ++g) {
+      gemm(Transpose::kYes, Transpose::kNo, rows_g, cols, out_g, 1.0f, w + g * out_g * rows_g,
+           g_out + g * out_g * cols, 0.0f, dx + i0 * image + g * rows_g * cols);
+    }
+    return;
+  }
+  if (input_grad_as_convolution()) {
+    // Stride 1: dX is the convolution of dY with the flipped kernel (pad
+    // dilation * (kernel - 1) - pad), so it is one more patch GEMM, writing
+    // each input pixel once (no col2im, no zero fill).
+    const int64_t in_hw = height_ * width_;
+    const int64_t in_cols = n * in_hw;
+    float* dst = n == 1 ? dx + i0 * image : ws.col.data<float>();
+    const float* f = flipped_.data<float>();
+    const int64_t taps = kernel_.h * kernel_.w;
+    const Hw gpad{dilation_.h * (kernel_.h - 1) - pad_.h, dilation_.w * (kernel_.w - 1) - pad_.w};
+    const int64_t hp = out_h_ + 2 * gpad.h;
+    const int64_t wp = out_w_ + 2 * gpad.w;
+    float* padded = ws.padded.data<float>();
+    pad_images(dy, i0, n, num_output_, out_h_, out_w_, gpad, padded);
+    for (int64_t g = 0; g < group_; ++g) {
+      const Patches grad{padded + g * out_g * hp * wp, num_output_ * hp * wp, hp * wp, wp, height_, width_,
+                         kernel_, Hw{1, 1}, dilation_};
+      multiply_patches(grad, Orientation::kPixelColumns, ch_g, in_cols, out_g * taps, f + g * ch_g * out_g * taps,
+                       0.0f, dst + g * ch_g * in_cols, in_cols);
+    }
+    if (n > 1) {
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t c = 0; c < channels_; ++c) {
+          std::memcpy(dx + (i0 + i) * image + c * in_hw, dst + c * in_cols + i * in_hw, sizeof(float) * in_hw);
+        }
+      }
+    }
+    return;
+  }
+  // Otherwise: column gradient col_g = W_g^T * dY_g, folded back by col2im.
+  float* dcol = ws.col.data<float>();
   for (int64_t g = 0; g < group_; ++g) {
     gemm(Transpose::kYes, Transpose::kNo, rows_g, cols, out_g, 1.0f, w + g * out_g * rows_g,
          g_out + g * out_g * cols, 0.0f, dcol + g * rows_g * cols);
   }
-  if (direct) return;
   for (int64_t i = 0; i < n; ++i) {
     float* dxi = dx + (i0 + i) * image;
     if (is_pointwise()) {
@@ -614,6 +784,7 @@ void ConvolutionLayer::backward_cpu(const BlobVec& top, const std::vector<bool>&
   const float* x = bottom[0]->data.data<float>();
   const float* dy = top[0]->diff.data<float>();
   float* dx = propagate_down[0] ? bottom[0]->diff.data<float>() : nullptr;
+  if (dx && input_grad_as_convolution()) flip_weights();
   Blob& wblob = param(0);
   float* bias_diff = bias_ == Bias::kYes ? param(1).diff.data<float>() : nullptr;
   const int64_t wsize = wblob.numel();

@@ -1,12 +1,16 @@
 // Convolution (Caffe "Convolution", PyTorch Conv2d) on NCHW images: weight
 // [num_output, channels / group, kernel_h, kernel_w], bias [num_output].
 //
-// Speed: images are processed in chunks; each chunk is unrolled by im2col into
-// one column buffer [C * kh * kw, n_img * out_h * out_w] so that one large GEMM
-// per group covers several images (small images would otherwise give GEMMs
-// too narrow to run near peak). Chunks run in parallel, one per thread, each
-// with its own scratch and (in backward) its own weight-gradient accumulator;
-// 1x1 stride-1 unpadded convolutions skip im2col.
+// Speed: images are processed in chunks so that one large GEMM per group
+// covers several images (small images would otherwise give GEMMs too narrow
+// to run near peak). On AVX-512 CPUs the GEMMs read the image patches straight
+// from the images (gemm_pack_b; no column buffer), and the input gradient of a
+// stride-1 convolution is the convolution of the top gradient with the
+// flipped kernel. Elsewhere each chunk is unrolled by im2col into one column
+// buffer [C * kh * kw, n_img * out_h * out_w] (col2im for the input gradient).
+// Chunks run in parallel, one per thread, each with its own scratch and (in
+// backward) its own weight-gradient accumulator; 1x1 stride-1 unpadded
+// convolutions of single images read the image directly.
 #pragma once
 
 #include <vector>
@@ -18,8 +22,13 @@ namespace strata {
 
 class ConvolutionLayer : public Layer {
  public:
+  // kAuto: patch packing where the CPU has AVX-512, else im2col. kIm2col
+  // forces the portable im2col path (for tests of both paths on one machine).
+  enum class Algorithm { kAuto, kIm2col };
+
   ConvolutionLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  static void force_algorithm_for_testing(Algorithm a);
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
@@ -39,10 +48,32 @@ class ConvolutionLayer : public Layer {
     Tensor out;   // [num_output, cols]: output or gathered top gradient of a chunk
     Tensor dw;    // weight-gradient partial sums (workers other than 0)
     Tensor db;    // bias-gradient partial sums (workers other than 0)
+    Tensor padded;  // zero-padded copy of a chunk's images (patch path)
   };
+
+  // Image patches of a chunk of zero-padded images as a GEMM operand (see
+  // gemm_pack_b): pixel j of the output grid, patch row k = (channel, ki, kj).
+  struct Patches {
+    const float* x;  // first padded image of the chunk, at the group's first channel
+    int64_t image_stride, plane, width;  // floats per image, per channel, per row
+    int64_t out_h, out_w;
+    Hw kernel, stride, dilation;
+  };
+  // kPixelColumns: B[k][j] (forward); kPixelRows: B[j][k] (weight gradient).
+  enum class Orientation { kPixelColumns, kPixelRows };
 
   void check_bottom(const Shape& s) const;
   void prepare_workspaces();
+  bool use_patches() const;
+  bool input_grad_as_convolution() const;
+  static void pad_images(const float* x, int64_t i0, int64_t n, int64_t channels, int64_t height, int64_t width,
+                         Hw pad, float* dst);
+  // Pads the chunk into ws.padded when g == 0 (call groups in order).
+  Patches input_patches(const float* x, int64_t i0, int64_t n, int64_t g, Workspace& ws) const;
+  // C[M,N] (row stride ldc) = A[M,K] * B + beta * C, B the patches as `o` says.
+  void multiply_patches(const Patches& p, Orientation o, int64_t M, int64_t N, int64_t K, const float* a,
+                        float beta, float* c, int64_t ldc) const;
+  void flip_weights();
   bool is_pointwise() const;
   // Copies (1x1) or unrolls (im2col) images [i0, i0 + n) into ws.col.
   void fill_columns(const float* x, int64_t i0, int64_t n, Workspace& ws) const;
@@ -68,6 +99,7 @@ class ConvolutionLayer : public Layer {
   int64_t chunk_images_ = 1;  // images per chunk
   int64_t num_chunks_ = 0;
   std::vector<Workspace> workspaces_;
+  Tensor flipped_;  // weights of the input-gradient convolution (stride 1, patch path)
 };
 
 }  // namespace strata
