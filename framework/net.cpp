@@ -239,7 +239,11 @@ void Net::compute_backward_needs(bool force_backward) {
     }
     layer_under_loss[i] = contributes;
     if (contributes) {
-      for (const Blob* b : bottoms_[i]) under_loss.insert(b);
+      // A bottom cut off by propagate_down: false takes no gradient from this layer.
+      const std::vector<bool>& pd = layers_[i]->spec().propagate_down;
+      for (size_t b = 0; b < bottoms_[i].size(); ++b) {
+        if (pd.empty() || pd[b] || force_backward) under_loss.insert(bottoms_[i][b]);
+      }
     }
   }
   // Which blobs carry a gradient back to a learnable parameter.

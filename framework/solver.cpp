@@ -1,5 +1,9 @@
 #include "framework/solver.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include <algorithm>
 #include <set>
 
@@ -161,9 +165,6 @@ void Solver::report_iteration() {
 
 SnapshotPaths Solver::snapshot() {
   const SnapshotPaths paths = snapshot_paths(config_.snapshot_prefix, iter_);
-  // Weights first: a state file only ever points at a complete weights file.
-  save_weights(*net_, paths.weights,
-               {{"iter", std::to_string(iter_)}, {"solver_type", solver_type_name(config_.optimizer.type)}});
   SolverState st;
   st.iter = iter_;
   st.solver_type = solver_type_name(config_.optimizer.type);
@@ -174,7 +175,30 @@ SnapshotPaths Solver::snapshot() {
   st.loss_window.assign(loss_window_.begin(), loss_window_.end());
   st.config_fingerprint = config_.fingerprint();
   st.weights_file = basename_of(paths.weights);
-  save_solver_state(paths.state, st);
+
+  // Two-phase: both files are written completely under staging names first,
+  // and only then renamed into place, so a failure while writing either one
+  // (a full disk) leaves an existing snapshot pair of the same name untouched.
+  const std::string staged_weights = paths.weights + ".staged";
+  const std::string staged_state = paths.state + ".staged";
+  try {
+    save_weights(*net_, staged_weights,
+                 {{"iter", std::to_string(iter_)}, {"solver_type", solver_type_name(config_.optimizer.type)}});
+    save_solver_state(staged_state, st);
+  } catch (...) {
+    std::remove(staged_weights.c_str());
+    std::remove(staged_state.c_str());
+    throw;
+  }
+  // Weights first: a state file only ever points at a complete weights file.
+  for (const auto& [from, to] : {std::pair{staged_weights, paths.weights}, std::pair{staged_state, paths.state}}) {
+    if (std::rename(from.c_str(), to.c_str()) != 0) {
+      const std::string reason = std::strerror(errno);
+      std::remove(staged_weights.c_str());
+      std::remove(staged_state.c_str());
+      fail<IoError>("cannot move snapshot file '", from, "' to '", to, "': ", reason);
+    }
+  }
 
   last_snapshot_iter_ = iter_;
   last_snapshot_ = paths.state;
