@@ -23,7 +23,7 @@ namespace {
 // A chunk aims at this many GEMM columns (images x output pixels): narrower
 // GEMMs lose speed to packing and edge tiles.
 constexpr int64_t kTargetColumns = 512;
-// Upper bound on one worker's column buffer (floats).
+// Upper bound on one worker's im2col buffer (floats; the patch path has none).
 constexpr int64_t kMaxColumnFloats = int64_t{4} << 20;  // 16 MiB
 
 LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
@@ -74,11 +74,32 @@ bool cpu_has_avx512() {
 }
 
 #ifdef STRATA_CONV_PATCHES
+STRATA_CONV_AVX512 float sum_avx512(const float* p, int64_t n);
+#endif
+
+// Sum of n floats: a plain loop is one long dependency chain (the compiler
+// may not reorder float additions), so use independent partial sums.
+float row_sum(const float* p, int64_t n) {
+#ifdef STRATA_CONV_PATCHES
+  if (cpu_has_avx512()) return sum_avx512(p, n);
+#endif
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    for (int u = 0; u < 8; ++u) acc[u] += p[j + u];
+  }
+  for (; j < n; ++j) acc[0] += p[j];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+#ifdef STRATA_CONV_PATCHES
 
 // GCC 12 warns inside its own AVX-512 intrinsics (their deliberately
 // undefined pass-through operand).
 #pragma GCC diagnostic push
+#ifndef __clang__
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 // A chunk of zero-padded images seen through a convolution's windows (the
@@ -169,7 +190,7 @@ STRATA_CONV_AVX512 void pack_across_avx512(const PatchGeometry& g, int64_t kc, i
 }
 
 // In-register transpose of 16 rows of 16 floats: r[j] becomes column j.
-STRATA_CONV_AVX512 inline void transpose16(__m512 r[16]) {
+STRATA_CONV_AVX512 __attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
   __m512 t[16];
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -229,6 +250,22 @@ STRATA_CONV_AVX512 void pack_down_avx512(const PatchGeometry& g, int64_t kc, int
   }
 }
 
+STRATA_CONV_AVX512 float sum_avx512(const float* p, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 64 <= n; j += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + j));
+    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + j + 16));
+    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + j + 32));
+    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + j + 48));
+  }
+  for (; j < n; j += 16) {
+    const __mmask16 m = static_cast<__mmask16>(lane_bits(0, n - j < 16 ? static_cast<int>(n - j) : 16));
+    a0 = _mm512_add_ps(a0, _mm512_maskz_loadu_ps(m, p + j));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
 // Per-thread tables for the packers, reused: no allocation once grown.
 struct PackTables {
   std::vector<Segment> seg;
@@ -282,14 +319,17 @@ void pack_patches_down(const PatchGeometry& g, int64_t k0, int64_t kc, int64_t j
 
 namespace {
 
+enum class Need { kRequired, kOptional };
+
 // Reads a spatial pair given as `key` (1 value for both dims, or 2 for h, w)
-// or as key_h / key_w.
+// or as prefix_h / prefix_w.
 struct PairReader {
   const ConfigNode& p;
   std::string context;
 
   void read(const std::string& key, const std::string& prefix, int64_t def, int64_t min, int64_t* h,
-            int64_t* w, bool required) const {
+            int64_t* w, Need need) const {
+    const bool required = need == Need::kRequired;
     const std::string kh = prefix + "_h";
     const std::string kw = prefix + "_w";
     const std::vector<int64_t> v = p.get_ints(key);
@@ -335,9 +375,9 @@ ConvolutionLayer::ConvolutionLayer(const LayerSpec& spec, const LayerContext& ct
     fail<ConfigError>(context, " at ", p.loc().str(), ": num_output must be > 0, got ", num_output_);
   }
   const PairReader r{p, context};
-  r.read("kernel_size", "kernel", 0, 1, &kernel_.h, &kernel_.w, true);
-  r.read("stride", "stride", 1, 1, &stride_.h, &stride_.w, false);
-  r.read("pad", "pad", 0, 0, &pad_.h, &pad_.w, false);
+  r.read("kernel_size", "kernel", 0, 1, &kernel_.h, &kernel_.w, Need::kRequired);
+  r.read("stride", "stride", 1, 1, &stride_.h, &stride_.w, Need::kOptional);
+  r.read("pad", "pad", 0, 0, &pad_.h, &pad_.w, Need::kOptional);
   const std::vector<int64_t> dil = p.get_ints("dilation");
   if (dil.size() > 2) {
     fail<ConfigError>(context, " at ", p.loc().str(), ": dilation takes 1 value or 2 (h, w), got ", dil.size());
@@ -462,7 +502,10 @@ bool ConvolutionLayer::use_patches() const {
 }
 
 bool ConvolutionLayer::input_grad_as_convolution() const {
-  return use_patches() && stride_.h == 1 && stride_.w == 1;
+  // That convolution packs num_output * kh * kw patch rows per input pixel
+  // for only channels / group output rows; with few input channels (a first
+  // layer) col2im over channels * kh * kw rows is cheaper.
+  return use_patches() && stride_.h == 1 && stride_.w == 1 && 2 * channels_ >= num_output_;
 }
 
 void ConvolutionLayer::prepare_workspaces() {
@@ -508,7 +551,11 @@ template <typename Body>
 void ConvolutionLayer::for_each_chunk(const Body& body) const {
   const int64_t n_img = chunk_images_;
   const int64_t num = num_;
-  parallel_for(num_chunks_, 1, [&](int64_t begin, int64_t end) {
+  // gemm() runs single-threaded inside a parallel region only with its own
+  // AVX-512 kernel; OpenBLAS (other CPUs) threads each call itself, so there
+  // the chunks run one after another.
+  const int64_t min_chunks = cpu_has_avx512() ? 1 : num_chunks_ + 1;
+  parallel_for(num_chunks_, min_chunks, [&](int64_t begin, int64_t end) {
     const int worker = omp_in_parallel() ? omp_get_thread_num() : 0;
     for (int64_t c = begin; c < end; ++c) {
       const int64_t i0 = c * n_img;
@@ -553,9 +600,10 @@ void ConvolutionLayer::pad_images(const float* x, int64_t i0, int64_t n, int64_t
         std::memset(dst, 0, sizeof(float) * wp);
         continue;
       }
-      if (c_lo > 0) std::memset(dst, 0, sizeof(float) * c_lo);
+      // Pads are a few floats: plain loops beat memset calls there.
+      for (int64_t c = 0; c < c_lo; ++c) dst[c] = 0.0f;
       std::memcpy(dst + c_lo, src + ih * width + (c_lo - pad.w), sizeof(float) * (c_hi - c_lo));
-      if (c_hi < wp) std::memset(dst + c_hi, 0, sizeof(float) * (wp - c_hi));
+      for (int64_t c = c_hi; c < wp; ++c) dst[c] = 0.0f;
     }
   }
 }
@@ -660,15 +708,17 @@ void ConvolutionLayer::flip_weights() {
   flipped_.resize(param(0).shape());
   const float* w = param(0).data.data<float>();
   float* f = flipped_.data<float>();
-  for (int64_t g = 0; g < group_; ++g) {
-    for (int64_t o = 0; o < out_g; ++o) {
+  parallel_for(num_output_, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t go = begin; go < end; ++go) {
+      const int64_t g = go / out_g;
+      const int64_t o = go % out_g;
       for (int64_t c = 0; c < ch_g; ++c) {
-        const float* src = w + ((g * out_g + o) * ch_g + c) * taps;
+        const float* src = w + (go * ch_g + c) * taps;
         float* dst = f + ((g * ch_g + c) * out_g + o) * taps;
         for (int64_t t = 0; t < taps; ++t) dst[taps - 1 - t] = src[t];
       }
     }
-  }
+  });
 }
 
 void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx, int64_t i0, int64_t n,
@@ -696,9 +746,7 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
   }
   if (db) {
     for (int64_t o = 0; o < num_output_; ++o) {
-      const float* row = g_out + o * cols;
-      float s = 0.0f;
-      for (int64_t j = 0; j < cols; ++j) s += row[j];
+      const float s = row_sum(g_out + o * cols, cols);
       db[o] = dw_beta == 0.0f ? s : db[o] + s;
     }
   }
@@ -712,7 +760,8 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
                        g_out + g * out_g * cols, dw_beta, dw + g * out_g * rows_g, rows_g);
     }
   } else {
-    const float* col = direct ? x + i0 * image : (fill_columns(x, i0, n, ws), ws.col.data<float>());
+    if (!direct) fill_columns(x, i0, n, ws);
+    const float* col = direct ? x + i0 * image : ws.col.data<float>();
     for (int64_t g = 0; g < group_; ++g) {
       gemm(Transpose::kNo, Transpose::kYes, out_g, rows_g, cols, 1.0f, g_out + g * out_g * cols,
            col + g * rows_g * cols, dw_beta, dw + g * out_g * rows_g);
@@ -808,7 +857,10 @@ void ConvolutionLayer::backward_cpu(const BlobVec& top, const std::vector<bool>&
   float* dw = wblob.diff.data<float>();
   for (size_t t = 1; t < workspaces_.size(); ++t) {
     if (!used[t]) continue;
-    axpy(wsize, 1.0f, workspaces_[t].dw.data<float>(), dw);
+    const float* part = workspaces_[t].dw.data<float>();
+    parallel_for(wsize, 32768, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) dw[i] += part[i];
+    });
     if (bias_diff) axpy(num_output_, 1.0f, workspaces_[t].db.data<float>(), bias_diff);
   }
 }

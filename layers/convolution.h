@@ -44,11 +44,12 @@ class ConvolutionLayer : public Layer {
   };
   // Per-worker scratch, kept across iterations (Tensor::resize keeps capacity).
   struct Workspace {
-    Tensor col;   // [C * kh * kw, cols]: unrolled input, then column gradient
-    Tensor out;   // [num_output, cols]: output or gathered top gradient of a chunk
-    Tensor dw;    // weight-gradient partial sums (workers other than 0)
-    Tensor db;    // bias-gradient partial sums (workers other than 0)
-    Tensor padded;  // zero-padded copy of a chunk's images (patch path)
+    Tensor col;     // im2col: [C * kh * kw, cols] columns, then their gradient;
+                    // patch path: a chunk's input gradient before the scatter
+    Tensor out;     // [num_output, cols]: output or gathered top gradient of a chunk
+    Tensor dw;      // weight-gradient partial sums (workers other than 0)
+    Tensor db;      // bias-gradient partial sums (workers other than 0)
+    Tensor padded;  // patch path: zero-padded copy of a chunk's images or top gradient
   };
 
   // Image patches of a chunk of zero-padded images as a GEMM operand (see

@@ -1,10 +1,15 @@
 #include "layers/pooling.h"
 
+#include <cstdint>
 #include <string>
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/threads.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 namespace strata {
 
@@ -40,6 +45,82 @@ void read_pair(const ConfigNode& p, const std::string& context, const std::strin
     *h = *w = p.get_int(key, def);
   }
 }
+
+// One output row of 2x2 / stride-2 max pooling: inputs rows r0, r1 (at
+// offset `base` in their plane), outputs y[0..n), argmax indices idx[0..n).
+// The first maximum wins; NaN propagates (the first NaN wins).
+void max2x2_row_scalar(const float* r0, const float* r1, int64_t base, int64_t width, int64_t n, float* y,
+                       int32_t* idx) {
+  for (int64_t pw = 0; pw < n; ++pw) {
+    const int64_t c = 2 * pw;
+    const float v[4] = {r0[c], r0[c + 1], r1[c], r1[c + 1]};
+    const int64_t at[4] = {base + c, base + c + 1, base + width + c, base + width + c + 1};
+    int k = 0;
+    for (int q = 1; q < 4; ++q) {
+      if (v[q] > v[k] || (v[q] != v[q] && v[k] == v[k])) k = q;
+    }
+    y[pw] = v[k];
+    idx[pw] = static_cast<int32_t>(at[k]);
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define STRATA_POOL_AVX512 1
+
+bool cpu_has_avx512() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }();
+  return has;
+}
+
+// GCC 12 warns inside its own AVX-512 intrinsics (their deliberately
+// undefined pass-through operand).
+#pragma GCC diagnostic push
+#ifndef __clang__
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// The same, 16 outputs at a time: which input wins is data-dependent, so
+// branches mispredict; masks and blends do not.
+__attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void max2x2_row_avx512(
+    const float* r0, const float* r1, int64_t base, int64_t width, int64_t n, float* y, int32_t* idx) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (int64_t pw = 0; pw < n; pw += 16) {
+    const int rem = n - pw < 16 ? static_cast<int>(n - pw) : 16;
+    const __mmask16 out_mask = static_cast<__mmask16>((1u << rem) - 1u);
+    const __mmask16 lo = static_cast<__mmask16>(rem >= 8 ? 0xFFFFu : (1u << (2 * rem)) - 1u);
+    const __mmask16 hi = static_cast<__mmask16>(rem <= 8 ? 0u : (1u << (2 * rem - 16)) - 1u);
+    const float* a = r0 + 2 * pw;
+    const float* b = r1 + 2 * pw;
+    const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
+    const __m512 v[4] = {_mm512_permutex2var_ps(a0, even, a1), _mm512_permutex2var_ps(a0, odd, a1),
+                         _mm512_permutex2var_ps(b0, even, b1), _mm512_permutex2var_ps(b0, odd, b1)};
+    const __m512i col = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(base + 2 * pw)), even);
+    const __m512i at[4] = {col, _mm512_add_epi32(col, _mm512_set1_epi32(1)),
+                           _mm512_add_epi32(col, _mm512_set1_epi32(static_cast<int32_t>(width))),
+                           _mm512_add_epi32(col, _mm512_set1_epi32(static_cast<int32_t>(width + 1)))};
+    __m512 m = v[0];
+    __m512i k = at[0];
+    for (int q = 1; q < 4; ++q) {
+      const __mmask16 m_nan = _mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q);
+      const __mmask16 v_nan = _mm512_cmp_ps_mask(v[q], v[q], _CMP_UNORD_Q);
+      const __mmask16 take = _mm512_cmp_ps_mask(v[q], m, _CMP_GT_OQ) | (v_nan & static_cast<__mmask16>(~m_nan));
+      m = _mm512_mask_blend_ps(take, m, v[q]);
+      k = _mm512_mask_blend_epi32(take, k, at[q]);
+    }
+    _mm512_mask_storeu_ps(y + pw, out_mask, m);
+    _mm512_mask_storeu_epi32(idx + pw, out_mask, k);
+  }
+}
+
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace
 
@@ -181,6 +262,9 @@ void PoolingLayer::forward_max(const float* x, float* y, int32_t* mask, int64_t 
   const int64_t out_plane = out_h_ * out_w_;
   const bool fast2x2 = kernel_h_ == 2 && kernel_w_ == 2 && stride_h_ == 2 && stride_w_ == 2 && pad_h_ == 0 &&
                        pad_w_ == 0 && 2 * out_h_ <= height_ && 2 * out_w_ <= width_;
+#ifdef STRATA_POOL_AVX512
+  const bool avx512 = cpu_has_avx512();
+#endif
   parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       const float* xp = x + p * in_plane;
@@ -190,18 +274,15 @@ void PoolingLayer::forward_max(const float* x, float* y, int32_t* mask, int64_t 
         // The common 2x2/2 window lying wholly inside the image.
         for (int64_t ph = 0; ph < out_h_; ++ph) {
           const int64_t base = 2 * ph * width_;
-          const float* r0 = xp + base;
-          const float* r1 = r0 + width_;
-          for (int64_t pw = 0; pw < out_w_; ++pw) {
-            const int64_t c = 2 * pw;
-            float m = r0[c];
-            int64_t idx = base + c;
-            if (r0[c + 1] > m || r0[c + 1] != r0[c + 1]) { m = r0[c + 1]; idx = base + c + 1; }
-            if (r1[c] > m || r1[c] != r1[c]) { m = r1[c]; idx = base + width_ + c; }
-            if (r1[c + 1] > m || r1[c + 1] != r1[c + 1]) { m = r1[c + 1]; idx = base + width_ + c + 1; }
-            yp[ph * out_w_ + pw] = m;
-            mp[ph * out_w_ + pw] = static_cast<int32_t>(idx);
+#ifdef STRATA_POOL_AVX512
+          if (avx512) {
+            max2x2_row_avx512(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_,
+                              mp + ph * out_w_);
+            continue;
           }
+#endif
+          max2x2_row_scalar(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_,
+                            mp + ph * out_w_);
         }
         continue;
       }

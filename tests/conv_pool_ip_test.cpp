@@ -16,6 +16,7 @@
 #include "framework/layer.h"
 #include "framework/rng.h"
 #include "framework/threads.h"
+#include "layers/convolution.h"
 #include "tests/layer_test_util.h"
 
 namespace strata {
@@ -208,13 +209,45 @@ TEST(ConvolutionTest, MatchesNaiveWithChunksAndThreads) {
   cases.push_back({9, 4, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2});  // 64 px, groups, several images per chunk
   cases.push_back({5, 8, 24, 24, 4, 1, 1});                     // 1x1 direct
   cases.push_back({11, 8, 5, 5, 4, 1, 1});                      // 1x1 chunked
-  const int saved = num_threads();
+  struct RestoreThreads {
+    int saved = num_threads();
+    ~RestoreThreads() { set_num_threads(saved); }
+  } restore;
   for (const int threads : {1, 2, 3}) {
     set_num_threads(threads);
     SCOPED_TRACE("threads " + std::to_string(threads));
     for (const ConvGeometry& g : cases) check_against_naive(g);
   }
-  set_num_threads(saved);
+}
+
+TEST(ConvolutionTest, Im2colPathMatchesNaive) {
+  // On AVX-512 CPUs the layer packs patches straight from the images; force
+  // the portable im2col/col2im path that other CPUs take and check it too.
+  struct ForceIm2col {
+    ForceIm2col() { ConvolutionLayer::force_algorithm_for_testing(ConvolutionLayer::Algorithm::kIm2col); }
+    ~ForceIm2col() { ConvolutionLayer::force_algorithm_for_testing(ConvolutionLayer::Algorithm::kAuto); }
+  } force;
+  std::vector<ConvGeometry> cases;
+  cases.push_back({2, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1});
+  cases.push_back({2, 2, 9, 8, 3, 3, 2, 1, 3, 2, 0, 2, 3});
+  cases.push_back({3, 6, 5, 7, 6, 1, 3, 2, 1, 0, 1, 1, 2, 3, false});
+  cases.push_back({7, 2, 22, 22, 3, 3, 3});
+  cases.push_back({9, 4, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2});
+  cases.push_back({5, 8, 24, 24, 4, 1, 1});
+  cases.push_back({11, 8, 5, 5, 4, 1, 1});
+  for (const ConvGeometry& g : cases) check_against_naive(g);
+}
+
+TEST(ConvolutionTest, FewInputChannelsAndPadBeyondKernel) {
+  // A first layer (3 channels, many outputs) takes col2im for the input
+  // gradient even on the patch path; pad > dilation * (kernel - 1) gives the
+  // input-gradient convolution a negative pad (it crops).
+  std::vector<ConvGeometry> cases;
+  cases.push_back({4, 3, 12, 12, 16, 3, 3, 1, 1, 1, 1});
+  cases.push_back({3, 4, 6, 6, 4, 3, 3, 1, 1, 3, 3});
+  cases.push_back({3, 4, 6, 5, 4, 1, 1, 1, 1, 1, 2});
+  cases.push_back({2, 4, 9, 9, 4, 3, 3, 1, 1, 3, 1, 2, 2});
+  for (const ConvGeometry& g : cases) check_against_naive(g);
 }
 
 TEST(ConvolutionTest, ShapeChangesBetweenForwards) {
