@@ -1,0 +1,38 @@
+// Who am I in a multi-process run? Read from the environment that
+// `strata launch`, `mpirun` (OpenMPI) or `srun` (SLURM) sets up.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace strata::parallel {
+
+struct RankEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_host;   // where rank 0 serves the store ("" when world_size == 1)
+  int master_port = 0;
+  std::string token;         // shared secret for joining the store
+  std::string launcher;      // "strata", "mpirun", "srun" or "none"
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // STRATA_TIMEOUT_S
+  std::string hostname;      // this machine
+
+  bool distributed() const { return world_size > 1; }
+  // "rank 2 of 4 on host-a"
+  std::string describe() const;
+};
+
+// Environment variables read, in order of precedence:
+//   strata launch:  STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK,
+//                   STRATA_LOCAL_WORLD_SIZE, STRATA_MASTER (host:port), STRATA_TOKEN
+//   mpirun:         OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
+//                   OMPI_COMM_WORLD_LOCAL_SIZE (plus STRATA_MASTER, STRATA_TOKEN from -x)
+//   srun:           SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
+//   always:         STRATA_TIMEOUT_S (seconds; default 300)
+// Throws ConfigError naming the variable when a value is malformed, or when
+// a multi-rank run has no STRATA_MASTER / STRATA_TOKEN.
+RankEnv detect_rank_env();
+
+}  // namespace strata::parallel

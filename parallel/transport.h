@@ -1,0 +1,43 @@
+// Point-to-point byte transport between the ranks of one world. The
+// collective algorithms (ring, tree) are written once over this interface;
+// the TCP transport implements it now, an RDMA transport later.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace strata::parallel {
+
+class Store;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
+  // "rank 2 (host-b:41234)", for error messages.
+  virtual std::string peer_name(int peer) const = 0;
+
+  // Blocking; every wait ends with an error naming the peer after the timeout.
+  virtual void send(int peer, const void* data, size_t bytes) = 0;
+  virtual void recv(int peer, void* data, size_t bytes) = 0;
+  // Full duplex: sends send_bytes to send_peer while receiving recv_bytes from
+  // recv_peer (the two peers may be equal). on_received(begin, end) is called
+  // as each further stretch of the receive buffer is complete, in order, so a
+  // caller can reduce received data while the rest is still in flight.
+  virtual void send_recv(int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
+                         void* recv_data, size_t recv_bytes,
+                         const std::function<void(size_t begin, size_t end)>& on_received) = 0;
+};
+
+// Connects every pair of ranks over TCP (one connection per pair), exchanging
+// listening addresses through the store under `prefix`.
+std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int world_size,
+                                                 const std::string& prefix,
+                                                 std::chrono::milliseconds timeout);
+
+}  // namespace strata::parallel
