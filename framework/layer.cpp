@@ -41,6 +41,17 @@ const LayerRegistration& LayerRegistry::find(const std::string& type) const {
   const std::vector<std::string> known = types();
   std::string list;
   for (const auto& t : known) list += (list.empty() ? "" : ", ") + t;
+  // Caffe's database-backed data layers have no counterpart; say what to use.
+  static const std::vector<std::pair<std::string, std::string>> caffe_data_layers = {
+      {"Data", "Caffe's LMDB/LevelDB Data layer is not supported: use MnistData for MNIST idx files, "
+               "Cifar10Data for CIFAR-10 binaries, or ArrayData for .npy arrays"},
+      {"ImageData", "Caffe's ImageData layer is not supported yet: use ArrayData with preprocessed .npy arrays"},
+      {"HDF5Data", "HDF5 input is not supported: convert the arrays to .npy and use ArrayData"},
+      {"MemoryData", "use an Input layer and set its blobs from code"},
+      {"WindowData", "use ArrayData with preprocessed .npy arrays"}};
+  for (const auto& [caffe_type, hint] : caffe_data_layers) {
+    if (type == caffe_type) fail<ConfigError>("layer type '", type, "': ", hint);
+  }
   const std::string near = nearest_key(type, known);
   fail<ConfigError>("unknown layer type '", type, "'", near.empty() ? "" : "; did you mean '" + near + "'?",
                     " (known types: ", list, ")");

@@ -1178,5 +1178,30 @@ TEST(NetLeNet, CaffeTrainValBuildsAndTrains) {
   EXPECT_LE(acc, 1.0f);
 }
 
+TEST(NetCaffeCompat, DatabaseDataLayersGetAHintInsteadOfATypeList) {
+  const std::string msg = build_error(R"(
+    layer { name: "mnist" type: "Data" top: "data" top: "label"
+            data_param { source: "examples/mnist/mnist_train_lmdb" batch_size: 64 backend: LMDB } }
+  )");
+  EXPECT_NE(msg.find("LMDB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("MnistData"), std::string::npos) << msg;
+}
+
+TEST(NetCaffeCompat, BatchNormAcceptsCaffesThreeFrozenParamBlocks) {
+  auto net = make_net(R"(
+    layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 4 dim: 3 } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "x" top: "y"
+            param { lr_mult: 0 } param { lr_mult: 0 } param { lr_mult: 0 } }
+  )");
+  EXPECT_EQ(net->params().size(), 2u);
+  // A surplus block that does more than freeze is still an error.
+  const std::string msg = build_error(R"(
+    layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 4 dim: 3 } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "x" top: "y"
+            param { lr_mult: 0 } param { lr_mult: 0 } param { lr_mult: 1 } }
+  )");
+  EXPECT_NE(msg.find("3 param blocks"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace strata
