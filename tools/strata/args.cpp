@@ -23,7 +23,7 @@ void Args::parse(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg.rfind("--", 0) != 0) {
-      fail<ConfigError>("strata ", command_, ": unexpected argument '", arg,
+      fail<ConfigError>("unexpected argument '", arg,
                         "'; flags start with -- (see strata ", command_, " --help)");
     }
     std::string name = arg.substr(2), value;
@@ -39,21 +39,21 @@ void Args::parse(int argc, char** argv, int first) {
       std::vector<std::string> names;
       for (const auto& s : specs_) names.push_back(s.name);
       const std::string near = nearest_key(name, names);
-      fail<ConfigError>("strata ", command_, ": unknown flag --", name,
+      fail<ConfigError>("unknown flag --", name,
                         near.empty() ? "" : "; did you mean --" + near + "?", " (see strata ", command_,
                         " --help)");
     }
     if (spec->kind == FlagKind::kSwitch) {
-      if (has_value) fail<ConfigError>("strata ", command_, ": --", name, " takes no value");
+      if (has_value) fail<ConfigError>("--", name, " takes no value");
       values_[name].push_back("1");
       continue;
     }
     if (!has_value) {
-      if (i + 1 >= argc) fail<ConfigError>("strata ", command_, ": --", name, " needs a value");
+      if (i + 1 >= argc) fail<ConfigError>("--", name, " needs a value");
       value = argv[++i];
     }
     if (spec->kind == FlagKind::kValue && values_.count(name)) {
-      fail<ConfigError>("strata ", command_, ": --", name, " given more than once");
+      fail<ConfigError>("--", name, " given more than once");
     }
     values_[name].push_back(value);
   }
@@ -80,12 +80,12 @@ int Args::get_int(const std::string& name, int def) const {
     if (used == v.size()) return n;
   } catch (const std::exception&) {
   }
-  fail<ConfigError>("strata ", command_, ": --", name, " expects an integer, got '", v, "'");
+  fail<ConfigError>("--", name, " expects an integer, got '", v, "'");
 }
 
 std::string Args::require(const std::string& name) const {
   if (!has(name)) {
-    fail<ConfigError>("strata ", command_, ": --", name, " is required (see strata ", command_, " --help)");
+    fail<ConfigError>("--", name, " is required (see strata ", command_, " --help)");
   }
   return get(name);
 }

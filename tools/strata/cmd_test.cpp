@@ -25,7 +25,7 @@ int test_main(int argc, char** argv) {
   }
   apply_common_flags(args);
   const int iterations = args.get_int("iterations", 50);
-  if (iterations <= 0) fail<ConfigError>("strata test: --iterations must be positive");
+  if (iterations <= 0) fail<ConfigError>("--iterations must be positive");
   NetOptions options;
   options.phase = Phase::kTest;
   auto net = Net::from_file(args.require("model"), options);

@@ -33,10 +33,10 @@ int time_main(int argc, char** argv) {
   }
   apply_common_flags(args);
   const int iterations = args.get_int("iterations", 50);
-  if (iterations <= 0) fail<ConfigError>("strata time: --iterations must be positive");
+  if (iterations <= 0) fail<ConfigError>("--iterations must be positive");
   NetOptions options;
   const std::string phase = args.get("phase", "TRAIN");
-  if (phase != "TRAIN" && phase != "TEST") fail<ConfigError>("strata time: --phase must be TRAIN or TEST");
+  if (phase != "TRAIN" && phase != "TEST") fail<ConfigError>("--phase must be TRAIN or TEST");
   options.phase = phase == "TRAIN" ? Phase::kTrain : Phase::kTest;
   auto net = Net::from_file(args.require("model"), options);
   const int n = net->num_layers();

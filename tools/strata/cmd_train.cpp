@@ -73,10 +73,10 @@ int train_main(int argc, char** argv) {
   }
   apply_common_flags(args);
   if (args.has("weights") && args.has("snapshot")) {
-    fail<ConfigError>("strata train: give --weights or --snapshot, not both (a snapshot holds its own weights)");
+    fail<ConfigError>("give --weights or --snapshot, not both (a snapshot holds its own weights)");
   }
   if (args.has("reinit") && !args.has("weights")) {
-    fail<ConfigError>("strata train: --reinit only applies with --weights");
+    fail<ConfigError>("--reinit only applies with --weights");
   }
 
   const SolverConfig config = load_solver_config(args.require("solver"));
