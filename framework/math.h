@@ -1,5 +1,6 @@
-// CPU numerical kernels shared by layers and solvers: GEMM through OpenBLAS
-// and the few vector operations every layer needs.
+// CPU numerical kernels shared by layers and solvers: GEMM (our own AVX-512
+// kernel where the CPU has it, OpenBLAS otherwise) and the few vector
+// operations every layer needs.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,13 @@ enum class Transpose { kNo, kYes };
 // C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major.
 void gemm(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, const float* B, float beta, float* C);
+
+// kAuto: gemm() and gemm_pack_b() run the AVX-512 kernel where the CPU has
+// it, else OpenBLAS. kOpenBlas forces OpenBLAS (for tests of both paths on
+// one machine; set it while no GEMM is running).
+enum class GemmBackend { kAuto, kOpenBlas };
+void force_gemm_backend_for_testing(GemmBackend b);
+bool gemm_uses_avx512();  // whether gemm() runs the AVX-512 kernel now
 
 // GEMM whose B operand the caller packs itself, for operands never stored as
 // a matrix (a convolution's image patches, gathered straight from the image

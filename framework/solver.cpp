@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <algorithm>
@@ -37,7 +38,51 @@ NamedValues scalar_outputs(Net& net) {
   return out;
 }
 
+// The random seed of rank r's nets: rank 0 (and a single process) uses the
+// run's seed, so its initial weights are those of a one-process run (and
+// rank 0 broadcasts them); other ranks draw different dropout masks and
+// shuffles instead of repeating rank 0's.
+uint64_t rank_seed(uint64_t seed, int rank) {
+  if (rank == 0) return seed;
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank) + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Layers without bottoms (data and Input layers): their state is a position
+// in this rank's shard of the data.
+std::set<std::string> source_layer_names(const Net& net) {
+  std::set<std::string> out;
+  for (int i = 0; i < net.num_layers(); ++i) {
+    if (net.bottoms(i).empty()) out.insert(net.layer(i).name());
+  }
+  return out;
+}
+
+// Replaces the plain entries by rank r's "@rank<r>/..." entries when the
+// snapshot has them, and drops every reserved "@..." entry.
+void select_rank_states(std::map<std::string, std::string>& states, int rank) {
+  const std::string prefix = rank_state_prefix(rank);
+  std::map<std::string, std::string> mine;
+  bool found = false;
+  for (const auto& [key, value] : states) {
+    if (rank > 0 && key.compare(0, prefix.size(), prefix) == 0) {
+      mine[key.substr(prefix.size())] = value;
+      found = true;
+    }
+  }
+  if (!found) {
+    for (const auto& [key, value] : states) {
+      if (key.empty() || key[0] != '@') mine[key] = value;
+    }
+  }
+  states = std::move(mine);
+}
+
 }  // namespace
+
+std::string rank_state_prefix(int rank) { return "@rank" + std::to_string(rank) + "/"; }
 
 Solver::Solver(const SolverConfig& config, const SolverOptions& options)
     : config_(config), options_(options) {
@@ -54,7 +99,7 @@ void Solver::build_nets() {
     NetOptions o;
     o.phase = phase;
     o.base_dir = base_dir;
-    o.seed = config_.random_seed;
+    o.seed = rank_seed(config_.random_seed, options_.rank);
     o.rank = options_.rank;
     o.world_size = options_.world_size;
     o.comm = options_.comm;
@@ -103,9 +148,11 @@ int64_t Solver::samples_per_iteration() const {
 float Solver::step() {
   net_->zero_param_diffs();
   double loss = 0.0;
-  for (int64_t k = 0; k < config_.iter_size; ++k) loss += net_->forward_backward();
+  for (pass_ = 0; pass_ < config_.iter_size; ++pass_) loss += net_->forward_backward();
+  pass_ = 0;
   loss /= static_cast<double>(config_.iter_size);
   if (before_update_) before_update_(*net_);
+  if (loss_reducer_) loss = loss_reducer_(static_cast<float>(loss));
 
   std::vector<NetParam>& params = net_->params();
   last_lr_ = learning_rate(config_.lr, iter_);
@@ -122,6 +169,7 @@ float Solver::step() {
 NamedValues Solver::test() {
   NamedValues sums;
   if (!test_net_) return sums;
+  if (before_test_) before_test_();
   for (int64_t b = 0; b < config_.test_iter; ++b) {
     test_net_->forward();
     const NamedValues now = scalar_outputs(*test_net_);
@@ -132,6 +180,7 @@ NamedValues Solver::test() {
     for (size_t k = 0; k < sums.size() && k < now.size(); ++k) sums[k].second += now[k].second;
   }
   for (auto& kv : sums) kv.second /= static_cast<double>(config_.test_iter);
+  if (outputs_reducer_) outputs_reducer_(sums);
   return sums;
 }
 
@@ -158,13 +207,13 @@ void Solver::report_iteration() {
   }
   info.elapsed_seconds = elapsed_seconds();
   info.outputs = scalar_outputs(*net_);
+  if (outputs_reducer_) outputs_reducer_(info.outputs);
   for (TrainingObserver* o : observers_) o->on_iteration(info);
   report_time_ = now;
   report_iter_ = iter_;
 }
 
-SnapshotPaths Solver::snapshot() {
-  const SnapshotPaths paths = snapshot_paths(config_.snapshot_prefix, iter_);
+SolverState Solver::capture_state(const SnapshotPaths& paths) {
   SolverState st;
   st.iter = iter_;
   st.solver_type = solver_type_name(config_.optimizer.type);
@@ -175,7 +224,18 @@ SnapshotPaths Solver::snapshot() {
   st.loss_window.assign(loss_window_.begin(), loss_window_.end());
   st.config_fingerprint = config_.fingerprint();
   st.weights_file = basename_of(paths.weights);
+  if (options_.world_size > 1) st.layer_states[kWorldSizeStateKey] = std::to_string(options_.world_size);
+  return st;
+}
 
+SnapshotPaths Solver::snapshot() {
+  const SnapshotPaths paths = snapshot_paths(config_.snapshot_prefix, iter_);
+  SolverState st = capture_state(paths);
+  if (snapshot_state_hook_) snapshot_state_hook_(st);
+  return write_snapshot(st, paths);
+}
+
+SnapshotPaths Solver::write_snapshot(const SolverState& st, const SnapshotPaths& paths) {
   // Two-phase: both files are written completely under staging names first,
   // and only then renamed into place, so a failure while writing either one
   // (a full disk) leaves an existing snapshot pair of the same name untouched.
@@ -208,12 +268,53 @@ SnapshotPaths Solver::snapshot() {
 }
 
 std::string Solver::write_snapshot_if_enabled() {
-  if (options_.snapshots == SnapshotWriting::kDisabled || last_snapshot_iter_ == iter_) return last_snapshot_;
+  if (last_snapshot_iter_ == iter_) return last_snapshot_;
+  if (options_.snapshots == SnapshotWriting::kDisabled) {
+    // Take part in the hook's collective work (every rank reaches each
+    // snapshot point), then write nothing.
+    if (snapshot_state_hook_) {
+      SolverState st = capture_state(snapshot_paths(config_.snapshot_prefix, iter_));
+      snapshot_state_hook_(st);
+    }
+    last_snapshot_iter_ = iter_;
+    return last_snapshot_;
+  }
   return snapshot().state;
+}
+
+void Solver::adapt_layer_states(SolverState& st, ResumeInfo& info) const {
+  info.snapshot_world_size = 1;
+  auto it = st.layer_states.find(kWorldSizeStateKey);
+  if (it != st.layer_states.end()) {
+    char* end = nullptr;
+    const long ws = std::strtol(it->second.c_str(), &end, 10);
+    if (it->second.empty() || *end != '\0' || ws < 1) {
+      fail<IoError>(info.state_path, ": bad world size '", it->second, "' in the layer states");
+    }
+    info.snapshot_world_size = static_cast<int>(ws);
+  }
+  const bool same_world = info.snapshot_world_size == options_.world_size;
+  select_rank_states(st.layer_states, same_world ? options_.rank : 0);
+  select_rank_states(st.test_layer_states, same_world ? options_.rank : 0);
+  if (same_world) return;
+  // Each rank read its own shard (i % world == rank); with another number of
+  // ranks no saved position means anything, so the data layers start afresh.
+  for (const std::string& name : source_layer_names(*net_)) {
+    auto state = st.layer_states.find(name);
+    if (state == st.layer_states.end()) continue;
+    info.data_order_restarted |= !state->second.empty();  // Input layers keep no state
+    st.layer_states.erase(state);
+  }
+  if (test_net_) {
+    for (const std::string& name : source_layer_names(*test_net_)) st.test_layer_states.erase(name);
+  }
 }
 
 ResumeInfo Solver::restore(const std::string& state_path) {
   SolverState st = load_solver_state(state_path);
+  ResumeInfo info;
+  info.state_path = state_path;
+  adapt_layer_states(st, info);
   const std::string mine = solver_type_name(config_.optimizer.type);
   if (st.solver_type != mine) {
     fail<ConfigError>(state_path, ": this snapshot was written by the ", st.solver_type,
@@ -279,10 +380,8 @@ ResumeInfo Solver::restore(const std::string& state_path) {
   last_snapshot_iter_ = iter_;
   last_snapshot_ = state_path;
 
-  ResumeInfo info;
   info.iter = iter_;
   info.weights_path = weights;
-  info.state_path = state_path;
   info.config_changed = st.config_fingerprint != config_.fingerprint();
   return info;
 }

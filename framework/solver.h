@@ -35,6 +35,8 @@ class Communicator;
 enum class SnapshotWriting { kEnabled, kDisabled };
 
 struct SolverOptions {
+  // Rank r > 0 seeds its nets' generators with a mix of random_seed and r
+  // (different dropout masks and shuffles); rank 0 uses random_seed as is.
   int rank = 0;
   int world_size = 1;
   Communicator* comm = nullptr;
@@ -57,7 +59,22 @@ struct ResumeInfo {
   // The solver settings that shape training (SolverConfig::fingerprint)
   // differ from those of the run that wrote the snapshot.
   bool config_changed = false;
+  // Ranks of the run that wrote the snapshot. When it differs from this
+  // run's world size, the data layers' states (cursor, order; layers without
+  // bottoms) cannot be split per rank: they are not restored, and reading
+  // starts again from the beginning of an epoch (data_order_restarted).
+  int snapshot_world_size = 1;
+  bool data_order_restarted = false;
 };
+
+// Reserved keys in SolverState::layer_states / test_layer_states (they name
+// no layer, so Net::load_layer_states ignores them). Written only by runs of
+// more than one rank:
+//   "@world_size"      the number of ranks that wrote the snapshot
+//   "@rank<r>/<layer>" rank r's state of that layer (r >= 1; rank 0's are the
+//                      plain entries), gathered by the data-parallel snapshot hook
+inline constexpr const char* kWorldSizeStateKey = "@world_size";
+std::string rank_state_prefix(int rank);  // "@rank3/"
 
 class Solver {
  public:
@@ -69,6 +86,7 @@ class Solver {
   Solver& operator=(const Solver&) = delete;
 
   const SolverConfig& config() const { return config_; }
+  const SolverOptions& options() const { return options_; }
   Net& net() { return *net_; }
   Net* test_net() { return test_net_.get(); }  // nullptr when there is none
   Optimizer& optimizer() { return *optimizer_; }
@@ -81,6 +99,25 @@ class Solver {
   // Called after the gradients of an iteration are accumulated and before
   // the update (data-parallel training averages gradients here).
   void set_before_update(std::function<void(Net&)> hook) { before_update_ = std::move(hook); }
+  // ---- hooks for data-parallel training (parallel/data_parallel.h installs
+  // them); all optional, and each is called at the same point on every rank ----
+  // True while the last of the iter_size forward/backward passes of step()
+  // runs: gradients reported by Net's grad-ready callback then are final.
+  bool in_last_pass() const { return pass_ + 1 >= config_.iter_size; }
+  // Maps this rank's loss of an iteration to the loss over all ranks; called
+  // in step() after before_update. What step() returns and smoothed_loss() shows.
+  void set_loss_reducer(std::function<float(float)> f) { loss_reducer_ = std::move(f); }
+  // Averages scalar outputs over the ranks: test() results and the TRAIN
+  // outputs of progress reports.
+  void set_outputs_reducer(std::function<void(NamedValues&)> f) { outputs_reducer_ = std::move(f); }
+  // Called before each test() (e.g. to agree on BatchNorm statistics).
+  void set_before_test(std::function<void()> f) { before_test_ = std::move(f); }
+  // Called at each snapshot point with the state about to be written, before
+  // the weights are written, also on ranks whose snapshot writing is disabled
+  // (they write nothing afterwards): rank 0 gathers the other ranks' layer
+  // states into it.
+  void set_snapshot_state_hook(std::function<void(SolverState&)> f) { snapshot_state_hook_ = std::move(f); }
+
   // Observers are not owned and must outlive solve().
   void add_observer(TrainingObserver* observer) { observers_.push_back(observer); }
   // Checked after every iteration; when set, solve() snapshots and returns kInterrupted.
@@ -98,7 +135,9 @@ class Solver {
   SnapshotPaths snapshot();
   // Restores a snapshot from its .solverstate.safetensors file (the weights
   // file beside it is found by name). Errors name what does not match:
-  // solver type, parameter names or shapes.
+  // solver type, parameter names or shapes. Every rank of a multi-rank run
+  // restores the same file: with the world size it was written with, rank r
+  // takes its own layer states ("@rank<r>/..."); otherwise see ResumeInfo.
   ResumeInfo restore(const std::string& state_path);
   // Trains from iter() to max_iter with tests, progress and snapshots.
   SolveResult solve();
@@ -108,6 +147,9 @@ class Solver {
   void run_test_and_report();
   void report_iteration();
   std::string write_snapshot_if_enabled();
+  SolverState capture_state(const SnapshotPaths& paths);
+  SnapshotPaths write_snapshot(const SolverState& st, const SnapshotPaths& paths);
+  void adapt_layer_states(SolverState& st, ResumeInfo& info) const;
   double elapsed_seconds() const;
   int64_t samples_per_iteration() const;
 
@@ -117,6 +159,11 @@ class Solver {
   std::unique_ptr<Net> test_net_;
   std::unique_ptr<Optimizer> optimizer_;
   std::function<void(Net&)> before_update_;
+  std::function<float(float)> loss_reducer_;
+  std::function<void(NamedValues&)> outputs_reducer_;
+  std::function<void()> before_test_;
+  std::function<void(SolverState&)> snapshot_state_hook_;
+  int64_t pass_ = 0;  // forward/backward pass of the running step()
   std::vector<TrainingObserver*> observers_;
   const std::atomic<bool>* stop_ = nullptr;
 

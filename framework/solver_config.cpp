@@ -20,7 +20,7 @@ const std::vector<std::string>& solver_keys() {
       "type", "solver_type", "momentum", "momentum2", "delta", "weight_decay", "regularization_type",
       "clip_gradients",
       "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_format", "log",
-      "random_seed", "solver_mode", "device_id", "debug_info"};
+      "random_seed", "solver_mode", "device_id", "debug_info", "parallel"};
   return keys;
 }
 
@@ -250,6 +250,7 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
   c.solver_mode = root.get_enum("solver_mode", {"CPU", "GPU"}, "CPU") == "GPU" ? SolverMode::kGPU : SolverMode::kCPU;
   c.device_id = root.get_int("device_id", 0);
   c.debug_info = root.get_bool("debug_info", false);
+  c.parallel = root.block("parallel");  // ConfigError when it is not a single block
   return c;
 }
 

@@ -56,6 +56,12 @@ struct SolverConfig {
   int64_t device_id = 0;
   bool debug_info = false;     // accepted, ignored
 
+  // ---- multi-process training ----
+  // The `parallel { data { ... } }` block as written (empty when absent). The
+  // framework does not read it: parallel/data_parallel_config.h parses and
+  // checks it (tools do so in every run, so mistakes show up on one process too).
+  ConfigNode parallel;
+
   std::string source;          // the solver file ("" when parsed from text without a name)
   std::string base_dir;        // the folder relative paths resolved against
 

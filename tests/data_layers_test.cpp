@@ -1,15 +1,11 @@
 // Data layers (ArrayData, MnistData, Cifar10Data) and their shared DataSource:
-// batches, labels, shuffling, epochs, sharding, transforms, resume state and
-// every file error. The input files are written here into a temp folder.
-#include <dirent.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+// batches, labels, shuffling, epochs, sharding, transforms, resume state, and
+// the bundled digits. File, state and config errors are in
+// data_layers_errors_test.cpp. The input files are written here into a temp
+// folder.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <memory>
 #include <numeric>
 #include <set>
 #include <string>
@@ -25,6 +21,7 @@
 #include "layers/cifar10_data.h"
 #include "layers/data_source.h"
 #include "layers/mnist_data.h"
+#include "tests/data_layers_test_util.h"
 
 #ifndef STRATA_SOURCE_DIR
 #error "the build must define STRATA_SOURCE_DIR (the repository root)"
@@ -33,166 +30,10 @@
 namespace strata {
 namespace {
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
-
-template <typename E, typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return "";
-}
-
-struct Options {
-  Phase phase = Phase::kTrain;
-  int rank = 0;
-  int world_size = 1;
-  uint64_t seed = 1;
-  int tops = 2;
-};
-
-// A data layer built from its config body and set up with its own top blobs.
-class Runner {
- public:
-  Runner(const std::string& type, const std::string& body, const std::string& base_dir,
-         const Options& o = Options()) {
-    const ConfigNode root = parse_config_text(
-        "layer { name: \"data\" type: \"" + type + "\" top: \"data\" top: \"label\" " + body + " }",
-        "test.prototxt");
-    LayerSpec spec;
-    spec.name = "data";
-    spec.type = type;
-    spec.tops = {"data", "label"};
-    spec.tops.resize(static_cast<size_t>(o.tops));
-    spec.node = *root.find("layer");
-    LayerContext ctx;
-    ctx.phase = o.phase;
-    ctx.base_dir = base_dir;
-    ctx.seed = o.seed;
-    ctx.rank = o.rank;
-    ctx.world_size = o.world_size;
-    layer_ = LayerRegistry::instance().find(type).create(spec, ctx);
-    for (int i = 0; i < o.tops; ++i) {
-      blobs_.push_back(std::make_unique<Blob>());
-      tops_.push_back(blobs_.back().get());
-    }
-    layer_->setup({}, tops_);
-  }
-
-  // One forward pass; returns the data top.
-  const Blob& step() {
-    layer_->reshape({}, tops_);
-    layer_->forward_cpu({}, tops_);
-    return *tops_[0];
-  }
-  std::vector<float> data() const { return values(*tops_[0]); }
-  std::vector<float> labels() const { return values(*tops_.at(1)); }
-  // Forward and return the labels, which the tests below make equal to the sample index.
-  std::vector<int> next_ids() {
-    step();
-    const Blob& label = *tops_.at(1);
-    std::vector<int> ids(static_cast<size_t>(label.numel()));
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(label.data.data<float>()[i]);
-    return ids;
-  }
-  Layer& layer() { return *layer_; }
-  const DataSource& source() const { return dynamic_cast<const InMemoryDataLayer&>(*layer_).source(); }
-  const BlobVec& tops() const { return tops_; }
-
- private:
-  static std::vector<float> values(const Blob& b) {
-    std::vector<float> v(static_cast<size_t>(b.numel()));
-    if (!v.empty()) std::memcpy(v.data(), b.data.data<float>(), v.size() * sizeof(float));
-    return v;
-  }
-
-  std::unique_ptr<Layer> layer_;
-  std::vector<std::unique_ptr<Blob>> blobs_;
-  BlobVec tops_;
-};
-
-class DataLayersTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "strata_data_layers_XXXXXX";
-    ASSERT_NE(::mkdtemp(&tmpl[0]), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (DIR* d = ::opendir(dir_.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        const std::string n = e->d_name;
-        if (n != "." && n != "..") ::unlink((dir_ + "/" + n).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(dir_.c_str());
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-  void write_bytes(const std::string& name, const std::vector<uint8_t>& bytes) const {
-    std::ofstream f(path(name), std::ios::binary);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    ASSERT_TRUE(f.good());
-  }
-
-  // n samples of shape [2, 3]; sample i holds 100*i + k; label i (so labels name samples).
-  void write_indexed_array(int64_t n, const std::string& x = "x.npy", const std::string& y = "y.npy") const {
-    std::vector<float> xs;
-    std::vector<int32_t> ys;
-    for (int64_t i = 0; i < n; ++i) {
-      for (int k = 0; k < 6; ++k) xs.push_back(static_cast<float>(100 * i + k));
-      ys.push_back(static_cast<int32_t>(i));
-    }
-    write_npy(path(x), DType::kF32, {n, 2, 3}, xs.data());
-    write_npy(path(y), DType::kI32, {n}, ys.data());
-  }
-
-  static std::string array_body(int batch, const std::string& extra = "") {
-    return "array_data_param { source: \"x.npy\" label_source: \"y.npy\" batch_size: " +
-           std::to_string(batch) + " " + extra + " }";
-  }
-
-  static std::vector<uint8_t> be32(uint32_t v) {
-    return {static_cast<uint8_t>(v >> 24), static_cast<uint8_t>(v >> 16), static_cast<uint8_t>(v >> 8),
-            static_cast<uint8_t>(v)};
-  }
-  // idx3 images (pixel (i, p) = (7 i + p) mod 256) and idx1 labels (i mod 10).
-  void write_mnist(uint32_t n, uint32_t rows, uint32_t cols, uint32_t image_magic = 2051,
-                   uint32_t label_magic = 2049, uint32_t label_count = ~0u) const {
-    std::vector<uint8_t> img, lab;
-    for (uint32_t v : {image_magic, n, rows, cols}) {
-      for (uint8_t b : be32(v)) img.push_back(b);
-    }
-    for (uint32_t i = 0; i < n; ++i) {
-      for (uint32_t p = 0; p < rows * cols; ++p) img.push_back(static_cast<uint8_t>((7 * i + p) % 256));
-    }
-    const uint32_t nl = label_count == ~0u ? n : label_count;
-    for (uint32_t v : {label_magic, nl}) {
-      for (uint8_t b : be32(v)) lab.push_back(b);
-    }
-    for (uint32_t i = 0; i < nl; ++i) lab.push_back(static_cast<uint8_t>(i % 10));
-    write_bytes("images.idx3", img);
-    write_bytes("labels.idx1", lab);
-  }
-  // CIFAR-10 records: label (first + r) % 10, pixels (first + r + p) mod 256.
-  void write_cifar(const std::string& name, int records, int first) const {
-    std::vector<uint8_t> bytes;
-    for (int r = 0; r < records; ++r) {
-      bytes.push_back(static_cast<uint8_t>((first + r) % 10));
-      for (int p = 0; p < 3072; ++p) bytes.push_back(static_cast<uint8_t>((first + r + p) % 256));
-    }
-    write_bytes(name, bytes);
-  }
-
-  std::string dir_;
-};
+using data_layers_test::DataLayersTest;
+using data_layers_test::error_of;
+using data_layers_test::Options;
+using data_layers_test::Runner;
 
 // ---- ArrayData: batches, order, epochs ----------------------------------------
 
@@ -486,38 +327,6 @@ TEST_F(DataLayersTest, SaveAndLoadStateResumeBitExactly) {
   check_resume("Cifar10Data", "cifar10_data_param { source: \"c.bin\" batch_size: 2 }", dir_);
 }
 
-TEST_F(DataLayersTest, CorruptOrMismatchedStateIsRejected) {
-  write_indexed_array(6);
-  Runner r("ArrayData", array_body(2), dir_);
-  r.step();
-  const std::string good = r.layer().save_state();
-  const std::vector<int> before = [&] {
-    Runner copy("ArrayData", array_body(2), dir_);
-    copy.layer().load_state(good);
-    return copy.next_ids();
-  }();
-
-  EXPECT_CONTAINS(error_of<Error>([&] { r.layer().load_state("garbage"); }), "layer 'data'");
-  std::string bad_order = good;
-  const size_t pos = bad_order.find("order ") + 6;
-  bad_order[pos] = bad_order[pos] == '0' ? '1' : '0';  // duplicates one index
-  EXPECT_CONTAINS(error_of<Error>([&] { r.layer().load_state(bad_order); }), "permutation");
-  std::string bad_rng = good.substr(0, good.find("rng ")) + "rng nonsense\n";
-  EXPECT_CONTAINS(error_of<Error>([&] { r.layer().load_state(bad_rng); }), "random number generator");
-  // A failed load leaves the reader untouched.
-  EXPECT_EQ(r.next_ids(), before);
-
-  write_indexed_array(7, "x7.npy", "y7.npy");
-  Runner other("ArrayData",
-               "array_data_param { source: \"x7.npy\" label_source: \"y7.npy\" batch_size: 2 }", dir_);
-  EXPECT_CONTAINS(error_of<Error>([&] { other.layer().load_state(good); }), "6 samples");
-  Options rank1;
-  rank1.rank = 1;
-  rank1.world_size = 2;
-  Runner sharded("ArrayData", array_body(2), dir_, rank1);
-  EXPECT_CONTAINS(error_of<Error>([&] { sharded.layer().load_state(good); }), "same number of ranks");
-}
-
 // ---- MnistData -----------------------------------------------------------------
 
 TEST_F(DataLayersTest, MnistReadsImagesAndLabels) {
@@ -537,50 +346,6 @@ TEST_F(DataLayersTest, MnistReadsImagesAndLabels) {
     }
   }
   EXPECT_EQ(r.next_ids(), (std::vector<int>{3, 4, 0}));
-}
-
-TEST_F(DataLayersTest, MnistFileErrorsNameFileFieldAndValue) {
-  const std::string body =
-      "mnist_data_param { source: \"images.idx3\" label_source: \"labels.idx1\" batch_size: 2 }";
-  auto load_error = [&] { return error_of<IoError>([&] { Runner("MnistData", body, dir_); }); };
-
-  write_mnist(3, 4, 4, /*image_magic=*/2050);
-  std::string msg = load_error();
-  EXPECT_CONTAINS(msg, path("images.idx3"));
-  EXPECT_CONTAINS(msg, "'magic' is 2050");
-  EXPECT_CONTAINS(msg, "2051");
-  EXPECT_CONTAINS(msg, "layer 'data' (MnistData)");
-
-  write_mnist(3, 4, 4, 2051, /*label_magic=*/2051);  // the labels file carries the images magic
-  msg = load_error();
-  EXPECT_CONTAINS(msg, path("labels.idx1"));
-  EXPECT_CONTAINS(msg, "'magic' is 2051");
-  EXPECT_CONTAINS(msg, "swapped");
-
-  write_mnist(3, 4, 4, 2051, 2049, /*label_count=*/4);
-  msg = load_error();
-  EXPECT_CONTAINS(msg, path("labels.idx1"));
-  EXPECT_CONTAINS(msg, "'count' is 4");
-  EXPECT_CONTAINS(msg, "3 images");
-
-  write_mnist(3, 4, 4);
-  {
-    std::ofstream f(path("images.idx3"), std::ios::binary | std::ios::app);
-    f << "x";  // one byte too many
-  }
-  msg = load_error();
-  EXPECT_CONTAINS(msg, path("images.idx3"));
-  EXPECT_CONTAINS(msg, "count 3, rows 4, cols 4");
-  EXPECT_CONTAINS(msg, "needs 64");
-
-  write_bytes("images.idx3", {0, 0, 8});
-  EXPECT_CONTAINS(load_error(), "truncated");
-  write_bytes("images.idx3", {0x1f, 0x8b, 8, 0, 0, 0, 0, 0});
-  EXPECT_CONTAINS(load_error(), "gunzip");
-
-  ::unlink(path("images.idx3").c_str());
-  msg = load_error();
-  EXPECT_CONTAINS(msg, path("images.idx3"));
 }
 
 // ---- Cifar10Data ---------------------------------------------------------------
@@ -605,93 +370,6 @@ TEST_F(DataLayersTest, Cifar10ConcatenatesBatchesInOrder) {
     }
   }
   EXPECT_EQ(r.next_ids(), (std::vector<int>{4, 0, 1, 2}));
-}
-
-TEST_F(DataLayersTest, Cifar10FileErrors) {
-  const std::string body = "cifar10_data_param { source: \"a.bin\" source: \"b.bin\" batch_size: 2 }";
-  auto load_error = [&] { return error_of<IoError>([&] { Runner("Cifar10Data", body, dir_); }); };
-  write_cifar("a.bin", 2, 0);
-  std::vector<uint8_t> bad(3073 * 2, 0);
-  bad[3073] = 10;
-  write_bytes("b.bin", bad);
-  std::string msg = load_error();
-  EXPECT_CONTAINS(msg, path("b.bin"));
-  EXPECT_CONTAINS(msg, "record 1");
-  EXPECT_CONTAINS(msg, "label 10");
-
-  bad.resize(3073 + 100);
-  write_bytes("b.bin", bad);
-  msg = load_error();
-  EXPECT_CONTAINS(msg, path("b.bin"));
-  EXPECT_CONTAINS(msg, "3173 bytes");
-  EXPECT_CONTAINS(msg, "3073");
-
-  ::unlink(path("b.bin").c_str());
-  EXPECT_CONTAINS(load_error(), path("b.bin"));
-
-  EXPECT_CONTAINS(error_of<ConfigError>([&] {
-                    Runner("Cifar10Data", "cifar10_data_param { batch_size: 2 }", dir_);
-                  }),
-                  "source");
-}
-
-// ---- ArrayData errors ----------------------------------------------------------
-
-TEST_F(DataLayersTest, ArrayDataFileErrors) {
-  auto load_error = [&](const std::string& body) {
-    return error_of<IoError>([&] { Runner("ArrayData", body, dir_); });
-  };
-  // Missing file: the resolved path and the layer.
-  std::string msg = load_error(array_body(2));
-  EXPECT_CONTAINS(msg, path("x.npy"));
-  EXPECT_CONTAINS(msg, "layer 'data' (ArrayData)");
-
-  // Count mismatch names both files and both counts.
-  write_indexed_array(5);
-  write_indexed_array(4, "x4.npy", "y4.npy");
-  msg = load_error("array_data_param { source: \"x.npy\" label_source: \"y4.npy\" batch_size: 2 }");
-  EXPECT_CONTAINS(msg, path("x.npy"));
-  EXPECT_CONTAINS(msg, path("y4.npy"));
-  EXPECT_CONTAINS(msg, "5 samples");
-  EXPECT_CONTAINS(msg, "4 labels");
-
-  // Truncated .npy.
-  std::ifstream in(path("x.npy"), std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  bytes.resize(bytes.size() - 7);
-  write_bytes("x.npy", bytes);
-  msg = load_error(array_body(2));
-  EXPECT_CONTAINS(msg, path("x.npy"));
-
-  // Non-integral float labels.
-  write_indexed_array(3);
-  std::vector<float> fl = {0, 1.5f, 2};
-  write_npy(path("yf.npy"), DType::kF32, {3}, fl.data());
-  msg = load_error("array_data_param { source: \"x.npy\" label_source: \"yf.npy\" batch_size: 2 }");
-  EXPECT_CONTAINS(msg, path("yf.npy"));
-  EXPECT_CONTAINS(msg, "label 1 is 1.5");
-
-  // Labels of the wrong shape, inputs of an unsupported dtype.
-  std::vector<int32_t> y2(6, 0);
-  write_npy(path("y2.npy"), DType::kI32, {3, 2}, y2.data());
-  EXPECT_CONTAINS(load_error("array_data_param { source: \"x.npy\" label_source: \"y2.npy\" batch_size: 2 }"),
-                  "[3, 2]");
-  write_npy(path("xi.npy"), DType::kI32, {3, 2}, y2.data());
-  EXPECT_CONTAINS(load_error("array_data_param { source: \"xi.npy\" label_source: \"y.npy\" batch_size: 2 }"),
-                  "float32");
-}
-
-TEST_F(DataLayersTest, ConfigErrors) {
-  write_indexed_array(3);
-  const std::string zero = error_of<ConfigError>([&] { Runner("ArrayData", array_body(0), dir_); });
-  EXPECT_CONTAINS(zero, "batch_size must be > 0, got 0");
-  EXPECT_CONTAINS(zero, "layer 'data'");
-  EXPECT_CONTAINS(error_of<ConfigError>([&] {
-                    Runner("ArrayData", "array_data_param { source: \"x.npy\" }", dir_);
-                  }),
-                  "batch_size");
-  EXPECT_CONTAINS(error_of<ConfigError>([&] { Runner("ArrayData", array_body(2, "shard: RANK"), dir_); }),
-                  "AUTO");
 }
 
 // ---- schema and the bundled digits ----------------------------------------------

@@ -3,7 +3,8 @@
 # Runs apt-get only when something is absent, so repeated calls are quick.
 set -euo pipefail
 
-packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev)
+# libopenmpi-dev + openmpi-bin: the mpi communication backend and its tests (mpirun).
+packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

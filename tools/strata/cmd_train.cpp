@@ -1,5 +1,7 @@
 // strata train: run a solver file; resume from a snapshot or start from weights.
+#include <algorithm>
 #include <atomic>
+#include <memory>
 #include <csignal>
 #include <filesystem>
 #include <cstdio>
@@ -13,6 +15,10 @@
 #include "framework/solver.h"
 #include "framework/tensor.h"
 #include "framework/threads.h"
+#include "parallel/communicator_factory.h"
+#include "parallel/data_parallel.h"
+#include "parallel/data_parallel_config.h"
+#include "parallel/env.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 
@@ -43,6 +49,25 @@ std::set<std::string> split_list(const std::vector<std::string>& values) {
   return out;
 }
 
+// The solver file's parallel { data { } } block, then the command line on top.
+parallel::DataParallelConfig data_parallel_config(const SolverConfig& config, const Args& args) {
+  parallel::DataParallelConfig c = parallel::parse_data_parallel_config(config.parallel);
+  if (args.has("dp-backend")) {
+    c.backend = args.get("dp-backend");
+    parallel::check_backend(c.backend, "--dp-backend");
+  }
+  if (args.has("dp-algorithm")) {
+    c.algorithm = args.get("dp-algorithm");
+    parallel::check_algorithm(c.algorithm, "--dp-algorithm");
+  }
+  if (args.has("bucket-mb")) c.bucket_mb = parallel::parse_bucket_mb(args.get("bucket-mb"), "--bucket-mb");
+  if (args.has("no-overlap")) c.overlap = parallel::Overlap::kOff;
+  if (args.has("compression")) {
+    c.compression = parallel::parse_grad_compression(args.get("compression"), "--compression");
+  }
+  return c;
+}
+
 }  // namespace
 
 void apply_common_flags(const Args& args) {
@@ -65,7 +90,16 @@ int train_main(int argc, char** argv) {
               ""},
              {"device", FlagKind::kValue, "cpu", "cpu"},
              {"threads", FlagKind::kValue, "CPU threads for GEMM and layer loops (0 = all cores)",
-              "all cores"}});
+              "all cores"},
+             {"dp-backend", FlagKind::kValue, "data parallel: communication backend (auto, tcp, mpi)",
+              "solver's parallel block, else auto"},
+             {"dp-algorithm", FlagKind::kValue, "data parallel: allreduce algorithm (auto, ring, tree)",
+              "solver's parallel block, else auto"},
+             {"bucket-mb", FlagKind::kValue, "data parallel: MiB of gradients per allreduce bucket",
+              "solver's parallel block, else 25"},
+             {"no-overlap", FlagKind::kSwitch, "data parallel: allreduce after backward instead of during it", ""},
+             {"compression", FlagKind::kValue, "data parallel: gradients on the wire as NONE, FP16 or BF16",
+              "solver's parallel block, else NONE"}});
   args.parse(argc, argv, 2);
   if (args.has("help")) {
     std::printf("%s", args.help().c_str());
@@ -80,43 +114,92 @@ int train_main(int argc, char** argv) {
   }
 
   const SolverConfig config = load_solver_config(args.require("solver"));
-  Solver solver(config);
-  std::printf("strata train: %s, %d threads, net '%s' (%s)\n", config.source.c_str(), num_threads(),
-              solver.net().name().c_str(), solver.net().memory_report().str().c_str());
+  const parallel::DataParallelConfig dp_config = data_parallel_config(config, args);
+
+  // More than one rank (strata launch, mpirun, srun): synchronous data
+  // parallel. Rank 0 alone prints, logs and writes snapshots.
+  const parallel::RankEnv env = parallel::detect_rank_env();
+  if (!args.has("threads") && env.local_world_size > 1) {
+    set_num_threads(std::max(1, hardware_threads() / env.local_world_size));  // share the cores
+  }
+  std::unique_ptr<Communicator> comm;
+  if (env.distributed()) comm = parallel::create_communicator(env, {dp_config.backend, dp_config.algorithm});
+  const bool lead = env.rank == 0;
+  SolverOptions solver_options;
+  solver_options.rank = env.rank;
+  solver_options.world_size = env.world_size;
+  solver_options.comm = comm.get();
+  solver_options.snapshots = lead ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+  Solver solver(config, solver_options);
+  if (lead) {
+    std::printf("strata train: %s, %d threads, net '%s' (%s)\n", config.source.c_str(), num_threads(),
+                solver.net().name().c_str(), solver.net().memory_report().str().c_str());
+  }
 
   bool resumed = false;
   if (args.has("snapshot")) {
+    // Every rank reads the same snapshot.
     const ResumeInfo info = solver.restore(args.get("snapshot"));
-    std::printf("resumed from %s at iteration %lld\n", info.state_path.c_str(),
-                static_cast<long long>(info.iter));
-    if (info.config_changed) {
-      std::printf("note: the solver settings differ from those of the run that wrote this snapshot\n");
+    if (lead) {
+      std::printf("resumed from %s at iteration %lld\n", info.state_path.c_str(),
+                  static_cast<long long>(info.iter));
+      if (info.config_changed) {
+        std::printf("note: the solver settings differ from those of the run that wrote this snapshot\n");
+      }
+      if (info.snapshot_world_size != env.world_size) {
+        std::printf("note: the snapshot was written by %d rank%s and this run has %d; %s\n",
+                    info.snapshot_world_size, info.snapshot_world_size == 1 ? "" : "s", env.world_size,
+                    info.data_order_restarted ? "the data order restarts from the beginning of an epoch"
+                                              : "each rank reads its own share of the data");
+      }
     }
     resumed = true;
-  } else if (args.has("weights")) {
+  } else if (args.has("weights") && lead) {
+    // Rank 0 reads the weights; the data-parallel start broadcasts them.
     LoadOptions options;
     options.reinit = split_list(args.get_all("reinit"));
     const LoadReport report = load_weights(solver.net(), args.get("weights"), options);
     std::printf("%s\n", report.str().c_str());
   }
 
-  const std::string prefix_dir = dirname_of(config.snapshot_prefix);
+  std::unique_ptr<parallel::DataParallel> dp;
+  if (comm) {
+    dp = std::make_unique<parallel::DataParallel>(solver, *comm, dp_config);
+    if (lead) {
+      std::printf("data parallel: %d ranks, %s backend, %s, %zu gradient bucket%s\n", env.world_size,
+                  comm->backend_name().c_str(), dp_config.summary().c_str(), dp->buckets().size(),
+                  dp->buckets().size() == 1 ? "" : "s");
+    }
+  }
+
+  const std::string prefix_dir = lead ? dirname_of(config.snapshot_prefix) : std::string();
   if (!prefix_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(prefix_dir, ec);
     if (ec) fail<IoError>("cannot create snapshot folder '", prefix_dir, "': ", ec.message());
   }
 
-  ConsolePrinter console(std::cout);
-  JsonLinesLog log(config.log, resumed ? LogMode::kAppend : LogMode::kTruncate);
-  solver.add_observer(&console);
-  solver.add_observer(&log);
-  solver.set_stop_flag(&g_stop);
+  std::unique_ptr<TrainingObserver> console;
+  std::unique_ptr<JsonLinesLog> log;
+  if (lead) {
+    if (dp) {
+      console = std::make_unique<parallel::DataParallelConsole>(std::cout, *dp);
+    } else {
+      console = std::make_unique<ConsolePrinter>(std::cout);
+    }
+    log = std::make_unique<JsonLinesLog>(config.log, resumed ? LogMode::kAppend : LogMode::kTruncate);
+    solver.add_observer(console.get());
+    solver.add_observer(log.get());
+  }
+  // With several ranks, all stop after the same iteration once any one is interrupted.
+  solver.set_stop_flag(dp ? dp->stop_flag(&g_stop) : &g_stop);
   std::signal(SIGINT, on_sigint);
   const SolveResult result = solver.solve();
   std::signal(SIGINT, SIG_DFL);
-  std::printf("log: %s\n", log.path().c_str());
-  if (!result.last_snapshot.empty()) std::printf("snapshot: %s\n", result.last_snapshot.c_str());
+  if (lead) {
+    std::printf("log: %s\n", log->path().c_str());
+    if (!result.last_snapshot.empty()) std::printf("snapshot: %s\n", result.last_snapshot.c_str());
+  }
   return result.status == SolveStatus::kInterrupted ? 130 : 0;
 }
 

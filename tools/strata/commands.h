@@ -6,6 +6,7 @@ namespace strata::cli {
 int train_main(int argc, char** argv);
 int test_main(int argc, char** argv);
 int time_main(int argc, char** argv);
+int launch_main(int argc, char** argv);
 
 // Applies --threads (default: all cores) and checks --device.
 void apply_common_flags(const class Args& args);

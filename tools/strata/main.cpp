@@ -17,6 +17,7 @@ void usage() {
       "  train   train a net: strata train --solver models/digits/solver.prototxt\n"
       "  test    score trained weights: strata test --model M --weights W [--iterations N]\n"
       "  time    per-layer forward/backward timing: strata time --model M [--iterations N]\n"
+      "  launch  run N ranks of a command: strata launch --nproc N -- strata train --solver S\n"
       "  layers  list the registered layer types\n\n"
       "`strata COMMAND --help` lists a command's flags.\n");
 }
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     if (cmd == "train") return strata::cli::train_main(argc, argv);
     if (cmd == "test") return strata::cli::test_main(argc, argv);
     if (cmd == "time") return strata::cli::time_main(argc, argv);
+    if (cmd == "launch") return strata::cli::launch_main(argc, argv);
     if (cmd == "layers") return layers_main();
     std::fprintf(stderr, "strata: unknown command '%s'\n\n", cmd.c_str());
     usage();

@@ -1,0 +1,46 @@
+// `strata launch`: starts the local ranks of a multi-process run, tags their
+// output with "[rank K] ", and stops them all when one fails.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace strata::parallel {
+
+struct LaunchOptions {
+  int nproc = 1;      // processes on this node
+  int nnodes = 1;
+  int node_rank = 0;  // this node's index, 0 .. nnodes-1
+  // host:port where rank 0 serves the store. Empty: 127.0.0.1 and a free
+  // port (single node only).
+  std::string master;
+  // Shared secret for the store. Empty: STRATA_TOKEN from the environment,
+  // else a random one (single node only; every node must share it).
+  std::string token;
+  int timeout_s = 300;  // STRATA_TIMEOUT_S for the ranks
+  // After the first failure: SIGTERM to the other ranks, SIGKILL this much later.
+  std::chrono::milliseconds kill_grace{std::chrono::seconds(5)};
+  std::vector<std::string> command;  // program and arguments (searched in PATH)
+};
+
+// Checks the options and fills in master and token. Throws ConfigError
+// saying what to fix.
+LaunchOptions resolve_launch_options(LaunchOptions options);
+
+// The STRATA_* variables for one local rank of resolved options, as
+// "NAME=value" strings.
+std::vector<std::string> rank_environment(const LaunchOptions& resolved, int local_rank);
+
+// 128 random bits from /dev/urandom as 32 hex digits.
+std::string random_token();
+
+// Runs the ranks and waits for them. Returns the exit status for the
+// launcher: 0 when every rank exits 0; else the first failing rank's status
+// (128+N for signal N); 130 after Ctrl-C (SIGINT is forwarded to the ranks,
+// which write a snapshot and stop) unless a rank reported a failure.
+// The ranks' stdin is /dev/null: each runs in its own process group, so that
+// the terminal's Ctrl-C reaches them once, through the launcher.
+int launch(const LaunchOptions& options);
+
+}  // namespace strata::parallel

@@ -1,0 +1,231 @@
+// The tcp backend across real processes on loopback: strata_parallel_worker
+// (tests/parallel_worker.cpp) runs every collective with exact checks in 2,
+// 3 and 4 processes with each allreduce algorithm, started by
+// `strata launch` when the strata binary has it (else spawned here with the
+// STRATA_* environment), and a rank killed mid-collective makes the others
+// fail with a message naming the problem.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "parallel/socket.h"
+
+#ifndef STRATA_PARALLEL_WORKER
+#error "STRATA_PARALLEL_WORKER (path of strata_parallel_worker) must be defined by the build"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/strata_parallel_XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+    path = buf.data();
+  }
+  ~TempDir() {
+    const std::string cmd = "rm -rf '" + path + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path.c_str());
+  }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts argv with this process's environment plus `env` (NAME=value,
+// overriding), stdout+stderr to log_path. Everything is prepared before
+// fork, so the child only calls async-signal-safe functions.
+pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log_path) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    const size_t name_len = eq ? static_cast<size_t>(eq - *e) : std::strlen(*e);
+    bool overridden = false;
+    for (const auto& x : env) overridden |= x.compare(0, name_len + 1, std::string(*e, name_len) + "=") == 0;
+    if (!overridden) envp.push_back(*e);
+  }
+  for (const auto& x : env) envp.push_back(const_cast<char*>(x.c_str()));
+  envp.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for pid until the deadline; returns the exit status (128 + signal
+// when killed), or -1 after killing it at the deadline.
+int wait_for(pid_t pid, Clock::time_point deadline) {
+  for (;;) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return -2;
+    if (Clock::now() >= deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// `strata launch` exists when `strata launch --help` succeeds.
+bool strata_launch_available() {
+  static const bool available = [] {
+    TempDir dir;
+    const pid_t pid = spawn({STRATA_BINARY, "launch", "--help"}, {}, dir.path + "/help.txt");
+    return wait_for(pid, Clock::now() + std::chrono::seconds(20)) == 0 &&
+           read_file(dir.path + "/help.txt").find("--nproc") != std::string::npos;
+  }();
+  return available;
+}
+
+// The environment strata launch would give local rank r.
+std::vector<std::string> rank_env(int r, int n, int port, int timeout_s) {
+  return {"STRATA_RANK=" + std::to_string(r),
+          "STRATA_WORLD_SIZE=" + std::to_string(n),
+          "STRATA_LOCAL_RANK=" + std::to_string(r),
+          "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(n),
+          "STRATA_MASTER=127.0.0.1:" + std::to_string(port),
+          "STRATA_TOKEN=parallel-process-test-token",
+          "STRATA_TIMEOUT_S=" + std::to_string(timeout_s)};
+}
+
+struct RankResult {
+  int status = 0;
+  std::string output;
+};
+
+// Spawns n workers ourselves; returns each rank's status and output.
+std::vector<RankResult> run_ranks_directly(int n, const std::vector<std::string>& worker_args, const TempDir& dir,
+                                           int timeout_s) {
+  const int port = strata::parallel::pick_free_port("127.0.0.1");
+  std::vector<pid_t> pids;
+  std::vector<std::string> argv = {STRATA_PARALLEL_WORKER};
+  argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+  for (int r = 0; r < n; ++r) {
+    pids.push_back(spawn(argv, rank_env(r, n, port, timeout_s), dir.path + "/rank" + std::to_string(r) + ".log"));
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(timeout_s + 30);
+  std::vector<RankResult> results(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    results[r].status = wait_for(pids[r], deadline);
+    results[r].output = read_file(dir.path + "/rank" + std::to_string(r) + ".log");
+  }
+  return results;
+}
+
+class ProcessTest : public testing::TestWithParam<std::tuple<int, std::string>> {};
+
+TEST_P(ProcessTest, EveryCollectiveExact) {
+  const int n = std::get<0>(GetParam());
+  const std::string algorithm = std::get<1>(GetParam());
+  TempDir dir;
+  const std::vector<std::string> worker_args = {"check", algorithm};
+  if (strata_launch_available()) {
+    std::vector<std::string> argv = {STRATA_BINARY, "launch", "--nproc", std::to_string(n), "--timeout", "30", "--",
+                                     STRATA_PARALLEL_WORKER};
+    argv.insert(argv.end(), worker_args.begin(), worker_args.end());
+    const pid_t pid = spawn(argv, {}, dir.path + "/launch.log");
+    const int status = wait_for(pid, Clock::now() + std::chrono::seconds(90));
+    const std::string out = read_file(dir.path + "/launch.log");
+    EXPECT_EQ(status, 0) << out;
+    for (int r = 0; r < n; ++r) {
+      EXPECT_NE(out.find("rank " + std::to_string(r) + ": all checks passed (" + algorithm + ", tcp backend)"),
+                std::string::npos)
+          << out;
+    }
+  } else {
+    const auto results = run_ranks_directly(n, worker_args, dir, 30);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(results[r].status, 0) << "rank " << r << ":\n" << results[r].output;
+      EXPECT_NE(results[r].output.find("all checks passed"), std::string::npos) << results[r].output;
+    }
+  }
+}
+
+std::string process_param_name(const testing::TestParamInfo<std::tuple<int, std::string>>& info) {
+  return std::to_string(std::get<0>(info.param)) + "procs_" + std::get<1>(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Loopback, ProcessTest,
+                         testing::Combine(testing::Values(2, 3, 4), testing::Values(std::string("ring"),
+                                                                                    std::string("tree"))),
+                         process_param_name);
+
+// SIGKILL one rank while all are allreducing in a loop: the survivors must
+// exit non-zero, within the timeout, saying which peer went away.
+TEST(ProcessFailure, KilledRankMakesTheOthersFailWithinTheTimeout) {
+  const int n = 3;
+  const int timeout_s = 10;
+  TempDir dir;
+  const int port = strata::parallel::pick_free_port("127.0.0.1");
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pids.push_back(spawn({STRATA_PARALLEL_WORKER, "loop", "ring", dir.path}, rank_env(r, n, port, timeout_s),
+                         dir.path + "/rank" + std::to_string(r) + ".log"));
+  }
+  // Wait until every rank has finished one allreduce, i.e. they are connected
+  // and looping.
+  const auto ready_deadline = Clock::now() + std::chrono::seconds(30);
+  for (int r = 0; r < n; ++r) {
+    struct stat st {};
+    while (stat((dir.path + "/rank" + std::to_string(r)).c_str(), &st) != 0 && Clock::now() < ready_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  kill(pids[1], SIGKILL);
+  const auto killed_at = Clock::now();
+  const auto deadline = killed_at + std::chrono::seconds(timeout_s + 5);
+  std::vector<int> status(n);
+  for (int r = 0; r < n; ++r) status[r] = wait_for(pids[r], deadline);
+  const double took = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  EXPECT_EQ(status[1], 128 + SIGKILL);
+  for (int r : {0, 2}) {
+    const std::string out = read_file(dir.path + "/rank" + std::to_string(r) + ".log");
+    EXPECT_EQ(status[r], 1) << "rank " << r << ":\n" << out;
+    const bool closed = out.find("closed the connection") != std::string::npos;
+    const bool timed_out = out.find("timed out after") != std::string::npos;
+    EXPECT_TRUE(closed || timed_out) << out;
+    EXPECT_NE(out.find("rank " + std::to_string(r) + " on "), std::string::npos) << out;
+  }
+  // Rank 2 receives from rank 1 in the ring: it must name the dead rank.
+  EXPECT_NE(read_file(dir.path + "/rank2.log").find("rank 1 (127.0.0.1:"), std::string::npos)
+      << read_file(dir.path + "/rank2.log");
+  EXPECT_LT(took, timeout_s + 1.0);
+}
+
+}  // namespace

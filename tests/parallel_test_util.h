@@ -1,0 +1,330 @@
+// Exact-result checks of every Communicator collective, shared by the
+// ranks-as-threads tests (parallel_collectives_test.cpp) and the
+// multi-process worker (parallel_worker.cpp). Every rank of a world calls the
+// same check_* function; each throws std::runtime_error describing the first
+// wrong element.
+//
+// Inputs are small integers (|v| <= 16), so that sums over up to 4 ranks, and
+// every partial sum on the way, are exact in f16 and bf16 as well; averages
+// are checked against the same rounding the kernels promise (f32 division
+// rounded to the dtype; truncating integer division for i32/u8).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "framework/communicator.h"
+#include "framework/dtype.h"
+#include "framework/tensor.h"
+
+namespace strata::parallel_test {
+
+inline const std::vector<DType>& all_dtypes() {
+  static const std::vector<DType> d = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kU8};
+  return d;
+}
+
+inline const std::vector<ReduceOp>& all_ops() {
+  static const std::vector<ReduceOp> o = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax};
+  return o;
+}
+
+inline const char* op_str(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAverage: return "average";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+  }
+  return "?";
+}
+
+// 0, 1, 7, world-1, a size not divisible by the world, ~1e5 (not divisible either).
+inline std::vector<int64_t> test_sizes(int world, int64_t large = 100003) {
+  std::vector<int64_t> s = {0, 1, 7, world - 1, 2 * world + 1, large};
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  return s;
+}
+
+// The integer rank r holds at index i (u8: non-negative).
+inline int64_t value(int64_t i, int r, DType d) {
+  const int64_t v = (i * 7 + r * 13 + 3) % 17;
+  return d == DType::kU8 ? v : v - 5;
+}
+
+inline void set_value(Tensor& t, int64_t i, double v) {
+  switch (t.dtype()) {
+    case DType::kF32: t.data<float>()[i] = static_cast<float>(v); return;
+    case DType::kF16: t.data<uint16_t>()[i] = float_to_f16(static_cast<float>(v)); return;
+    case DType::kBF16: t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v)); return;
+    case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(v); return;
+    case DType::kU8: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); return;
+  }
+}
+
+inline double get_value(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kF32: return t.data<float>()[i];
+    case DType::kF16: return f16_to_float(t.data<uint16_t>()[i]);
+    case DType::kBF16: return bf16_to_float(t.data<uint16_t>()[i]);
+    case DType::kI32: return t.data<int32_t>()[i];
+    case DType::kU8: return t.data<uint8_t>()[i];
+  }
+  return 0;
+}
+
+// The exact result of op over value(i, 0..world-1), rounded like the kernels.
+inline double expected_reduce(int64_t i, int world, DType d, ReduceOp op) {
+  int64_t sum = 0, lo = value(i, 0, d), hi = lo;
+  for (int r = 0; r < world; ++r) {
+    const int64_t v = value(i, r, d);
+    sum += v;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  switch (op) {
+    case ReduceOp::kSum: return static_cast<double>(sum);
+    case ReduceOp::kMin: return static_cast<double>(lo);
+    case ReduceOp::kMax: return static_cast<double>(hi);
+    case ReduceOp::kAverage: break;
+  }
+  const float q = static_cast<float>(sum) / static_cast<float>(world);
+  switch (d) {
+    case DType::kF32: return q;
+    case DType::kF16: return f16_to_float(float_to_f16(q));
+    case DType::kBF16: return bf16_to_float(float_to_bf16(q));
+    case DType::kI32:
+    case DType::kU8: return static_cast<double>(sum / world);
+  }
+  return 0;
+}
+
+inline Tensor filled(int64_t n, DType d, int r, int64_t index_offset = 0) {
+  Tensor t({n}, d);
+  for (int64_t i = 0; i < n; ++i) set_value(t, i, static_cast<double>(value(i + index_offset, r, d)));
+  return t;
+}
+
+inline std::string where(const Communicator& c, const char* what, DType d, int64_t n) {
+  return "rank " + std::to_string(c.rank()) + " of " + std::to_string(c.world_size()) + ": " + what + " " +
+         dtype_name(d) + " n=" + std::to_string(n);
+}
+
+inline void expect_eq(double got, double want, const std::string& ctx, int64_t i) {
+  if (got != want) {
+    throw std::runtime_error(ctx + ": element " + std::to_string(i) + " is " + std::to_string(got) +
+                             ", expected " + std::to_string(want));
+  }
+}
+
+// allreduce: every dtype x op x size.
+inline void check_allreduce(Communicator& c, const std::vector<int64_t>& sizes) {
+  for (DType d : all_dtypes()) {
+    for (ReduceOp op : all_ops()) {
+      for (int64_t n : sizes) {
+        Tensor t = filled(n, d, c.rank());
+        c.allreduce(t, op);
+        const std::string ctx = where(c, "allreduce", d, n) + " " + op_str(op);
+        for (int64_t i = 0; i < n; ++i) expect_eq(get_value(t, i), expected_reduce(i, c.world_size(), d, op), ctx, i);
+      }
+    }
+  }
+}
+
+// broadcast from every root.
+inline void check_broadcast(Communicator& c, const std::vector<int64_t>& sizes) {
+  for (DType d : all_dtypes()) {
+    for (int64_t n : sizes) {
+      for (int root = 0; root < c.world_size(); ++root) {
+        Tensor t = filled(n, d, c.rank());
+        c.broadcast(t, root);
+        const std::string ctx = where(c, "broadcast", d, n) + " root " + std::to_string(root);
+        for (int64_t i = 0; i < n; ++i) expect_eq(get_value(t, i), static_cast<double>(value(i, root, d)), ctx, i);
+      }
+    }
+  }
+}
+
+// reduce to every root; non-roots keep their input.
+inline void check_reduce(Communicator& c, const std::vector<int64_t>& sizes) {
+  for (DType d : all_dtypes()) {
+    for (ReduceOp op : all_ops()) {
+      for (int64_t n : sizes) {
+        for (int root = 0; root < c.world_size(); ++root) {
+          Tensor t = filled(n, d, c.rank());
+          c.reduce(t, op, root);
+          const std::string ctx = where(c, "reduce", d, n) + " " + op_str(op) + " root " + std::to_string(root);
+          for (int64_t i = 0; i < n; ++i) {
+            const double want = c.rank() == root ? expected_reduce(i, c.world_size(), d, op)
+                                                 : static_cast<double>(value(i, c.rank(), d));
+            expect_eq(get_value(t, i), want, ctx, i);
+          }
+        }
+      }
+    }
+  }
+}
+
+inline void check_allgather(Communicator& c, const std::vector<int64_t>& sizes) {
+  const int w = c.world_size();
+  for (DType d : all_dtypes()) {
+    for (int64_t n : sizes) {
+      Tensor in = filled(n, d, c.rank());
+      Tensor out({w * n}, d);
+      c.allgather(in, out);
+      const std::string ctx = where(c, "allgather", d, n);
+      for (int b = 0; b < w; ++b) {
+        for (int64_t i = 0; i < n; ++i) expect_eq(get_value(out, b * n + i), static_cast<double>(value(i, b, d)), ctx, b * n + i);
+      }
+    }
+  }
+}
+
+// gather to every root; non-roots' output stays untouched.
+inline void check_gather(Communicator& c, const std::vector<int64_t>& sizes) {
+  const int w = c.world_size();
+  for (DType d : all_dtypes()) {
+    for (int64_t n : sizes) {
+      for (int root = 0; root < w; ++root) {
+        Tensor in = filled(n, d, c.rank());
+        Tensor out({w * n}, d);
+        for (int64_t i = 0; i < w * n; ++i) set_value(out, i, 3);
+        c.gather(in, out, root);
+        const std::string ctx = where(c, "gather", d, n) + " root " + std::to_string(root);
+        for (int b = 0; b < w; ++b) {
+          for (int64_t i = 0; i < n; ++i) {
+            const double want = c.rank() == root ? static_cast<double>(value(i, b, d)) : 3.0;
+            expect_eq(get_value(out, b * n + i), want, ctx, b * n + i);
+          }
+        }
+      }
+    }
+  }
+}
+
+// scatter from every root: block b of root's input is value(., b + root).
+inline void check_scatter(Communicator& c, const std::vector<int64_t>& sizes) {
+  const int w = c.world_size();
+  for (DType d : all_dtypes()) {
+    for (int64_t n : sizes) {
+      for (int root = 0; root < w; ++root) {
+        Tensor in({w * n}, d);
+        for (int b = 0; b < w; ++b) {
+          // Non-roots fill garbage (their input must be ignored).
+          for (int64_t i = 0; i < n; ++i) {
+            set_value(in, b * n + i, c.rank() == root ? static_cast<double>(value(i, b + root, d)) : 1.0);
+          }
+        }
+        Tensor out({n}, d);
+        c.scatter(in, out, root);
+        const std::string ctx = where(c, "scatter", d, n) + " root " + std::to_string(root);
+        for (int64_t i = 0; i < n; ++i) expect_eq(get_value(out, i), static_cast<double>(value(i, c.rank() + root, d)), ctx, i);
+      }
+    }
+  }
+}
+
+// reduce_scatter: rank r's input block b holds value(b * n + i, r).
+inline void check_reduce_scatter(Communicator& c, const std::vector<int64_t>& sizes) {
+  const int w = c.world_size();
+  for (DType d : all_dtypes()) {
+    for (ReduceOp op : all_ops()) {
+      for (int64_t n : sizes) {
+        Tensor in = filled(w * n, d, c.rank());
+        const Tensor before = in.clone();
+        Tensor out({n}, d);
+        c.reduce_scatter(in, out, op);
+        const std::string ctx = where(c, "reduce_scatter", d, n) + " " + op_str(op);
+        for (int64_t i = 0; i < n; ++i) {
+          expect_eq(get_value(out, i), expected_reduce(c.rank() * n + i, w, d, op), ctx, i);
+        }
+        if (in.nbytes() && std::memcmp(in.raw_data(), before.raw_data(), in.nbytes()) != 0) {
+          throw std::runtime_error(ctx + ": the input was modified");
+        }
+      }
+    }
+  }
+}
+
+// Each rank sends to the next and receives from the previous, several tags
+// in a row; even ranks send first, odd ranks receive first.
+inline void check_send_recv(Communicator& c, const std::vector<int64_t>& sizes) {
+  const int w = c.world_size();
+  const int r = c.rank();
+  const int next = (r + 1) % w;
+  const int prev = (r + w - 1) % w;
+  for (DType d : all_dtypes()) {
+    for (int64_t n : sizes) {
+      for (int k = 0; k < 2; ++k) {
+        const int send_tag = 100 * k + r;
+        const int recv_tag = 100 * k + prev;
+        Tensor out = filled(n, d, r + k);
+        Tensor in({n}, d);
+        if (r % 2 == 0) {
+          c.send(out, next, send_tag);
+          c.recv(in, prev, recv_tag);
+        } else {
+          c.recv(in, prev, recv_tag);
+          c.send(out, next, send_tag);
+        }
+        const std::string ctx = where(c, "send/recv", d, n) + " tag " + std::to_string(recv_tag);
+        for (int64_t i = 0; i < n; ++i) expect_eq(get_value(in, i), static_cast<double>(value(i, prev + k, d)), ctx, i);
+      }
+    }
+  }
+}
+
+// Several async allreduces and broadcasts in flight at once, interleaved
+// with a blocking call, all completing with the right results.
+inline void check_async(Communicator& c, int64_t n) {
+  const int w = c.world_size();
+  std::vector<Tensor> sums;
+  std::vector<std::unique_ptr<CommWork>> works;
+  for (int k = 0; k < 4; ++k) {
+    sums.push_back(filled(n + k, DType::kF32, c.rank()));
+    works.push_back(c.allreduce_async(sums.back(), ReduceOp::kSum));
+  }
+  Tensor bc = filled(n, DType::kI32, c.rank());
+  works.push_back(c.broadcast_async(bc, w - 1));
+  Tensor sync = filled(5, DType::kI32, c.rank());
+  c.allreduce(sync, ReduceOp::kMax);  // queued behind the async ones
+  for (auto& wk : works) wk->wait();
+  for (auto& wk : works) {
+    if (!wk->is_done()) throw std::runtime_error("async work not done after wait()");
+  }
+  for (int k = 0; k < 4; ++k) {
+    const std::string ctx = where(c, "allreduce_async", DType::kF32, n + k);
+    for (int64_t i = 0; i < n + k; ++i) expect_eq(get_value(sums[k], i), expected_reduce(i, w, DType::kF32, ReduceOp::kSum), ctx, i);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    expect_eq(get_value(bc, i), static_cast<double>(value(i, w - 1, DType::kI32)), where(c, "broadcast_async", DType::kI32, n), i);
+  }
+  for (int64_t i = 0; i < 5; ++i) {
+    expect_eq(get_value(sync, i), expected_reduce(i, w, DType::kI32, ReduceOp::kMax), where(c, "allreduce", DType::kI32, 5), i);
+  }
+}
+
+// Everything above, as the multi-process worker runs it.
+inline void check_everything(Communicator& c, int64_t large) {
+  const std::vector<int64_t> sizes = test_sizes(c.world_size(), large);
+  check_allreduce(c, sizes);
+  check_broadcast(c, sizes);
+  check_reduce(c, sizes);
+  check_allgather(c, sizes);
+  check_gather(c, sizes);
+  check_scatter(c, sizes);
+  check_reduce_scatter(c, sizes);
+  check_send_recv(c, sizes);
+  check_async(c, 1000);
+  c.barrier();
+}
+
+}  // namespace strata::parallel_test
