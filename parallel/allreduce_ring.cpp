@@ -27,16 +27,16 @@ void allreduce_ring(Transport& t, Workspace& ws, void* data, size_t count, DType
   for (int s = 0; s < n - 1; ++s) {
     const int send_c = mod(r - s);
     const int recv_c = mod(r - s - 1);
-    send_recv_reduce(t, next, base + begin(send_c) * es, len(send_c) * es, prev, base + begin(recv_c) * es,
-                     scratch, len(recv_c), dtype, op);
+    send_recv_reduce(t, next, base + begin(send_c) * es, len(send_c) * es, prev, base + begin(recv_c) * es, scratch,
+                     len(recv_c), dtype, op);
   }
   const int own = mod(r + 1);
   if (op == ReduceOp::kAverage) scale_average(base + begin(own) * es, len(own), dtype, n);
   for (int s = 0; s < n - 1; ++s) {
     const int send_c = mod(r + 1 - s);
     const int recv_c = mod(r - s);
-    t.send_recv(next, base + begin(send_c) * es, len(send_c) * es, prev, base + begin(recv_c) * es,
-                len(recv_c) * es, nullptr);
+    t.send_recv(next, base + begin(send_c) * es, len(send_c) * es, prev, base + begin(recv_c) * es, len(recv_c) * es,
+                nullptr);
   }
 }
 

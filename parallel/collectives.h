@@ -74,8 +74,8 @@ inline size_t chunk_begin(size_t count, int parts, int i) {
 // Building block: sends send_bytes to send_peer while receiving `count`
 // elements from recv_peer into `scratch`, reducing them into `dst`
 // (dst = op(dst, received)) stretch by stretch as they arrive.
-void send_recv_reduce(Transport& t, int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
-                      void* dst, void* scratch, size_t count, DType dtype, ReduceOp op);
+void send_recv_reduce(Transport& t, int send_peer, const void* send_data, size_t send_bytes, int recv_peer, void* dst,
+                      void* scratch, size_t count, DType dtype, ReduceOp op);
 
 // --- allreduce: every rank ends with op over all ranks' data (in place). ---
 // Ring: reduce-scatter then allgather around the ring; each rank sends and

@@ -22,7 +22,12 @@ std::unique_ptr<Communicator> create_tcp(const RankEnv& env, const CommunicatorO
   tcp_opts.algorithm = parse_allreduce_algorithm(opts.algorithm);
   tcp_opts.hostname = env.hostname;
   if (env.master_host.empty() || env.master_port <= 0) {
-    fail<ConfigError>(env.describe(), ": the tcp backend needs the master address (STRATA_MASTER=host:port)");
+    fail<ConfigError>(env.describe(), ": the tcp backend needs rank 0's store address: set STRATA_MASTER=host:port "
+                      "(strata launch does; with mpirun pass -x STRATA_MASTER -x STRATA_TOKEN)");
+  }
+  if (env.token.empty()) {
+    fail<ConfigError>(env.describe(), ": the tcp backend needs the shared STRATA_TOKEN for joining rank 0's store "
+                      "(strata launch sets it; otherwise export the same value on every rank)");
   }
   std::shared_ptr<StoreServer> server;
   if (env.rank == 0) {

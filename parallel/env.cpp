@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -54,7 +55,13 @@ RankEnv detect_rank_env() {
     e.rank = env_int("SLURM_PROCID", 0);
     e.world_size = env_int("SLURM_NTASKS", 1);
     e.local_rank = env_int("SLURM_LOCALID", 0);
-    e.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 1);
+    // SLURM_NTASKS_PER_NODE exists only with --ntasks-per-node; otherwise
+    // SLURM_TASKS_PER_NODE ("4(x2),3") starts with this layout's first count.
+    e.local_world_size = env_int("SLURM_NTASKS_PER_NODE", 0);
+    if (e.local_world_size == 0) {
+      const char* tpn = env("SLURM_TASKS_PER_NODE");
+      e.local_world_size = tpn ? std::max(1, std::atoi(tpn)) : 1;
+    }
   } else {
     e.launcher = "none";
   }
@@ -66,28 +73,22 @@ RankEnv detect_rank_env() {
   e.timeout = std::chrono::seconds(env_int("STRATA_TIMEOUT_S", 300));
   if (!e.distributed()) return e;
 
-  const char* master = env("STRATA_MASTER");
-  if (!master) {
-    fail<ConfigError>(e.describe(), ": STRATA_MASTER (host:port of rank 0's store) is not set; start ranks "
-                      "with `strata launch`, or export it (mpirun -x STRATA_MASTER -x STRATA_TOKEN)");
+  // The tcp backend needs rank 0's store address and the shared token; the
+  // mpi backend does not, so their absence is reported by the backend that
+  // needs them (create_communicator), not here.
+  if (const char* master = env("STRATA_MASTER")) {
+    const std::string m = master;
+    const size_t colon = m.rfind(':');
+    if (colon == std::string::npos || colon == 0) fail<ConfigError>("STRATA_MASTER='", m, "' is not host:port");
+    const std::string port = m.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoi(port) > 65535) {
+      fail<ConfigError>("STRATA_MASTER='", m, "' has no valid port");
+    }
+    e.master_host = m.substr(0, colon);
+    e.master_port = std::stoi(port);
   }
-  const std::string m = master;
-  const size_t colon = m.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    fail<ConfigError>("STRATA_MASTER='", m, "' is not host:port");
-  }
-  e.master_host = m.substr(0, colon);
-  const std::string port = m.substr(colon + 1);
-  if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
-    fail<ConfigError>("STRATA_MASTER='", m, "' has no valid port");
-  }
-  e.master_port = std::stoi(port);
-  const char* token = env("STRATA_TOKEN");
-  if (!token) {
-    fail<ConfigError>(e.describe(), ": STRATA_TOKEN (the shared secret for joining the store) is not set; "
-                      "`strata launch` sets it, or export the same value on every rank");
-  }
-  e.token = token;
+  if (const char* token = env("STRATA_TOKEN")) e.token = token;
   return e;
 }
 

@@ -7,7 +7,10 @@
 // - MPI is initialised on the first call (MPI_THREAD_MULTIPLE when the library
 //   offers it; otherwise every MPI call is serialised behind one mutex) and
 //   finalised at process exit. If the program initialised MPI itself, it also
-//   finalises it. Each communicator works on its own duplicate of
+//   finalises it. Before initialising, OMPI_MCA_coll_libnbc_iallreduce_algorithm
+//   defaults to "ring" (unless set): OpenMPI otherwise reduces in-place
+//   non-blocking allreduces to one rank and broadcasts back, about half the
+//   bandwidth for large tensors. Each communicator works on its own duplicate of
 //   MPI_COMM_WORLD, so its traffic never mixes with the program's own.
 // - dtypes: f32 -> MPI_FLOAT, i32 -> MPI_INT, u8 -> MPI_UNSIGNED_CHAR.
 //   f16/bf16 travel as MPI_UINT16_T (2 bytes per element on the wire); their

@@ -8,8 +8,8 @@
 
 namespace strata::parallel {
 
-void send_recv_reduce(Transport& t, int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
-                      void* dst, void* scratch, size_t count, DType dtype, ReduceOp op) {
+void send_recv_reduce(Transport& t, int send_peer, const void* send_data, size_t send_bytes, int recv_peer, void* dst,
+                      void* scratch, size_t count, DType dtype, ReduceOp op) {
   const size_t es = dtype_size(dtype);
   auto* d = static_cast<char*>(dst);
   const auto* s = static_cast<const char*>(scratch);

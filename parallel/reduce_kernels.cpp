@@ -142,12 +142,10 @@ void scale_average(void* data, size_t n, DType dtype, int world_size) {
       return;
     }
     case DType::kF16:
-      scale_half(static_cast<uint16_t*>(data), n, static_cast<float>(world_size), f16_block_to_f32,
-                 f32_block_to_f16);
+      scale_half(static_cast<uint16_t*>(data), n, static_cast<float>(world_size), f16_block_to_f32, f32_block_to_f16);
       return;
     case DType::kBF16:
-      scale_half(static_cast<uint16_t*>(data), n, static_cast<float>(world_size), bf16_block_to_f32,
-                 f32_block_to_bf16);
+      scale_half(static_cast<uint16_t*>(data), n, static_cast<float>(world_size), bf16_block_to_f32, f32_block_to_bf16);
       return;
     case DType::kI32: {
       auto* p = static_cast<int32_t*>(data);
@@ -165,10 +163,14 @@ void scale_average(void* data, size_t n, DType dtype, int world_size) {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAverage: return "average";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
   }
   return "?";
 }

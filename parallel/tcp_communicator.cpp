@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -29,9 +28,12 @@ AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name) {
 
 const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
   switch (algorithm) {
-    case AllreduceAlgorithm::kAuto: return "auto";
-    case AllreduceAlgorithm::kRing: return "ring";
-    case AllreduceAlgorithm::kTree: return "tree";
+    case AllreduceAlgorithm::kAuto:
+      return "auto";
+    case AllreduceAlgorithm::kRing:
+      return "ring";
+    case AllreduceAlgorithm::kTree:
+      return "tree";
   }
   return "?";
 }
@@ -51,14 +53,22 @@ enum class Kind : uint8_t {
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::kBroadcast: return "broadcast";
-    case Kind::kAllreduce: return "allreduce";
-    case Kind::kReduce: return "reduce";
-    case Kind::kAllgather: return "allgather";
-    case Kind::kGather: return "gather";
-    case Kind::kScatter: return "scatter";
-    case Kind::kReduceScatter: return "reduce_scatter";
-    case Kind::kBarrier: return "barrier";
+    case Kind::kBroadcast:
+      return "broadcast";
+    case Kind::kAllreduce:
+      return "allreduce";
+    case Kind::kReduce:
+      return "reduce";
+    case Kind::kAllgather:
+      return "allgather";
+    case Kind::kGather:
+      return "gather";
+    case Kind::kScatter:
+      return "scatter";
+    case Kind::kReduceScatter:
+      return "reduce_scatter";
+    case Kind::kBarrier:
+      return "barrier";
   }
   return "unknown operation";
 }
@@ -79,9 +89,8 @@ struct Call {
   uint64_t seq = 0;    // collective call number on this communicator, from 1
 
   bool operator==(const Call& o) const {
-    return kind == o.kind && dtype == o.dtype && count == o.count && seq == o.seq &&
-           (!has_op(kind) || op == o.op) && (!has_root(kind) || root == o.root) &&
-           (kind != Kind::kAllreduce || algorithm == o.algorithm);
+    return kind == o.kind && dtype == o.dtype && count == o.count && seq == o.seq && (!has_op(kind) || op == o.op) &&
+           (!has_root(kind) || root == o.root) && (kind != Kind::kAllreduce || algorithm == o.algorithm);
   }
 
   std::string str() const {
@@ -166,17 +175,41 @@ std::string this_hostname() {
   return host;
 }
 
+// How an operation failed. The waiting thread throws a fresh exception of
+// the same type, so no exception object is shared between threads.
+enum class ErrorKind { kNone, kError, kShape, kNetwork, kTimeout };
+
+struct Failure {
+  ErrorKind kind = ErrorKind::kNone;
+  std::string message;
+};
+
+[[noreturn]] void throw_failure(const Failure& f) {
+  switch (f.kind) {
+    case ErrorKind::kTimeout:
+      throw TimeoutError(f.message);
+    case ErrorKind::kNetwork:
+      throw NetworkError(f.message);
+    case ErrorKind::kShape:
+      throw ShapeError(f.message);
+    case ErrorKind::kNone:
+    case ErrorKind::kError:
+      break;
+  }
+  throw Error(f.message);
+}
+
 // Completion state shared by a queued job and its CommWork handle.
 struct WorkState {
   std::mutex mutex;
   std::condition_variable cv;
   bool done = false;
-  std::exception_ptr error;
+  Failure failure;
 
-  void finish(std::exception_ptr e) {
+  void finish(Failure f) {
     {
       std::lock_guard<std::mutex> lock(mutex);
-      error = std::move(e);
+      failure = std::move(f);
       done = true;
     }
     cv.notify_all();
@@ -184,7 +217,7 @@ struct WorkState {
   void wait() {
     std::unique_lock<std::mutex> lock(mutex);
     cv.wait(lock, [&] { return done; });
-    if (error) std::rethrow_exception(error);
+    if (failure.kind != ErrorKind::kNone) throw_failure(failure);
   }
 };
 
@@ -214,7 +247,7 @@ struct TcpCommunicator::Impl {
   // first, then the transport closes, then held resources (store, server) go.
   std::vector<std::shared_ptr<void>> held;
   std::unique_ptr<Transport> transport;  // null after an error (see close_transport)
-  std::mutex transport_mutex;           // guards resetting it against set_timeout
+  std::mutex transport_mutex;            // guards resetting it against set_timeout
   TcpCommunicatorOptions options;
   std::string self;  // "rank 1 on host-a"
   int rank = 0;
@@ -245,37 +278,32 @@ struct TcpCommunicator::Impl {
     }
   }
 
-  std::exception_ptr execute(Job& job) {
+  Failure execute(Job& job) {
     if (!broken.empty()) {
-      return std::make_exception_ptr(Error(self + ": " + job.what +
-                                           " cannot run: this communicator is unusable after an earlier error: " +
-                                           broken));
+      return Failure{
+          ErrorKind::kError,
+          self + ": " + job.what + " cannot run: this communicator is unusable after an earlier error: " + broken};
     }
+    Failure f;
     try {
       job.run();
-      return nullptr;
+      return f;
+    } catch (const TimeoutError& e) {
+      f = Failure{ErrorKind::kTimeout, e.what()};
+    } catch (const NetworkError& e) {
+      f = Failure{ErrorKind::kNetwork, e.what()};
+    } catch (const ShapeError& e) {
+      f = Failure{ErrorKind::kShape, e.what()};
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      if (what.rfind(self, 0) != 0) what = self + ": " + what;
-      what += " [in " + job.what + "]";
-      broken = what;
-      close_transport();
-      try {
-        throw;
-      } catch (const TimeoutError&) {
-        return std::make_exception_ptr(TimeoutError(what));
-      } catch (const NetworkError&) {
-        return std::make_exception_ptr(NetworkError(what));
-      } catch (const ShapeError&) {
-        return std::make_exception_ptr(ShapeError(what));
-      } catch (...) {
-        return std::make_exception_ptr(Error(what));
-      }
+      f = Failure{ErrorKind::kError, e.what()};
     } catch (...) {
-      broken = self + ": unknown exception [in " + job.what + "]";
-      close_transport();
-      return std::current_exception();
+      f = Failure{ErrorKind::kError, "unknown exception"};
     }
+    if (f.message.rfind(self, 0) != 0) f.message = self + ": " + f.message;
+    f.message += " [in " + job.what + "]";
+    broken = f.message;
+    close_transport();
+    return f;
   }
 
   // After an error the byte streams are out of step. Closing the
@@ -314,8 +342,8 @@ struct TcpCommunicator::Impl {
                   "): the ranks are not issuing the same operations in the same order");
     }
     if (std::memcmp(theirs, kCollectiveMagic, 4) != 0) {
-      fail<Error>(self, ": ", transport->peer_name(prev), " sent bytes that are not a call header during ",
-                  call.str(), ": the ranks are out of step (mismatched sizes in an earlier call?)");
+      fail<Error>(self, ": ", transport->peer_name(prev), " sent bytes that are not a call header during ", call.str(),
+                  ": the ranks are out of step (mismatched sizes in an earlier call?)");
     }
     const Call other = decode_call(theirs);
     if (!(other == call)) {
@@ -326,31 +354,32 @@ struct TcpCommunicator::Impl {
 
   void check_tensor(const Tensor& t, const char* op, const char* name) const {
     if (!t.device().is_cpu()) {
-      fail<Error>(self, ": ", op, ": ", name, " is on ", t.device().str(),
-                  "; the tcp backend moves CPU tensors only");
+      fail<Error>(self, ": ", op, ": ", name, " is on ", t.device().str(), "; the tcp backend moves CPU tensors only");
     }
     if (!t.defined()) fail<Error>(self, ": ", op, ": ", name, " has no storage");
   }
 
   void check_root(int root, const char* op) const {
-    if (root < 0 || root >= world) fail<Error>(self, ": ", op, ": root ", root, " is not a rank of this world (0..", world - 1, ")");
+    if (root < 0 || root >= world)
+      fail<Error>(self, ": ", op, ": root ", root, " is not a rank of this world (0..", world - 1, ")");
   }
 
   void check_peer(int peer, const char* op) const {
-    if (peer < 0 || peer >= world) fail<Error>(self, ": ", op, ": rank ", peer, " is not in this world (0..", world - 1, ")");
+    if (peer < 0 || peer >= world)
+      fail<Error>(self, ": ", op, ": rank ", peer, " is not in this world (0..", world - 1, ")");
     if (peer == rank) fail<Error>(self, ": ", op, ": rank ", peer, " is this rank; it cannot message itself");
   }
 
   void check_blocks(const Tensor& whole, const char* whole_name, const Tensor& block, const char* block_name,
                     const char* op) const {
     if (whole.dtype() != block.dtype()) {
-      fail<ShapeError>(self, ": ", op, ": ", whole_name, " is ", dtype_name(whole.dtype()), " but ", block_name,
-                       " is ", dtype_name(block.dtype()), "; they must have the same dtype");
+      fail<ShapeError>(self, ": ", op, ": ", whole_name, " is ", dtype_name(whole.dtype()), " but ", block_name, " is ",
+                       dtype_name(block.dtype()), "; they must have the same dtype");
     }
     if (whole.numel() != block.numel() * world) {
-      fail<ShapeError>(self, ": ", op, ": ", whole_name, " has ", whole.numel(), " elements ",
-                       shape_str(whole.shape()), ", expected world_size (", world, ") x ", block_name, " (",
-                       block.numel(), " elements ", shape_str(block.shape()), ") = ", block.numel() * world);
+      fail<ShapeError>(self, ": ", op, ": ", whole_name, " has ", whole.numel(), " elements ", shape_str(whole.shape()),
+                       ", expected world_size (", world, ") x ", block_name, " (", block.numel(), " elements ",
+                       shape_str(block.shape()), ") = ", block.numel() * world);
     }
     if (whole.numel() > 0 && block.numel() > 0 && whole.shares_storage_with(block)) {
       fail<Error>(self, ": ", op, ": ", whole_name, " and ", block_name, " share storage; pass separate tensors");
@@ -497,12 +526,11 @@ void TcpCommunicator::gather(const Tensor& in, Tensor& out, int root) {
   call.dtype = in.dtype();
   call.root = root;
   call.count = static_cast<uint64_t>(in.numel());
-  m.run_blocking(describe("gather", in) + " per rank, root " + std::to_string(root) + ")",
-                 [&m, &in, &out, call]() mutable {
-                   m.check_call(call);
-                   gather_linear(*m.transport, in.raw_data(), m.rank == call.root ? out.raw_data() : nullptr,
-                                 in.nbytes(), call.root);
-                 });
+  m.run_blocking(describe("gather", in) + " per rank, root " + std::to_string(root) + ")", [&m, &in, &out,
+                                                                                            call]() mutable {
+    m.check_call(call);
+    gather_linear(*m.transport, in.raw_data(), m.rank == call.root ? out.raw_data() : nullptr, in.nbytes(), call.root);
+  });
 }
 
 void TcpCommunicator::scatter(const Tensor& in, Tensor& out, int root) {
@@ -537,12 +565,11 @@ void TcpCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op)
   call.dtype = out.dtype();
   call.op = op;
   call.count = static_cast<uint64_t>(out.numel());
-  m.run_blocking(describe("reduce_scatter", out) + " per rank, " + reduce_op_name(op) + ")",
-                 [&m, &in, &out, call]() mutable {
-                   m.check_call(call);
-                   reduce_scatter_ring(*m.transport, m.workspace, in.raw_data(), out.raw_data(), call.count,
-                                       call.dtype, call.op);
-                 });
+  m.run_blocking(
+      describe("reduce_scatter", out) + " per rank, " + reduce_op_name(op) + ")", [&m, &in, &out, call]() mutable {
+        m.check_call(call);
+        reduce_scatter_ring(*m.transport, m.workspace, in.raw_data(), out.raw_data(), call.count, call.dtype, call.op);
+      });
 }
 
 void TcpCommunicator::barrier() {
@@ -587,20 +614,23 @@ void TcpCommunicator::recv(Tensor& t, int src, int tag) {
                                  ": the ranks are not issuing the same operations in the same order");
                    }
                    if (std::memcmp(header, kMessageMagic, 4) != 0) {
-                     fail<Error>(m.self, ": ", from, " sent bytes that are not a message header: the ranks are "
+                     fail<Error>(m.self, ": ", from,
+                                 " sent bytes that are not a message header: the ranks are "
                                  "out of step (mismatched sizes in an earlier call?)");
                    }
                    const Message msg = decode_message(header);
                    if (msg.tag != tag) {
-                     fail<Error>(m.self, ": recv from ", from, " expected tag ", tag, ", but the next message from "
-                                 "that rank has tag ", msg.tag, " (", msg.count, " x ", safe_dtype_name(msg.dtype),
+                     fail<Error>(m.self, ": recv from ", from, " expected tag ", tag,
+                                 ", but the next message from "
+                                 "that rank has tag ",
+                                 msg.tag, " (", msg.count, " x ", safe_dtype_name(msg.dtype),
                                  "); messages between two ranks arrive in the order they were sent, so sends and "
                                  "recvs must be issued in the same order");
                    }
                    if (msg.dtype != t.dtype() || msg.count != static_cast<uint64_t>(t.numel())) {
-                     fail<ShapeError>(m.self, ": recv from ", from, " (tag ", tag, "): the message holds ",
-                                      msg.count, " x ", safe_dtype_name(msg.dtype), ", but the receiving tensor is ",
-                                      t.numel(), " x ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
+                     fail<ShapeError>(m.self, ": recv from ", from, " (tag ", tag, "): the message holds ", msg.count,
+                                      " x ", safe_dtype_name(msg.dtype), ", but the receiving tensor is ", t.numel(),
+                                      " x ", dtype_name(t.dtype()), " ", shape_str(t.shape()));
                    }
                    m.transport->recv(src, t.raw_data(), t.nbytes());
                  });

@@ -14,7 +14,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -103,8 +102,12 @@ std::string join_ranks(const std::vector<int>& ranks) {
 class TcpTransport final : public Transport {
  public:
   TcpTransport(int rank, int world_size, std::string hostname, std::chrono::milliseconds timeout)
-      : rank_(rank), world_(world_size), hostname_(std::move(hostname)), timeout_ms_(timeout.count()),
-        sockets_(static_cast<size_t>(world_size)), addresses_(static_cast<size_t>(world_size)) {}
+      : rank_(rank),
+        world_(world_size),
+        hostname_(std::move(hostname)),
+        timeout_ms_(timeout.count()),
+        sockets_(static_cast<size_t>(world_size)),
+        addresses_(static_cast<size_t>(world_size)) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
@@ -144,19 +147,17 @@ class TcpTransport final : public Transport {
     return sockets_[static_cast<size_t>(peer)].fd();
   }
 
-  [[noreturn]] void closed(const char* op, int peer, size_t done, size_t total, const char* direction,
-                           int err) const {
+  [[noreturn]] void closed(const char* op, int peer, size_t done, size_t total, const char* direction, int err) const {
     std::string why = err ? std::string(" (") + std::strerror(err) + ")" : "";
-    fail<NetworkError>(self(), ": ", peer_name(peer), " closed the connection during ", op, why, " after ",
-                       done, " of ", total, " bytes ", direction,
+    fail<NetworkError>(self(), ": ", peer_name(peer), " closed the connection during ", op, why, " after ", done,
+                       " of ", total, " bytes ", direction,
                        "; that rank has probably exited or crashed, see its output");
   }
 
   // Moves send_bytes to send_peer and recv_bytes from recv_peer at the same
   // time. A direction with zero bytes is idle (its peer is not checked).
-  void transfer(const char* op, int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
-                void* recv_data, size_t recv_bytes,
-                const std::function<void(size_t, size_t)>* on_received) {
+  void transfer(const char* op, int send_peer, const void* send_data, size_t send_bytes, int recv_peer, void* recv_data,
+                size_t recv_bytes, const std::function<void(size_t, size_t)>* on_received) {
     const int sfd = send_bytes ? fd_of(send_peer, op) : -1;
     const int rfd = recv_bytes ? fd_of(recv_peer, op) : -1;
     const char* sp = static_cast<const char*>(send_data);
@@ -178,10 +179,10 @@ class TcpTransport final : public Transport {
           if (on_received) (*on_received)(before, got);
         } else if (n == 0) {
           closed(op, recv_peer, got, recv_bytes, "received", 0);
-        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          if (errno == ECONNRESET || errno == EPIPE) closed(op, recv_peer, got, recv_bytes, "received", errno);
-          fail<NetworkError>(self(), ": receiving from ", peer_name(recv_peer), " during ", op, " failed: ",
-                             std::strerror(errno));
+        } else if (const int err = errno; err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+          if (err == ECONNRESET || err == EPIPE) closed(op, recv_peer, got, recv_bytes, "received", err);
+          fail<NetworkError>(self(), ": receiving from ", peer_name(recv_peer), " during ", op,
+                             " failed: ", std::strerror(err));
         }
       }
       if (sent < send_bytes) {
@@ -189,10 +190,10 @@ class TcpTransport final : public Transport {
         if (n > 0) {
           sent += static_cast<size_t>(n);
           progressed = true;
-        } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-          if (errno == ECONNRESET || errno == EPIPE) closed(op, send_peer, sent, send_bytes, "sent", errno);
-          fail<NetworkError>(self(), ": sending to ", peer_name(send_peer), " during ", op, " failed: ",
-                             std::strerror(errno));
+        } else if (const int err = n < 0 ? errno : EAGAIN; err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
+          if (err == ECONNRESET || err == EPIPE) closed(op, send_peer, sent, send_bytes, "sent", err);
+          fail<NetworkError>(self(), ": sending to ", peer_name(send_peer), " during ", op,
+                             " failed: ", std::strerror(err));
         }
       }
       if (progressed) {
@@ -213,26 +214,28 @@ class TcpTransport final : public Transport {
       const int ms = remaining_ms(deadline);
       const int r = ::poll(fds, nfds, deadline == Deadline::max() ? -1 : ms);
       if (r < 0 && errno != EINTR) fail<NetworkError>(self(), ": poll failed during ", op, ": ", std::strerror(errno));
-      if (r == 0 && Clock::now() >= deadline) timed_out(op, send_peer, sent, send_bytes, recv_peer, got, recv_bytes, limit);
+      if (r == 0 && Clock::now() >= deadline) {
+        timed_out(op, send_peer, sent, send_bytes, recv_peer, got, recv_bytes, limit);
+      }
     }
   }
 
-  [[noreturn]] void timed_out(const char* op, int send_peer, size_t sent, size_t send_bytes, int recv_peer,
-                              size_t got, size_t recv_bytes, std::chrono::milliseconds limit) const {
+  [[noreturn]] void timed_out(const char* op, int send_peer, size_t sent, size_t send_bytes, int recv_peer, size_t got,
+                              size_t recv_bytes, std::chrono::milliseconds limit) const {
     // Name the peer we are waiting on: the sender if data is still due,
     // otherwise the receiver that stopped taking our data.
     const bool recv_pending = got < recv_bytes;
     const int waited = recv_pending ? recv_peer : send_peer;
-    std::string detail = recv_pending ? "received " + std::to_string(got) + " of " + std::to_string(recv_bytes) +
-                                            " bytes"
-                                      : "sent " + std::to_string(sent) + " of " + std::to_string(send_bytes) +
-                                            " bytes; the peer is not reading";
+    std::string detail =
+        recv_pending
+            ? "received " + std::to_string(got) + " of " + std::to_string(recv_bytes) + " bytes"
+            : "sent " + std::to_string(sent) + " of " + std::to_string(send_bytes) + " bytes; the peer is not reading";
     if (recv_pending && sent < send_bytes && send_peer != recv_peer) {
       detail += "; " + peer_name(send_peer) + " has taken " + std::to_string(sent) + " of " +
                 std::to_string(send_bytes) + " bytes sent to it";
     }
-    throw TimeoutError(self() + ": timed out after " + format_duration(limit) + " waiting for " +
-                       peer_name(waited) + " during " + op + " (" + detail +
+    throw TimeoutError(self() + ": timed out after " + format_duration(limit) + " waiting for " + peer_name(waited) +
+                       " during " + op + " (" + detail +
                        "); that rank is stuck, dead, or running a different operation");
   }
 
@@ -305,7 +308,7 @@ std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int wor
   if (world_size == 1) return t;
 
   const std::string advertise = options.advertise_host.empty() ? default_advertise_host() : options.advertise_host;
-  const std::string bind = !options.bind_host.empty() ? options.bind_host
+  const std::string bind = !options.bind_host.empty()    ? options.bind_host
                            : is_loopback_host(advertise) ? "127.0.0.1"
                                                          : "0.0.0.0";
   const uint64_t prefix_hash = fnv1a(prefix);
@@ -313,7 +316,9 @@ std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int wor
   const std::string during = " while connecting the tcp transport (prefix '" + prefix + "')";
   try {
     Socket listener = listen_tcp(bind, 0, world_size + 8);
-    const std::string mine = advertise + ":" + std::to_string(local_port(listener));
+    const bool ipv6_literal = advertise.find(':') != std::string::npos;
+    const std::string mine =
+        (ipv6_literal ? "[" + advertise + "]" : advertise) + ":" + std::to_string(local_port(listener));
     t->set_address(rank, mine);
     store.set(prefix + "/addr/" + std::to_string(rank), mine);
 
@@ -346,8 +351,8 @@ std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int wor
           if (!t->has_socket(p)) absent.push_back(p);
         }
         throw TimeoutError(self + ": timed out after " + format_duration(timeout) + " waiting for rank" +
-                           (absent.size() > 1 ? "s " : " ") + join_ranks(absent) + " to connect to " + mine +
-                           during + "; those ranks are not running, or cannot reach this address");
+                           (absent.size() > 1 ? "s " : " ") + join_ranks(absent) + " to connect to " + mine + during +
+                           "; those ranks are not running, or cannot reach this address");
       }
       char hello[kHelloBytes];
       try {
@@ -369,8 +374,8 @@ std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int wor
                            ", this rank with ", world_size, during);
       }
       if (peer < 0 || peer >= rank) {
-        fail<NetworkError>(self, ": a peer at ", s.peer(), " claims rank ", peer,
-                           ", but only lower ranks connect here", during);
+        fail<NetworkError>(self, ": a peer at ", s.peer(), " claims rank ", peer, ", but only lower ranks connect here",
+                           during);
       }
       if (t->has_socket(peer)) {
         fail<NetworkError>(self, ": two processes connected as rank ", peer, " (the second from ", s.peer(), ")",
@@ -403,14 +408,7 @@ std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int wor
     throw NetworkError(self + ": " + what + during);
   }
   for (int p = 0; p < world_size; ++p) {
-    if (p != rank) {
-      set_nonblocking(t->socket(p).fd());
-      if (const char* b = std::getenv("XBUF")) {
-        int v = std::atoi(b);
-        setsockopt(t->socket(p).fd(), SOL_SOCKET, SO_SNDBUF, &v, sizeof(v));
-        setsockopt(t->socket(p).fd(), SOL_SOCKET, SO_RCVBUF, &v, sizeof(v));
-      }
-    }
+    if (p != rank) set_nonblocking(t->socket(p).fd());
   }
   return t;
 }

@@ -43,8 +43,7 @@ struct TcpTransportOptions {
 };
 
 std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int world_size, const std::string& prefix,
-                                                 std::chrono::milliseconds timeout,
-                                                 const TcpTransportOptions& options);
+                                                 std::chrono::milliseconds timeout, const TcpTransportOptions& options);
 
 // The local IPv4 address of the interface that routes to host (found with a
 // connected UDP socket; no packet is sent), or "" when it cannot be found.

@@ -16,6 +16,8 @@
 
 #include "framework/error.h"
 #include "parallel/collectives.h"
+#include "parallel/communicator_factory.h"
+#include "parallel/env.h"
 #include "parallel/reduce_kernels.h"
 #include "parallel/socket.h"
 #include "parallel/store.h"
@@ -166,14 +168,12 @@ TEST_P(CollectivesTest, BarrierWaitsForEveryRank) {
   EXPECT_EQ(left_early.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesTest,
-                         testing::Values(WorldParam{2, AllreduceAlgorithm::kRing},
-                                         WorldParam{2, AllreduceAlgorithm::kTree},
-                                         WorldParam{3, AllreduceAlgorithm::kRing},
-                                         WorldParam{3, AllreduceAlgorithm::kTree},
-                                         WorldParam{4, AllreduceAlgorithm::kRing},
-                                         WorldParam{4, AllreduceAlgorithm::kTree}),
-                         param_name);
+INSTANTIATE_TEST_SUITE_P(
+    Worlds, CollectivesTest,
+    testing::Values(WorldParam{2, AllreduceAlgorithm::kRing}, WorldParam{2, AllreduceAlgorithm::kTree},
+                    WorldParam{3, AllreduceAlgorithm::kRing}, WorldParam{3, AllreduceAlgorithm::kTree},
+                    WorldParam{4, AllreduceAlgorithm::kRing}, WorldParam{4, AllreduceAlgorithm::kTree}),
+    param_name);
 
 // ---------------------------------------------------------------------------
 // The algorithms themselves, straight over the transport (no call headers),
@@ -234,8 +234,7 @@ TEST(Collectives, SendRecvReportsProgressInOrder) {
 
 TEST(Collectives, PeerNamesCarryAddresses) {
   auto transports = connect_world(2, 20s);
-  EXPECT_NE(transports[0]->peer_name(1).find("rank 1 (127.0.0.1:"), std::string::npos)
-      << transports[0]->peer_name(1);
+  EXPECT_NE(transports[0]->peer_name(1).find("rank 1 (127.0.0.1:"), std::string::npos) << transports[0]->peer_name(1);
 }
 
 TEST(Collectives, AutoAlgorithmSwitchesAtThreshold) {
@@ -458,6 +457,68 @@ TEST(PeerFailure, ConnectTimesOutNamingMissingRanks) {
     EXPECT_NE(std::string(e.what()).find("waiting for ranks 0, 1 to connect"), std::string::npos) << e.what();
   }
   EXPECT_LT(seconds_since(start), 6.0);
+}
+
+// ---------------------------------------------------------------------------
+// create_communicator.
+
+RankEnv thread_env(int rank, int world, int port) {
+  RankEnv env;
+  env.rank = rank;
+  env.world_size = world;
+  env.local_rank = rank;
+  env.local_world_size = world;
+  env.master_host = "127.0.0.1";
+  env.master_port = port;
+  env.token = "factory-test";
+  env.launcher = "strata";
+  env.timeout = 20s;
+  env.hostname = "host-" + std::to_string(rank);
+  return env;
+}
+
+TEST(CommunicatorFactory, OneRankIsLocal) {
+  RankEnv env;
+  auto comm = create_communicator(env, CommunicatorOptions{});
+  EXPECT_EQ(comm->backend_name(), "local");
+  EXPECT_EQ(comm->world_size(), 1);
+}
+
+TEST(CommunicatorFactory, BadNamesAreConfigErrors) {
+  RankEnv env;
+  CommunicatorOptions opts;
+  opts.backend = "carrier-pigeon";
+  EXPECT_THROW(create_communicator(env, opts), ConfigError);
+  opts.backend = "tcp";
+  opts.algorithm = "butterfly";
+  EXPECT_THROW(create_communicator(env, opts), ConfigError);
+  RankEnv two = thread_env(0, 2, 1);
+  opts.algorithm = "auto";
+  opts.backend = "local";
+  try {
+    create_communicator(two, opts);
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("one rank only"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CommunicatorFactory, TcpWorldThroughTheStoreServer) {
+  const int n = 3;
+  const int port = pick_free_port("127.0.0.1");
+  std::vector<std::unique_ptr<Communicator>> comms(n);
+  expect_no_errors(run_ranks(n, [&](int r) {
+    CommunicatorOptions opts;
+    opts.backend = "tcp";
+    opts.algorithm = "tree";
+    comms[static_cast<size_t>(r)] = create_communicator(thread_env(r, n, port), opts);
+  }));
+  expect_no_errors(run_ranks(n, [&](int r) {
+    Communicator& c = *comms[static_cast<size_t>(r)];
+    if (c.backend_name() != "tcp" || c.rank() != r || c.world_size() != n) throw std::runtime_error("wrong world");
+    parallel_test::check_allreduce(c, {5, 1000});
+    c.barrier();
+  }));
 }
 
 }  // namespace

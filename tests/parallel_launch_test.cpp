@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "parallel/communicator_factory.h"
 #include "parallel/env.h"
 #include "parallel/launcher.h"
 
@@ -499,14 +500,33 @@ TEST_F(ParallelRankEnv, Errors) {
   set("STRATA_RANK", "2");
   EXPECT_NE(error().find("not below the world size"), std::string::npos) << error();
   set("STRATA_RANK", "1");
-  EXPECT_NE(error().find("STRATA_MASTER"), std::string::npos) << error();
+  // The master address and token are optional here (the mpi backend needs
+  // neither); the tcp backend reports their absence (see below).
+  EXPECT_NO_THROW(detect_rank_env());
   set("STRATA_MASTER", "host-without-port");
   EXPECT_NE(error().find("host:port"), std::string::npos) << error();
+  set("STRATA_MASTER", "host:295000");
+  EXPECT_NE(error().find("no valid port"), std::string::npos) << error();
   set("STRATA_MASTER", "host:29500");
-  EXPECT_NE(error().find("STRATA_TOKEN"), std::string::npos) << error();
   set("STRATA_TOKEN", "t");
   set("STRATA_TIMEOUT_S", "-5");
   EXPECT_NE(error().find("STRATA_TIMEOUT_S"), std::string::npos) << error();
+}
+
+TEST_F(ParallelRankEnv, TcpBackendNeedsMasterAndToken) {
+  set("STRATA_RANK", "1");
+  set("STRATA_WORLD_SIZE", "2");
+  auto tcp_error = [] {
+    try {
+      create_communicator(detect_rank_env(), CommunicatorOptions{"tcp", "auto"});
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(tcp_error().find("STRATA_MASTER"), std::string::npos) << tcp_error();
+  set("STRATA_MASTER", "127.0.0.1:29500");
+  EXPECT_NE(tcp_error().find("STRATA_TOKEN"), std::string::npos) << tcp_error();
 }
 
 }  // namespace

@@ -4,12 +4,12 @@
 // `strata launch` when the strata binary has it (else spawned here with the
 // STRATA_* environment), and a rank killed mid-collective makes the others
 // fail with a message naming the problem.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <fcntl.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -102,8 +102,11 @@ int wait_for(pid_t pid, Clock::time_point deadline) {
 }
 
 // `strata launch` exists when `strata launch --help` succeeds.
+// STRATA_TEST_SPAWN_DIRECTLY=1 skips it (to test the workers alone).
 bool strata_launch_available() {
   static const bool available = [] {
+    const char* direct = std::getenv("STRATA_TEST_SPAWN_DIRECTLY");
+    if (direct && std::string(direct) == "1") return false;
     TempDir dir;
     const pid_t pid = spawn({STRATA_BINARY, "launch", "--help"}, {}, dir.path + "/help.txt");
     return wait_for(pid, Clock::now() + std::chrono::seconds(20)) == 0 &&
@@ -155,8 +158,8 @@ TEST_P(ProcessTest, EveryCollectiveExact) {
   TempDir dir;
   const std::vector<std::string> worker_args = {"check", algorithm};
   if (strata_launch_available()) {
-    std::vector<std::string> argv = {STRATA_BINARY, "launch", "--nproc", std::to_string(n), "--timeout", "30", "--",
-                                     STRATA_PARALLEL_WORKER};
+    std::vector<std::string> argv = {STRATA_BINARY, "launch", "--nproc", std::to_string(n),
+                                     "--timeout",   "30",     "--",      STRATA_PARALLEL_WORKER};
     argv.insert(argv.end(), worker_args.begin(), worker_args.end());
     const pid_t pid = spawn(argv, {}, dir.path + "/launch.log");
     const int status = wait_for(pid, Clock::now() + std::chrono::seconds(90));
@@ -181,8 +184,8 @@ std::string process_param_name(const testing::TestParamInfo<std::tuple<int, std:
 }
 
 INSTANTIATE_TEST_SUITE_P(Loopback, ProcessTest,
-                         testing::Combine(testing::Values(2, 3, 4), testing::Values(std::string("ring"),
-                                                                                    std::string("tree"))),
+                         testing::Combine(testing::Values(2, 3, 4),
+                                          testing::Values(std::string("ring"), std::string("tree"))),
                          process_param_name);
 
 // SIGKILL one rank while all are allreducing in a loop: the survivors must

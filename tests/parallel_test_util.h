@@ -38,10 +38,14 @@ inline const std::vector<ReduceOp>& all_ops() {
 
 inline const char* op_str(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAverage: return "average";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
   }
   return "?";
 }
@@ -62,21 +66,36 @@ inline int64_t value(int64_t i, int r, DType d) {
 
 inline void set_value(Tensor& t, int64_t i, double v) {
   switch (t.dtype()) {
-    case DType::kF32: t.data<float>()[i] = static_cast<float>(v); return;
-    case DType::kF16: t.data<uint16_t>()[i] = float_to_f16(static_cast<float>(v)); return;
-    case DType::kBF16: t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v)); return;
-    case DType::kI32: t.data<int32_t>()[i] = static_cast<int32_t>(v); return;
-    case DType::kU8: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); return;
+    case DType::kF32:
+      t.data<float>()[i] = static_cast<float>(v);
+      return;
+    case DType::kF16:
+      t.data<uint16_t>()[i] = float_to_f16(static_cast<float>(v));
+      return;
+    case DType::kBF16:
+      t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v));
+      return;
+    case DType::kI32:
+      t.data<int32_t>()[i] = static_cast<int32_t>(v);
+      return;
+    case DType::kU8:
+      t.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+      return;
   }
 }
 
 inline double get_value(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kF32: return t.data<float>()[i];
-    case DType::kF16: return f16_to_float(t.data<uint16_t>()[i]);
-    case DType::kBF16: return bf16_to_float(t.data<uint16_t>()[i]);
-    case DType::kI32: return t.data<int32_t>()[i];
-    case DType::kU8: return t.data<uint8_t>()[i];
+    case DType::kF32:
+      return t.data<float>()[i];
+    case DType::kF16:
+      return f16_to_float(t.data<uint16_t>()[i]);
+    case DType::kBF16:
+      return bf16_to_float(t.data<uint16_t>()[i]);
+    case DType::kI32:
+      return t.data<int32_t>()[i];
+    case DType::kU8:
+      return t.data<uint8_t>()[i];
   }
   return 0;
 }
@@ -91,18 +110,26 @@ inline double expected_reduce(int64_t i, int world, DType d, ReduceOp op) {
     hi = std::max(hi, v);
   }
   switch (op) {
-    case ReduceOp::kSum: return static_cast<double>(sum);
-    case ReduceOp::kMin: return static_cast<double>(lo);
-    case ReduceOp::kMax: return static_cast<double>(hi);
-    case ReduceOp::kAverage: break;
+    case ReduceOp::kSum:
+      return static_cast<double>(sum);
+    case ReduceOp::kMin:
+      return static_cast<double>(lo);
+    case ReduceOp::kMax:
+      return static_cast<double>(hi);
+    case ReduceOp::kAverage:
+      break;
   }
   const float q = static_cast<float>(sum) / static_cast<float>(world);
   switch (d) {
-    case DType::kF32: return q;
-    case DType::kF16: return f16_to_float(float_to_f16(q));
-    case DType::kBF16: return bf16_to_float(float_to_bf16(q));
+    case DType::kF32:
+      return q;
+    case DType::kF16:
+      return f16_to_float(float_to_f16(q));
+    case DType::kBF16:
+      return bf16_to_float(float_to_bf16(q));
     case DType::kI32:
-    case DType::kU8: return static_cast<double>(sum / world);
+    case DType::kU8:
+      return static_cast<double>(sum / world);
   }
   return 0;
 }
@@ -120,8 +147,8 @@ inline std::string where(const Communicator& c, const char* what, DType d, int64
 
 inline void expect_eq(double got, double want, const std::string& ctx, int64_t i) {
   if (got != want) {
-    throw std::runtime_error(ctx + ": element " + std::to_string(i) + " is " + std::to_string(got) +
-                             ", expected " + std::to_string(want));
+    throw std::runtime_error(ctx + ": element " + std::to_string(i) + " is " + std::to_string(got) + ", expected " +
+                             std::to_string(want));
   }
 }
 
@@ -182,7 +209,8 @@ inline void check_allgather(Communicator& c, const std::vector<int64_t>& sizes) 
       c.allgather(in, out);
       const std::string ctx = where(c, "allgather", d, n);
       for (int b = 0; b < w; ++b) {
-        for (int64_t i = 0; i < n; ++i) expect_eq(get_value(out, b * n + i), static_cast<double>(value(i, b, d)), ctx, b * n + i);
+        for (int64_t i = 0; i < n; ++i)
+          expect_eq(get_value(out, b * n + i), static_cast<double>(value(i, b, d)), ctx, b * n + i);
       }
     }
   }
@@ -226,7 +254,8 @@ inline void check_scatter(Communicator& c, const std::vector<int64_t>& sizes) {
         Tensor out({n}, d);
         c.scatter(in, out, root);
         const std::string ctx = where(c, "scatter", d, n) + " root " + std::to_string(root);
-        for (int64_t i = 0; i < n; ++i) expect_eq(get_value(out, i), static_cast<double>(value(i, c.rank() + root, d)), ctx, i);
+        for (int64_t i = 0; i < n; ++i)
+          expect_eq(get_value(out, i), static_cast<double>(value(i, c.rank() + root, d)), ctx, i);
       }
     }
   }
@@ -302,13 +331,16 @@ inline void check_async(Communicator& c, int64_t n) {
   }
   for (int k = 0; k < 4; ++k) {
     const std::string ctx = where(c, "allreduce_async", DType::kF32, n + k);
-    for (int64_t i = 0; i < n + k; ++i) expect_eq(get_value(sums[k], i), expected_reduce(i, w, DType::kF32, ReduceOp::kSum), ctx, i);
+    for (int64_t i = 0; i < n + k; ++i)
+      expect_eq(get_value(sums[k], i), expected_reduce(i, w, DType::kF32, ReduceOp::kSum), ctx, i);
   }
   for (int64_t i = 0; i < n; ++i) {
-    expect_eq(get_value(bc, i), static_cast<double>(value(i, w - 1, DType::kI32)), where(c, "broadcast_async", DType::kI32, n), i);
+    expect_eq(get_value(bc, i), static_cast<double>(value(i, w - 1, DType::kI32)),
+              where(c, "broadcast_async", DType::kI32, n), i);
   }
   for (int64_t i = 0; i < 5; ++i) {
-    expect_eq(get_value(sync, i), expected_reduce(i, w, DType::kI32, ReduceOp::kMax), where(c, "allreduce", DType::kI32, 5), i);
+    expect_eq(get_value(sync, i), expected_reduce(i, w, DType::kI32, ReduceOp::kMax),
+              where(c, "allreduce", DType::kI32, 5), i);
   }
 }
 

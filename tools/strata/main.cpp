@@ -1,5 +1,6 @@
 // strata: train, test and time networks described in prototxt files.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -33,6 +34,11 @@ int layers_main() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under a launcher stdout is a pipe, which stdio would buffer fully: keep
+  // progress lines flowing as they are printed.
+  if (std::getenv("STRATA_RANK") || std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("SLURM_PROCID")) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
       !std::strcmp(argv[1], "help")) {
     usage();
