@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Data-parallel training with the mpi backend under mpirun: 2 ranks with
+# batch 64 each == 1 process with batch 128 (the digits net without dropout,
+# no shuffling): same loss at every logged iteration and the same final
+# weights, within float tolerance; overlapped and not. The ranks find their
+# place from OMPI_COMM_WORLD_*; no STRATA_MASTER or STRATA_TOKEN is set.
+# Usage: data_parallel_mpi_test.sh STRATA_BINARY SOURCE_DIR MPIEXEC
+set -euo pipefail
+strata="$1"
+src="$2"
+mpiexec="$3"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "work: $work"; fi
+fail() { echo "FAIL: $*"; exit 1; }
+[ -x "$mpiexec" ] || fail "mpiexec '$mpiexec' is not executable: install openmpi-bin and re-run cmake"
+export STRATA_TIMEOUT_S=10
+# This test needs no store: make sure no outer launcher's settings leak in.
+unset STRATA_MASTER STRATA_TOKEN STRATA_RANK STRATA_WORLD_SIZE STRATA_LOCAL_RANK STRATA_LOCAL_WORLD_SIZE
+
+mkdir -p "$work/models" "$work/data"
+cp -r "$src/models/digits" "$work/models/digits"
+rm -rf "$work/models/digits/snapshots"
+cp -r "$src/data/digits" "$work/data/digits"
+dir="$work/models/digits"
+
+# The digits net without dropout (its masks differ with the batch split) and
+# without shuffling, with the TRAIN batch given.
+make_net() {  # make_net OUT BATCH
+  sed -e '/type: "Dropout"/d' \
+      -e 's|shuffle: true|shuffle: false|' \
+      -e "0,/batch_size: 64/s//batch_size: $2/" "$dir/train.prototxt" > "$1"
+  grep -q "batch_size: $2" "$1" || fail "could not set the batch size in $1"
+  ! grep -q Dropout "$1" || fail "could not remove the dropout layer from $1"
+}
+make_net "$dir/net128.prototxt" 128
+make_net "$dir/net64.prototxt" 64
+# 8 iterations stay inside the first epoch of every rank's shard (1437 samples).
+make_solver() {  # make_solver OUT NET PREFIX
+  sed -e "s|^net:.*|net: \"$2\"|" \
+      -e 's|^max_iter:.*|max_iter: 8|' \
+      -e 's|^snapshot:.*|snapshot: 0|' \
+      -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$3\"|" \
+      -e 's|^warmup_iter:.*|warmup_iter: 3|' \
+      -e 's|^test_interval:.*|test_interval: 4|' \
+      -e 's|^display:.*|display: 1|' \
+      "$dir/solver.prototxt" > "$1"
+}
+make_solver "$dir/single.prototxt" net128.prototxt single/digits
+make_solver "$dir/dp.prototxt" net64.prototxt dp/digits
+
+# Float-by-float comparison of two safetensors files written by the same net:
+# identical headers, data within a relative tolerance (as in data_parallel_test.sh).
+compare_weights() {  # compare_weights A B TOL
+  local ha hb
+  ha=$(od -An -tu8 -N8 "$1" | tr -d ' ')
+  hb=$(od -An -tu8 -N8 "$2" | tr -d ' ')
+  [ "$ha" = "$hb" ] || fail "$1 and $2 have different headers"
+  cmp -s <(head -c $((8 + ha)) "$1") <(head -c $((8 + hb)) "$2") || fail "$1 and $2 have different headers"
+  paste <(od -An -v -tf4 -w4 -j $((8 + ha)) "$1") <(od -An -v -tf4 -w4 -j $((8 + hb)) "$2") |
+    awk -v tol="$3" -v what="$1 vs $2" '
+      { d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1; if (a < 1) a = 1;
+        n++; if (d / a > worst) worst = d / a; if (d > tol * a) bad++ }
+      END { printf "  %s: %d values, largest relative difference %.3g\n", what, n, worst;
+            if (n == 0 || bad > 0) exit 1 }' || fail "weights differ by more than $3"
+}
+# The logged loss of every iteration.
+losses() { grep '"event":"iteration"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
+compare_losses() {  # compare_losses LOG_A LOG_B TOL
+  paste <(losses "$1") <(losses "$2") | awk -v tol="$3" '
+    { d = $1 - $2; if (d < 0) d = -d; n++; if (d > tol * ($1 < 0 ? -$1 : $1)) bad++ }
+    END { printf "  %d logged losses compared\n", n; if (n < 8 || bad > 0) exit 1 }' ||
+    fail "losses differ: $(paste <(losses "$1") <(losses "$2") | tr '\n' ' ')"
+}
+
+echo "== 1 process, batch 128"
+"$strata" train --solver "$dir/single.prototxt" --threads 1 > "$work/single.txt"
+want="$dir/single/digits_iter_8.safetensors"
+[ -f "$want" ] || fail "no final weights: $(cat "$work/single.txt")"
+
+# OpenMPI as root in a container on few cores (see tests/parallel_mpi_test.cpp):
+# --allow-run-as-root, --oversubscribe, --bind-to none (ctest -j2 runs other
+# tests beside this one), ob1 over self and vader without the single-copy
+# mechanism (CMA needs ptrace rights), no UCX, PMIx's hash store, and ranks
+# that yield the core while they wait (2 ranks may share 1 core). `timeout`
+# bounds a hung run.
+run_mpi() {  # run_mpi OUT ARGS...
+  local out="$1"
+  shift
+  PMIX_MCA_gds="hash" timeout -k 10 120 "$mpiexec" --allow-run-as-root --oversubscribe --bind-to none \
+    --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca osc ^ucx \
+    --mca mpi_yield_when_idle 1 -np 2 "$@" > "$out" 2>&1 || { cat "$out"; fail "mpirun failed"; }
+}
+
+for overlap in "" "--no-overlap --bucket-mb 0.05"; do
+  echo "== mpirun -np 2, batch 64 each, mpi backend ${overlap:-(overlapped, one bucket)}"
+  rm -rf "$dir/dp"
+  # shellcheck disable=SC2086
+  run_mpi "$work/dp.txt" "$strata" train --solver "$dir/dp.prototxt" --threads 1 --dp-backend mpi $overlap
+  grep -q 'data parallel: 2 ranks, mpi backend' "$work/dp.txt" || { cat "$work/dp.txt"; fail "no data-parallel summary"; }
+  compare_weights "$want" "$dir/dp/digits_iter_8.safetensors" 1e-4
+  compare_losses "$dir/single/digits_log.jsonl" "$dir/dp/digits_log.jsonl" 1e-4
+done
+echo "PASS"
