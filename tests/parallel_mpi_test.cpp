@@ -32,8 +32,6 @@ RunResult run_mpi_worker(int np) {
                           " --allow-run-as-root --oversubscribe --bind-to none"
                           " --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism none"
                           " --mca osc ^ucx"
-                          // detect_rank_env wants a store address for any multi-rank run; the mpi backend never uses it.
-                          " -x STRATA_MASTER=unused:1 -x STRATA_TOKEN=unused"
                           " -np " + std::to_string(np) + " " + STRATA_MPI_WORKER + " 2>&1";
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");

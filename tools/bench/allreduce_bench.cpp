@@ -1,7 +1,7 @@
 // Allreduce bandwidth of a strata communicator (nccl-tests conventions).
 // Run one process per rank:
 //   strata launch --nproc 4 -- strata_bench_allreduce --backend tcp --algorithm ring
-//   mpirun -np 4 -x STRATA_MASTER=unused:1 -x STRATA_TOKEN=unused strata_bench_allreduce --backend mpi
+//   mpirun -np 4 strata_bench_allreduce --backend mpi
 // For each size (MiB of f32): `warmup` untimed then `iters` timed in-place
 // sum allreduces. Before each one every rank restores its input and passes a
 // barrier; an iteration's time is the slowest rank's, and the reported time

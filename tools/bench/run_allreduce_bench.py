@@ -73,9 +73,8 @@ def command(impl, n, a):
     if impl == "strata-mpi":
         if not mpirun or not os.path.exists(ours):
             return None, "mpirun or strata_bench_allreduce missing"
-        # detect_rank_env wants a store address for every multi-rank run; the mpi backend never uses it.
-        return [mpirun] + MPIRUN_FLAGS + ["--mca", "btl", "self,vader", "-x", "STRATA_MASTER=unused:1", "-x",
-                                          "STRATA_TOKEN=unused", "-np", str(n), ours, "--backend", "mpi"] + sizes, ""
+        return [mpirun] + MPIRUN_FLAGS + ["--mca", "btl", "self,vader", "-np", str(n), ours, "--backend",
+                                          "mpi"] + sizes, ""
     return None, f"unknown implementation '{impl}'"
 
 
