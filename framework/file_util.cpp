@@ -92,7 +92,7 @@ void write_file_atomically(const std::string& path,
   fsync_directory(path);
 }
 
-std::string read_file_bytes(const std::string& path) {
+OpenedFile open_regular_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail<IoError>("cannot open '", path, "': ", std::strerror(errno));
   struct stat st;
@@ -106,7 +106,13 @@ std::string read_file_bytes(const std::string& path) {
     fail<IoError>("cannot read '", path,
                   "': ", S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
   }
-  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  return {fd, static_cast<size_t>(st.st_size)};
+}
+
+std::string read_file_bytes(const std::string& path) {
+  const OpenedFile file = open_regular_file(path);
+  const int fd = file.fd;
+  std::string bytes(file.size, '\0');
   size_t done = 0;
   // Read until EOF rather than trusting st_size, in case the file grows underneath.
   char extra[65536];

@@ -23,6 +23,15 @@ void write_file_atomically(const std::string& path,
 // fwrite that throws IoError ("write failed: <strerror>") on a short write.
 void fwrite_checked(std::FILE* f, const void* data, size_t nbytes);
 
+// An existing regular file opened read-only (O_CLOEXEC); the caller closes fd.
+// Throws IoError ("cannot open/stat/read '<path>': <reason>") for missing,
+// unreadable or non-regular files, with nothing left open.
+struct OpenedFile {
+  int fd;
+  size_t size;  // at open time
+};
+OpenedFile open_regular_file(const std::string& path);
+
 // The whole file as bytes. Throws IoError for missing, unreadable or non-regular files.
 std::string read_file_bytes(const std::string& path);
 

@@ -8,10 +8,6 @@
 #include "framework/tensor.h"
 #include "framework/threads.h"
 
-#ifdef STRATA_GEMM_AVX512
-#include <immintrin.h>
-#endif
-
 namespace strata {
 namespace gemm_internal {
 
@@ -26,12 +22,6 @@ namespace gemm_internal {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace {
-
-// Every function that uses AVX-512 carries this attribute (rather than a
-// #pragma GCC target region, under which standard-library templates
-// instantiated here would be compiled for AVX-512 and could be picked by the
-// linker for callers on CPUs without it). Callers check cpu_has_avx512().
-#define STRATA_AVX512 __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,avx2,fma")))
 
 // One GEMM operand view: element (i, j) of op(X) is p[i * rs + j * cs].
 struct Operand {
@@ -141,37 +131,6 @@ int choose_mr(int64_t M) {
     }
   }
   return best;
-}
-
-// In-register transpose of 16 rows of 16 floats: r[j] becomes column j.
-STRATA_AVX512 __attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3: s[4g + c] holds column 4L + c in lane L
-    const __m512d a0 = _mm512_castps_pd(t[4 * g]);
-    const __m512d a1 = _mm512_castps_pd(t[4 * g + 1]);
-    const __m512d a2 = _mm512_castps_pd(t[4 * g + 2]);
-    const __m512d a3 = _mm512_castps_pd(t[4 * g + 3]);
-    r[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-    r[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-    r[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-    r[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-  }
-  for (int c = 0; c < 4; ++c) {
-    t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
-    t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);
-    t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
-    t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
-  }
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
-    r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xdd);
-  }
 }
 
 // Packs op(B)[p0:p0+kc, j0:j0+nc] into panels [nc/32][kc][32], zero-padding

@@ -1,8 +1,6 @@
 #include "framework/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -236,20 +234,9 @@ Entry SafetensorsReader::Impl::parse_entry(const std::string& name, const JsonVa
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : impl_(new Impl) {
   impl_->path = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail<IoError>("cannot open '", path, "': ", std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int saved = errno;
-    ::close(fd);
-    fail<IoError>("cannot stat '", path, "': ", std::strerror(saved));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail<IoError>("cannot read '", path,
-                  "': ", S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  const OpenedFile file = open_regular_file(path);
+  const int fd = file.fd;
+  const size_t size = file.size;
   if (size >= 8) {  // shorter files are reported by parse(); mmap rejects length 0
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

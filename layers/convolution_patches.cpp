@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "framework/gemm_avx512.h"
 #include "framework/math.h"
 #include "layers/convolution.h"
 
@@ -64,6 +65,8 @@ float row_sum(const float* p, int64_t n) {
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace {
+
+using gemm_internal::transpose16;
 
 // Pixels [lane, lane + len) of a panel that lie on one output row; `base` is
 // the offset of the first one's window origin, minus lane (stride 1), so that
@@ -131,37 +134,6 @@ STRATA_CONV_AVX512 void pack_across_avx512(const PatchGeometry& g, int64_t kc, i
       _mm512_store_ps(dst, v0);
       _mm512_store_ps(dst + 16, v1);
     }
-  }
-}
-
-// In-register transpose of 16 rows of 16 floats: r[j] becomes column j.
-STRATA_CONV_AVX512 __attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int q = 0; q < 4; ++q) {
-    const __m512d a0 = _mm512_castps_pd(t[4 * q]);
-    const __m512d a1 = _mm512_castps_pd(t[4 * q + 1]);
-    const __m512d a2 = _mm512_castps_pd(t[4 * q + 2]);
-    const __m512d a3 = _mm512_castps_pd(t[4 * q + 3]);
-    r[4 * q + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-    r[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-    r[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-    r[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-  }
-  for (int c = 0; c < 4; ++c) {
-    t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
-    t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);
-    t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
-    t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
-  }
-  for (int c = 0; c < 4; ++c) {
-    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
-    r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xdd);
   }
 }
 

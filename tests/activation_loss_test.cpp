@@ -19,56 +19,18 @@
 #include "framework/layer_registry.h"
 #include "framework/rng.h"
 #include "framework/threads.h"
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
 
-std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& body = "",
-                                  Phase phase = Phase::kTrain, uint64_t seed = 1) {
-  const ConfigNode root =
-      parse_config_text("layer { name: \"l\" type: \"" + type + "\" " + body + " }", "test.prototxt");
-  LayerSpec spec;
-  spec.name = "l";
-  spec.type = type;
-  spec.node = root.children().at(0);
-  LayerContext ctx;
-  ctx.phase = phase;
-  ctx.seed = seed;
-  return LayerRegistry::instance().find(type).create(spec, ctx);
-}
-
-void set(Blob& b, const Shape& shape, const std::vector<float>& v) {
-  b.resize(shape);
-  ASSERT_EQ(static_cast<size_t>(b.numel()), v.size());
-  std::copy(v.begin(), v.end(), b.data.data<float>());
-}
-
-void set_diff(Blob& b, const std::vector<float>& v) {
-  ASSERT_EQ(static_cast<size_t>(b.numel()), v.size());
-  std::copy(v.begin(), v.end(), b.diff.data<float>());
-}
-
-std::vector<float> values(const Tensor& t) {
-  const float* p = t.data<float>();
-  return std::vector<float>(p, p + t.numel());
-}
-
-void expect_near(const std::vector<float>& got, const std::vector<float>& want, float tol = 1e-6f) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "at index " << i;
-  }
-}
-
-void forward(Layer& l, const BlobVec& bottom, const BlobVec& top) {
-  l.setup(bottom, top);
-  l.reshape(bottom, top);
-  l.forward_cpu(bottom, top);
-}
-
-void backward(Layer& l, const BlobVec& top, const BlobVec& bottom) {
-  l.backward_cpu(top, std::vector<bool>(bottom.size(), true), bottom);
-}
+using test::make_layer;
+using test::set;
+using test::set_diff;
+using test::values;
+using test::expect_near;
+using test::forward;
+using test::backward;
 
 // Runs forward + backward out of place and in place on the same input and
 // checks both give `want_y` and `want_dx`.

@@ -20,60 +20,18 @@
 #include "framework/layer.h"
 #include "framework/layer_registry.h"
 #include "framework/net.h"
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
 
-std::unique_ptr<Layer> make_layer(const std::string& type, const std::string& body = "",
-                                  Phase phase = Phase::kTrain) {
-  const ConfigNode root =
-      parse_config_text("layer { name: \"l\" type: \"" + type + "\" " + body + " }", "test.prototxt");
-  LayerSpec spec;
-  spec.name = "l";
-  spec.type = type;
-  spec.node = root.children().at(0);
-  LayerContext ctx;
-  ctx.phase = phase;
-  return LayerRegistry::instance().find(type).create(spec, ctx);
-}
-
-void set(Blob& b, const Shape& shape, const std::vector<float>& v) {
-  b.resize(shape);
-  ASSERT_EQ(static_cast<size_t>(b.numel()), v.size());
-  std::copy(v.begin(), v.end(), b.data.data<float>());
-}
-
-void set_values(Tensor& t, const std::vector<float>& v) {
-  ASSERT_EQ(static_cast<size_t>(t.numel()), v.size());
-  std::copy(v.begin(), v.end(), t.data<float>());
-}
-
-std::vector<float> values(const Tensor& t) {
-  const float* p = t.data<float>();
-  return std::vector<float>(p, p + t.numel());
-}
-
-void expect_near(const std::vector<float>& got, const std::vector<float>& want, float tol = 1e-6f) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0f, std::fabs(want[i]))) << "at index " << i;
-  }
-}
-
-void backward(Layer& l, const BlobVec& top, const BlobVec& bottom) {
-  l.backward_cpu(top, std::vector<bool>(bottom.size(), true), bottom);
-}
-
-template <typename ErrorType, typename Body>
-void expect_error(Body body, const std::vector<std::string>& parts) {
-  try {
-    body();
-    ADD_FAILURE() << "expected an error mentioning '" << parts.at(0) << "'";
-  } catch (const ErrorType& e) {
-    const std::string what = e.what();
-    for (const std::string& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "missing '" << p << "' in: " << what;
-  }
-}
+using test::make_layer;
+using test::set;
+using test::set_values;
+using test::values;
+using test::expect_near;
+using test::backward;
+using test::expect_error;
 
 // ----------------------------------------------------------- BatchNorm ----
 

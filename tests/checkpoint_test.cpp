@@ -4,7 +4,6 @@
 // snapshotting, restoring into a fresh process-like Solver and training N more,
 // bit for bit (memcmp) -- with Dropout masks, shuffled data, BatchNorm
 // buffers, iter_size, clipping and every optimizer's history in play.
-#include <dirent.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -28,58 +27,19 @@
 #include "framework/safetensors.h"
 #include "framework/solver.h"
 #include "framework/solver_config.h"
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
+using test::error_of;
+using test::write_text;
 
-template <typename E, typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return "";
-}
-
-class TempDir {
+// A temp folder named strata_checkpoint_test_*.
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/strata_checkpoint_test_XXXXXX";
-    const char* p = mkdtemp(tmpl);
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  std::vector<std::string> list() const {
-    std::vector<std::string> out;
-    if (DIR* d = opendir(path_.c_str())) {
-      while (dirent* e = readdir(d)) {
-        const std::string n = e->d_name;
-        if (n != "." && n != "..") out.push_back(n);
-      }
-      closedir(d);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
- private:
-  std::string path_;
+  TempDir() : test::TempDir("strata_checkpoint_test") {}
 };
-
-void write_text(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-}
 
 // A small classification data set: 50 samples of 6 features, 3 classes.
 void write_dataset(const TempDir& dir) {

@@ -3,7 +3,6 @@
 // fresh temp folder per test.
 #pragma once
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -22,26 +21,12 @@
 #include "framework/layer_registry.h"
 #include "framework/npy.h"
 #include "layers/data_source.h"
-
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
+#include "tests/test_util.h"
 
 namespace strata {
 namespace data_layers_test {
 
-template <typename E, typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return "";
-}
+using test::error_of;
 
 struct Options {
   Phase phase = Phase::kTrain;
@@ -113,26 +98,11 @@ class Runner {
 
 class DataLayersTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "strata_data_layers_XXXXXX";
-    ASSERT_NE(::mkdtemp(&tmpl[0]), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (DIR* d = ::opendir(dir_.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        const std::string n = e->d_name;
-        if (n != "." && n != "..") ::unlink((dir_ + "/" + n).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(dir_.c_str());
-  }
+  test::TempDir tmp_{"strata_data_layers"};
+  std::string dir_ = tmp_.path();
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
   void write_bytes(const std::string& name, const std::vector<uint8_t>& bytes) const {
-    std::ofstream f(path(name), std::ios::binary);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    ASSERT_TRUE(f.good());
+    test::write_bytes(path(name), bytes);
   }
 
   // n samples of shape [2, 3]; sample i holds 100*i + k; label i (so labels name samples).
@@ -183,8 +153,6 @@ class DataLayersTest : public ::testing::Test {
     }
     write_bytes(name, bytes);
   }
-
-  std::string dir_;
 };
 
 }  // namespace data_layers_test

@@ -21,16 +21,14 @@
 #include "framework/error.h"
 #include "framework/net.h"
 #include "framework/tensor.h"
-
-
-
-
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
+using test::error_of;
+using test::set_values;
+using test::values;
 
 std::unique_ptr<Net> make_net(const std::string& text, Phase phase = Phase::kTrain, uint64_t seed = 1) {
   NetOptions options;
@@ -39,33 +37,8 @@ std::unique_ptr<Net> make_net(const std::string& text, Phase phase = Phase::kTra
   return std::make_unique<Net>(parse_config_text(text, "net.prototxt"), options);
 }
 
-// The message of the E thrown by f; a test failure if f throws nothing or another type.
-template <typename E, typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return "";
-}
-
 std::string build_error(const std::string& text, Phase phase = Phase::kTrain) {
   return error_of<ConfigError>([&] { make_net(text, phase); });
-}
-
-std::vector<float> values(const Tensor& t) {
-  const float* p = t.data<float>();
-  return std::vector<float>(p, p + t.numel());
-}
-
-void set_values(Tensor& t, const std::vector<float>& v) {
-  ASSERT_EQ(static_cast<size_t>(t.numel()), v.size());
-  std::copy(v.begin(), v.end(), t.data<float>());
 }
 
 // Deterministic, non-trivial values (no ties, no zeros).

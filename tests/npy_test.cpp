@@ -1,6 +1,5 @@
 #include "framework/npy.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,12 +11,10 @@
 
 #include "framework/error.h"
 #include "framework/file_util.h"
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
-
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
 std::string unhex(const std::string& hex) {
   std::string out;
@@ -82,22 +79,8 @@ const std::string kNumpyF16 = std::string("\x93NUMPY\x01\x00\x76\x00", 10) +
 
 class NpyFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "strata_npy_XXXXXX";
-    ASSERT_NE(::mkdtemp(&tmpl[0]), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (DIR* d = ::opendir(dir_.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        const std::string n = e->d_name;
-        if (n != "." && n != "..") ::unlink((dir_ + "/" + n).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(dir_.c_str());
-  }
-  std::string dir_;
+  test::TempDir tmp_{"strata_npy"};
+  std::string dir_ = tmp_.path();
 };
 
 TEST_F(NpyFileTest, WritesExactlyWhatNumpyWrites) {

@@ -29,39 +29,15 @@ namespace strata::parallel {
 namespace {
 
 using namespace std::chrono_literals;
+using parallel_test::connect_world;
 using parallel_test::expected_reduce;
 using parallel_test::filled;
 using parallel_test::get_value;
+using parallel_test::run_ranks;
 using parallel_test::value;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// Connects n transports concurrently (each rank waits for the others).
-std::vector<std::unique_ptr<Transport>> connect_world(int n, std::chrono::milliseconds timeout,
-                                                      const std::string& prefix = "test") {
-  auto store = make_memory_store(timeout);
-  std::vector<std::unique_ptr<Transport>> transports(static_cast<size_t>(n));
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        TcpTransportOptions opts;
-        opts.advertise_host = "127.0.0.1";
-        opts.hostname = "host-" + std::to_string(r);
-        transports[static_cast<size_t>(r)] = connect_tcp_transport(*store, r, n, prefix, timeout, opts);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) {
-    if (!e.empty()) throw std::runtime_error("connecting the world: " + e);
-  }
-  return transports;
 }
 
 std::vector<std::unique_ptr<TcpCommunicator>> make_world(int n, AllreduceAlgorithm algorithm,
@@ -77,23 +53,6 @@ std::vector<std::unique_ptr<TcpCommunicator>> make_world(int n, AllreduceAlgorit
     comms.push_back(std::make_unique<TcpCommunicator>(std::move(transports[static_cast<size_t>(r)]), opts));
   }
   return comms;
-}
-
-// Runs fn(rank) on one thread per rank; returns each rank's error ("" if none).
-std::vector<std::string> run_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 void expect_no_errors(const std::vector<std::string>& errors) {

@@ -36,51 +36,27 @@
 #include "parallel/store.h"
 #include "parallel/tcp_communicator.h"
 #include "parallel/tcp_transport.h"
+#include "tests/parallel_test_util.h"
+#include "tests/test_util.h"
 
 namespace strata::parallel {
 namespace {
 
 using namespace std::chrono_literals;
+using parallel_test::connect_world;
+using parallel_test::run_ranks;
 
-class TempDir {
+// A temp folder named strata_dp_test_*.
+class TempDir : public test::TempDir {
  public:
-  TempDir() {
-    char tmpl[] = "/tmp/strata_dp_test_XXXXXX";
-    const char* p = mkdtemp(tmpl);
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : test::TempDir("strata_dp_test") {}
 };
 
 // ---- the ranks of a world as threads ----
 
 std::vector<std::unique_ptr<Communicator>> make_world(int n, AllreduceAlgorithm algorithm,
                                                       std::chrono::milliseconds timeout = 20s) {
-  auto store = make_memory_store(timeout);
-  std::vector<std::unique_ptr<Transport>> transports(static_cast<size_t>(n));
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        TcpTransportOptions opts;
-        opts.advertise_host = "127.0.0.1";
-        opts.hostname = "host-" + std::to_string(r);
-        transports[static_cast<size_t>(r)] = connect_tcp_transport(*store, r, n, "dp", timeout, opts);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const auto& e : errors) {
-    if (!e.empty()) throw std::runtime_error("connecting the world: " + e);
-  }
+  auto transports = connect_world(n, timeout, "dp");
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int r = 0; r < n; ++r) {
     TcpCommunicatorOptions opts;
@@ -89,23 +65,6 @@ std::vector<std::unique_ptr<Communicator>> make_world(int n, AllreduceAlgorithm 
     comms.push_back(std::make_unique<TcpCommunicator>(std::move(transports[static_cast<size_t>(r)]), opts));
   }
   return comms;
-}
-
-// Runs fn(rank) on one thread per rank; returns each rank's error ("" if none).
-std::vector<std::string> run_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
 }
 
 void expect_no_errors(const std::vector<std::string>& errors) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -23,8 +24,56 @@
 #include "framework/communicator.h"
 #include "framework/dtype.h"
 #include "framework/tensor.h"
+#include "parallel/store.h"
+#include "parallel/tcp_transport.h"
 
 namespace strata::parallel_test {
+
+// ---- the ranks of a world as threads of this process ----
+
+// Connects n transports concurrently (each rank waits for the others),
+// rendezvousing through an in-memory store under `prefix`.
+inline std::vector<std::unique_ptr<parallel::Transport>> connect_world(int n, std::chrono::milliseconds timeout,
+                                                                       const std::string& prefix = "test") {
+  auto store = parallel::make_memory_store(timeout);
+  std::vector<std::unique_ptr<parallel::Transport>> transports(static_cast<size_t>(n));
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        parallel::TcpTransportOptions opts;
+        opts.advertise_host = "127.0.0.1";
+        opts.hostname = "host-" + std::to_string(r);
+        transports[static_cast<size_t>(r)] = parallel::connect_tcp_transport(*store, r, n, prefix, timeout, opts);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (!e.empty()) throw std::runtime_error("connecting the world: " + e);
+  }
+  return transports;
+}
+
+// Runs fn(rank) on one thread per rank; returns each rank's error ("" if none).
+inline std::vector<std::string> run_ranks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
 
 inline const std::vector<DType>& all_dtypes() {
   static const std::vector<DType> d = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kU8};

@@ -1,6 +1,5 @@
 #include "framework/safetensors.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -12,12 +11,10 @@
 #include "framework/error.h"
 #include "framework/file_util.h"
 #include "framework/json.h"
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
-
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
 
 std::vector<uint8_t> bytes_of(const std::string& s) {
   return std::vector<uint8_t>(s.begin(), s.end());
@@ -51,22 +48,8 @@ std::string open_error(const std::string& header, const std::string& data = "") 
 
 class SafetensorsFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "strata_st_XXXXXX";
-    ASSERT_NE(::mkdtemp(&tmpl[0]), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    if (DIR* d = ::opendir(dir_.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        const std::string n = e->d_name;
-        if (n != "." && n != "..") ::unlink((dir_ + "/" + n).c_str());
-      }
-      ::closedir(d);
-    }
-    ::rmdir(dir_.c_str());
-  }
-  std::string dir_;
+  test::TempDir tmp_{"strata_st"};
+  std::string dir_ = tmp_.path();
 };
 
 // ---------------------------------------------------------------- round trips

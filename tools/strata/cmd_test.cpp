@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "framework/checkpoint.h"
-#include "framework/error.h"
 #include "framework/net.h"
 #include "framework/threads.h"
 #include "tools/strata/args.h"
@@ -18,14 +17,8 @@ int test_main(int argc, char** argv) {
                      {"iterations", FlagKind::kValue, "batches to score", "50"},
                      {"device", FlagKind::kValue, "cpu", "cpu"},
                      {"threads", FlagKind::kValue, "CPU threads (0 = all cores)", "all cores"}});
-  args.parse(argc, argv, 2);
-  if (args.has("help")) {
-    std::printf("%s", args.help().c_str());
-    return 0;
-  }
-  apply_common_flags(args);
-  const int iterations = args.get_int("iterations", 50);
-  if (iterations <= 0) fail<ConfigError>("--iterations must be positive");
+  if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
+  const int iterations = iterations_flag(args);
   NetOptions options;
   options.phase = Phase::kTest;
   auto net = Net::from_file(args.require("model"), options);

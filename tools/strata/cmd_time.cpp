@@ -26,14 +26,8 @@ int time_main(int argc, char** argv) {
                      {"phase", FlagKind::kValue, "TRAIN or TEST", "TRAIN"},
                      {"device", FlagKind::kValue, "cpu", "cpu"},
                      {"threads", FlagKind::kValue, "CPU threads", "all cores"}});
-  args.parse(argc, argv, 2);
-  if (args.has("help")) {
-    std::printf("%s", args.help().c_str());
-    return 0;
-  }
-  apply_common_flags(args);
-  const int iterations = args.get_int("iterations", 50);
-  if (iterations <= 0) fail<ConfigError>("--iterations must be positive");
+  if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
+  const int iterations = iterations_flag(args);
   NetOptions options;
   const std::string phase = args.get("phase", "TRAIN");
   if (phase != "TRAIN" && phase != "TEST") fail<ConfigError>("--phase must be TRAIN or TEST");

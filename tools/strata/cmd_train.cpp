@@ -81,6 +81,22 @@ void apply_common_flags(const Args& args) {
   set_num_threads(threads);
 }
 
+FlagsParsed parse_command_flags(Args& args, int argc, char** argv) {
+  args.parse(argc, argv, 2);
+  if (args.has("help")) {
+    std::printf("%s", args.help().c_str());
+    return FlagsParsed::kHelpShown;
+  }
+  apply_common_flags(args);
+  return FlagsParsed::kRun;
+}
+
+int iterations_flag(const Args& args) {
+  const int iterations = args.get_int("iterations", 50);
+  if (iterations <= 0) fail<ConfigError>("--iterations must be positive");
+  return iterations;
+}
+
 int train_main(int argc, char** argv) {
   Args args("train",
             {{"solver", FlagKind::kValue, "solver prototxt", ""},
@@ -100,12 +116,7 @@ int train_main(int argc, char** argv) {
              {"no-overlap", FlagKind::kSwitch, "data parallel: allreduce after backward instead of during it", ""},
              {"compression", FlagKind::kValue, "data parallel: gradients on the wire as NONE, FP16 or BF16",
               "solver's parallel block, else NONE"}});
-  args.parse(argc, argv, 2);
-  if (args.has("help")) {
-    std::printf("%s", args.help().c_str());
-    return 0;
-  }
-  apply_common_flags(args);
+  if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   if (args.has("weights") && args.has("snapshot")) {
     fail<ConfigError>("give --weights or --snapshot, not both (a snapshot holds its own weights)");
   }

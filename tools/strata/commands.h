@@ -11,4 +11,12 @@ int launch_main(int argc, char** argv);
 // Applies --threads (default: all cores) and checks --device.
 void apply_common_flags(const class Args& args);
 
+enum class FlagsParsed { kRun, kHelpShown };
+// Parses a subcommand's flags (argv[2..]); prints the help and returns
+// kHelpShown for --help, else applies the common flags and returns kRun.
+FlagsParsed parse_command_flags(class Args& args, int argc, char** argv);
+
+// --iterations (default 50); a ConfigError unless positive.
+int iterations_flag(const class Args& args);
+
 }  // namespace strata::cli
