@@ -165,6 +165,9 @@ const float kBetas[] = {0.0f, 1.0f, 0.3f};
 enum class Path { kAvx512, kOpenBlas };
 using GemmParam = std::tuple<Path, int>;
 
+// Readable GetParam() in the test list (and so in the ctest names), not raw bytes.
+void PrintTo(Path p, std::ostream* os) { *os << (p == Path::kAvx512 ? "Avx512" : "OpenBlas"); }
+
 class GemmTest : public ::testing::TestWithParam<GemmParam> {
  protected:
   void SetUp() override {

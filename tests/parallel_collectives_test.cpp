@@ -71,6 +71,11 @@ std::string param_name(const testing::TestParamInfo<WorldParam>& info) {
   return std::to_string(info.param.world) + "ranks_" + allreduce_algorithm_name(info.param.algorithm);
 }
 
+// Readable GetParam() in the test list (and so in the ctest names), not raw bytes.
+void PrintTo(const WorldParam& p, std::ostream* os) {
+  *os << p.world << " ranks, " << allreduce_algorithm_name(p.algorithm);
+}
+
 class CollectivesTest : public testing::TestWithParam<WorldParam> {
  protected:
   void SetUp() override { comms_ = make_world(GetParam().world, GetParam().algorithm); }

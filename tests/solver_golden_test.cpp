@@ -54,6 +54,10 @@ struct Case {
   const char* settings;  // solver keys; the same values as CASES in make_solver_golden.py
 };
 
+// Without this GoogleTest prints the parameter as raw bytes (two pointers),
+// which puts run-dependent addresses into the ctest test names.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
 const Case kCases[] = {
     {"sgd", "type: \"SGD\" base_lr: 0.1 momentum: 0.9 weight_decay: 0.01"},
     {"nesterov", "type: \"Nesterov\" base_lr: 0.1 momentum: 0.9 weight_decay: 0.01"},

@@ -25,21 +25,10 @@ if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "work: $work"; fi
 fail() { echo "FAIL: $*"; exit 1; }
 export STRATA_TIMEOUT_S=10
 
-mkdir -p "$work/models" "$work/data"
-cp -r "$src/models/digits" "$work/models/digits"
-rm -rf "$work/models/digits/snapshots"
-cp -r "$src/data/digits" "$work/data/digits"
-dir="$work/models/digits"
+# shellcheck source=tests/cli/data_parallel_lib.sh
+source "$(dirname "$0")/data_parallel_lib.sh"
+setup_digits
 
-# The digits net without dropout (its masks differ with the batch split) and
-# without shuffling, with the TRAIN batch given.
-make_net() {  # make_net OUT BATCH
-  sed -e '/type: "Dropout"/d' \
-      -e 's|shuffle: true|shuffle: false|' \
-      -e "0,/batch_size: 64/s//batch_size: $2/" "$dir/train.prototxt" > "$1"
-  grep -q "batch_size: $2" "$1" || fail "could not set the batch size in $1"
-  ! grep -q Dropout "$1" || fail "could not remove the dropout layer from $1"
-}
 make_net "$dir/net128.prototxt" 128
 make_net "$dir/net64.prototxt" 64
 # 8 iterations stay inside the first epoch of every rank's shard (1437 samples).
@@ -56,29 +45,6 @@ make_solver() {  # make_solver OUT NET MAX_ITER SNAPSHOT PREFIX
 make_solver "$dir/single.prototxt" net128.prototxt 8 0 single/digits
 make_solver "$dir/dp.prototxt" net64.prototxt 8 0 dp/digits
 
-# Float-by-float comparison of two safetensors files written by the same net:
-# identical headers, data within a relative tolerance.
-compare_weights() {  # compare_weights A B TOL
-  local ha hb
-  ha=$(od -An -tu8 -N8 "$1" | tr -d ' ')
-  hb=$(od -An -tu8 -N8 "$2" | tr -d ' ')
-  [ "$ha" = "$hb" ] || fail "$1 and $2 have different headers"
-  cmp -s <(head -c $((8 + ha)) "$1") <(head -c $((8 + hb)) "$2") || fail "$1 and $2 have different headers"
-  paste <(od -An -v -tf4 -w4 -j $((8 + ha)) "$1") <(od -An -v -tf4 -w4 -j $((8 + hb)) "$2") |
-    awk -v tol="$3" -v what="$1 vs $2" '
-      { d = $1 - $2; if (d < 0) d = -d; a = $1 < 0 ? -$1 : $1; if (a < 1) a = 1;
-        n++; if (d / a > worst) worst = d / a; if (d > tol * a) bad++ }
-      END { printf "  %s: %d values, largest relative difference %.3g\n", what, n, worst;
-            if (n == 0 || bad > 0) exit 1 }' || fail "weights differ by more than $3"
-}
-# The logged loss of every iteration.
-losses() { grep '"event":"iteration"' "$1" | sed 's/.*"loss":\([^,]*\),.*/\1/'; }
-compare_losses() {  # compare_losses LOG_A LOG_B TOL
-  paste <(losses "$1") <(losses "$2") | awk -v tol="$3" '
-    { d = $1 - $2; if (d < 0) d = -d; n++; if (d > tol * ($1 < 0 ? -$1 : $1)) bad++ }
-    END { printf "  %d logged losses compared\n", n; if (n < 8 || bad > 0) exit 1 }' ||
-    fail "losses differ: $(paste <(losses "$1") <(losses "$2") | tr '\n' ' ')"
-}
 
 echo "== 1 process, batch 128"
 "$strata" train --solver "$dir/single.prototxt" --threads 1 > "$work/single.txt"

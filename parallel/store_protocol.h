@@ -1,0 +1,53 @@
+// The store's wire format (described in store.h) and the limits both sides
+// enforce: shared by the in-process store, the TCP server and the client.
+// Internal to parallel/; not part of the public store interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace strata::parallel::store_protocol {
+
+inline constexpr char kMagic[4] = {'S', 'T', 'R', 'S'};
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kMaxKeyBytes = 4096;
+inline constexpr size_t kMaxTokenBytes = 4096;
+inline constexpr uint64_t kMaxValueBytes = 256ull << 20;
+
+enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kDelete = 5 };
+enum Status : uint8_t { kOk = 0, kNotFound = 1, kError = 2 };
+
+const char* op_name(uint8_t op);
+
+// Little-endian integers, as on the wire.
+inline void put_u32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+inline void put_u64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+inline uint32_t get_u32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+inline uint64_t get_u64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+
+bool parse_int64(const std::string& s, int64_t* out);
+
+// ADD on a stored value: the new value, or an error message.
+bool add_to(const std::string* current, const std::string& key, int64_t delta, std::string* result);
+
+// Throws ConfigError when the key or the value is over the protocol's limits.
+void check_sizes(const std::string& key, size_t value_bytes);
+
+// "'a', 'b' and 3 more": the first few keys of a long list.
+std::string list_keys(const std::vector<std::string>& keys);
+
+}  // namespace strata::parallel::store_protocol
