@@ -39,6 +39,12 @@ FillerSpec parse_filler(const ConfigNode& block, const FillerSpec& def, const st
   return s;
 }
 
+FillerSpec default_weight_filler() {
+  FillerSpec s;
+  s.type = "xavier";
+  return s;
+}
+
 namespace {
 float fan_scale(const FillerSpec& s, const Tensor& t) {
   const double n = static_cast<double>(t.numel());

@@ -26,6 +26,9 @@ struct FillerSpec {
 // ConfigErrors naming `context` (e.g. "weight_filler of layer 'conv1'").
 FillerSpec parse_filler(const ConfigNode& block, const FillerSpec& def, const std::string& context);
 void fill(const FillerSpec& spec, Tensor& t, Rng& rng);
+// What a layer's weight_filler is when the config gives none: xavier. (Caffe's
+// default, constant 0, would leave every unit identical.) Biases default to 0.
+FillerSpec default_weight_filler();
 
 const std::vector<std::string>& filler_keys();
 const std::vector<std::string>& filler_types();

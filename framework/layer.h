@@ -78,6 +78,14 @@ struct LayerExample {
   Phase phase = Phase::kTrain;
 };
 
+// The common case: a config body and bottom shapes, defaults for the rest.
+inline LayerExample layer_example(const std::string& config, std::vector<Shape> bottoms) {
+  LayerExample e;
+  e.config = config;
+  e.bottom_shapes = std::move(bottoms);
+  return e;
+}
+
 // The keys a layer reads, block by block; the Net rejects anything else.
 struct ParamBlockSchema {
   std::string block;               // "convolution_param"

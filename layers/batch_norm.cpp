@@ -8,15 +8,6 @@
 
 namespace strata {
 
-namespace {
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-}  // namespace
-
 BatchNormLayer::BatchNormLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
   const ConfigNode& p = block("batch_norm_param");
   const bool global = p.get_bool("use_global_stats", ctx.phase == Phase::kTest);
@@ -34,14 +25,14 @@ BatchNormLayer::BatchNormLayer(const LayerSpec& spec, const LayerContext& ctx) :
 LayerSchema BatchNormLayer::schema() {
   LayerSchema s;
   s.blocks = {{"batch_norm_param", {"use_global_stats", "moving_average_fraction", "eps"}}};
-  LayerExample train2d = example("", {{4, 3}});
+  LayerExample train2d = layer_example("", {{4, 3}});
   // The objective's finite difference moves the batch statistics too, so the
   // batch has several samples and the tolerance is a little wider.
   train2d.tolerance = 3e-2f;
-  LayerExample train4d = example("", {{3, 2, 2, 2}});
+  LayerExample train4d = layer_example("", {{3, 2, 2, 2}});
   train4d.tolerance = 3e-2f;
-  LayerExample global_train = example("batch_norm_param { use_global_stats: true }", {{2, 3, 2, 2}});
-  LayerExample test_phase = example("", {{2, 3, 2}});
+  LayerExample global_train = layer_example("batch_norm_param { use_global_stats: true }", {{2, 3, 2, 2}});
+  LayerExample test_phase = layer_example("", {{2, 3, 2}});
   test_phase.phase = Phase::kTest;
   s.examples = {train2d, train4d, global_train, test_phase};
   s.summary = "Normalises each channel by batch (TRAIN) or running (TEST) mean and variance";

@@ -8,15 +8,6 @@
 
 namespace strata {
 
-namespace {
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-}  // namespace
-
 ConcatLayer::ConcatLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
   const ConfigNode& p = block("concat_param");
   if (p.has("axis") && p.has("concat_dim")) {
@@ -38,9 +29,9 @@ LayerSchema ConcatLayer::schema() {
   LayerSchema s;
   s.blocks = {{"concat_param", {"axis", "concat_dim"}}};
   s.examples = {
-      example("", {{2, 2, 3}, {2, 3, 3}}),
-      example("concat_param { axis: -1 }", {{2, 3, 2}, {2, 3, 1}, {2, 3, 2}}),
-      example("concat_param { axis: 0 }", {{2, 3}, {1, 3}}),
+      layer_example("", {{2, 2, 3}, {2, 3, 3}}),
+      layer_example("concat_param { axis: -1 }", {{2, 3, 2}, {2, 3, 1}, {2, 3, 2}}),
+      layer_example("concat_param { axis: 0 }", {{2, 3}, {1, 3}}),
   };
   s.summary = "Joins its bottoms along one axis (default 1, channels)";
   return s;

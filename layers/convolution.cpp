@@ -23,19 +23,6 @@ constexpr int64_t kTargetColumns = 512;
 // Upper bound on one worker's im2col buffer (floats; the patch path has none).
 constexpr int64_t kMaxColumnFloats = int64_t{4} << 20;  // 16 MiB
 
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-
-FillerSpec default_weight_filler() {
-  FillerSpec s;
-  s.type = "xavier";
-  return s;
-}
-
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 std::string hw_str(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
@@ -133,14 +120,14 @@ LayerSchema ConvolutionLayer::schema() {
   // Convolution is bilinear in input and weights: central differences are
   // exact up to float rounding, so Gaussian inputs and the default step do.
   s.examples = {
-      example("convolution_param { num_output: 4 kernel_size: 3 bias_filler { type: 'gaussian' } }",
+      layer_example("convolution_param { num_output: 4 kernel_size: 3 bias_filler { type: 'gaussian' } }",
               {{2, 3, 5, 5}}),
-      example("convolution_param { num_output: 3 kernel_h: 3 kernel_w: 2 stride: 2 pad: 1 }", {{2, 2, 6, 5}}),
-      example("convolution_param { num_output: 4 kernel_size: 2 group: 2 dilation: 2 pad_h: 1 pad_w: 0 "
+      layer_example("convolution_param { num_output: 3 kernel_h: 3 kernel_w: 2 stride: 2 pad: 1 }", {{2, 2, 6, 5}}),
+      layer_example("convolution_param { num_output: 4 kernel_size: 2 group: 2 dilation: 2 pad_h: 1 pad_w: 0 "
               "stride_h: 1 stride_w: 2 }",
               {{2, 4, 5, 6}}),
-      example("convolution_param { num_output: 2 kernel_size: 1 bias_term: false }", {{2, 3, 3, 4}}),
-      example("convolution_param { num_output: 2 kernel_size: 3 pad: 1 engine: CAFFE }", {{3, 1, 4, 4}}),
+      layer_example("convolution_param { num_output: 2 kernel_size: 1 bias_term: false }", {{2, 3, 3, 4}}),
+      layer_example("convolution_param { num_output: 2 kernel_size: 3 pad: 1 engine: CAFFE }", {{3, 1, 4, 4}}),
   };
   return s;
 }

@@ -7,15 +7,6 @@
 namespace strata {
 
 namespace {
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-}  // namespace
-
-namespace {
 constexpr int64_t kChunk = 4096;  // elements per thread chunk at least
 }  // namespace
 
@@ -34,15 +25,15 @@ EltwiseLayer::EltwiseLayer(const LayerSpec& spec, const LayerContext& ctx) : Lay
 LayerSchema EltwiseLayer::schema() {
   LayerSchema s;
   s.blocks = {{"eltwise_param", {"operation", "coeff", "stable_prod_grad"}}};
-  LayerExample divide = example("eltwise_param { operation: PROD stable_prod_grad: false }", {{2, 3}, {2, 3}});
+  LayerExample divide = layer_example("eltwise_param { operation: PROD stable_prod_grad: false }", {{2, 3}, {2, 3}});
   divide.inputs = {InputKind::kPositive, InputKind::kPositive};  // top / x_i needs x_i != 0
   // Small step: the finite difference must not straddle a change of winner.
-  LayerExample max = example("eltwise_param { operation: MAX }", {{2, 3}, {2, 3}, {2, 3}});
+  LayerExample max = layer_example("eltwise_param { operation: MAX }", {{2, 3}, {2, 3}, {2, 3}});
   max.step = 1e-3f;
   s.examples = {
-      example("", {{2, 3, 2}, {2, 3, 2}}),
-      example("eltwise_param { operation: SUM coeff: 1 coeff: -0.5 coeff: 2 }", {{2, 3}, {2, 3}, {2, 3}}),
-      example("eltwise_param { operation: PROD }", {{2, 3, 2}, {2, 3, 2}, {2, 3, 2}}),
+      layer_example("", {{2, 3, 2}, {2, 3, 2}}),
+      layer_example("eltwise_param { operation: SUM coeff: 1 coeff: -0.5 coeff: 2 }", {{2, 3}, {2, 3}, {2, 3}}),
+      layer_example("eltwise_param { operation: PROD }", {{2, 3, 2}, {2, 3, 2}, {2, 3, 2}}),
       divide,
       max,
   };

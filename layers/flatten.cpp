@@ -5,15 +5,6 @@
 
 namespace strata {
 
-namespace {
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-}  // namespace
-
 FlattenLayer::FlattenLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
   const ConfigNode& p = block("flatten_param");
   axis_ = p.get_int("axis", 1);
@@ -24,9 +15,9 @@ LayerSchema FlattenLayer::schema() {
   LayerSchema s;
   s.blocks = {{"flatten_param", {"axis", "end_axis"}}};
   s.examples = {
-      example("", {{2, 3, 2, 2}}),
-      example("flatten_param { axis: 2 end_axis: 3 }", {{2, 3, 2, 2}}),
-      example("flatten_param { axis: 0 end_axis: 1 }", {{2, 3, 4}}),
+      layer_example("", {{2, 3, 2, 2}}),
+      layer_example("flatten_param { axis: 2 end_axis: 3 }", {{2, 3, 2, 2}}),
+      layer_example("flatten_param { axis: 0 end_axis: 1 }", {{2, 3, 4}}),
   };
   s.summary = "Merges a range of axes into one (default: all axes after the batch)";
   return s;

@@ -8,21 +8,6 @@
 
 namespace strata {
 
-namespace {
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-
-FillerSpec default_weight_filler() {
-  FillerSpec s;
-  s.type = "xavier";
-  return s;
-}
-}  // namespace
-
 InnerProductLayer::InnerProductLayer(const LayerSpec& spec, const LayerContext& ctx)
     : Layer(spec, ctx) {
   const ConfigNode& p = block("inner_product_param");
@@ -45,9 +30,9 @@ LayerSchema InnerProductLayer::schema() {
                {"num_output", "bias_term", "weight_filler", "bias_filler", "axis", "transpose"}}};
   // A linear map: central differences are exact up to float rounding.
   s.examples = {
-      example("inner_product_param { num_output: 4 bias_filler { type: 'gaussian' } }", {{2, 3, 2, 2}}),
-      example("inner_product_param { num_output: 3 axis: 2 }", {{2, 3, 4}}),
-      example("inner_product_param { num_output: 3 axis: -1 transpose: true bias_term: false }",
+      layer_example("inner_product_param { num_output: 4 bias_filler { type: 'gaussian' } }", {{2, 3, 2, 2}}),
+      layer_example("inner_product_param { num_output: 3 axis: 2 }", {{2, 3, 4}}),
+      layer_example("inner_product_param { num_output: 3 axis: -1 transpose: true bias_term: false }",
               {{2, 2, 5}}),
   };
   return s;

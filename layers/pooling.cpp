@@ -18,13 +18,6 @@ namespace {
 // Planes per thread chunk at least; a plane is one (image, channel) pair.
 constexpr int64_t kMinPlanesPerChunk = 8;
 
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-
 std::string hw_str(int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_string(w); }
 
 int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
@@ -198,16 +191,16 @@ LayerSchema PoolingLayer::schema() {
   // two steps apart, so the argmax never changes within one step; AVE is
   // linear and needs nothing special.
   s.examples = {
-      example("pooling_param { pool: MAX kernel_size: 3 stride: 2 }", {{2, 2, 7, 6}}),
-      example("pooling_param { pool: MAX kernel_size: 2 stride: 2 }", {{2, 3, 4, 5}}),
-      example("pooling_param { pool: MAX kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 "
+      layer_example("pooling_param { pool: MAX kernel_size: 3 stride: 2 }", {{2, 2, 7, 6}}),
+      layer_example("pooling_param { pool: MAX kernel_size: 2 stride: 2 }", {{2, 3, 4, 5}}),
+      layer_example("pooling_param { pool: MAX kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 1 pad_h: 1 "
               "round_mode: FLOOR }",
               {{2, 1, 6, 5}}),
-      example("pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 }", {{2, 2, 5, 5}}),
-      example("pooling_param { pool: AVE kernel_size: 2 stride: 3 round_mode: FLOOR engine: CAFFE }",
+      layer_example("pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 }", {{2, 2, 5, 5}}),
+      layer_example("pooling_param { pool: AVE kernel_size: 2 stride: 3 round_mode: FLOOR engine: CAFFE }",
               {{2, 2, 7, 8}}),
-      example("pooling_param { pool: AVE global_pooling: true }", {{2, 3, 3, 4}}),
-      example("pooling_param { pool: MAX global_pooling: true }", {{2, 3, 2, 3}}),
+      layer_example("pooling_param { pool: AVE global_pooling: true }", {{2, 3, 3, 4}}),
+      layer_example("pooling_param { pool: MAX global_pooling: true }", {{2, 3, 2, 3}}),
   };
   return s;
 }

@@ -6,15 +6,6 @@
 namespace strata {
 
 namespace {
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-}  // namespace
-
-namespace {
 std::string dims_str(const std::vector<int64_t>& d) { return shape_str(Shape(d.begin(), d.end())); }
 }  // namespace
 
@@ -51,9 +42,9 @@ LayerSchema ReshapeLayer::schema() {
   LayerSchema s;
   s.blocks = {{"reshape_param", {"shape", "axis", "num_axes"}}};
   s.examples = {
-      example("reshape_param { shape { dim: 0 dim: -1 } }", {{2, 3, 2, 2}}),
-      example("reshape_param { shape { dim: 0 dim: 2 dim: -1 dim: 3 } }", {{2, 12}}),
-      example("reshape_param { axis: 1 num_axes: 1 shape { dim: 3 dim: 1 } }", {{2, 3, 4}}),
+      layer_example("reshape_param { shape { dim: 0 dim: -1 } }", {{2, 3, 2, 2}}),
+      layer_example("reshape_param { shape { dim: 0 dim: 2 dim: -1 dim: 3 } }", {{2, 12}}),
+      layer_example("reshape_param { axis: 1 num_axes: 1 shape { dim: 3 dim: 1 } }", {{2, 3, 4}}),
   };
   s.summary = "Changes the shape (0 copies a bottom dim, -1 is inferred), values unchanged";
   return s;

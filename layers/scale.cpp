@@ -8,15 +8,6 @@
 
 namespace strata {
 
-namespace {
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-}  // namespace
-
 ScaleLayer::ScaleLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
   const ConfigNode& p = block("scale_param");
   axis_param_ = p.get_int("axis", 1);
@@ -37,15 +28,15 @@ LayerSchema ScaleLayer::schema() {
   s.blocks = {{"scale_param", {"axis", "num_axes", "bias_term", "filler", "bias_filler"}}};
   const std::string random = "filler { type: \"gaussian\" mean: 1 std: 0.5 } ";
   s.examples = {
-      example("scale_param { " + random + "}", {{2, 3, 2, 2}}),
-      example("scale_param { bias_term: true " + random + "bias_filler { type: \"gaussian\" std: 0.5 } }",
+      layer_example("scale_param { " + random + "}", {{2, 3, 2, 2}}),
+      layer_example("scale_param { bias_term: true " + random + "bias_filler { type: \"gaussian\" std: 0.5 } }",
               {{2, 3, 2}}),
-      example("scale_param { axis: 1 num_axes: -1 bias_term: true " + random + "}", {{2, 3, 2}}),
-      example("scale_param { axis: 0 num_axes: 0 " + random + "}", {{2, 3}}),
+      layer_example("scale_param { axis: 1 num_axes: -1 bias_term: true " + random + "}", {{2, 3, 2}}),
+      layer_example("scale_param { axis: 0 num_axes: 0 " + random + "}", {{2, 3}}),
       // Two-bottom form; the scale bottom has a batch axis too, so the
       // generic zero-batch run (dim 0 of every bottom set to 0) still fits.
-      example("scale_param { axis: 0 }", {{2, 3, 2}, {2, 3}}),
-      example("scale_param { axis: 0 }", {{2, 3, 2, 2}, {2, 3, 2, 2}}),
+      layer_example("scale_param { axis: 0 }", {{2, 3, 2}, {2, 3}}),
+      layer_example("scale_param { axis: 0 }", {{2, 3, 2, 2}, {2, 3, 2, 2}}),
   };
   s.summary = "Multiplies by a per-channel scale (param or second bottom), optionally adds a bias";
   return s;

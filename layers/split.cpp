@@ -6,21 +6,12 @@
 
 namespace strata {
 
-namespace {
-LayerExample example(const std::string& config, std::vector<Shape> bottoms) {
-  LayerExample e;
-  e.config = config;
-  e.bottom_shapes = std::move(bottoms);
-  return e;
-}
-}  // namespace
-
 LayerSchema SplitLayer::schema() {
   LayerSchema s;
   // LayerExample has no top count, and the generic harness gives a layer
   // with max_tops() == -1 a single top; tests/shape_layers_test.cpp covers
   // several tops, the Net's automatic insertion and a user-written Split.
-  s.examples = {example("", {{2, 3, 2}})};
+  s.examples = {layer_example("", {{2, 3, 2}})};
   s.summary = "Copies one bottom to several tops; backward sums their gradients";
   return s;
 }
