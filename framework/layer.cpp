@@ -14,6 +14,14 @@ Blob& Layer::add_param(const std::string& name, const Shape& shape, Learnable le
   return *params_.back().blob;
 }
 
+void Layer::forward_cuda(const BlobVec&, const BlobVec&) {
+  fail<ConfigError>(where(), " has no CUDA implementation; run this net with --device cpu");
+}
+
+void Layer::backward_cuda(const BlobVec&, const std::vector<bool>&, const BlobVec&) {
+  fail<ConfigError>(where(), " has no CUDA implementation; run this net with --device cpu");
+}
+
 std::string Layer::where() const { return "layer '" + spec_.name + "' (" + spec_.type + ")"; }
 
 void Layer::shape_error(const std::string& what) const {

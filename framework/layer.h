@@ -52,6 +52,7 @@ struct LayerContext {
   int rank = 0;              // for per-rank data sharding
   int world_size = 1;
   Communicator* comm = nullptr;  // tensor-parallel layers only
+  Device device;                 // where the layer's blobs and parameters live
 };
 
 enum class Learnable { kNo, kYes };
@@ -130,6 +131,19 @@ class Layer {
   virtual void forward_cpu(const BlobVec& bottom, const BlobVec& top) = 0;
   virtual void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                             const BlobVec& bottom) = 0;
+
+  // ---- CUDA path: layers/<name>.cu, compiled when the build has CUDA ----
+  // A layer with a CUDA implementation overrides these three inside
+  // `#ifdef STRATA_WITH_CUDA` in its header. On a CUDA net every blob and
+  // parameter lives on the device (data<float>() is a device pointer);
+  // setup() and reshape() still run on the host and only touch shapes. The
+  // Net refuses to put a layer without a CUDA implementation on a GPU and
+  // names it: there is no silent fallback to the CPU.
+  virtual bool has_cuda() const { return false; }
+  virtual void forward_cuda(const BlobVec& bottom, const BlobVec& top);
+  virtual void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                             const BlobVec& bottom);
+  Device device() const { return ctx_.device; }
 
   // State beyond parameters that a bit-exact resume needs (data cursor, RNG).
   virtual std::string save_state() const { return rng_.save(); }
