@@ -7,6 +7,7 @@
 #include "framework/file_util.h"
 #include "framework/json.h"
 #include "framework/safetensors.h"
+#include "framework/tensor_parallel.h"
 
 namespace strata {
 
@@ -161,14 +162,84 @@ int64_t parse_int(const Metadata& md, const std::string& key, const std::string&
   }
 }
 
+// How the owner layer splits a net parameter (found by its blob).
+ParamShard shard_of_param(const Net& net, const NetParam& p) {
+  if (p.owner_layer < 0) return {};
+  const Layer& layer = net.layer(p.owner_layer);
+  for (size_t i = 0; i < layer.params().size(); ++i) {
+    if (layer.params()[i].blob == p.blob) return layer.param_shard(i);
+  }
+  return {};
+}
+
+// Split parameters by name, for the optimizer history "<param>.<slot>".
+std::map<std::string, ParamShard> split_params_by_name(const Net& net) {
+  std::map<std::string, ParamShard> out;
+  for (const NetParam& p : net.params()) {
+    const ParamShard s = shard_of_param(net, p);
+    if (s.split()) out[p.name] = s;
+  }
+  return out;
+}
+
+const ParamShard* history_shard(const std::map<std::string, ParamShard>& split, const std::string& entry) {
+  const size_t dot = entry.rfind('.');
+  if (dot == std::string::npos) return nullptr;
+  auto it = split.find(entry.substr(0, dot));
+  return it == split.end() ? nullptr : &it->second;
+}
+
 }  // namespace
+
+// ---- tensor parallelism ----
+
+bool has_split_params(const Net& net) {
+  for (const NetParam& p : net.params()) {
+    if (shard_of_param(net, p).split()) return true;
+  }
+  return false;
+}
+
+std::map<int, Tensor> gather_split_params(const Net& net) {
+  std::map<int, Tensor> out;
+  for (size_t i = 0; i < net.params().size(); ++i) {
+    const NetParam& p = net.params()[i];
+    const ParamShard s = shard_of_param(net, p);
+    if (s.split()) out.emplace(static_cast<int>(i), gather_shard(p.blob->data, s));
+  }
+  return out;
+}
+
+void gather_split_history(const Net& net, std::vector<std::pair<std::string, Tensor>>& history) {
+  const std::map<std::string, ParamShard> split = split_params_by_name(net);
+  for (auto& [name, t] : history) {
+    if (const ParamShard* s = history_shard(split, name)) t = gather_shard(t, *s);
+  }
+}
+
+void slice_split_history(const Net& net, std::vector<std::pair<std::string, Tensor>>& history) {
+  const std::map<std::string, ParamShard> split = split_params_by_name(net);
+  for (auto& [name, t] : history) {
+    const ParamShard* s = history_shard(split, name);
+    // A history of another shape is reported by the caller's shape check.
+    if (s && t.ndim() > s->axis && t.dim(s->axis) % (static_cast<int64_t>(s->parts) * s->segments) == 0) {
+      t = slice_shard(t, *s);
+    }
+  }
+}
 
 // ---- weights ----
 
 void save_weights(const Net& net, const std::string& path, const Metadata& metadata) {
+  const std::map<int, Tensor> gathered = gather_split_params(net);
   std::vector<TensorToWrite> tensors;
-  for (const NetParam& p : net.params()) {
-    const Tensor& t = p.blob->data;
+  std::vector<Tensor> on_host;  // host copies of parameters that live on a GPU
+  on_host.reserve(net.params().size());
+  for (size_t i = 0; i < net.params().size(); ++i) {
+    const NetParam& p = net.params()[i];
+    auto g = gathered.find(static_cast<int>(i));
+    on_host.push_back((g == gathered.end() ? p.blob->data : g->second).to(Device::cpu()));
+    const Tensor& t = on_host.back();
     STRATA_CHECK(t.dtype() == DType::kF32 && t.device().is_cpu(), "parameter '", p.name,
                  "' must be an f32 CPU tensor to be saved");
     tensors.push_back(TensorToWrite{p.name, DType::kF32, t.shape(), t.raw_data()});
@@ -203,20 +274,34 @@ LoadReport load_weights(Net& net, const std::string& path, const LoadOptions& op
     if (v) used.insert(p.name);
     if (options.reinit.count(layer)) {
       report.reinitialized.push_back(p.name);
-      if (v && v->shape != p.blob->shape()) report.mismatched.push_back(p.name);
+      if (v && v->shape != full_shape(p.blob->shape(), shard_of_param(net, p))) report.mismatched.push_back(p.name);
       continue;
     }
     if (!v) {
       report.missing.push_back(p.name);
       continue;
     }
-    if (v->shape != p.blob->shape()) {
+    // A split parameter's block is sliced out of the full tensor in the file.
+    const ParamShard shard = shard_of_param(net, p);
+    const Shape full = full_shape(p.blob->shape(), shard);
+    if (v->shape != full) {
       shape_errors.push_back("parameter '" + p.name + "': checkpoint has " + shape_str(v->shape) + ", net has " +
-                             shape_str(p.blob->shape()) +
+                             shape_str(full) +
                              "; to train this layer from scratch, rename the layer or pass --reinit " + layer);
       continue;
     }
-    if (!copy_to_f32(*v, p.blob->data.data<float>(), p.blob->numel())) {
+    Tensor staged;
+    if (shard.split()) staged = Tensor(full);
+    // A parameter on a GPU is assembled on the host, then copied over once.
+    const bool on_device = !p.blob->data.device().is_cpu();
+    Tensor host_param = on_device ? Tensor(p.blob->shape()) : p.blob->data;
+    float* dst = shard.split() ? staged.data<float>() : host_param.data<float>();
+    if (copy_to_f32(*v, dst, shard.split() ? staged.numel() : p.blob->numel())) {
+      if (shard.split()) {
+        copy_shard_out(staged.data<float>(), full, shard, host_param.data<float>());
+      }
+      if (on_device) p.blob->data.copy_from(host_param);
+    } else {
       type_errors.push_back("parameter '" + p.name + "' is stored as " + dtype_name(v->dtype) +
                             "; expected a floating-point type (F32, F16 or BF16)");
       continue;
@@ -263,7 +348,11 @@ std::string weights_path_for_state(const std::string& state_path) {
 
 void save_solver_state(const std::string& path, const SolverState& state) {
   std::vector<TensorToWrite> tensors;
-  for (const auto& [name, t] : state.history) {
+  std::vector<Tensor> on_host;  // host copies of history that lives on a GPU
+  on_host.reserve(state.history.size());
+  for (const auto& [name, history] : state.history) {
+    on_host.push_back(history.to(Device::cpu()));
+    const Tensor& t = on_host.back();
     STRATA_CHECK(t.dtype() == DType::kF32 && t.device().is_cpu(), "solver history '", name,
                  "' must be an f32 CPU tensor");
     tensors.push_back(TensorToWrite{name, DType::kF32, t.shape(), t.raw_data()});

@@ -13,6 +13,13 @@
 //                                             and the weights file's name.
 // Every file is written atomically (temp file + rename), so a crash leaves
 // either the previous file or the new one, never half of one.
+//
+// Tensor parallelism: a parameter that a layer splits over its
+// tensor-parallel group (Layer::param_shard) is stored whole, under its
+// unsplit name. Saving gathers the blocks (a collective over the group:
+// every rank of the group saves, or calls gather_split_params when it
+// writes nothing, at the same point); loading slices this rank's block out
+// of the full tensor. Files therefore load on any layout, split or not.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +37,18 @@ namespace strata {
 using Metadata = std::map<std::string, std::string>;
 
 void save_weights(const Net& net, const std::string& path, const Metadata& metadata = {});
+
+// ---- tensor parallelism ----
+// True when some layer of the net splits a parameter over > 1 rank.
+bool has_split_params(const Net& net);
+// The split parameters as full tensors, by index into Net::params()
+// (collective over each split layer's group; empty without split parameters).
+std::map<int, Tensor> gather_split_params(const Net& net);
+// Optimizer history ("<param>.<slot>") of split parameters: gathered into
+// full tensors (collective, as above), or sliced from full tensors to this
+// rank's block. Other entries are left alone.
+void gather_split_history(const Net& net, std::vector<std::pair<std::string, Tensor>>& history);
+void slice_split_history(const Net& net, std::vector<std::pair<std::string, Tensor>>& history);
 
 enum class MissingParams { kAllow, kError };
 enum class UnexpectedParams { kAllow, kError };

@@ -57,6 +57,24 @@ struct LayerContext {
 
 enum class Learnable { kNo, kYes };
 
+// How a tensor-parallel layer splits one parameter over the ranks of `comm`:
+// this rank holds block `index` of `parts` equal blocks along `axis` of the
+// full tensor. With segments > 1 the axis is that many equal consecutive
+// segments (attention's q, k, v rows), each split so, and this rank holds
+// its block of every segment, in order. The default (parts 1) is an
+// ordinary, unsplit parameter.
+// Checkpoints use it to gather full tensors when saving and to slice them
+// when loading (framework/tensor_parallel.h), so files never depend on the
+// layout; the parameter keeps its unsplit name.
+struct ParamShard {
+  int axis = -1;
+  int parts = 1;
+  int index = 0;
+  int segments = 1;
+  Communicator* comm = nullptr;  // the tensor-parallel group the blocks are spread over
+  bool split() const { return parts > 1; }
+};
+
 // One parameter (or buffer, e.g. BatchNorm running statistics) of a layer.
 struct LayerParam {
   std::string name;  // short name within the layer: "weight", "bias", "running_mean"
@@ -151,6 +169,8 @@ class Layer {
 
   std::vector<LayerParam>& params() { return params_; }
   const std::vector<LayerParam>& params() const { return params_; }
+  // How params()[i] is split over tensor-parallel ranks (default: it is not).
+  virtual ParamShard param_shard(size_t /*param_index*/) const { return {}; }
 
  protected:
   // Creates a parameter; its position is the index of its `param { }` spec.

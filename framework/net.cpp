@@ -8,6 +8,9 @@
 #include "framework/file_util.h"
 #include "framework/layer_registry.h"
 #include "framework/net_spec.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#endif
 
 namespace strata {
 
@@ -64,14 +67,36 @@ std::unique_ptr<Net> Net::from_file(const std::string& path, NetOptions options)
 
 void Net::build(const ConfigNode& root) {
   name_ = root.get_string("name", "net");
+  if (on_cuda()) {
+#ifdef STRATA_WITH_CUDA
+    cuda::check_device_index(options_.device.index);
+#else
+    fail<ConfigError>("net '", name_, "': device ", options_.device.str(),
+                      " requested, but this build of strata has no CUDA backend (built without nvcc or "
+                      "with -DSTRATA_CUDA=OFF); use --device cpu");
+#endif
+  }
   const std::vector<LayerSpec> specs = net_layer_specs(root, options_.phase);
   if (specs.empty()) fail<ConfigError>("net '", name_, "' has no layers in phase ", phase_name(options_.phase));
   for (int i = 0; i < static_cast<int>(specs.size()); ++i) connect_layer(specs[i], i);
+  if (on_cuda()) {
+    // No silent fallback to the CPU: name every layer that cannot run here.
+    std::vector<std::string> missing;
+    for (const auto& l : layers_) {
+      if (!l->has_cuda()) missing.push_back("'" + l->name() + "' (" + l->type() + ") at " + l->spec().node.loc().str());
+    }
+    if (!missing.empty()) {
+      fail<ConfigError>("net '", name_, "' cannot run on ", options_.device.str(), ": ", missing.size(),
+                        " layer(s) have no CUDA implementation: ", join(missing), "; run it with --device cpu");
+    }
+  }
   for (int i = 0; i < num_layers(); ++i) {
     setup_layer(i);
+    move_params_to_device(i);
     register_params(i);
   }
-  compute_backward_needs(root.get_bool("force_backward", false));
+  force_backward_ = root.get_bool("force_backward", false);
+  compute_backward_needs(force_backward_);
 
   std::set<std::string> read;
   for (const auto& names : bottom_names_) read.insert(names.begin(), names.end());
@@ -88,6 +113,7 @@ void Net::connect_layer(const LayerSpec& spec, int index) {
   ctx.rank = options_.rank;
   ctx.world_size = options_.world_size;
   ctx.comm = options_.comm;
+  ctx.device = options_.device;
   std::unique_ptr<Layer> layer = LayerRegistry::instance().find(spec.type).create(spec, ctx);
   const std::string where = "layer '" + spec.name + "' (" + spec.type + ") at " + spec.node.loc().str();
 
@@ -132,6 +158,11 @@ void Net::connect_layer(const LayerSpec& spec, int index) {
                         "'; blob names must be unique except for in-place layers");
     }
     auto blob = std::make_shared<Blob>();
+    if (on_cuda()) {
+      // Empty tensors that remember the device: the layer's first resize allocates there.
+      blob->data = Tensor(Shape{0}, DType::kF32, options_.device);
+      blob->diff = Tensor(Shape{0}, DType::kF32, options_.device);
+    }
     blobs_[name] = blob;
     blob_producer_[name] = index;
     blob_names_.push_back(name);
@@ -178,6 +209,16 @@ void Net::setup_layer(int i) {
                         loss_weights_[i][t], " but shape ", shape_str(tops_[i][t]->shape()),
                         "; only scalar tops can be losses");
     }
+  }
+}
+
+void Net::move_params_to_device(int i) {
+  if (!on_cuda()) return;
+  // Fillers ran on the host in setup(); the values move once, here. The Blob
+  // objects stay the same, so the layer's param(k) references remain valid.
+  for (LayerParam& p : layers_[i]->params()) {
+    if (p.blob->data.device() != options_.device) p.blob->data = p.blob->data.to(options_.device);
+    if (p.blob->diff.device() != options_.device) p.blob->diff = p.blob->diff.to(options_.device);
   }
 }
 
@@ -287,6 +328,14 @@ void Net::compute_backward_needs(bool force_backward) {
   }
 }
 
+void Net::set_lr_mult(int param_index, float lr_mult) {
+  STRATA_CHECK(param_index >= 0 && param_index < static_cast<int>(params_.size()), "param index ", param_index,
+               " out of range (the net has ", params_.size(), " parameters)");
+  NetParam& p = params_[static_cast<size_t>(param_index)];
+  p.lr_mult = p.learnable == Learnable::kYes ? lr_mult : 0.0f;
+  compute_backward_needs(force_backward_);
+}
+
 int Net::layer_index(const std::string& name) const {
   for (int i = 0; i < num_layers(); ++i) {
     if (layers_[i]->name() == name) return i;
@@ -317,16 +366,34 @@ std::vector<std::string> Net::input_names() const {
 float Net::forward(int from, int to) {
   STRATA_CHECK(from >= 0 && to < num_layers() && from <= to + 1, "bad layer range [", from, ", ", to, "]");
   double loss = 0.0;
+  std::vector<const float*> device_losses;  // CUDA: read once, after the last layer
+  std::vector<float> device_weights;
   for (int i = from; i <= to; ++i) {
     Layer& layer = *layers_[i];
     layer.reshape(bottoms_[i], tops_[i]);
-    layer.forward_cpu(bottoms_[i], tops_[i]);
+    if (on_cuda()) {
+      layer.forward_cuda(bottoms_[i], tops_[i]);
+    } else {
+      layer.forward_cpu(bottoms_[i], tops_[i]);
+    }
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
       if (w == 0.0f) continue;
+      if (on_cuda()) {
+        device_losses.push_back(tops_[i][t]->data.data<float>());
+        device_weights.push_back(w);
+        continue;
+      }
       loss += static_cast<double>(w) * tops_[i][t]->data.data<float>()[0];
     }
   }
+#ifdef STRATA_WITH_CUDA
+  if (!device_losses.empty()) {
+    std::vector<float> values(device_losses.size());
+    cuda::read_scalars(device_losses, values.data(), options_.device.index);
+    for (size_t k = 0; k < values.size(); ++k) loss += static_cast<double>(device_weights[k]) * values[k];
+  }
+#endif
   return static_cast<float>(loss);
 }
 
@@ -336,9 +403,13 @@ void Net::backward(int from, int to) {
     if (!layer_need_backward_[i]) continue;
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
-      if (w != 0.0f) tops_[i][t]->diff.fill(w);
+      if (w != 0.0f) tops_[i][t]->diff.fill(w * loss_scale_);
     }
-    layers_[i]->backward_cpu(tops_[i], bottom_need_backward_[i], bottoms_[i]);
+    if (on_cuda()) {
+      layers_[i]->backward_cuda(tops_[i], bottom_need_backward_[i], bottoms_[i]);
+    } else {
+      layers_[i]->backward_cpu(tops_[i], bottom_need_backward_[i], bottoms_[i]);
+    }
     if (grad_ready_) {
       for (int id : params_ready_after_[i]) grad_ready_(id);
     }

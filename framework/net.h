@@ -24,6 +24,10 @@ struct NetOptions {
   int rank = 0;
   int world_size = 1;
   Communicator* comm = nullptr;
+  // Where blobs and parameters live and layers run. On a CUDA device every
+  // layer must have a CUDA implementation (ConfigError naming the ones that
+  // do not); fillers still run on the host and the values are copied over.
+  Device device;
 };
 
 // One unique parameter of the net (shared weights appear once).
@@ -56,6 +60,11 @@ class Net {
 
   const std::string& name() const { return name_; }
   Phase phase() const { return options_.phase; }
+  Device device() const { return options_.device; }
+  // Multiplies the gradient seeded at every loss (its loss weight) by
+  // `scale`: dynamic loss scaling for FP16 training. 1 by default.
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
+  float loss_scale() const { return loss_scale_; }
   int num_layers() const { return static_cast<int>(layers_.size()); }
   Layer& layer(int i) { return *layers_.at(i); }
   const Layer& layer(int i) const { return *layers_.at(i); }
@@ -87,6 +96,10 @@ class Net {
   std::vector<NetParam>& params() { return params_; }
   const std::vector<NetParam>& params() const { return params_; }
   int param_index(const std::string& name) const;  // -1 if absent
+  // Changes a parameter's lr_mult after construction (0 freezes it, as
+  // fine-tuning does) and recomputes which layers need backward, so a frozen
+  // prefix of the net runs none. Buffers (not learnable) keep lr_mult 0.
+  void set_lr_mult(int param_index, float lr_mult);
   void zero_param_diffs();
 
   // Makes this net use `other`'s parameter blobs (by name; shapes must match).
@@ -105,6 +118,8 @@ class Net {
   void setup_layer(int index);
   void register_params(int index);
   void compute_backward_needs(bool force_backward);
+  void move_params_to_device(int index);
+  bool on_cuda() const { return !options_.device.is_cpu(); }
 
   NetOptions options_;
   std::string name_;
@@ -121,6 +136,8 @@ class Net {
   std::vector<std::vector<int>> layer_param_ids_;  // per layer: index into params_ per slot
   std::vector<std::vector<int>> params_ready_after_;  // per layer: params final after its backward
   std::function<void(int)> grad_ready_;
+  float loss_scale_ = 1.0f;
+  bool force_backward_ = false;
 };
 
 // Keys allowed at the top of a net file and inside a `layer { }` block.

@@ -17,7 +17,8 @@ const std::vector<std::string>& net_keys() {
 const std::vector<std::string>& layer_keys() {
   static const std::vector<std::string> keys = {"name",    "type",    "bottom",      "top",
                                                 "param",   "include", "exclude",     "loss_weight",
-                                                "propagate_down", "phase"};
+                                                "propagate_down", "phase", "reinit",
+                                                "stage"};  // stage: pipeline stage (parallel/pipeline_plan.h)
   return keys;
 }
 

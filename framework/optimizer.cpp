@@ -5,12 +5,52 @@
 #include "framework/error.h"
 #include "framework/math.h"
 #include "framework/threads.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/optimizer_kernels.h"
+#endif
 
 namespace strata {
 
 namespace {
 // Element-wise updates are memory bound; below this size threads cost more than they save.
 constexpr int64_t kMinChunk = 1 << 15;
+
+#ifdef STRATA_WITH_CUDA
+// The device of the updated parameters (they all live on the net's device).
+Device params_device(const std::vector<NetParam>& params) {
+  for (const NetParam& p : params) {
+    if (is_updated(p)) return p.blob->data.device();
+  }
+  return Device::cpu();
+}
+
+// The fused kernels' table: every updated parameter with `slots` history tensors.
+std::vector<cuda::FusedTensor> fused_table(std::vector<NetParam>& params,
+                                           std::map<std::string, std::vector<Tensor>>* history) {
+  std::vector<cuda::FusedTensor> out;
+  for (NetParam& p : params) {
+    if (!is_updated(p)) continue;
+    cuda::FusedTensor t;
+    t.w = p.blob->data.data<float>();
+    t.g = p.blob->diff.data<float>();
+    t.n = p.blob->numel();
+    t.lr_mult = p.lr_mult;
+    t.decay_mult = p.decay_mult;
+    if (history) {
+      auto it = history->find(p.name);
+      STRATA_CHECK(it != history->end(), "optimizer has no history for parameter '", p.name,
+                   "'; call prepare() with the net's parameters first");
+      std::vector<Tensor>& slots = it->second;
+      STRATA_CHECK(slots.front().shape() == p.blob->shape(), "history of '", p.name, "' has shape ",
+                   shape_str(slots.front().shape()), ", parameter has ", shape_str(p.blob->shape()));
+      if (slots.size() > 0) t.s0 = slots[0].data<float>();
+      if (slots.size() > 1) t.s1 = slots[1].data<float>();
+    }
+    out.push_back(t);
+  }
+  return out;
+}
+#endif
 }  // namespace
 
 const std::vector<std::string>& solver_type_names() {
@@ -22,6 +62,13 @@ const char* solver_type_name(SolverType t) { return solver_type_names().at(stati
 
 void scale_gradients(std::vector<NetParam>& params, float factor) {
   if (factor == 1.0f) return;
+#ifdef STRATA_WITH_CUDA
+  const Device d = params_device(params);
+  if (!d.is_cpu()) {
+    cuda::fused_scale_gradients(fused_table(params, nullptr), factor, cuda::ReadBack::kNo, d.index);
+    return;
+  }
+#endif
   for (NetParam& p : params) {
     if (!is_updated(p)) continue;
     float* g = p.blob->diff.data<float>();
@@ -31,11 +78,36 @@ void scale_gradients(std::vector<NetParam>& params, float factor) {
   }
 }
 
+bool scale_gradients_check_finite(std::vector<NetParam>& params, float factor) {
+#ifdef STRATA_WITH_CUDA
+  const Device d = params_device(params);
+  if (!d.is_cpu()) {
+    return cuda::fused_scale_gradients(fused_table(params, nullptr), factor, cuda::ReadBack::kYes, d.index).finite;
+  }
+#endif
+  scale_gradients(params, factor);
+  for (const NetParam& p : params) {
+    if (!is_updated(p)) continue;
+    const float* g = p.blob->diff.data<float>();
+    for (int64_t i = 0, n = p.blob->diff.numel(); i < n; ++i) {
+      if (!std::isfinite(g[i])) return false;
+    }
+  }
+  return true;
+}
+
 double clip_gradients(std::vector<NetParam>& params, double max_norm) {
   if (!(max_norm > 0.0)) return 0.0;
   // Serial and in double: the norm (and so the result) does not depend on the thread count.
   double sq = 0.0;
+#ifdef STRATA_WITH_CUDA
+  const Device d = params_device(params);
+  if (!d.is_cpu()) {
+    sq = cuda::fused_scale_gradients(fused_table(params, nullptr), 1.0f, cuda::ReadBack::kYes, d.index).sum_squares;
+  }
+#endif
   for (const NetParam& p : params) {
+    if (!p.blob->data.device().is_cpu()) break;  // summed on the device above
     if (is_updated(p)) sq += sum_squares(p.blob->diff.numel(), p.blob->diff.data<float>());
   }
   const double norm = std::sqrt(sq);
@@ -50,13 +122,44 @@ void Optimizer::prepare(const std::vector<NetParam>& params) {
   for (const NetParam& p : params) {
     if (!is_updated(p)) continue;
     std::vector<Tensor> h;
-    for (size_t s = 0; s < slots; ++s) h.emplace_back(p.blob->shape());  // zero-initialised
+    // Zero-initialised, on the parameter's device.
+    for (size_t s = 0; s < slots; ++s) h.emplace_back(p.blob->shape(), DType::kF32, p.blob->data.device());
     names_.push_back(p.name);
     history_[p.name] = std::move(h);
   }
 }
 
 void Optimizer::update(std::vector<NetParam>& params, double lr) {
+#ifdef STRATA_WITH_CUDA
+  const Device d = params_device(params);
+  if (!d.is_cpu()) {
+    // One launch for every parameter: the same formulas as update_param below.
+    const std::vector<cuda::FusedTensor> table = fused_table(params, &history_);
+    const bool l1 = options_.regularization == Regularization::kL1;
+    if (options_.type == SolverType::kSGD || options_.type == SolverType::kNesterov) {
+      cuda::FusedSgdArgs a;
+      a.lr = lr;
+      a.momentum = options_.momentum;
+      a.weight_decay = options_.weight_decay;
+      a.nesterov = options_.type == SolverType::kNesterov;
+      a.l1 = l1;
+      cuda::fused_sgd(table, a, d.index);
+    } else {
+      cuda::FusedAdamArgs a;
+      a.lr = lr;
+      a.beta1 = options_.momentum;
+      a.beta2 = options_.momentum2;
+      a.eps = options_.delta;
+      a.weight_decay = options_.weight_decay;
+      a.decoupled = options_.type == SolverType::kAdamW;
+      a.l1 = l1;
+      a.step = steps_ + 1;
+      cuda::fused_adam(table, a, d.index);
+    }
+    ++steps_;
+    return;
+  }
+#endif
   for (NetParam& p : params) {
     if (!is_updated(p)) continue;
     auto it = history_.find(p.name);

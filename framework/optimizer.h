@@ -47,7 +47,12 @@ struct OptimizerOptions {
 inline bool is_updated(const NetParam& p) { return p.learnable == Learnable::kYes && p.lr_mult > 0.0f; }
 
 // Multiplies every updated parameter's gradient by `factor`.
+// Parameters on a CUDA device: one fused launch for all of them (here and
+// below), and the optimizer update likewise (framework/cuda/optimizer_kernels.h).
 void scale_gradients(std::vector<NetParam>& params, float factor);
+// scale_gradients, and whether every updated gradient is finite afterwards
+// (the overflow check of FP16 loss scaling).
+bool scale_gradients_check_finite(std::vector<NetParam>& params, float factor);
 // PyTorch's clip_grad_norm_: the L2 norm over all updated gradients together;
 // when norm > max_norm the gradients are scaled by max_norm / (norm + 1e-6).
 // max_norm <= 0 disables clipping. Returns the norm before clipping (0 when

@@ -6,11 +6,17 @@
 #include <cstring>
 
 #include <algorithm>
+#include <iostream>
 #include <set>
+#include <sstream>
 
 #include "framework/error.h"
+#include "framework/finetune_policy.h"
 #include "framework/file_util.h"
 #include "framework/lr_policy.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/math.h"
+#endif
 
 namespace strata {
 
@@ -33,9 +39,31 @@ NamedValues scalar_outputs(Net& net) {
   NamedValues out;
   for (const std::string& name : net.output_names()) {
     const Blob& b = net.blob(name);
-    if (b.numel() == 1) out.emplace_back(name, b.data.data<float>()[0]);
+    if (b.numel() == 1) out.emplace_back(name, b.data.to(Device::cpu()).data<float>()[0]);
   }
   return out;
+}
+
+// Reserved layer-state key holding the FP16 loss scaler ("<scale> <good steps>").
+constexpr const char* kLossScaleStateKey = "@loss_scale";
+
+// Precision -> GEMM/convolution math on the GPU; ConfigError on the CPU.
+void apply_precision(const SolverConfig& config, Device device) {
+  if (device.is_cpu()) {
+    if (config.precision != Precision::kFP32) {
+      fail<ConfigError>(config.source.empty() ? std::string("solver") : config.source, ": precision ",
+                        precision_name(config.precision),
+                        " needs a CUDA device (--device cuda); CPU training is FP32 only");
+    }
+    return;
+  }
+#ifdef STRATA_WITH_CUDA
+  // FP16 has no fp16 GEMM mode yet: TF32 math, with loss scaling (docs/config.md).
+  const cuda::MathMode mode = config.precision == Precision::kFP32   ? cuda::MathMode::kFP32
+                              : config.precision == Precision::kBF16 ? cuda::MathMode::kBF16
+                                                                     : cuda::MathMode::kTF32;
+  cuda::set_math_mode(mode);
+#endif
 }
 
 // The random seed of rank r's nets: rank 0 (and a single process) uses the
@@ -86,7 +114,16 @@ std::string rank_state_prefix(int rank) { return "@rank" + std::to_string(rank) 
 
 Solver::Solver(const SolverConfig& config, const SolverOptions& options)
     : config_(config), options_(options) {
+  apply_precision(config_, options_.device);
+  if (config_.precision == Precision::kFP16) {
+    LossScalerOptions lso;
+    lso.initial_scale = config_.initial_loss_scale;
+    lso.growth_interval = config_.loss_scale_growth_interval;
+    scaler_ = std::make_unique<LossScaler>(lso);
+  }
+  notice_ = [](const std::string& msg) { std::cerr << msg << std::endl; };
   build_nets();
+  apply_finetune_policy(*net_, config_.finetune);  // layer_decay, no_weight_decay
   optimizer_ = make_optimizer(config_.optimizer);
   optimizer_->prepare(net_->params());
   start_time_ = report_time_ = Clock::now();
@@ -103,6 +140,7 @@ void Solver::build_nets() {
     o.rank = options_.rank;
     o.world_size = options_.world_size;
     o.comm = options_.comm;
+    o.device = options_.device;
     return o;
   };
   const bool want_test = config_.test_interval > 0;
@@ -147,16 +185,40 @@ int64_t Solver::samples_per_iteration() const {
 
 float Solver::step() {
   net_->zero_param_diffs();
+  if (scaler_) net_->set_loss_scale(static_cast<float>(scaler_->scale()));
   double loss = 0.0;
-  for (pass_ = 0; pass_ < config_.iter_size; ++pass_) loss += net_->forward_backward();
-  pass_ = 0;
-  loss /= static_cast<double>(config_.iter_size);
+  if (step_runner_) {
+    loss = step_runner_();
+  } else {
+    for (pass_ = 0; pass_ < config_.iter_size; ++pass_) loss += net_->forward_backward();
+    pass_ = 0;
+    loss /= static_cast<double>(config_.iter_size);
+  }
   if (before_update_) before_update_(*net_);
   if (loss_reducer_) loss = loss_reducer_(static_cast<float>(loss));
 
   std::vector<NetParam>& params = net_->params();
   last_lr_ = learning_rate(config_.lr, iter_);
-  scale_gradients(params, 1.0f / static_cast<float>(config_.iter_size));
+  if (scaler_) {
+    // FP16: unscale, and skip the update when a gradient overflowed.
+    const double scale = scaler_->scale();
+    const bool finite =
+        scale_gradients_check_finite(params, static_cast<float>(1.0 / (scale * static_cast<double>(config_.iter_size))));
+    if (scaler_->update(!finite) == StepDecision::kSkip) {
+      if (notice_) {
+        std::ostringstream msg;
+        msg << "iteration " << iter_ + 1 << ": gradient overflow (inf/NaN) at loss scale " << scale
+            << ", update skipped, loss scale lowered to " << scaler_->scale();
+        notice_(msg.str());
+      }
+      ++iter_;
+      loss_window_.push_back(static_cast<float>(loss));
+      while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
+      return static_cast<float>(loss);
+    }
+  } else {
+    scale_gradients(params, 1.0f / static_cast<float>(config_.iter_size));
+  }
   clip_gradients(params, config_.clip_gradients);
   optimizer_->update(params, last_lr_);
   ++iter_;
@@ -219,12 +281,19 @@ SolverState Solver::capture_state(const SnapshotPaths& paths) {
   st.solver_type = solver_type_name(config_.optimizer.type);
   st.optimizer_steps = optimizer_->steps();
   st.history = optimizer_->state_tensors();
+  gather_split_history(*net_, st.history);  // tensor parallel: whole tensors in the file (collective)
   st.layer_states = net_->save_layer_states();
   if (test_net_) st.test_layer_states = test_net_->save_layer_states();
   st.loss_window.assign(loss_window_.begin(), loss_window_.end());
   st.config_fingerprint = config_.fingerprint();
   st.weights_file = basename_of(paths.weights);
   if (options_.world_size > 1) st.layer_states[kWorldSizeStateKey] = std::to_string(options_.world_size);
+  if (scaler_) {
+    std::ostringstream ls;
+    ls.precision(17);
+    ls << scaler_->scale() << ' ' << scaler_->good_steps();
+    st.layer_states[kLossScaleStateKey] = ls.str();
+  }
   return st;
 }
 
@@ -242,8 +311,13 @@ SnapshotPaths Solver::write_snapshot(const SolverState& st, const SnapshotPaths&
   const std::string staged_weights = paths.weights + ".staged";
   const std::string staged_state = paths.state + ".staged";
   try {
-    save_weights(*net_, staged_weights,
-                 {{"iter", std::to_string(iter_)}, {"solver_type", solver_type_name(config_.optimizer.type)}});
+    const Metadata weights_md = {{"iter", std::to_string(iter_)},
+                                 {"solver_type", solver_type_name(config_.optimizer.type)}};
+    if (weights_writer_) {
+      weights_writer_(staged_weights, weights_md);
+    } else {
+      save_weights(*net_, staged_weights, weights_md);
+    }
     save_solver_state(staged_state, st);
   } catch (...) {
     std::remove(staged_weights.c_str());
@@ -271,10 +345,13 @@ std::string Solver::write_snapshot_if_enabled() {
   if (last_snapshot_iter_ == iter_) return last_snapshot_;
   if (options_.snapshots == SnapshotWriting::kDisabled) {
     // Take part in the hook's collective work (every rank reaches each
-    // snapshot point), then write nothing.
-    if (snapshot_state_hook_) {
+    // snapshot point) and, in a tensor-parallel group, in gathering the split
+    // history and weights in the order the writing rank does, then write nothing.
+    const bool split = has_split_params(*net_);
+    if (snapshot_state_hook_ || split) {
       SolverState st = capture_state(snapshot_paths(config_.snapshot_prefix, iter_));
-      snapshot_state_hook_(st);
+      if (snapshot_state_hook_) snapshot_state_hook_(st);
+      if (split) gather_split_params(*net_);
     }
     last_snapshot_iter_ = iter_;
     return last_snapshot_;
@@ -312,8 +389,12 @@ void Solver::adapt_layer_states(SolverState& st, ResumeInfo& info) const {
 
 ResumeInfo Solver::restore(const std::string& state_path) {
   SolverState st = load_solver_state(state_path);
+  slice_split_history(*net_, st.history);  // tensor parallel: this rank's blocks
   ResumeInfo info;
   info.state_path = state_path;
+  // The FP16 loss scaler's state; absent in snapshots of other precisions.
+  std::string loss_scale_state;
+  if (auto ls = st.layer_states.find(kLossScaleStateKey); ls != st.layer_states.end()) loss_scale_state = ls->second;
   adapt_layer_states(st, info);
   const std::string mine = solver_type_name(config_.optimizer.type);
   if (st.solver_type != mine) {
@@ -372,6 +453,13 @@ ResumeInfo Solver::restore(const std::string& state_path) {
   load_weights(*net_, weights, lo);
   for (auto& [name, t] : mine_hist) t.copy_from(*from_file.at(name));
   optimizer_->set_steps(st.optimizer_steps);
+  if (scaler_ && !loss_scale_state.empty()) {
+    std::istringstream ls(loss_scale_state);
+    double scale = 0.0;
+    int64_t good = 0;
+    ls >> scale >> good;
+    scaler_->set_state(scale, good);
+  }
   net_->load_layer_states(st.layer_states);
   if (test_net_) test_net_->load_layer_states(st.test_layer_states);
   iter_ = st.iter;

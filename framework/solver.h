@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "framework/checkpoint.h"
+#include "framework/loss_scaler.h"
 #include "framework/net.h"
 #include "framework/optimizer.h"
 #include "framework/solver_config.h"
@@ -42,6 +43,9 @@ struct SolverOptions {
   Communicator* comm = nullptr;
   // Data-parallel ranks other than 0 train identically but write nothing.
   SnapshotWriting snapshots = SnapshotWriting::kEnabled;
+  // Where the nets run (--device). The config's precision applies on CUDA
+  // devices only; a CPU run with precision other than FP32 is a ConfigError.
+  Device device;
 };
 
 enum class SolveStatus { kCompleted, kInterrupted };
@@ -117,6 +121,22 @@ class Solver {
   // (they write nothing afterwards): rank 0 gathers the other ranks' layer
   // states into it.
   void set_snapshot_state_hook(std::function<void(SolverState&)> f) { snapshot_state_hook_ = std::move(f); }
+  // ---- hooks for pipeline parallelism (parallel/pipeline.h) ----
+  // Replaces the iter_size forward/backward passes of step() (after the
+  // gradients are zeroed, before before_update); returns the step's loss,
+  // the mean over its passes.
+  void set_step_runner(std::function<float()> f) { step_runner_ = std::move(f); }
+  // Replaces how a snapshot's weights file is written (by default
+  // save_weights of net()): a pipeline writes every stage's parameters.
+  void set_weights_writer(std::function<void(const std::string& path, const Metadata& metadata)> f) {
+    weights_writer_ = std::move(f);
+  }
+
+  // FP16 loss scaling (nullptr in other precisions).
+  const LossScaler* loss_scaler() const { return scaler_.get(); }
+  // Where notices go ("iteration 120: gradient overflow at loss scale 65536,
+  // update skipped, scale lowered to 32768"); default: standard error.
+  void set_notice_sink(std::function<void(const std::string&)> f) { notice_ = std::move(f); }
 
   // Observers are not owned and must outlive solve().
   void add_observer(TrainingObserver* observer) { observers_.push_back(observer); }
@@ -163,6 +183,10 @@ class Solver {
   std::function<void(NamedValues&)> outputs_reducer_;
   std::function<void()> before_test_;
   std::function<void(SolverState&)> snapshot_state_hook_;
+  std::function<void(const std::string&)> notice_;
+  std::unique_ptr<LossScaler> scaler_;
+  std::function<float()> step_runner_;
+  std::function<void(const std::string&, const Metadata&)> weights_writer_;
   int64_t pass_ = 0;  // forward/backward pass of the running step()
   std::vector<TrainingObserver*> observers_;
   const std::atomic<bool>* stop_ = nullptr;

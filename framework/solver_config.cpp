@@ -18,9 +18,10 @@ const std::vector<std::string>& solver_keys() {
       "base_lr", "display", "max_iter", "iter_size", "average_loss",
       "lr_policy", "gamma", "power", "stepsize", "stepvalue", "min_lr", "warmup_iter", "warmup_start_factor",
       "type", "solver_type", "momentum", "momentum2", "delta", "weight_decay", "regularization_type",
-      "clip_gradients",
+      "clip_gradients", "layer_decay", "no_weight_decay",
       "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_format", "log",
-      "random_seed", "solver_mode", "device_id", "debug_info", "parallel"};
+      "random_seed", "solver_mode", "device_id", "debug_info", "parallel",
+      "precision", "initial_loss_scale", "loss_scale_growth_interval"};
   return keys;
 }
 
@@ -226,6 +227,15 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
   }
   c.clip_gradients = root.get_double("clip_gradients", -1.0);
   if (std::isnan(c.clip_gradients)) bad(root, "clip_gradients", "is NaN; give a norm > 0, or <= 0 for none");
+  c.finetune.layer_decay = root.get_double("layer_decay", 1.0);
+  if (!(c.finetune.layer_decay > 0.0 && c.finetune.layer_decay <= 1.0)) {
+    bad(root, "layer_decay", "must be in (0, 1] (ViT layer-wise learning-rate decay; 1 = off), got ",
+        c.finetune.layer_decay);
+  }
+  c.finetune.no_weight_decay =
+      root.get_enum("no_weight_decay", {"NONE", "BIASES_NORMS_EMBEDDINGS"}, "NONE") == "NONE"
+          ? NoWeightDecay::kNone
+          : NoWeightDecay::kBiasesNormsEmbeddings;
 
   // ---- reporting and snapshots ----
   c.display = root.get_int("display", 100);
@@ -249,6 +259,19 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
   c.random_seed = seed < 0 ? 1 : static_cast<uint64_t>(seed);
   c.solver_mode = root.get_enum("solver_mode", {"CPU", "GPU"}, "CPU") == "GPU" ? SolverMode::kGPU : SolverMode::kCPU;
   c.device_id = root.get_int("device_id", 0);
+  {
+    const std::string p = root.get_enum("precision", {"FP32", "TF32", "BF16", "FP16"}, "FP32");
+    c.precision = p == "TF32" ? Precision::kTF32 : p == "BF16" ? Precision::kBF16 : p == "FP16" ? Precision::kFP16
+                                                                                                  : Precision::kFP32;
+  }
+  c.initial_loss_scale = root.get_double("initial_loss_scale", 65536.0);
+  if (!(c.initial_loss_scale >= 1.0) || !std::isfinite(c.initial_loss_scale)) {
+    bad(root, "initial_loss_scale", "must be a finite number >= 1, got ", c.initial_loss_scale);
+  }
+  c.loss_scale_growth_interval = root.get_int("loss_scale_growth_interval", 2000);
+  if (c.loss_scale_growth_interval < 1) {
+    bad(root, "loss_scale_growth_interval", "must be >= 1, got ", c.loss_scale_growth_interval);
+  }
   c.debug_info = root.get_bool("debug_info", false);
   c.parallel = root.block("parallel");  // ConfigError when it is not a single block
   return c;
@@ -271,6 +294,16 @@ uint64_t fnv1a(const std::string& s) {
 
 }  // namespace
 
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::kFP32: return "FP32";
+    case Precision::kTF32: return "TF32";
+    case Precision::kBF16: return "BF16";
+    case Precision::kFP16: return "FP16";
+  }
+  return "?";
+}
+
 std::string SolverConfig::fingerprint() const {
   std::ostringstream os;
   os.precision(17);
@@ -285,8 +318,13 @@ std::string SolverConfig::fingerprint() const {
   if (lr.policy == LrPolicy::kPoly || lr.policy == LrPolicy::kCosine) os << ";max_iter=" << max_iter;
   os << ";min_lr=" << lr.min_lr << ";warmup_iter=" << lr.warmup_iter
      << ";warmup_start_factor=" << lr.warmup_start_factor << ";clip=" << clip_gradients
+     << (finetune.active() ? ";layer_decay=" + std::to_string(finetune.layer_decay) + ";no_wd=" +
+                                 std::to_string(static_cast<int>(finetune.no_weight_decay))
+                           : std::string())
      << ";iter_size=" << iter_size << ";seed=" << random_seed << ";net=" << net << ";train_net=" << train_net
      << ";net_param=" << (has_net_param ? net_param.to_string() : std::string());
+  // Only when not the default, so FP32 runs keep the fingerprints of older snapshots.
+  if (precision != Precision::kFP32) os << ";precision=" << precision_name(precision);
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(os.str())));
   return buf;
@@ -305,6 +343,9 @@ std::string SolverConfig::summary() const {
   os << ", weight_decay " << optimizer.weight_decay << ", max_iter " << max_iter;
   if (iter_size > 1) os << ", iter_size " << iter_size;
   if (clip_gradients > 0) os << ", clip_gradients " << clip_gradients;
+  if (finetune.layer_decay != 1.0) os << ", layer_decay " << finetune.layer_decay;
+  if (finetune.no_weight_decay != NoWeightDecay::kNone) os << ", no weight decay on biases, norms and embeddings";
+  if (precision != Precision::kFP32) os << ", precision " << precision_name(precision);
   return os.str();
 }
 

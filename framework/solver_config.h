@@ -11,12 +11,20 @@
 #include <vector>
 
 #include "framework/config.h"
+#include "framework/finetune_policy.h"
 #include "framework/lr_policy.h"
 #include "framework/optimizer.h"
 
 namespace strata {
 
 enum class SolverMode { kCPU, kGPU };
+// How a CUDA run computes (docs/config.md, "precision"): FP32 everywhere;
+// TF32 tensor-core GEMMs and convolutions; BF16 tensor-core GEMMs; FP16 the
+// same math as BF16 plus dynamic loss scaling. Master weights, optimizer
+// state and stored activations and gradients stay fp32 in every mode. CPU
+// runs support FP32 only.
+enum class Precision { kFP32, kTF32, kBF16, kFP16 };
+const char* precision_name(Precision p);
 enum class SnapshotAfterTrain { kNo, kYes };
 
 struct SolverConfig {
@@ -41,6 +49,7 @@ struct SolverConfig {
                                // min_lr, warmup_iter, warmup_start_factor (max_iter copied in)
   OptimizerOptions optimizer;  // type, momentum, momentum2, delta, weight_decay, regularization_type
   double clip_gradients = -1;  // <= 0: off
+  FinetunePolicy finetune;     // layer_decay, no_weight_decay (framework/finetune_policy.h)
 
   // ---- reporting and snapshots ----
   int64_t display = 100;       // 0: no progress lines
@@ -54,6 +63,9 @@ struct SolverConfig {
   uint64_t random_seed = 1;
   SolverMode solver_mode = SolverMode::kCPU;  // accepted; the device comes from the command line
   int64_t device_id = 0;
+  Precision precision = Precision::kFP32;
+  double initial_loss_scale = 65536;       // FP16 only
+  int64_t loss_scale_growth_interval = 2000;  // FP16 only: good steps before the scale doubles
   bool debug_info = false;     // accepted, ignored
 
   // ---- multi-process training ----

@@ -5,8 +5,26 @@
 #include <new>
 
 #include "framework/error.h"
+#include "framework/memory_cap.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#endif
 
 namespace strata {
+
+namespace {
+
+#ifdef STRATA_WITH_CUDA
+// Device index for the CUDA copy API: -1 is host memory.
+int copy_index(Device d) { return d.is_cpu() ? -1 : d.index; }
+#else
+[[noreturn]] void no_cuda(Device d) {
+  fail<ConfigError>("device ", d.str(), " requested, but this build of strata has no CUDA backend "
+                    "(it was built without nvcc or with -DSTRATA_CUDA=OFF); use --device cpu");
+}
+#endif
+
+}  // namespace
 
 Device Device::parse(const std::string& text) {
   if (text == "cpu") return cpu();
@@ -35,14 +53,29 @@ void* aligned_alloc_bytes(size_t bytes) {
 void aligned_free(void* p) { std::free(p); }
 
 Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
+  memory_cap_acquire(bytes);  // --max-memory (framework/memory_cap.h); throws over the cap
   if (!device.is_cpu()) {
-    fail<Error>("device ", device.str(), " storage is not available in this build");
+#ifdef STRATA_WITH_CUDA
+    ptr_ = cuda::device_malloc(bytes, device.index);  // zeroed, from the caching allocator
+    return;
+#else
+    no_cuda(device);
+#endif
   }
   ptr_ = aligned_alloc_bytes(bytes);
   if (ptr_) std::memset(ptr_, 0, bytes);
 }
 
-Storage::~Storage() { aligned_free(ptr_); }
+Storage::~Storage() {
+  memory_cap_release(bytes_);
+#ifdef STRATA_WITH_CUDA
+  if (!device_.is_cpu()) {
+    cuda::device_free(ptr_, device_.index);
+    return;
+  }
+#endif
+  aligned_free(ptr_);
+}
 
 std::string shape_str(const Shape& s) {
   std::string out = "[";
@@ -106,11 +139,28 @@ void Tensor::resize(const Shape& shape) {
 }
 
 void Tensor::zero() {
-  if (nbytes()) std::memset(raw_data(), 0, nbytes());
+  if (!nbytes()) return;
+  if (!device_.is_cpu()) {
+#ifdef STRATA_WITH_CUDA
+    cuda::zero_bytes(raw_data(), nbytes(), device_.index);
+    return;
+#else
+    no_cuda(device_);
+#endif
+  }
+  std::memset(raw_data(), 0, nbytes());
 }
 
 void Tensor::fill(float value) {
   float* p = data<float>();
+  if (!device_.is_cpu()) {
+#ifdef STRATA_WITH_CUDA
+    cuda::fill_f32(p, numel_, value, device_.index);
+    return;
+#else
+    no_cuda(device_);
+#endif
+  }
   for (int64_t i = 0; i < numel_; ++i) p[i] = value;
 }
 
@@ -119,11 +169,27 @@ void Tensor::copy_from(const Tensor& src) {
     fail<ShapeError>("copy_from: source ", shape_str(src.shape()), " ", dtype_name(src.dtype()),
                      " does not match destination ", shape_str(shape_), " ", dtype_name(dtype_));
   }
-  if (nbytes()) std::memcpy(raw_data(), src.raw_data(), nbytes());
+  if (!nbytes()) return;
+  if (device_.is_cpu() && src.device().is_cpu()) {
+    std::memcpy(raw_data(), src.raw_data(), nbytes());
+    return;
+  }
+#ifdef STRATA_WITH_CUDA
+  cuda::copy_bytes(raw_data(), copy_index(device_), src.raw_data(), copy_index(src.device()), nbytes());
+#else
+  no_cuda(device_.is_cpu() ? src.device() : device_);
+#endif
 }
 
 Tensor Tensor::clone() const {
   Tensor t(shape_, dtype_, device_);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return *this;
+  Tensor t(shape_, dtype_, device);
   t.copy_from(*this);
   return t;
 }

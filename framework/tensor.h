@@ -90,11 +90,16 @@ class Tensor {
   // New shape of any size; reallocates only when the storage is too small
   // (contents are then zero), so per-iteration reshapes do not allocate.
   void resize(const Shape& shape);
-  void zero();
-  void fill(float value);  // f32 only
+  void zero();              // on a CUDA device: queued on its compute stream
+  void fill(float value);  // f32 only; likewise
   // Element-wise copy; same numel and dtype required (shapes may differ).
+  // Works across devices (host <-> CUDA device, device <-> device); returns
+  // when the destination may be read on the host (copies into device memory
+  // are ordered on that device's compute stream).
   void copy_from(const Tensor& src);
   Tensor clone() const;
+  // A copy on `device` (this tensor itself when it already lives there).
+  Tensor to(Device device) const;
 
  private:
   void check_type(DType expected) const;

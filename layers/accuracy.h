@@ -35,6 +35,18 @@ class AccuracyLayer : public Layer {
   std::optional<int64_t> ignore_label_;
   int64_t outer_ = 0, channels_ = 0, inner_ = 0;
   std::vector<int64_t> class_total_, class_correct_;  // per class, for the second top
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+
+ private:
+  struct CudaState;  // device scratch and library handles, in layers/accuracy.cu
+  std::shared_ptr<CudaState> cuda_;
+#endif
 };
 
 }  // namespace strata

@@ -22,12 +22,22 @@ class BatchNormLayer : public Layer {
   static LayerSchema schema();
 
   bool supports_in_place() const override { return true; }
+  // Frozen BatchNorm (fine-tuning): normalise with the running statistics in
+  // TRAIN too, and leave them as they are.
+  void set_stats(Stats stats) { stats_ = stats; }
+  Stats stats() const { return stats_; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+#ifdef STRATA_WITH_CUDA
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+#endif
 
  private:
   void check_shape(const Shape& s) const;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/communicator.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/math.h"
@@ -105,6 +106,14 @@ ConvolutionLayer::ConvolutionLayer(const LayerSpec& spec, const LayerContext& ct
                       " is not divisible by group ", group_, "; make num_output a multiple of group");
   }
   bias_ = p.get_bool("bias_term", true) ? Bias::kYes : Bias::kNo;
+  full_output_ = num_output_;
+  if (p.get_enum("split", {"NONE", "OUTPUT_CHANNELS"}, "NONE") == "OUTPUT_CHANNELS") {
+    tp_ = tp_group(ctx.comm);
+    if (tp_.active() && group_ != 1) {
+      fail<ConfigError>(context, " at ", p.loc().str(), ": split: OUTPUT_CHANNELS works with group: 1 only, got group ",
+                        group_);
+    }
+  }
   p.get_enum("engine", {"DEFAULT", "CAFFE", "CUDNN"}, "DEFAULT");  // accepted for Caffe files; one engine here
   weight_filler_ = parse_filler(p.block("weight_filler"), default_weight_filler(), "weight_filler of " + where());
   bias_filler_ = parse_filler(p.block("bias_filler"), FillerSpec{}, "bias_filler of " + where());
@@ -116,7 +125,7 @@ LayerSchema ConvolutionLayer::schema() {
   s.blocks = {{"convolution_param",
                {"num_output", "kernel_size", "kernel_h", "kernel_w", "stride", "stride_h", "stride_w", "pad",
                 "pad_h", "pad_w", "dilation", "group", "bias_term", "weight_filler", "bias_filler",
-                "engine"}}};
+                "engine", "split"}}};
   // Convolution is bilinear in input and weights: central differences are
   // exact up to float rounding, so Gaussian inputs and the default step do.
   s.examples = {
@@ -128,6 +137,8 @@ LayerSchema ConvolutionLayer::schema() {
               {{2, 4, 5, 6}}),
       layer_example("convolution_param { num_output: 2 kernel_size: 1 bias_term: false }", {{2, 3, 3, 4}}),
       layer_example("convolution_param { num_output: 2 kernel_size: 3 pad: 1 engine: CAFFE }", {{3, 1, 4, 4}}),
+      // Without a tensor-parallel group the split key leaves an ordinary layer.
+      layer_example("convolution_param { num_output: 2 kernel_size: 3 split: OUTPUT_CHANNELS }", {{2, 2, 4, 4}}),
   };
   return s;
 }
@@ -152,13 +163,23 @@ void ConvolutionLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) {
                 ") are not divisible by group " + std::to_string(group_) +
                 "; group must divide both the input channels and num_output");
   }
+  if (tp_.active()) {
+    if (full_output_ % tp_.size != 0) {
+      shape_error("split: OUTPUT_CHANNELS over " + std::to_string(tp_.size) +
+                  " tensor-parallel ranks needs num_output (" + std::to_string(full_output_) + ") divisible by " +
+                  std::to_string(tp_.size) + "; change num_output or the tensor { size }");
+    }
+    num_output_ = full_output_ / tp_.size;
+  }
   Blob& w = add_param("weight", {num_output_, channels_ / group_, kernel_.h, kernel_.w});
-  fill(weight_filler_, w.data, rng_);
+  fill_shard(weight_filler_, w.data, param_shard(0), rng_);
   if (bias_ == Bias::kYes) {
     Blob& b = add_param("bias", {num_output_});
-    fill(bias_filler_, b.data, rng_);
+    fill_shard(bias_filler_, b.data, param_shard(1), rng_);
   }
 }
+
+ParamShard ConvolutionLayer::param_shard(size_t /*param_index*/) const { return shard_of(tp_, 0); }
 
 void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const Shape& s = bottom[0]->shape();
@@ -180,7 +201,8 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
                 hw_str(stride_.h, stride_.w) + " gives an output of " + hw_str(out_h_, out_w_) +
                 "; the kernel must fit in the padded input: use a smaller kernel or more padding");
   }
-  top[0]->resize({num_, num_output_, out_h_, out_w_});
+  top[0]->resize({num_, full_output_, out_h_, out_w_});
+  if (tp_.active()) local_top_.resize({num_, num_output_, out_h_, out_w_});
 
   // Chunking: enough images per chunk for a wide GEMM, a bounded column
   // buffer, and a whole number of chunks per thread.
@@ -343,6 +365,28 @@ void ConvolutionLayer::forward_chunk(const float* x, float* y, int64_t i0, int64
 }
 
 void ConvolutionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (!tp_.active()) {
+    forward_local(bottom, top);
+    return;
+  }
+  forward_local(bottom, {&local_top_});
+  allgather_blocks(tp_, local_top_.data, top[0]->shape(), 1, gathered_, top[0]->data);
+}
+
+void ConvolutionLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                    const BlobVec& bottom) {
+  if (!tp_.active()) {
+    backward_local(top, propagate_down, bottom);
+    return;
+  }
+  copy_block_out(top[0]->diff.data<float>(), top[0]->shape(), 1, tp_.size, tp_.rank,
+                 local_top_.diff.data<float>());
+  backward_local({&local_top_}, propagate_down, bottom);
+  // Every rank's channels depend on all input channels: sum their gradients.
+  if (propagate_down[0]) tp_.comm->allreduce(bottom[0]->diff, ReduceOp::kSum);
+}
+
+void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) {
   prepare_workspaces();
   const float* x = bottom[0]->data.data<float>();
   float* y = top[0]->data.data<float>();
@@ -478,8 +522,8 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
   }
 }
 
-void ConvolutionLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                                    const BlobVec& bottom) {
+void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                      const BlobVec& bottom) {
   if (num_chunks_ == 0) return;
   prepare_workspaces();
   const float* x = bottom[0]->data.data<float>();

@@ -11,12 +11,19 @@
 // Chunks run in parallel, one per thread, each with its own scratch and (in
 // backward) its own weight-gradient accumulator; 1x1 stride-1 unpadded
 // convolutions of single images read the image directly.
+//
+// Tensor parallel (`split: OUTPUT_CHANNELS` with a tensor-parallel
+// communicator of T ranks; without one the layer is ordinary): rank r holds
+// output channels [r*C/T, (r+1)*C/T) of the weight and bias, computes them,
+// and the ranks allgather the full top along C. Backward takes this rank's
+// channels of the top gradient and allreduces the input gradient.
 #pragma once
 
 #include <vector>
 
 #include "framework/filler.h"
 #include "framework/layer.h"
+#include "framework/tensor_parallel.h"
 
 namespace strata {
 
@@ -35,6 +42,7 @@ class ConvolutionLayer : public Layer {
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+  ParamShard param_shard(size_t param_index) const override;
 
  private:
   enum class Bias { kNo, kYes };
@@ -63,6 +71,9 @@ class ConvolutionLayer : public Layer {
   // kPixelColumns: B[k][j] (forward); kPixelRows: B[j][k] (weight gradient).
   enum class Orientation { kPixelColumns, kPixelRows };
 
+  // The unsplit computation, into a top of num_output_ channels.
+  void forward_local(const BlobVec& bottom, const BlobVec& top);
+  void backward_local(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
   void check_bottom(const Shape& s) const;
   void prepare_workspaces();
   bool use_patches() const;
@@ -86,7 +97,11 @@ class ConvolutionLayer : public Layer {
   template <typename Body>
   void for_each_chunk(const Body& body) const;
 
-  int64_t num_output_;
+  int64_t num_output_;  // this rank's output channels (num_output / T when split)
+  int64_t full_output_;
+  TpGroup tp_;          // active only with split: OUTPUT_CHANNELS over > 1 rank
+  Blob local_top_;      // split: this rank's channels of the top
+  Tensor gathered_;     // split: every rank's channels, as allgathered
   Hw kernel_, stride_, pad_, dilation_;
   int64_t group_;
   Bias bias_;
@@ -101,6 +116,19 @@ class ConvolutionLayer : public Layer {
   int64_t num_chunks_ = 0;
   std::vector<Workspace> workspaces_;
   Tensor flipped_;  // weights of the input-gradient convolution (stride 1, patch path)
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+
+ private:
+  struct CudaState;  // device scratch and library handles, in layers/convolution.cu
+  std::shared_ptr<CudaState> cuda_;
+  void prepare_cudnn();
+#endif
 };
 
 }  // namespace strata

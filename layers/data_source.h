@@ -150,6 +150,18 @@ class InMemoryDataLayer : public Layer {
   DataOptions options_;
   DataTransform transform_;
   std::unique_ptr<DataSource> source_;
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+
+ private:
+  struct CudaState;  // device scratch and library handles, in layers/data_source.cu
+  std::shared_ptr<CudaState> cuda_;
+#endif
 };
 
 }  // namespace strata

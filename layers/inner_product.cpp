@@ -1,5 +1,6 @@
 #include "layers/inner_product.h"
 
+#include "framework/communicator.h"
 #include "framework/error.h"
 #include "framework/filler.h"
 #include "framework/layer_registry.h"
@@ -16,7 +17,12 @@ InnerProductLayer::InnerProductLayer(const LayerSpec& spec, const LayerContext& 
     fail<ConfigError>("inner_product_param of ", where(), " at ", p.loc().str(),
                       ": num_output must be > 0, got ", num_output_);
   }
+  full_output_ = num_output_;
   bias_ = p.get_bool("bias_term", true) ? Bias::kYes : Bias::kNo;
+  const std::string split = p.get_enum("split", {"NONE", "COLUMN", "ROW"}, "NONE");
+  split_ = split == "COLUMN" ? Split::kColumn : split == "ROW" ? Split::kRow : Split::kNone;
+  if (split_ != Split::kNone) tp_ = tp_group(ctx.comm);
+  if (!tp_.active()) split_ = Split::kNone;  // a world of one: an ordinary layer
   axis_ = static_cast<int>(p.get_int("axis", 1));
   layout_ = p.get_bool("transpose", false) ? WeightLayout::kInputMajor : WeightLayout::kOutputMajor;
   weight_filler_ = parse_filler(p.block("weight_filler"), default_weight_filler(), "weight_filler of " + where());
@@ -27,13 +33,15 @@ LayerSchema InnerProductLayer::schema() {
   LayerSchema s;
   s.summary = "Fully connected layer y = x W^T + b over the dims from `axis` on (PyTorch Linear)";
   s.blocks = {{"inner_product_param",
-               {"num_output", "bias_term", "weight_filler", "bias_filler", "axis", "transpose"}}};
+               {"num_output", "bias_term", "weight_filler", "bias_filler", "axis", "transpose", "split"}}};
   // A linear map: central differences are exact up to float rounding.
   s.examples = {
       layer_example("inner_product_param { num_output: 4 bias_filler { type: 'gaussian' } }", {{2, 3, 2, 2}}),
       layer_example("inner_product_param { num_output: 3 axis: 2 }", {{2, 3, 4}}),
       layer_example("inner_product_param { num_output: 3 axis: -1 transpose: true bias_term: false }",
               {{2, 2, 5}}),
+      // Without a tensor-parallel group the split keys leave an ordinary layer.
+      layer_example("inner_product_param { num_output: 4 split: COLUMN }", {{2, 3}}),
   };
   return s;
 }
@@ -53,13 +61,34 @@ void InnerProductLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) {
   const Shape& s = bottom[0]->shape();
   const int axis = canonical_axis(s);
   k_ = bottom[0]->data.count(axis);
+  if (split_ == Split::kColumn) {
+    if (full_output_ % tp_.size != 0) {
+      shape_error("split: COLUMN over " + std::to_string(tp_.size) + " tensor-parallel ranks needs num_output (" +
+                  std::to_string(full_output_) + ") divisible by " + std::to_string(tp_.size) +
+                  "; change num_output or the tensor { size }");
+    }
+    num_output_ = full_output_ / tp_.size;
+  }
   const Shape wshape = layout_ == WeightLayout::kOutputMajor ? Shape{num_output_, k_} : Shape{k_, num_output_};
   Blob& w = add_param("weight", wshape);
-  fill(weight_filler_, w.data, rng_);
+  fill_shard(weight_filler_, w.data, param_shard(0), rng_);
   if (bias_ == Bias::kYes) {
     Blob& b = add_param("bias", {num_output_});
-    fill(bias_filler_, b.data, rng_);
+    fill_shard(bias_filler_, b.data, param_shard(1), rng_);
   }
+}
+
+ParamShard InnerProductLayer::param_shard(size_t param_index) const {
+  const int out_axis = layout_ == WeightLayout::kOutputMajor ? 0 : 1;
+  switch (split_) {
+    case Split::kColumn:
+      return shard_of(tp_, param_index == 0 ? out_axis : 0);
+    case Split::kRow:
+      return param_index == 0 ? shard_of(tp_, 1 - out_axis) : ParamShard{};
+    case Split::kNone:
+      break;
+  }
+  return {};
 }
 
 void InnerProductLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
@@ -83,6 +112,8 @@ void InnerProductLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   float* y = top[0]->data.data<float>();
   const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
   gemm(Transpose::kNo, tw, m_, num_output_, k_, 1.0f, x, w, 0.0f, y);
+  // ROW: each rank multiplied its slice of the inputs; the sum is the output.
+  if (split_ == Split::kRow) tp_.comm->allreduce(top[0]->data, ReduceOp::kSum);
   if (bias_ == Bias::kYes) {
     const float* b = param(1).data.data<float>();
     const int64_t n = num_output_;
@@ -118,6 +149,8 @@ void InnerProductLayer::backward_cpu(const BlobVec& top, const std::vector<bool>
     float* dx = bottom[0]->diff.data<float>();
     const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kNo : Transpose::kYes;
     gemm(Transpose::kNo, tw, m_, k_, num_output_, 1.0f, dy, w, 0.0f, dx);
+    // COLUMN: each rank's outputs depend on all inputs; sum their gradients.
+    if (split_ == Split::kColumn) tp_.comm->allreduce(bottom[0]->diff, ReduceOp::kSum);
   }
 }
 

@@ -3,10 +3,21 @@
 // K = product of dims from `axis` on; the top is bottom dims before `axis`
 // followed by num_output. Weight [num_output, K] (PyTorch layout), or
 // [K, num_output] with transpose: true (Caffe's transpose flag); bias [num_output].
+//
+// Tensor parallel (`split`, with a tensor-parallel communicator of T ranks;
+// without one the layer is ordinary), Megatron's pair:
+// - COLUMN: this rank holds weight rows [r*out/T, (r+1)*out/T) and their
+//   bias; its top is that slice of the output (last axis out/T). Backward
+//   allreduces the input gradient.
+// - ROW: the bottom is such a slice (e.g. a COLUMN layer's top through
+//   element-wise layers): this rank holds the matching weight columns;
+//   forward allreduces the partial outputs and adds the (unsplit) bias once.
+// A COLUMN layer followed by a ROW layer costs one allreduce each way.
 #pragma once
 
 #include "framework/filler.h"
 #include "framework/layer.h"
+#include "framework/tensor_parallel.h"
 
 namespace strata {
 
@@ -20,15 +31,26 @@ class InnerProductLayer : public Layer {
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+#ifdef STRATA_WITH_CUDA
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+#endif
+  ParamShard param_shard(size_t param_index) const override;
 
  private:
   // Weight storage order.
   enum class WeightLayout { kOutputMajor, kInputMajor };
   enum class Bias { kNo, kYes };
+  enum class Split { kNone, kColumn, kRow };
 
   int canonical_axis(const Shape& s) const;
 
-  int64_t num_output_;
+  int64_t num_output_;  // this rank's outputs (num_output / T for COLUMN)
+  int64_t full_output_;
+  Split split_ = Split::kNone;
+  TpGroup tp_;  // active only when split and the group has > 1 rank
   Bias bias_;
   int axis_;
   WeightLayout layout_;

@@ -48,6 +48,18 @@ class SoftmaxWithLossLayer : public Layer {
   std::vector<int32_t> labels_;      // checked class index per position, -1 = ignored
   std::vector<double> outer_loss_;   // per outer slice, summed in order for determinism
   int64_t valid_count_ = 0;
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+
+ private:
+  struct CudaState;  // device scratch and library handles, in layers/softmax_with_loss.cu
+  std::shared_ptr<CudaState> cuda_;
+#endif
 };
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "framework/error.h"
+#include "parallel/nccl_communicator.h"
 #include "parallel/store.h"
 #include "parallel/tcp_communicator.h"
 #include "parallel/tcp_transport.h"
@@ -17,24 +18,44 @@ namespace strata::parallel {
 
 namespace {
 
-std::unique_ptr<Communicator> create_tcp(const RankEnv& env, const CommunicatorOptions& opts) {
-  TcpCommunicatorOptions tcp_opts;
-  tcp_opts.algorithm = parse_allreduce_algorithm(opts.algorithm);
-  tcp_opts.hostname = env.hostname;
+// Rank 0 serves the store (server is null elsewhere); every rank joins it.
+void open_store(const RankEnv& env, const char* backend, std::shared_ptr<StoreServer>& server,
+                std::shared_ptr<Store>& store) {
   if (env.master_host.empty() || env.master_port <= 0) {
-    fail<ConfigError>(env.describe(), ": the tcp backend needs rank 0's store address: set STRATA_MASTER=host:port "
-                      "(strata launch does; with mpirun pass -x STRATA_MASTER -x STRATA_TOKEN)");
+    fail<ConfigError>(env.describe(), ": the ", backend, " backend needs rank 0's store address: set "
+                      "STRATA_MASTER=host:port (strata launch does; with mpirun pass -x STRATA_MASTER "
+                      "-x STRATA_TOKEN)");
   }
   if (env.token.empty()) {
-    fail<ConfigError>(env.describe(), ": the tcp backend needs the shared STRATA_TOKEN for joining rank 0's store "
-                      "(strata launch sets it; otherwise export the same value on every rank)");
+    fail<ConfigError>(env.describe(), ": the ", backend, " backend needs the shared STRATA_TOKEN for joining rank 0's "
+                      "store (strata launch sets it; otherwise export the same value on every rank)");
   }
-  std::shared_ptr<StoreServer> server;
   if (env.rank == 0) {
     const std::string bind = is_loopback_host(env.master_host) ? "127.0.0.1" : "0.0.0.0";
     server = std::make_shared<StoreServer>(bind, env.master_port, env.token);
   }
-  std::shared_ptr<Store> store = connect_store(env.master_host, env.master_port, env.token, env.rank, env.timeout);
+  store = connect_store(env.master_host, env.master_port, env.token, env.rank, env.timeout);
+}
+
+std::unique_ptr<Communicator> create_nccl(const RankEnv& env, const CommunicatorOptions& opts) {
+  if (!nccl_backend_built()) create_nccl_communicator(env, nullptr);  // throws the ConfigError that says why
+  std::shared_ptr<StoreServer> server;
+  std::shared_ptr<Store> store;
+  open_store(env, "nccl", server, store);
+  NcclCommunicatorOptions nccl_opts;
+  if (opts.device.kind == DeviceKind::kCUDA) nccl_opts.device = opts.device.index;
+  nccl_opts.keep_alive.push_back(store);
+  if (server) nccl_opts.keep_alive.push_back(server);
+  return create_nccl_communicator(env, store, std::move(nccl_opts));
+}
+
+std::unique_ptr<Communicator> create_tcp(const RankEnv& env, const CommunicatorOptions& opts) {
+  TcpCommunicatorOptions tcp_opts;
+  tcp_opts.algorithm = parse_allreduce_algorithm(opts.algorithm);
+  tcp_opts.hostname = env.hostname;
+  std::shared_ptr<StoreServer> server;
+  std::shared_ptr<Store> store;
+  open_store(env, "tcp", server, store);
   TcpTransportOptions transport_opts;
   transport_opts.hostname = env.hostname;
   // Advertise the interface that reaches the master: the one the other
@@ -52,14 +73,18 @@ std::unique_ptr<Communicator> create_tcp(const RankEnv& env, const CommunicatorO
 
 std::unique_ptr<Communicator> create_communicator(const RankEnv& env, const CommunicatorOptions& opts) {
   const std::string& backend = opts.backend;
-  if (backend != "auto" && backend != "tcp" && backend != "mpi" && backend != "local") {
-    fail<ConfigError>("unknown communication backend '", backend, "'; known: auto, tcp, mpi, local");
+  if (backend != "auto" && backend != "tcp" && backend != "nccl" && backend != "mpi" && backend != "local") {
+    fail<ConfigError>("unknown communication backend '", backend, "'; known: auto, tcp, nccl, mpi, local");
   }
   parse_allreduce_algorithm(opts.algorithm);  // reject a bad name even where it is not used
   if (env.world_size <= 1) return std::make_unique<LocalCommunicator>();
   if (backend == "local") {
-    fail<ConfigError>(env.describe(), ": backend 'local' serves a world of one rank only; use tcp or mpi for ",
+    fail<ConfigError>(env.describe(), ": backend 'local' serves a world of one rank only; use tcp, nccl or mpi for ",
                       env.world_size, " ranks");
+  }
+  // auto: NCCL for CUDA tensors where this build has it.
+  if (backend == "nccl" || (backend == "auto" && opts.device.kind == DeviceKind::kCUDA && nccl_backend_built())) {
+    return create_nccl(env, opts);
   }
   if (backend == "mpi") {
 #ifdef STRATA_FACTORY_HAS_MPI_HEADER

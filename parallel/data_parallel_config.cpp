@@ -13,7 +13,7 @@ namespace strata::parallel {
 namespace {
 
 const std::vector<std::string>& backends() {
-  static const std::vector<std::string> v = {"auto", "tcp", "mpi"};
+  static const std::vector<std::string> v = {"auto", "tcp", "nccl", "mpi"};
   return v;
 }
 
@@ -38,7 +38,7 @@ void check_bucket_mb(double mb, const std::string& where) {
 }  // namespace
 
 const std::vector<std::string>& parallel_keys() {
-  static const std::vector<std::string> keys = {"data"};
+  static const std::vector<std::string> keys = {"data", "pipeline", "tensor"};  // pipeline, tensor: model_parallel_config.h
   return keys;
 }
 

@@ -4,6 +4,9 @@
 set -euo pipefail
 
 # libopenmpi-dev + openmpi-bin: the mpi communication backend and its tests (mpirun).
+# The CUDA backend is optional and not installed here: CMake builds it when it
+# finds nvcc, and then needs cuBLAS and cuDNN 9 (CUDA toolkit + cudnn packages
+# from NVIDIA); without nvcc, or with -DSTRATA_CUDA=OFF, the build is CPU-only.
 packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do

@@ -127,8 +127,14 @@ expect_error "labels out of range" "layer 'loss' (SoftmaxWithLoss)" "label 99" -
 cp "$data/train_labels.npy.good" "$data/train_labels.npy"
 
 # ---- flags ----
-expect_error "--device cuda" "cuda" "no CUDA backend" "--device cpu" -- \
-  "$strata" train --solver "$dir/s10.prototxt" --device cuda
+# A device that cannot be used: a CPU-only build has no CUDA backend; a CUDA
+# build says no GPU is available, or (on a GPU machine) that cuda:99 does not exist.
+expect_error "--device cuda:99" "cuda:99" "CUDA" -- \
+  "$strata" train --solver "$dir/s10.prototxt" --device cuda:99
+if ! nvidia-smi > /dev/null 2>&1; then
+  expect_error "--device cuda" "cuda" "--device cpu" -- \
+    "$strata" train --solver "$dir/s10.prototxt" --device cuda
+fi
 expect_error "unknown flag" "--solvr" "did you mean --solver?" -- "$strata" train --solvr "$dir/s10.prototxt"
 
 # ---- a good run, then weight and snapshot files that are damaged ----

@@ -79,13 +79,13 @@ state="$dir/snap2/digits_iter_3.solverstate.safetensors"
 make_solver "$dir/resume1.prototxt" net64.prototxt 6 0 resume1/digits
 "$strata" train --solver "$dir/resume1.prototxt" --snapshot "$state" --threads 1 > "$work/resume1.txt" 2>&1 ||
   { cat "$work/resume1.txt"; fail "resume with 1 rank failed"; }
-grep -q 'written by 2 ranks and this run has 1; the data order restarts' "$work/resume1.txt" ||
+grep -q 'written by 2 data-parallel ranks and this run has 1; the data order restarts' "$work/resume1.txt" ||
   { cat "$work/resume1.txt"; fail "no note about the data order"; }
 grep -q '^done: 6 iterations' "$work/resume1.txt" || { cat "$work/resume1.txt"; fail "1-rank resume did not finish"; }
 make_solver "$dir/resume3.prototxt" net64.prototxt 6 0 resume3/digits
 "$strata" launch --nproc 3 -- "$strata" train --solver "$dir/resume3.prototxt" --snapshot "$state" > "$work/resume3.txt" 2>&1 ||
   { cat "$work/resume3.txt"; fail "resume with 3 ranks failed"; }
-grep -q 'written by 2 ranks and this run has 3' "$work/resume3.txt" || { cat "$work/resume3.txt"; fail "no note (3 ranks)"; }
+grep -q 'written by 2 data-parallel ranks and this run has 3' "$work/resume3.txt" || { cat "$work/resume3.txt"; fail "no note (3 ranks)"; }
 grep -q '^\[rank 0\] done: 6 iterations' "$work/resume3.txt" || { cat "$work/resume3.txt"; fail "3-rank resume did not finish"; }
 # And with 2 ranks again: no note, the data continues.
 make_solver "$dir/resume2.prototxt" net64.prototxt 6 0 resume2/digits

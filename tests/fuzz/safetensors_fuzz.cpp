@@ -4,6 +4,19 @@
 //   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -I. -o st_fuzz
 //     framework/{dtype,file_util,json,safetensors}.cpp tests/fuzz/safetensors_fuzz.cpp
 //   ./st_fuzz -max_total_time=60 tests/fuzz/corpus_safetensors
+// Seeds (tests/fuzz/corpus_safetensors; tests/transfer_weights_files_test.cpp
+// replays each one on every test run and checks its error message):
+//   valid_empty, valid_two_tensors, valid_zero_elem   files that load
+//   invalid_short                 shorter than the 8-byte length field
+//   invalid_header_len            header length far beyond the file (2^40)
+//   invalid_header_over_limit     header length just over the 100 MB limit
+//   invalid_json                  header that is not JSON
+//   invalid_dtype                 a dtype strata does not read (F64)
+//   invalid_dtype_size            byte range that does not fit dtype x shape
+//   invalid_end_before_begin      data_offsets [8, 0]
+//   invalid_offsets_beyond        data_offsets past the data buffer
+//   invalid_truncated             a valid file cut inside its data
+//   invalid_overlap, invalid_hole tensors that overlap / leave bytes unused
 #include <cstddef>
 #include <cstdint>
 #include <vector>

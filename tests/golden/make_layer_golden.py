@@ -859,6 +859,223 @@ def dropout_train_stats():
 
 
 # ----------------------------------------------------------------------------
+# Transformer and vision layers (ViT, VGG's adaptive pooling)
+
+
+def layer_norm_case(name, shape, axis=-1, eps=None):
+    rng = rng_for(name)
+    opts = []
+    if axis != -1:
+        opts.append("axis: %d" % axis)
+    if eps is not None:
+        opts.append("eps: %g" % eps)
+    cfg = "layer_norm_param { %s }" % " ".join(opts) if opts else ""
+    c = Case(name, "LayerNorm", cfg, tol=REDUCTION)
+    a = axis % len(shape)
+    norm_shape = tuple(shape[a:])
+    d = int(np.prod(norm_shape))
+    c.desc = "LayerNorm %s over dims %s (D = %d), eps %g" % (list(shape), list(norm_shape), d, eps or 1e-5)
+    # Rows with a sizeable mean: the variance must not lose it to cancellation.
+    c.inputs = [f32(rng.standard_normal(shape) * 2 + 3)]
+    c.grad_inputs = [0]
+    c.params["weight"] = f32(1 + 0.5 * rng.standard_normal(d))
+    c.params["bias"] = f32(rng.standard_normal(d))
+    c.learnable = ["weight", "bias"]
+    e = 1e-5 if eps is None else eps
+    compute(c, lambda x, p: F.layer_norm(x[0], norm_shape, p["weight"].reshape(norm_shape),
+                                         p["bias"].reshape(norm_shape), e), rng)
+    return c
+
+
+@case
+def layer_norm_last():
+    return layer_norm_case("layer_norm_last", (2, 3, 8), eps=1e-6)
+
+
+@case
+def layer_norm_axis1():
+    return layer_norm_case("layer_norm_axis1", (2, 3, 2, 2), axis=1)
+
+
+@case
+def gelu_exact():
+    return act_case("gelu_exact", "GELU", "", F.gelu, shape=(3, 4, 2), large=True,
+                    desc="GELU exact (erf), including |x| up to 1000")
+
+
+@case
+def gelu_tanh():
+    return act_case("gelu_tanh", "GELU", "gelu_param { approximate: TANH }",
+                    lambda x: F.gelu(x, approximate="tanh"), shape=(3, 4, 2), large=True,
+                    desc="GELU tanh approximation, including |x| up to 1000")
+
+
+def mha_case(name, n, t, d, heads, bias=True):
+    rng = rng_for(name)
+    opts = ["num_heads: %d" % heads]
+    if not bias:
+        opts.append("bias_term: false")
+    c = Case(name, "MultiHeadAttention", "attention_param { %s }" % " ".join(opts), tol=REDUCTION)
+    c.desc = "MultiHeadAttention [%d, %d, %d], %d heads%s (torch MultiheadAttention, batch_first)" % (
+        n, t, d, heads, "" if bias else ", no bias")
+    c.inputs = [f32(rng.standard_normal((n, t, d)))]
+    c.grad_inputs = [0]
+    # Weights large enough that the attention is far from uniform.
+    c.params["in_proj_weight"] = f32(rng.standard_normal((3 * d, d)) * 0.6)
+    c.learnable = ["in_proj_weight"]
+    if bias:
+        c.params["in_proj_bias"] = f32(rng.standard_normal(3 * d) * 0.5)
+        c.learnable.append("in_proj_bias")
+    c.params["out_proj_weight"] = f32(rng.standard_normal((d, d)) * 0.5)
+    c.learnable.append("out_proj_weight")
+    if bias:
+        c.params["out_proj_bias"] = f32(rng.standard_normal(d) * 0.5)
+        c.learnable.append("out_proj_bias")
+
+    def fn(x, p):
+        mha = torch.nn.MultiheadAttention(d, heads, bias=bias, batch_first=True)
+        # Swap in our tensors so autograd reaches them; the module only routes.
+        del mha.in_proj_weight, mha.out_proj.weight
+        mha.in_proj_weight = p["in_proj_weight"]
+        mha.out_proj.weight = p["out_proj_weight"]
+        if bias:
+            del mha.in_proj_bias, mha.out_proj.bias
+            mha.in_proj_bias = p["in_proj_bias"]
+            mha.out_proj.bias = p["out_proj_bias"]
+        mha.train(False)
+        out, _ = mha(x[0], x[0], x[0], need_weights=False)
+        return out
+
+    compute(c, fn, rng)
+    return c
+
+
+@case
+def mha_heads2():
+    return mha_case("mha_heads2", 2, 5, 8, 2)
+
+
+@case
+def mha_heads3():
+    return mha_case("mha_heads3", 2, 4, 6, 3)
+
+
+@case
+def mha_nobias():
+    return mha_case("mha_nobias", 1, 3, 4, 1, bias=False)
+
+
+def patch_embed_case(name, shape, patch, dim):
+    rng = rng_for(name)
+    c = Case(name, "PatchEmbed", "patch_embed_param { patch_size: %d num_output: %d }" % (patch, dim), tol=REDUCTION)
+    c.desc = "PatchEmbed %s, patch %d -> %d (torchvision conv_proj + flatten(2).transpose(1, 2))" % (
+        list(shape), patch, dim)
+    c.inputs = [f32(rng.standard_normal(shape))]
+    c.grad_inputs = [0]
+    c.params["weight"] = f32(rng.standard_normal((dim, shape[1], patch, patch)) * 0.5)
+    c.params["bias"] = f32(rng.standard_normal(dim))
+    c.learnable = ["weight", "bias"]
+    compute(c, lambda x, p: F.conv2d(x[0], p["weight"], p["bias"], stride=patch).flatten(2).transpose(1, 2), rng)
+    return c
+
+
+@case
+def patch_embed_p2():
+    return patch_embed_case("patch_embed_p2", (2, 3, 4, 6), 2, 5)
+
+
+@case
+def patch_embed_p3():
+    return patch_embed_case("patch_embed_p3", (1, 2, 6, 3), 3, 4)
+
+
+def pos_embed_case(name, shape, class_token=True):
+    rng = rng_for(name)
+    cfg = "" if class_token else "position_embedding_param { class_token: false }"
+    c = Case(name, "PositionEmbedding", cfg, tol=ELEMENTWISE)
+    n, t, d = shape
+    c.desc = "PositionEmbedding %s, %s" % (list(shape), "class token prepended" if class_token else "no class token")
+    c.inputs = [f32(rng.standard_normal(shape))]
+    c.grad_inputs = [0]
+    if class_token:
+        c.params["class_token"] = f32(rng.standard_normal((1, 1, d)))
+        c.learnable.append("class_token")
+    c.params["pos_embedding"] = f32(rng.standard_normal((1, t + (1 if class_token else 0), d)))
+    c.learnable.append("pos_embedding")
+
+    def fn(x, p):
+        tokens = x[0]
+        if class_token:  # torchvision VisionTransformer: cat([class_token, x], 1) + pos_embedding
+            tokens = torch.cat([p["class_token"].expand(n, -1, -1), tokens], dim=1)
+        return tokens + p["pos_embedding"]
+
+    compute(c, fn, rng)
+    return c
+
+
+@case
+def pos_embed_class_token():
+    return pos_embed_case("pos_embed_class_token", (3, 4, 5))
+
+
+@case
+def pos_embed_no_class_token():
+    return pos_embed_case("pos_embed_no_class_token", (2, 3, 4), class_token=False)
+
+
+@case
+def token_pool_class():
+    return shape_case("token_pool_class", "TokenPool", "", [(2, 4, 3)], lambda x: x[0][:, 0],
+                      desc="TokenPool CLASS_TOKEN (default): token 0")
+
+
+@case
+def token_pool_mean():
+    name = "token_pool_mean"
+    rng = rng_for(name)
+    c = Case(name, "TokenPool", "token_pool_param { pool: MEAN }", tol=ELEMENTWISE,
+             desc="TokenPool MEAN over the tokens")
+    c.inputs = [f32(rng.standard_normal((2, 5, 3)))]
+    c.grad_inputs = [0]
+    compute(c, lambda x, p: x[0].mean(dim=1), rng)
+    return c
+
+
+def adaptive_pool_case(name, shape, out_hw, mode, square=False):
+    rng = rng_for(name)
+    size = "output_size: %d" % out_hw[0] if square else "output_h: %d output_w: %d" % out_hw
+    c = Case(name, "AdaptivePooling", "adaptive_pooling_param { %s pool: %s }" % (size, mode), tol=ELEMENTWISE)
+    c.desc = "AdaptivePooling %s %s -> %s (bins may overlap)" % (mode, list(shape), list(out_hw))
+    c.inputs = [f32(rng.standard_normal(shape))]
+    c.grad_inputs = [0]
+    fn = F.adaptive_max_pool2d if mode == "MAX" else F.adaptive_avg_pool2d
+    compute(c, lambda x, p: fn(x[0], out_hw), rng)
+    return c
+
+
+@case
+def adaptive_pool_ave():
+    return adaptive_pool_case("adaptive_pool_ave", (2, 3, 7, 5), (3, 2), "AVE")
+
+
+@case
+def adaptive_pool_max():
+    return adaptive_pool_case("adaptive_pool_max", (2, 3, 5, 7), (3, 4), "MAX")
+
+
+@case
+def adaptive_pool_upsample():
+    # More outputs than inputs: every bin is one or two inputs, reused.
+    return adaptive_pool_case("adaptive_pool_upsample", (1, 2, 3, 2), (5, 5), "AVE", square=True)
+
+
+@case
+def adaptive_pool_vgg():
+    # VGG's avgpool: 7x7 from the 7x7 feature map of a 224 image is the identity.
+    return adaptive_pool_case("adaptive_pool_vgg", (1, 2, 7, 7), (7, 7), "AVE", square=True)
+
+
+# ----------------------------------------------------------------------------
 
 
 def main():

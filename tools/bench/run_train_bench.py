@@ -6,7 +6,16 @@ table of medians and ratios for docs/benchmarks.md.
   /usr/bin/python3 tools/bench/run_train_bench.py --build build --rounds 5
 
 The machine is noisy, so each program runs --rounds times, interleaved, and
-the table reports the median over rounds of each round's median."""
+the table reports the median over rounds of each round's median.
+
+On a GPU (a build with CUDA):
+
+  /usr/bin/python3 tools/bench/run_train_bench.py --build build --device cuda \
+      --models cifar_vgg,vgg16 --precisions FP32,TF32,BF16
+
+runs both on the GPU in each precision and prints images/s, peak memory (the
+caching allocator's / torch.cuda's peak allocated) and MFU against the
+measured cuBLAS matmul peak of that precision (strata_bench_gpu_gemm)."""
 import argparse
 import json
 import os
@@ -31,6 +40,60 @@ def cifar_vgg_train_gflop_per_sample():
     return 3 * flops / 1e9
 
 
+def vgg16_train_gflop_per_sample():
+    """As cifar_vgg_train_gflop_per_sample, for VGG-16 at 224x224."""
+    flops, c, hw = 0, 3, 224
+    for n in (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M"):
+        if n == "M":
+            hw //= 2
+        else:
+            flops += 2 * c * 9 * n * hw * hw
+            c = n
+    flops += 2 * (512 * 7 * 7 * 4096 + 4096 * 4096 + 4096 * 1000)
+    return 3 * flops / 1e9
+
+
+GFLOP_PER_SAMPLE = {"cifar_vgg": cifar_vgg_train_gflop_per_sample, "vgg16": vgg16_train_gflop_per_sample}
+
+
+def gpu_main(a, env):
+    """GPU table: per model and precision, strata and PyTorch eager, interleaved."""
+    peaks = {}
+    out = subprocess.run([os.path.join(a.build, "strata_bench_gpu_gemm")], check=True, capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            peaks[row["mode"]] = row["tflops_median"]
+    print("cuBLAS matmul peak (8192^3, median): " + ", ".join(f"{m} {t:.1f} TFLOP/s" for m, t in peaks.items()))
+    rows = {}
+    for precision in a.precisions.split(","):
+        strata_cmd = [os.path.join(a.build, "strata_bench_train"), "--models", a.models, "--device", a.device,
+                      "--precision", precision, "--iters", str(a.iters), "--repeats", "3"]
+        torch_cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_train_throughput.py"), "--models", a.models,
+                     "--device", a.device, "--precision", precision, "--iters", str(a.iters), "--repeats", "3"]
+        for r in range(a.rounds):
+            for impl, cmd in (("strata", strata_cmd), ("pytorch", torch_cmd)):
+                for model, row in run(cmd, env).items():
+                    rows.setdefault((model, precision, impl), []).append(row)
+            print(f"{precision}: round {r + 1}/{a.rounds} done", file=sys.stderr)
+    print()
+    print("| model | batch | precision | strata img/s | PyTorch img/s | strata / PyTorch | strata peak MiB | "
+          "PyTorch peak MiB | strata MFU | PyTorch MFU |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for model in a.models.split(","):
+        for precision in a.precisions.split(","):
+            s, t = rows[(model, precision, "strata")], rows[(model, precision, "pytorch")]
+            sv = statistics.median(x["samples_per_s"] for x in s)
+            tv = statistics.median(x["samples_per_s"] for x in t)
+            smem = max(x["peak_allocated_bytes"] for x in s) / 2**20
+            tmem = max(x["peak_allocated_bytes"] for x in t) / 2**20
+            flop = GFLOP_PER_SAMPLE[model]() if model in GFLOP_PER_SAMPLE else float("nan")
+            peak = peaks.get(precision, peaks.get("TF32")) * 1e3  # GFLOP/s
+            print(f"| {model} | {s[0]['batch']} | {precision} | {sv:.1f} | {tv:.1f} | {sv / tv:.2f} | {smem:.0f} | "
+                  f"{tmem:.0f} | {100 * sv * flop / peak:.0f}% | {100 * tv * flop / peak:.0f}% |")
+
+
 def run(cmd, env):
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return {r["model"]: r for r in (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
@@ -43,7 +106,12 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N for the GPU table")
+    p.add_argument("--precisions", default="FP32,TF32,BF16", help="GPU only: comma-separated precisions")
     a = p.parse_args()
+    if a.device != "cpu":
+        gpu_main(a, dict(os.environ))
+        return
 
     env = dict(os.environ)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):

@@ -7,6 +7,12 @@
 //
 // Prints one JSON object per model: {"impl":"strata","model":...,"samples_per_s":median,...}.
 //
+// On a GPU (a build with CUDA):
+//   strata_bench_train --device cuda --precision BF16 --models cifar_vgg,vgg16
+// trains on the device in the given precision (FP32, TF32, BF16, FP16) with
+// the GPU batches (cifar_vgg 128, vgg16 at 224x224 64; --batch overrides) and
+// also reports the caching allocator's peak allocated and reserved bytes.
+//
 // Under `strata launch --nproc N` it trains data-parallel: each rank gets
 // batch/N samples (the global batch stays the model's), gradients are
 // averaged over tcp, and rank 0 reports the global samples/s and the share of
@@ -20,6 +26,11 @@
 #include <vector>
 
 #include "framework/config.h"
+#include "framework/file_util.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#include "framework/cuda/runtime.h"
+#endif
 #include "framework/error.h"
 #include "framework/rng.h"
 #include "framework/solver.h"
@@ -35,33 +46,51 @@ using namespace strata;
 struct BenchModel {
   std::string name;
   Shape input;  // per sample
-  int64_t batch;
+  int64_t batch;      // on the CPU
+  int64_t gpu_batch;  // on a GPU
 };
 
-const std::vector<BenchModel> kModels = {
-    {"mlp", {1, 28, 28}, 128}, {"lenet", {1, 28, 28}, 64}, {"cifar_vgg", {3, 32, 32}, 32}};
+const std::vector<BenchModel> kModels = {{"mlp", {1, 28, 28}, 128, 128},
+                                         {"lenet", {1, 28, 28}, 64, 64},
+                                         {"cifar_vgg", {3, 32, 32}, 32, 128},
+                                         {"vgg16", {3, 224, 224}, 8, 64}};
 
 // The model's TRAIN net with its data layer replaced by an Input layer of the
 // benchmark's shape, wrapped in an SGD solver config (momentum 0.9, weight
 // decay 5e-4: the PyTorch script's settings).
-std::string solver_text(const std::string& source_dir, const BenchModel& m, int64_t batch) {
-  const ConfigNode root = parse_config_file(source_dir + "/models/" + m.name + "/train.prototxt");
+std::string solver_text(const std::string& source_dir, const BenchModel& m, int64_t batch,
+                        const std::string& precision) {
+  // A model without a train.prototxt (vgg16) is benchmarked from its deploy
+  // net with a SoftmaxWithLoss on its last top.
+  const std::string dir = source_dir + "/models/" + m.name;
+  const bool has_train = file_exists(dir + "/train.prototxt");
+  const ConfigNode root = parse_config_file(dir + (has_train ? "/train.prototxt" : "/deploy.prototxt"));
   std::ostringstream net;
   net << "name: \"" << m.name << "\"\n";
   net << "layer { name: \"input\" type: \"Input\" top: \"data\" top: \"label\" input_param { shape { dim: "
       << batch;
   for (int64_t d : m.input) net << " dim: " << d;
   net << " } shape { dim: " << batch << " } } }\n";
+  std::string last_top;
+  bool has_loss = false;
   for (const ConfigNode* layer : root.all("layer")) {
     const std::string type = layer->get_string("type");
     if (type.size() >= 4 && type.compare(type.size() - 4, 4, "Data") == 0) continue;
+    if (type == "Input") continue;
     if (layer->has("include")) continue;  // TEST-only layers (Accuracy)
+    has_loss = has_loss || type.find("Loss") != std::string::npos;
+    if (layer->has("top")) last_top = layer->get_string("top");
     net << layer->to_string() << "\n";
+  }
+  if (!has_loss) {
+    net << "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"" << last_top
+        << "\" bottom: \"label\" top: \"loss\" }\n";
   }
   std::ostringstream solver;
   solver << "net_param {\n" << net.str() << "}\n"
          << "base_lr: 0.01 momentum: 0.9 weight_decay: 0.0005 max_iter: 1000000 display: 0\n"
-         << "test_interval: 0 snapshot: 0 snapshot_after_train: false\n";
+         << "test_interval: 0 snapshot: 0 snapshot_after_train: false\n"
+         << "precision: " << precision << "\n";
   return solver.str();
 }
 
@@ -75,6 +104,8 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string models = "mlp,lenet,cifar_vgg";
   std::string source_dir = STRATA_SOURCE_DIR;
+  std::string device_name = "cpu", precision = "FP32";
+  int64_t batch_override = 0;
   int threads = 2, iters = 20, warmup = 5, repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
@@ -84,14 +115,25 @@ int main(int argc, char** argv) {
     else if (flag == "--warmup") warmup = std::atoi(value.c_str());
     else if (flag == "--repeats") repeats = std::atoi(value.c_str());
     else if (flag == "--source-dir") source_dir = value;
+    else if (flag == "--device") device_name = value;
+    else if (flag == "--precision") precision = value;
+    else if (flag == "--batch") batch_override = std::atoll(value.c_str());
     else {
-      std::fprintf(stderr, "unknown flag %s (flags: --models --threads --iters --warmup --repeats --source-dir)\n",
+      std::fprintf(stderr,
+                   "unknown flag %s (flags: --models --threads --iters --warmup --repeats --source-dir --device "
+                   "--precision --batch)\n",
                    flag.c_str());
       return 2;
     }
   }
   try {
     set_num_threads(threads);
+    const Device device = Device::parse(device_name);
+#ifdef STRATA_WITH_CUDA
+    if (!device.is_cpu()) cuda::set_device(device.index);
+#else
+    if (!device.is_cpu()) fail<ConfigError>("--device ", device.str(), ": this build has no CUDA backend");
+#endif
     const parallel::RankEnv env = parallel::detect_rank_env();
     std::unique_ptr<Communicator> comm;
     if (env.distributed()) comm = parallel::create_communicator(env, parallel::CommunicatorOptions{});
@@ -100,29 +142,48 @@ int main(int argc, char** argv) {
     std::string name;
     while (std::getline(list, name, ',')) {
       auto it = std::find_if(kModels.begin(), kModels.end(), [&](const BenchModel& m) { return m.name == name; });
-      if (it == kModels.end()) fail<ConfigError>("unknown benchmark model '", name, "' (mlp, lenet, cifar_vgg)");
-      if (it->batch % world != 0) fail<ConfigError>("batch ", it->batch, " does not split over ", world, " ranks");
-      const int64_t local_batch = it->batch / world;
+      if (it == kModels.end()) {
+        fail<ConfigError>("unknown benchmark model '", name, "' (mlp, lenet, cifar_vgg, vgg16)");
+      }
+      const int64_t batch = batch_override > 0 ? batch_override : device.is_cpu() ? it->batch : it->gpu_batch;
+      if (batch % world != 0) fail<ConfigError>("batch ", batch, " does not split over ", world, " ranks");
+      const int64_t local_batch = batch / world;
       const SolverConfig config =
-          parse_solver_config(parse_config_text(solver_text(source_dir, *it, local_batch), name), "");
+          parse_solver_config(parse_config_text(solver_text(source_dir, *it, local_batch, precision), name), "");
+#ifdef STRATA_WITH_CUDA
+      if (!device.is_cpu()) {  // each model's own peak: the previous model's memory goes back first
+        cuda::empty_cache(device.index);
+        cuda::reset_peak_memory_stats(device.index);
+      }
+#endif
       SolverOptions options;
       options.rank = env.rank;
       options.world_size = world;
       options.comm = comm.get();
       options.snapshots = SnapshotWriting::kDisabled;
+      options.device = device;
       Solver solver(config, options);
       std::unique_ptr<parallel::DataParallel> dp;
       if (comm) dp = std::make_unique<parallel::DataParallel>(solver, *comm, parallel::DataParallelConfig{});
       Net& net = solver.net();
       Rng rng(1 + static_cast<uint64_t>(env.rank));
+      // Synthetic inputs, made on the host and copied to the net's device once.
       Blob& data = net.blob("data");
-      float* x = data.data.data<float>();
-      for (int64_t i = 0; i < data.numel(); ++i) x[i] = rng.gaussian(0.0f, 1.0f);
+      Tensor x(data.shape());
+      for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.gaussian(0.0f, 1.0f);
+      data.data.copy_from(x);
       Blob& label = net.blob("label");
-      float* y = label.data.data<float>();
-      for (int64_t i = 0; i < label.numel(); ++i) y[i] = static_cast<float>(rng.uniform_int(10));
+      Tensor y(label.shape());
+      for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = static_cast<float>(rng.uniform_int(10));
+      label.data.copy_from(y);
+      auto sync = [&] {
+#ifdef STRATA_WITH_CUDA
+        if (!device.is_cpu()) cuda::synchronize(device.index);  // the last update is queued, not done
+#endif
+      };
 
       for (int i = 0; i < warmup; ++i) solver.step();
+      sync();
       if (dp) dp->take_comm_wait_seconds();
       std::vector<double> runs;
       double total_seconds = 0.0;
@@ -130,16 +191,26 @@ int main(int argc, char** argv) {
         if (comm) comm->barrier();
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < iters; ++i) solver.step();
+        sync();
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         total_seconds += s;
-        runs.push_back(static_cast<double>(it->batch) * iters / s);
+        runs.push_back(static_cast<double>(batch) * iters / s);
       }
       const double comm_share = dp ? dp->take_comm_wait_seconds() / total_seconds : 0.0;
       if (env.rank != 0) continue;
+      size_t peak_allocated = 0, peak_reserved = 0;
+#ifdef STRATA_WITH_CUDA
+      if (!device.is_cpu()) {
+        const cuda::AllocatorStats st = cuda::memory_stats(device.index);
+        peak_allocated = st.peak_allocated_bytes;
+        peak_reserved = st.peak_reserved_bytes;
+      }
+#endif
       std::printf("{\"impl\": \"strata\", \"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, "
-                  "\"threads\": %d, \"comm_wait_share\": %.3f, \"samples_per_s\": %.3f, \"runs\": [",
-                  name.c_str(), static_cast<long long>(it->batch), world, num_threads(), comm_share,
-                  median(runs));
+                  "\"threads\": %d, \"device\": \"%s\", \"precision\": \"%s\", \"peak_allocated_bytes\": %zu, "
+                  "\"peak_reserved_bytes\": %zu, \"comm_wait_share\": %.3f, \"samples_per_s\": %.3f, \"runs\": [",
+                  name.c_str(), static_cast<long long>(batch), world, num_threads(), device.str().c_str(),
+                  precision.c_str(), peak_allocated, peak_reserved, comm_share, median(runs));
       for (size_t r = 0; r < runs.size(); ++r) std::printf("%s%.3f", r ? ", " : "", runs[r]);
       std::printf("]}\n");
       std::fflush(stdout);

@@ -4,14 +4,20 @@
 #include <memory>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 #include <unistd.h>
 
 #include "framework/checkpoint.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#include "framework/cuda/runtime.h"
+#endif
 #include "framework/error.h"
 #include "framework/file_util.h"
+#include "framework/memory_cap.h"
 #include "framework/solver.h"
 #include "framework/tensor.h"
 #include "framework/threads.h"
@@ -19,8 +25,12 @@
 #include "parallel/data_parallel.h"
 #include "parallel/data_parallel_config.h"
 #include "parallel/env.h"
+#include "parallel/model_parallel_config.h"
+#include "parallel/pipeline_run.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
+#include "transfer/freeze.h"
+#include "transfer/pretrained.h"
 
 namespace strata::cli {
 
@@ -68,14 +78,35 @@ parallel::DataParallelConfig data_parallel_config(const SolverConfig& config, co
   return c;
 }
 
+// The solver file's parallel { pipeline { } tensor { } } blocks, then the command line on top.
+parallel::ModelParallelConfig model_parallel_config(const SolverConfig& config, const Args& args) {
+  parallel::ModelParallelConfig c = parallel::parse_model_parallel_config(config.parallel);
+  if (args.has("pp")) c.pipeline.stages = parallel::parse_positive_count(args.get("pp"), "--pp");
+  if (args.has("micro-batches")) {
+    c.pipeline.micro_batches = parallel::parse_positive_count(args.get("micro-batches"), "--micro-batches");
+  }
+  if (args.has("schedule")) c.pipeline.schedule = parallel::parse_pipeline_schedule(args.get("schedule"), "--schedule");
+  if (args.has("tp")) c.tensor_size = parallel::parse_positive_count(args.get("tp"), "--tp");
+  return c;
+}
+
 }  // namespace
 
-void apply_common_flags(const Args& args) {
+Device device_flag(const Args& args) {
   const Device device = Device::parse(args.get("device", "cpu"));
-  if (!device.is_cpu()) {
-    fail<ConfigError>("--device ", device.str(),
-                      ": this build of strata has no CUDA backend yet; use --device cpu");
-  }
+  if (device.is_cpu()) return device;
+#ifdef STRATA_WITH_CUDA
+  cuda::set_device(device.index);  // ConfigError naming the devices there are
+#else
+  fail<ConfigError>("--device ", device.str(),
+                    ": this build of strata has no CUDA backend (it was built without nvcc or with "
+                    "-DSTRATA_CUDA=OFF); use --device cpu");
+#endif
+  return device;
+}
+
+void apply_common_flags(const Args& args) {
+  device_flag(args);
   const int threads = args.get_int("threads", 0);
   if (threads < 0) fail<ConfigError>("--threads must be >= 0 (0 = all cores)");
   set_num_threads(threads);
@@ -104,7 +135,13 @@ int train_main(int argc, char** argv) {
              {"snapshot", FlagKind::kValue, "resume from a .solverstate.safetensors snapshot", ""},
              {"reinit", FlagKind::kRepeated, "with --weights: layers (comma-separated) left as initialised",
               ""},
-             {"device", FlagKind::kValue, "cpu", "cpu"},
+             {"weights-format", FlagKind::kValue,
+              "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit", "auto"},
+             {"freeze", FlagKind::kRepeated,
+              "freeze layers whose names match (glob with * and ?, e.g. 'conv*'): lr_mult 0, no backward, "
+              "BatchNorm on running statistics",
+              ""},
+             {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)", "cpu"},
              {"threads", FlagKind::kValue, "CPU threads for GEMM and layer loops (0 = all cores)",
               "all cores"},
              {"dp-backend", FlagKind::kValue, "data parallel: communication backend (auto, tcp, mpi)",
@@ -115,7 +152,13 @@ int train_main(int argc, char** argv) {
               "solver's parallel block, else 25"},
              {"no-overlap", FlagKind::kSwitch, "data parallel: allreduce after backward instead of during it", ""},
              {"compression", FlagKind::kValue, "data parallel: gradients on the wire as NONE, FP16 or BF16",
-              "solver's parallel block, else NONE"}});
+              "solver's parallel block, else NONE"},
+             {"pp", FlagKind::kValue, "pipeline parallel: stages (ranks per pipeline)", "solver's parallel block, else 1"},
+             {"micro-batches", FlagKind::kValue, "pipeline parallel: micro-batches per step (the data layer's batch is one)",
+              "solver's parallel block, else 1"},
+             {"schedule", FlagKind::kValue, "pipeline parallel: gpipe or 1f1b", "solver's parallel block, else 1f1b"},
+             {"tp", FlagKind::kValue, "tensor parallel: ranks per tensor-parallel group", "solver's parallel block, else 1"},
+             {"max-memory", FlagKind::kValue, "cap on this process's tensor storage, e.g. 64M or 2G", "no cap"}});
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   if (args.has("weights") && args.has("snapshot")) {
     fail<ConfigError>("give --weights or --snapshot, not both (a snapshot holds its own weights)");
@@ -123,9 +166,16 @@ int train_main(int argc, char** argv) {
   if (args.has("reinit") && !args.has("weights")) {
     fail<ConfigError>("--reinit only applies with --weights");
   }
+  if (args.has("weights-format") && !args.has("weights")) {
+    fail<ConfigError>("--weights-format only applies with --weights");
+  }
+  const transfer::WeightsFormat weights_format =
+      transfer::parse_weights_format(args.get("weights-format", "auto"), "--weights-format");
 
   const SolverConfig config = load_solver_config(args.require("solver"));
   const parallel::DataParallelConfig dp_config = data_parallel_config(config, args);
+  const parallel::ModelParallelConfig mp_config = model_parallel_config(config, args);
+  if (args.has("max-memory")) set_memory_cap(parse_memory_size(args.get("max-memory"), "--max-memory"));
 
   // More than one rank (strata launch, mpirun, srun): synchronous data
   // parallel. Rank 0 alone prints, logs and writes snapshots.
@@ -141,46 +191,77 @@ int train_main(int argc, char** argv) {
   solver_options.world_size = env.world_size;
   solver_options.comm = comm.get();
   solver_options.snapshots = lead ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
-  Solver solver(config, solver_options);
+  solver_options.device = device_flag(args);
+  if (comm && !solver_options.device.is_cpu()) {
+    fail<ConfigError>("--device ", solver_options.device.str(), ": data-parallel training runs on the CPU only "
+                      "so far (the tcp and mpi backends reduce host memory); train on one GPU, or use --device cpu");
+  }
+  // Pipeline / tensor parallelism (--pp, --tp): the dp x pp x tp grid and
+  // this rank's stage, which builds only its own layers.
+  parallel::ModelParallelRun mp = parallel::start_model_parallel(config, mp_config, env, comm.get(), solver_options, std::cout);
+  std::unique_ptr<Solver> own_solver;
+  if (!mp.pipe) own_solver = std::make_unique<Solver>(config, solver_options);
+  Solver& solver = mp.pipe ? mp.pipe->solver() : *own_solver;
   if (lead) {
     std::printf("strata train: %s, %d threads, net '%s' (%s)\n", config.source.c_str(), num_threads(),
                 solver.net().name().c_str(), solver.net().memory_report().str().c_str());
   }
 
+  if (args.has("freeze")) {
+    // Every rank freezes the same layers, before the optimizer history and
+    // the data-parallel buckets are laid out.
+    std::vector<std::string> patterns;
+    for (const std::string& p : split_list(args.get_all("freeze"))) patterns.push_back(p);
+    const transfer::FreezeReport frozen = transfer::freeze_layers(solver.net(), patterns, "--freeze");
+    solver.optimizer().prepare(solver.net().params());
+    if (lead) std::printf("%s\n", frozen.str().c_str());
+  }
+
   bool resumed = false;
   if (args.has("snapshot")) {
-    // Every rank reads the same snapshot.
-    const ResumeInfo info = solver.restore(args.get("snapshot"));
+    // Every rank reads the same snapshot (a pipeline stage restores its part).
+    const ResumeInfo info = mp.pipe ? mp.pipe->restore(args.get("snapshot")) : solver.restore(args.get("snapshot"));
     if (lead) {
       std::printf("resumed from %s at iteration %lld\n", info.state_path.c_str(),
                   static_cast<long long>(info.iter));
       if (info.config_changed) {
         std::printf("note: the solver settings differ from those of the run that wrote this snapshot\n");
       }
-      if (info.snapshot_world_size != env.world_size) {
-        std::printf("note: the snapshot was written by %d rank%s and this run has %d; %s\n",
-                    info.snapshot_world_size, info.snapshot_world_size == 1 ? "" : "s", env.world_size,
+      if (info.snapshot_world_size != solver.options().world_size) {
+        std::printf("note: the snapshot was written by %d data-parallel rank%s and this run has %d; %s\n",
+                    info.snapshot_world_size, info.snapshot_world_size == 1 ? "" : "s", solver.options().world_size,
                     info.data_order_restarted ? "the data order restarts from the beginning of an epoch"
                                               : "each rank reads its own share of the data");
       }
     }
     resumed = true;
-  } else if (args.has("weights") && lead) {
+  } else if (args.has("weights") && (lead || mp.active())) {
     // Rank 0 reads the weights; the data-parallel start broadcasts them.
-    LoadOptions options;
+    // Pipeline stages each read their own layers' parameters, and
+    // tensor-parallel ranks their blocks of the split ones.
+    transfer::PretrainedOptions options;
+    options.format = weights_format;
     options.reinit = split_list(args.get_all("reinit"));
-    const LoadReport report = load_weights(solver.net(), args.get("weights"), options);
+    const LoadReport report = transfer::load_pretrained(solver.net(), args.get("weights"), options);
     std::printf("%s\n", report.str().c_str());
   }
 
   std::unique_ptr<parallel::DataParallel> dp;
-  if (comm) {
-    dp = std::make_unique<parallel::DataParallel>(solver, *comm, dp_config);
+  Communicator* dp_comm = mp.active() ? (mp.dp_comm()->world_size() > 1 ? mp.dp_comm() : nullptr) : comm.get();
+  if (dp_comm) {
+    dp = std::make_unique<parallel::DataParallel>(solver, *dp_comm, dp_config);
     if (lead) {
-      std::printf("data parallel: %d ranks, %s backend, %s, %zu gradient bucket%s\n", env.world_size,
+      std::printf("data parallel: %d ranks, %s backend, %s, %zu gradient bucket%s\n", dp_comm->world_size(),
                   comm->backend_name().c_str(), dp_config.summary().c_str(), dp->buckets().size(),
                   dp->buckets().size() == 1 ? "" : "s");
     }
+  }
+  if (mp.pipe) {
+    // After DataParallel's hooks (these replace its snapshot, test and outputs hooks).
+    mp.pipe->install_snapshot_hooks(dp_comm);
+    std::function<void()> agree_buffers;
+    if (dp) agree_buffers = [&dp] { dp->average_buffers(); };
+    mp.pipe->install_test_hooks(dp_comm, agree_buffers);
   }
 
   const std::string prefix_dir = lead ? dirname_of(config.snapshot_prefix) : std::string();
@@ -202,14 +283,43 @@ int train_main(int argc, char** argv) {
     solver.add_observer(console.get());
     solver.add_observer(log.get());
   }
+  if (lead) {
+    // FP16 loss-scale overflows: the step is skipped and the console says so.
+    solver.set_notice_sink([](const std::string& msg) { std::printf("note: %s\n", msg.c_str()); });
+    if (!solver_options.device.is_cpu()) {
+      std::printf("device %s, precision %s\n", solver_options.device.str().c_str(), precision_name(config.precision));
+    }
+  }
   // With several ranks, all stop after the same iteration once any one is interrupted.
   solver.set_stop_flag(dp ? dp->stop_flag(&g_stop) : &g_stop);
   std::signal(SIGINT, on_sigint);
   const SolveResult result = solver.solve();
   std::signal(SIGINT, SIG_DFL);
+  // Per-rank time and memory (tools/bench/run_pipeline_bench.py reads these):
+  // every rank of a model-parallel run, in rank order; else rank 0.
+  if (lead || mp.active()) {
+    for (int r = 0; r < (mp.active() && comm ? comm->world_size() : 1); ++r) {
+      if (!mp.active() || r == env.rank) {
+        if (mp.pipe) std::printf("%s\n", mp.pipe->times_line().c_str());
+        std::printf("rank %d: peak tensor storage %s, in use at the end %s\n", env.rank,
+                    format_bytes(memory_peak()).c_str(), format_bytes(memory_in_use()).c_str());
+        std::fflush(stdout);
+      }
+      if (mp.active() && comm) comm->barrier();
+    }
+  }
   if (lead) {
     std::printf("log: %s\n", log->path().c_str());
     if (!result.last_snapshot.empty()) std::printf("snapshot: %s\n", result.last_snapshot.c_str());
+#ifdef STRATA_WITH_CUDA
+    if (!solver_options.device.is_cpu()) {
+      std::printf("GPU memory: %s\n", cuda::memory_report(solver_options.device.index).c_str());
+      if (const LossScaler* ls = solver.loss_scaler()) {
+        std::printf("loss scale %g, %lld update(s) skipped for overflow\n", ls->scale(),
+                    static_cast<long long>(ls->skipped_steps()));
+      }
+    }
+#endif
   }
   return result.status == SolveStatus::kInterrupted ? 130 : 0;
 }

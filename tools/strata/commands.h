@@ -1,15 +1,21 @@
 // The strata subcommands. Each parses its own flags and returns the exit code.
 #pragma once
 
+#include "framework/tensor.h"
+
 namespace strata::cli {
 
 int train_main(int argc, char** argv);
 int test_main(int argc, char** argv);
 int time_main(int argc, char** argv);
 int launch_main(int argc, char** argv);
+int embed_main(int argc, char** argv);
 
 // Applies --threads (default: all cores) and checks --device.
 void apply_common_flags(const class Args& args);
+// --device: cpu (default), cuda or cuda:N. A CUDA device is checked to
+// exist and made current; in a build without CUDA it is a ConfigError.
+Device device_flag(const class Args& args);
 
 enum class FlagsParsed { kRun, kHelpShown };
 // Parses a subcommand's flags (argv[2..]); prints the help and returns

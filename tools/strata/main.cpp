@@ -19,6 +19,7 @@ void usage() {
       "  test    score trained weights: strata test --model M --weights W [--iterations N]\n"
       "  time    per-layer forward/backward timing: strata time --model M [--iterations N]\n"
       "  launch  run N ranks of a command: strata launch --nproc N -- strata train --solver S\n"
+      "  embed   features of images: strata embed --model M --weights W --layer B --images DIR --out F.npy\n"
       "  layers  list the registered layer types\n\n"
       "`strata COMMAND --help` lists a command's flags.\n");
 }
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     if (cmd == "test") return strata::cli::test_main(argc, argv);
     if (cmd == "time") return strata::cli::time_main(argc, argv);
     if (cmd == "launch") return strata::cli::launch_main(argc, argv);
+    if (cmd == "embed") return strata::cli::embed_main(argc, argv);
     if (cmd == "layers") return layers_main();
     std::fprintf(stderr, "strata: unknown command '%s'\n\n", cmd.c_str());
     usage();

@@ -1,0 +1,142 @@
+#include "framework/cuda/allocator.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace strata::cuda {
+
+namespace {
+
+constexpr size_t kSmallLimit = size_t(1) << 20;
+constexpr size_t kSmallRound = 512;
+constexpr size_t kLargeRound = size_t(2) << 20;
+
+std::string human(size_t b) {
+  std::ostringstream os;
+  os.precision(3);
+  if (b >= (size_t(1) << 30)) {
+    os << b / double(size_t(1) << 30) << " GiB";
+  } else if (b >= (size_t(1) << 20)) {
+    os << b / double(size_t(1) << 20) << " MiB";
+  } else if (b >= 1024) {
+    os << b / 1024.0 << " KiB";
+  } else {
+    os << b << " B";
+  }
+  return os.str();
+}
+
+}  // namespace
+
+std::string AllocatorStats::str() const {
+  std::ostringstream os;
+  os << "allocated " << human(allocated_bytes) << " (peak " << human(peak_allocated_bytes) << "), reserved "
+     << human(reserved_bytes) << " (peak " << human(peak_reserved_bytes) << "), " << device_mallocs
+     << " device allocations, " << cache_hits << " cache hits";
+  return os.str();
+}
+
+size_t round_allocation(size_t bytes) {
+  if (bytes == 0) return 0;
+  const size_t r = bytes < kSmallLimit ? kSmallRound : kLargeRound;
+  return (bytes + r - 1) / r * r;
+}
+
+void* BlockCache::take_cached(size_t size) {
+  // Small classes reuse exact matches only; a large request may take a block
+  // up to 1/8 bigger than itself.
+  const size_t limit = size < kSmallLimit ? size : size + size / 8;
+  for (auto it = free_.lower_bound(size); it != free_.end() && it->first <= limit; ++it) {
+    void* p = it->second;
+    if (backend_.pending && backend_.pending(p)) continue;  // still in use on another stream
+    const size_t got = it->first;
+    free_.erase(it);
+    live_[p] = Block{got, {}};
+    return p;
+  }
+  return nullptr;
+}
+
+void BlockCache::release_free_blocks() {
+  for (auto it = free_.begin(); it != free_.end();) {
+    if (backend_.pending && backend_.pending(it->second)) {
+      ++it;
+      continue;
+    }
+    backend_.free(it->second);
+    stats_.reserved_bytes -= it->first;
+    ++stats_.device_frees;
+    it = free_.erase(it);
+  }
+}
+
+void* BlockCache::allocate(size_t bytes, const std::function<void(size_t, const AllocatorStats&)>& on_oom) {
+  if (bytes == 0) return nullptr;
+  const size_t size = round_allocation(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  void* p = take_cached(size);
+  if (p) {
+    ++stats_.cache_hits;
+  } else {
+    p = backend_.malloc(size);
+    if (!p) {
+      // Out of memory: give the cached blocks back and try once more.
+      release_free_blocks();
+      p = backend_.malloc(size);
+    }
+    if (!p) {
+      on_oom(bytes, stats_);
+      return nullptr;  // on_oom is expected to throw
+    }
+    ++stats_.device_mallocs;
+    stats_.reserved_bytes += size;
+    stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+    live_[p] = Block{size, {}};
+  }
+  stats_.allocated_bytes += live_[p].size;
+  stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
+  return p;
+}
+
+void BlockCache::free(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return;  // not ours: nothing to do (never happens for Storage)
+  if (!it->second.other_streams.empty() && backend_.retire) backend_.retire(ptr, it->second.other_streams);
+  stats_.allocated_bytes -= it->second.size;
+  free_.emplace(it->second.size, ptr);
+  live_.erase(it);
+}
+
+void BlockCache::record_use(void* ptr, int stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(ptr);
+  if (it == live_.end()) return;
+  std::vector<int>& s = it->second.other_streams;
+  if (std::find(s.begin(), s.end(), stream) == s.end()) s.push_back(stream);
+}
+
+void BlockCache::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_free_blocks();
+}
+
+AllocatorStats BlockCache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void BlockCache::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak_allocated_bytes = stats_.allocated_bytes;
+  stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+size_t BlockCache::block_size(void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(ptr);
+  return it == live_.end() ? 0 : it->second.size;
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,49 @@
+// What the host-side framework (Tensor, Net, Solver, tools) needs from the
+// CUDA runtime, without CUDA headers: device memory from the caching
+// allocator, copies between host and device, and the memory report. The
+// definitions exist only in a build with CUDA (STRATA_WITH_CUDA); callers
+// guard their use with it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/cuda/allocator.h"
+
+namespace strata::cuda {
+
+int device_count();  // 0 when no GPU or no driver; never throws (also in runtime.h)
+// ConfigError naming the device and the devices there are, when `index` is not one.
+void check_device_index(int index);
+
+// Zeroed device memory of at least `bytes` on device `index`, from its
+// caching allocator (the zeroing is queued on the compute stream).
+void* device_malloc(size_t bytes, int index);
+// Returns a block to the cache; never throws (called from destructors).
+void device_free(void* ptr, int index) noexcept;
+
+// Copies `bytes` between any two places (host or any device), ordered after
+// the work queued on the compute stream of the device(s) involved. Returns
+// when the destination may be read: device-to-host and host-to-device copies
+// wait for the copy; device-to-device copies are only queued.
+// Device index -1 means host memory.
+void copy_bytes(void* dst, int dst_device, const void* src, int src_device, size_t bytes);
+// Queued on the compute stream of `index`.
+void zero_bytes(void* ptr, size_t bytes, int index);
+void fill_f32(float* ptr, int64_t n, float value, int index);  // framework/cuda/tensor_kernels.cu
+// Reads n device floats (each at its own address) into out[0..n) with one
+// synchronisation: what the Net does with its loss values once per step.
+void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index);
+// Waits for all work on every stream of `index`.
+void synchronize(int index);
+
+// Caching-allocator statistics and control for device `index`.
+AllocatorStats memory_stats(int index);
+void reset_peak_memory_stats(int index);
+void empty_cache(int index);
+// "cuda:0 (NVIDIA H100): allocated ... reserved ...; device 79.1 GiB total, 78 GiB free".
+std::string memory_report(int index);
+
+}  // namespace strata::cuda

@@ -1,0 +1,286 @@
+// Multi-tensor apply: grid = one block per chunk of kChunk elements of any
+// tensor in the table; each block finds its tensor by binary search over the
+// chunk offsets. Arithmetic uses the _rn intrinsics (no FMA contraction), so
+// an update rounds exactly as the CPU loop (compiled without contraction).
+#include "framework/cuda/optimizer_kernels.h"
+
+#include <cmath>
+#include <memory>
+#include <mutex>
+
+#include "framework/cuda/device_api.h"
+#include "framework/cuda/runtime.h"
+
+namespace strata::cuda {
+
+namespace {
+
+constexpr int64_t kChunk = int64_t(1) << 16;
+constexpr int kThreads = kThreadsPerBlock;
+
+bool same_table(const std::vector<FusedTensor>& a, const std::vector<FusedTensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const FusedTensor &x = a[i], &y = b[i];
+    if (x.w != y.w || x.g != y.g || x.s0 != y.s0 || x.s1 != y.s1 || x.n != y.n || x.lr_mult != y.lr_mult ||
+        x.decay_mult != y.decay_mult) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A table on the device: the tensors, their chunk offsets (count + 1), and
+// scratch for the reductions.
+struct DeviceTable {
+  int device = 0;
+  std::vector<FusedTensor> host;
+  int count = 0;
+  int64_t chunks = 0;
+  void* block = nullptr;  // tensors | offsets | partials | result | flag
+  FusedTensor* tensors = nullptr;
+  int64_t* offsets = nullptr;
+  double* partials = nullptr;
+  double* result = nullptr;
+  int* flag = nullptr;
+
+  ~DeviceTable() { device_free(block, device); }
+};
+
+size_t align_up(size_t b) { return (b + 255) / 256 * 256; }
+
+std::mutex g_tables_mu;
+std::vector<std::unique_ptr<DeviceTable>> g_tables;  // most recent last; a few kept
+
+// The device copy of `tensors` (without empty ones), uploaded when new.
+DeviceTable& table_for(const std::vector<FusedTensor>& all, int index) {
+  std::vector<FusedTensor> tensors;
+  for (const FusedTensor& t : all) {
+    if (t.n > 0) tensors.push_back(t);
+  }
+  std::lock_guard<std::mutex> lock(g_tables_mu);
+  for (size_t i = 0; i < g_tables.size(); ++i) {
+    if (g_tables[i]->device == index && same_table(g_tables[i]->host, tensors)) {
+      std::unique_ptr<DeviceTable> hit = std::move(g_tables[i]);
+      g_tables.erase(g_tables.begin() + static_cast<std::ptrdiff_t>(i));
+      g_tables.push_back(std::move(hit));
+      return *g_tables.back();
+    }
+  }
+  auto t = std::make_unique<DeviceTable>();
+  t->device = index;
+  t->host = tensors;
+  t->count = static_cast<int>(tensors.size());
+  std::vector<int64_t> offsets(tensors.size() + 1, 0);
+  for (size_t i = 0; i < tensors.size(); ++i) offsets[i + 1] = offsets[i] + (tensors[i].n + kChunk - 1) / kChunk;
+  t->chunks = offsets.back();
+  const size_t tensors_bytes = align_up(sizeof(FusedTensor) * std::max<size_t>(1, tensors.size()));
+  const size_t offsets_bytes = align_up(sizeof(int64_t) * offsets.size());
+  const size_t partial_bytes = align_up(sizeof(double) * static_cast<size_t>(std::max<int64_t>(1, t->chunks)));
+  const size_t total = tensors_bytes + offsets_bytes + partial_bytes + 2 * 256;
+  t->block = device_malloc(total, index);
+  char* base = static_cast<char*>(t->block);
+  t->tensors = reinterpret_cast<FusedTensor*>(base);
+  t->offsets = reinterpret_cast<int64_t*>(base + tensors_bytes);
+  t->partials = reinterpret_cast<double*>(base + tensors_bytes + offsets_bytes);
+  t->result = reinterpret_cast<double*>(base + tensors_bytes + offsets_bytes + partial_bytes);
+  t->flag = reinterpret_cast<int*>(base + tensors_bytes + offsets_bytes + partial_bytes + 256);
+  if (!tensors.empty()) {
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(t->tensors, tensors.data(), sizeof(FusedTensor) * tensors.size(),
+                                      cudaMemcpyHostToDevice, compute_stream()));
+  }
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(t->offsets, offsets.data(), sizeof(int64_t) * offsets.size(),
+                                    cudaMemcpyHostToDevice, compute_stream()));
+  // The host vectors die on return: wait for the copies (only when the table changed).
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  if (g_tables.size() >= 8) g_tables.erase(g_tables.begin());
+  g_tables.push_back(std::move(t));
+  return *g_tables.back();
+}
+
+// Makes `index` current while a fused call runs.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int index) : prev_(current_device()), switched_(prev_ != index) {
+    if (switched_) set_device(index);
+  }
+  ~DeviceScope() {
+    if (switched_) cudaSetDevice(prev_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int prev_;
+  bool switched_;
+};
+
+// The tensor owning chunk `c`: the last t with offsets[t] <= c.
+__device__ int find_tensor(const int64_t* offsets, int count, int64_t c) {
+  int lo = 0, hi = count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (offsets[mid] <= c) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+struct ChunkRange {
+  FusedTensor t;
+  int64_t begin, end;
+};
+
+__device__ ChunkRange my_chunk(const FusedTensor* tensors, const int64_t* offsets, int count) {
+  __shared__ int owner;
+  if (threadIdx.x == 0) owner = find_tensor(offsets, count, blockIdx.x);
+  __syncthreads();
+  ChunkRange r;
+  r.t = tensors[owner];
+  r.begin = (static_cast<int64_t>(blockIdx.x) - offsets[owner]) * kChunk;
+  r.end = r.begin + kChunk < r.t.n ? r.begin + kChunk : r.t.n;
+  return r;
+}
+
+__device__ float regularizer(bool l1, float w) { return l1 ? static_cast<float>((w > 0.0f) - (w < 0.0f)) : w; }
+
+__global__ void sgd_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, double lr, float mom,
+                           double weight_decay, bool nesterov, bool l1) {
+  const ChunkRange r = my_chunk(tensors, offsets, count);
+  const float rate = static_cast<float>(lr * static_cast<double>(r.t.lr_mult));
+  const float decay = static_cast<float>(weight_decay * static_cast<double>(r.t.decay_mult));
+  float* w = r.t.w;
+  const float* g = r.t.g;
+  float* v = r.t.s0;
+  for (int64_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+    const float wi = w[i];
+    const float grad = decay != 0.0f ? __fadd_rn(g[i], __fmul_rn(decay, regularizer(l1, wi))) : g[i];
+    const float v_old = v[i];
+    const float v_new = __fadd_rn(__fmul_rn(mom, v_old), __fmul_rn(rate, grad));
+    const float delta = nesterov ? __fsub_rn(__fmul_rn(1.0f + mom, v_new), __fmul_rn(mom, v_old)) : v_new;
+    w[i] = __fsub_rn(wi, delta);
+    v[i] = v_new;
+  }
+}
+
+__global__ void adam_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, double lr,
+                            float beta1, float beta2, float one_minus_b1, float one_minus_b2, double bias_c1,
+                            float bc2_sqrt, float eps, double weight_decay, bool decoupled, bool l1) {
+  const ChunkRange r = my_chunk(tensors, offsets, count);
+  const double local_lr = lr * static_cast<double>(r.t.lr_mult);
+  const double wd = weight_decay * static_cast<double>(r.t.decay_mult);
+  const float l2 = decoupled ? 0.0f : static_cast<float>(wd);
+  const float shrink = decoupled ? static_cast<float>(1.0 - local_lr * wd) : 1.0f;
+  const float step_size = static_cast<float>(local_lr / bias_c1);
+  float* w = r.t.w;
+  const float* g = r.t.g;
+  float* m = r.t.s0;
+  float* s = r.t.s1;
+  for (int64_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+    const float wi = w[i];
+    const float grad = l2 != 0.0f ? __fadd_rn(g[i], __fmul_rn(l2, regularizer(l1, wi))) : g[i];
+    const float mi = __fadd_rn(__fmul_rn(m[i], beta1), __fmul_rn(one_minus_b1, grad));
+    const float si = __fadd_rn(__fmul_rn(s[i], beta2), __fmul_rn(__fmul_rn(one_minus_b2, grad), grad));
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(si), bc2_sqrt), eps);
+    m[i] = mi;
+    s[i] = si;
+    w[i] = __fsub_rn(__fmul_rn(wi, shrink), __fmul_rn(step_size, __fdiv_rn(mi, denom)));
+  }
+}
+
+__global__ void scale_stats_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, float factor,
+                                   bool stats, double* partials, int* nonfinite) {
+  const ChunkRange r = my_chunk(tensors, offsets, count);
+  float* g = r.t.g;
+  double acc = 0.0;
+  bool bad = false;
+  for (int64_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+    float v = g[i];
+    if (factor != 1.0f) {
+      v = __fmul_rn(v, factor);
+      g[i] = v;
+    }
+    if (stats) {
+      bad = bad || !isfinite(v);
+      acc += static_cast<double>(v) * static_cast<double>(v);
+    }
+  }
+  if (!stats) return;
+  if (bad) atomicOr(nonfinite, 1);
+  __shared__ double sh[kThreads];
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[blockIdx.x] = sh[0];
+}
+
+// One block sums the per-chunk partials in a fixed order.
+__global__ void sum_partials_kernel(const double* partials, int64_t n, double* out) {
+  __shared__ double sh[kThreads];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += partials[i];
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = sh[0];
+}
+
+}  // namespace
+
+void fused_sgd(const std::vector<FusedTensor>& tensors, const FusedSgdArgs& a, int index) {
+  DeviceScope scope(index);
+  DeviceTable& t = table_for(tensors, index);
+  if (t.chunks == 0) return;
+  sgd_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, compute_stream()>>>(
+      t.tensors, t.offsets, t.count, a.lr, static_cast<float>(a.momentum), a.weight_decay, a.nesterov, a.l1);
+  STRATA_KERNEL_CHECK();
+}
+
+void fused_adam(const std::vector<FusedTensor>& tensors, const FusedAdamArgs& a, int index) {
+  DeviceScope scope(index);
+  DeviceTable& t = table_for(tensors, index);
+  if (t.chunks == 0) return;
+  const double tt = static_cast<double>(a.step);
+  const double bias_c1 = 1.0 - std::pow(a.beta1, tt);
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(a.beta2, tt)));
+  adam_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, compute_stream()>>>(
+      t.tensors, t.offsets, t.count, a.lr, static_cast<float>(a.beta1), static_cast<float>(a.beta2),
+      static_cast<float>(1.0 - a.beta1), static_cast<float>(1.0 - a.beta2), bias_c1, bc2_sqrt,
+      static_cast<float>(a.eps), a.weight_decay, a.decoupled, a.l1);
+  STRATA_KERNEL_CHECK();
+}
+
+GradStats fused_scale_gradients(const std::vector<FusedTensor>& tensors, float factor, ReadBack read_back,
+                                int index) {
+  GradStats out;
+  const bool stats = read_back == ReadBack::kYes;
+  if (factor == 1.0f && !stats) return out;
+  DeviceScope scope(index);
+  DeviceTable& t = table_for(tensors, index);
+  if (t.chunks == 0) return out;
+  cudaStream_t stream = compute_stream();
+  if (stats) STRATA_CUDA_CHECK(cudaMemsetAsync(t.flag, 0, sizeof(int), stream));
+  scale_stats_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, stream>>>(t.tensors, t.offsets, t.count,
+                                                                               factor, stats, t.partials, t.flag);
+  STRATA_KERNEL_CHECK();
+  if (!stats) return out;
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(t.partials, t.chunks, t.result);
+  STRATA_KERNEL_CHECK();
+  int flag = 0;
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(&out.sum_squares, t.result, sizeof(double), cudaMemcpyDeviceToHost, stream));
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(&flag, t.flag, sizeof(int), cudaMemcpyDeviceToHost, stream));
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  out.finite = flag == 0;
+  return out;
+}
+
+}  // namespace strata::cuda

@@ -1,0 +1,60 @@
+// Fused optimizer kernels: one launch updates every parameter of a kind
+// (multi-tensor apply). The parameters are described by a table of
+// pointers and sizes that lives on the device; it is uploaded when it
+// changes (the first step, after a restore that reallocated) and reused
+// otherwise, so a step costs one launch and no host-to-device copy.
+// Each block handles one chunk of one tensor; the formulas are those of the
+// CPU optimizers (framework/optimizer.h), in fp32 with per-tensor scalars
+// computed in double as the CPU does. No CUDA headers: callers are .cpp files.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace strata::cuda {
+
+// One parameter: value, gradient, up to two history slots (null when the
+// rule has fewer), element count and its multipliers.
+struct FusedTensor {
+  float* w = nullptr;
+  float* g = nullptr;
+  float* s0 = nullptr;
+  float* s1 = nullptr;
+  int64_t n = 0;
+  float lr_mult = 1.0f;
+  float decay_mult = 1.0f;
+};
+
+struct FusedSgdArgs {
+  double lr = 0.0;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  bool l1 = false;
+};
+
+struct FusedAdamArgs {
+  double lr = 0.0;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled = false;  // AdamW
+  bool l1 = false;
+  int64_t step = 1;        // t of the bias corrections
+};
+
+// All on the compute stream of device `index`; tensors with n == 0 are skipped.
+void fused_sgd(const std::vector<FusedTensor>& tensors, const FusedSgdArgs& args, int index);
+void fused_adam(const std::vector<FusedTensor>& tensors, const FusedAdamArgs& args, int index);
+
+struct GradStats {
+  bool finite = true;
+  double sum_squares = 0.0;  // of the gradients after scaling
+};
+enum class ReadBack { kNo, kYes };
+// g *= factor for every tensor (factor 1: no write). With ReadBack::kYes also
+// checks that every gradient is finite and sums their squares (in a fixed
+// order: deterministic), and waits for the result; kNo returns at once.
+GradStats fused_scale_gradients(const std::vector<FusedTensor>& tensors, float factor, ReadBack read_back,
+                                int index);
+
+}  // namespace strata::cuda

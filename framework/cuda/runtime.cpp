@@ -1,0 +1,419 @@
+// Per-device runtime state: streams, library handles, the caching allocator
+// and the workspace. Created on first use of a device and kept for the life
+// of the process (destroying CUDA objects during static destruction races
+// the driver's own shutdown).
+#ifdef STRATA_WITH_CUDA
+
+#include "framework/cuda/runtime.h"
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+#include "framework/cuda/allocator.h"
+#include "framework/cuda/device_api.h"
+#include "framework/cuda/streams.h"
+#include "framework/error.h"
+
+namespace strata::cuda {
+
+void throw_library_error(const char* library, const char* expr, const char* file, int line,
+                         const std::string& detail) {
+  std::ostringstream os;
+  os << library << " call failed: " << expr << " at " << file << ":" << line << ": " << detail;
+  throw Error(os.str());
+}
+
+const char* cublas_status_string(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "unknown cuBLAS status";
+  }
+}
+
+namespace {
+
+// Stream ids the allocator's record_use() knows.
+enum StreamId : int { kCopyStream = 1, kCommStream = 2 };
+
+struct DeviceContext {
+  int index = 0;
+  cudaStream_t compute = nullptr, copy = nullptr, comm = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  std::unique_ptr<BlockCache> cache;
+  std::mutex events_mu;
+  std::unordered_map<void*, std::vector<cudaEvent_t>> retired;  // block -> events still to complete
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  std::mutex mu;  // handles and workspace
+};
+
+// Makes `index` current for the scope (and restores the previous device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index) {
+    STRATA_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != index) STRATA_CUDA_CHECK(cudaSetDevice(index));
+    switched_ = prev_ != index;
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+  bool switched_ = false;
+};
+
+cudaStream_t stream_of(DeviceContext& ctx, int id) {
+  return id == kCopyStream ? ctx.copy : id == kCommStream ? ctx.comm : ctx.compute;
+}
+
+std::unique_ptr<DeviceContext> make_context(int index) {
+  auto ctx = std::make_unique<DeviceContext>();
+  ctx->index = index;
+  DeviceGuard guard(index);
+  // Non-blocking: no implicit synchronisation with the legacy default stream,
+  // which strata never uses (every copy names one of these streams).
+  STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking));
+  STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->copy, cudaStreamNonBlocking));
+  STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->comm, cudaStreamNonBlocking));
+  DeviceContext* raw = ctx.get();
+  BlockCache::Backend backend;
+  backend.malloc = [index](size_t bytes) -> void* {
+    DeviceGuard g(index);
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear the sticky-free error so later checks pass
+      return nullptr;
+    }
+    STRATA_CUDA_CHECK(err);
+    return p;
+  };
+  backend.free = [index, raw](void* p) {
+    DeviceGuard g(index);
+    // cudaFree waits for the device; the memory may still be read by queued work otherwise.
+    cudaFree(p);
+    std::lock_guard<std::mutex> lock(raw->events_mu);
+    raw->retired.erase(p);
+  };
+  backend.retire = [index, raw](void* p, const std::vector<int>& streams) {
+    DeviceGuard g(index);
+    std::lock_guard<std::mutex> lock(raw->events_mu);
+    std::vector<cudaEvent_t>& evs = raw->retired[p];
+    for (int s : streams) {
+      cudaEvent_t ev = nullptr;
+      STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+      STRATA_CUDA_CHECK(cudaEventRecord(ev, stream_of(*raw, s)));
+      evs.push_back(ev);
+    }
+  };
+  backend.pending = [raw](void* p) {
+    std::lock_guard<std::mutex> lock(raw->events_mu);
+    auto it = raw->retired.find(p);
+    if (it == raw->retired.end()) return false;
+    std::vector<cudaEvent_t>& evs = it->second;
+    while (!evs.empty()) {
+      const cudaError_t q = cudaEventQuery(evs.back());
+      if (q == cudaErrorNotReady) return true;
+      STRATA_CUDA_CHECK(q);
+      cudaEventDestroy(evs.back());
+      evs.pop_back();
+    }
+    raw->retired.erase(it);
+    return false;
+  };
+  ctx->cache = std::make_unique<BlockCache>(std::move(backend));
+  return ctx;
+}
+
+std::mutex g_contexts_mu;
+std::vector<DeviceContext*> g_contexts;  // by device index; never freed (see above)
+
+DeviceContext& context(int index) {
+  std::lock_guard<std::mutex> lock(g_contexts_mu);
+  if (index < 0) fail<Error>("bad CUDA device index ", index);
+  if (static_cast<size_t>(index) >= g_contexts.size()) g_contexts.resize(index + 1, nullptr);
+  if (!g_contexts[index]) {
+    check_device_index(index);
+    g_contexts[index] = make_context(index).release();
+  }
+  return *g_contexts[index];
+}
+
+DeviceContext& current() { return context(current_device()); }
+
+std::string human(size_t b) {
+  std::ostringstream os;
+  os.precision(3);
+  os << b / double(size_t(1) << 30) << " GiB";
+  return os.str();
+}
+
+}  // namespace
+
+int current_device() {
+  int d = 0;
+  STRATA_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+void set_device(int index) {
+  check_device_index(index);
+  STRATA_CUDA_CHECK(cudaSetDevice(index));
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // no driver / no device: clear and report none
+    return 0;
+  }
+  return n;
+}
+
+void check_device_index(int index) {
+  const int n = device_count();
+  if (index < 0 || index >= n) {
+    if (n == 0) {
+      fail<ConfigError>("device cuda:", index, " requested, but no CUDA device is available here "
+                        "(no GPU, or no driver); use --device cpu");
+    }
+    fail<ConfigError>("device cuda:", index, " does not exist: this machine has ", n,
+                      " CUDA device(s), cuda:0 to cuda:", n - 1);
+  }
+}
+
+cudaStream_t compute_stream() { return current().compute; }
+cudaStream_t copy_stream() { return current().copy; }
+cudaStream_t comm_stream() { return current().comm; }
+
+cublasHandle_t cublas_handle() {
+  DeviceContext& ctx = current();
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  if (!ctx.cublas) {
+    STRATA_CUBLAS_CHECK(cublasCreate(&ctx.cublas));
+    STRATA_CUBLAS_CHECK(cublasSetStream(ctx.cublas, ctx.compute));
+  }
+  return ctx.cublas;
+}
+
+cudnnHandle_t cudnn_handle() {
+  DeviceContext& ctx = current();
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  if (!ctx.cudnn) {
+    STRATA_CUDNN_CHECK(cudnnCreate(&ctx.cudnn));
+    STRATA_CUDNN_CHECK(cudnnSetStream(ctx.cudnn, ctx.compute));
+  }
+  return ctx.cudnn;
+}
+
+void* workspace(size_t bytes) {
+  DeviceContext& ctx = current();
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  if (bytes > ctx.workspace_bytes) {
+    // Stream-ordered: work already queued with the old workspace runs before
+    // anything that gets the block again.
+    if (ctx.workspace) ctx.cache->free(ctx.workspace);
+    ctx.workspace = nullptr;
+    ctx.workspace_bytes = 0;
+    ctx.workspace = device_malloc(bytes, ctx.index);
+    ctx.workspace_bytes = round_allocation(bytes);
+  }
+  return ctx.workspace;
+}
+
+// ---- device_api.h ----
+
+void* device_malloc(size_t bytes, int index) {
+  if (bytes == 0) return nullptr;
+  DeviceContext& ctx = context(index);
+  void* p = ctx.cache->allocate(bytes, [&](size_t want, const AllocatorStats& st) {
+    size_t free_b = 0, total_b = 0;
+    {
+      DeviceGuard g(index);
+      cudaMemGetInfo(&free_b, &total_b);
+    }
+    fail<Error>("CUDA out of memory on cuda:", index, ": could not allocate ", want, " bytes (", st.str(),
+                "; device ", human(free_b), " free of ", human(total_b),
+                "); use a smaller batch size or a smaller model");
+  });
+  DeviceGuard g(index);
+  // Zeroed like CPU storage; queued, so it is ordered before any use on the compute stream.
+  STRATA_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, ctx.compute));
+  return p;
+}
+
+void device_free(void* ptr, int index) noexcept {
+  if (!ptr) return;
+  try {
+    context(index).cache->free(ptr);
+  } catch (...) {
+    // Destructors must not throw; a failure here means the context is gone.
+  }
+}
+
+void copy_bytes(void* dst, int dst_device, const void* src, int src_device, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  if (dst_device < 0 && src_device < 0) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  if (dst_device >= 0 && src_device >= 0) {
+    DeviceContext& d = context(dst_device);
+    if (dst_device != src_device) {
+      // The source's pending writes first, then a peer copy on the destination's stream.
+      DeviceContext& s = context(src_device);
+      { DeviceGuard g(src_device); STRATA_CUDA_CHECK(cudaStreamSynchronize(s.compute)); }
+      DeviceGuard g(dst_device);
+      STRATA_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, bytes, d.compute));
+      return;
+    }
+    DeviceGuard g(dst_device);
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, d.compute));
+    return;
+  }
+  const int dev = dst_device >= 0 ? dst_device : src_device;
+  DeviceContext& ctx = context(dev);
+  DeviceGuard g(dev);
+  const cudaMemcpyKind kind = dst_device >= 0 ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, ctx.compute));
+  // The host reads dst (D2H) or may overwrite src (H2D) right after we return.
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
+}
+
+void zero_bytes(void* ptr, size_t bytes, int index) {
+  if (bytes == 0) return;
+  DeviceContext& ctx = context(index);
+  DeviceGuard g(index);
+  STRATA_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx.compute));
+}
+
+void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index) {
+  if (device_ptrs.empty()) return;
+  DeviceContext& ctx = context(index);
+  DeviceGuard g(index);
+  for (size_t i = 0; i < device_ptrs.size(); ++i) {
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(out + i, device_ptrs[i], sizeof(float), cudaMemcpyDeviceToHost, ctx.compute));
+  }
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
+}
+
+void synchronize(int index) {
+  DeviceContext& ctx = context(index);
+  DeviceGuard g(index);
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(ctx.copy));
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(ctx.comm));
+}
+
+AllocatorStats memory_stats(int index) { return context(index).cache->stats(); }
+void reset_peak_memory_stats(int index) { context(index).cache->reset_peak(); }
+
+void empty_cache(int index) {
+  synchronize(index);
+  context(index).cache->empty_cache();
+}
+
+std::string memory_report(int index) {
+  DeviceContext& ctx = context(index);
+  DeviceGuard g(index);
+  cudaDeviceProp prop{};
+  STRATA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  size_t free_b = 0, total_b = 0;
+  STRATA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  std::ostringstream os;
+  os << "cuda:" << index << " (" << prop.name << "): " << ctx.cache->stats().str() << "; device "
+     << human(total_b) << " total, " << human(free_b) << " free";
+  return os.str();
+}
+
+// ---- streams.h ----
+
+PinnedBuffer::~PinnedBuffer() {
+  if (pending_ && done_) cudaEventSynchronize(done_);
+  if (done_) cudaEventDestroy(done_);
+  if (ptr_) cudaFreeHost(ptr_);
+}
+
+void PinnedBuffer::resize(size_t bytes) {
+  if (bytes <= bytes_) return;
+  wait_copies_done();
+  if (ptr_) STRATA_CUDA_CHECK(cudaFreeHost(ptr_));
+  ptr_ = nullptr;
+  bytes_ = 0;
+  STRATA_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, cudaHostAllocDefault));
+  bytes_ = bytes;
+}
+
+void PinnedBuffer::record_copy(cudaStream_t stream) {
+  if (!done_) STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  STRATA_CUDA_CHECK(cudaEventRecord(done_, stream));
+  pending_ = true;
+}
+
+void PinnedBuffer::wait_copies_done() {
+  if (!pending_) return;
+  STRATA_CUDA_CHECK(cudaEventSynchronize(done_));
+  pending_ = false;
+}
+
+void stream_wait(cudaStream_t waiter, cudaStream_t producer) {
+  if (waiter == producer) return;
+  cudaEvent_t ev = nullptr;
+  STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  STRATA_CUDA_CHECK(cudaEventRecord(ev, producer));
+  STRATA_CUDA_CHECK(cudaStreamWaitEvent(waiter, ev, 0));
+  STRATA_CUDA_CHECK(cudaEventDestroy(ev));  // safe: destruction is deferred until the event completes
+}
+
+void copy_to_device_async(void* dst, const void* src, size_t bytes, PinnedBuffer* src_buffer) {
+  if (bytes == 0) return;
+  DeviceContext& ctx = current();
+  // dst may still be read by earlier compute work (the previous batch):
+  // the copy stream starts after it.
+  stream_wait(ctx.copy, ctx.compute);
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.copy));
+  if (src_buffer) src_buffer->record_copy(ctx.copy);
+  stream_wait(ctx.compute, ctx.copy);
+}
+
+EventTimer::EventTimer() {
+  STRATA_CUDA_CHECK(cudaEventCreate(&start_));
+  STRATA_CUDA_CHECK(cudaEventCreate(&stop_));
+}
+
+EventTimer::~EventTimer() {
+  cudaEventDestroy(start_);
+  cudaEventDestroy(stop_);
+}
+
+void EventTimer::start() { STRATA_CUDA_CHECK(cudaEventRecord(start_, compute_stream())); }
+void EventTimer::stop() { STRATA_CUDA_CHECK(cudaEventRecord(stop_, compute_stream())); }
+
+float EventTimer::elapsed_ms() {
+  STRATA_CUDA_CHECK(cudaEventSynchronize(stop_));
+  float ms = 0.0f;
+  STRATA_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+  return ms;
+}
+
+}  // namespace strata::cuda
+
+#endif  // STRATA_WITH_CUDA

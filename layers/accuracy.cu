@@ -1,0 +1,94 @@
+#include <string>
+
+#include "framework/cuda/math.h"
+#include "framework/cuda/runtime.h"
+#include "framework/error.h"
+#include "layers/accuracy.h"
+
+namespace strata {
+
+struct AccuracyLayer::CudaState {
+  Tensor counts;  // i32 [2 + 2 * C]: total, correct, then per class total and correct
+  cuda::DeferredIndexCheck bad_label;
+  int64_t checked_inner = 1, checked_classes = 0;
+};
+
+namespace {
+
+// Caffe's tie rule: correct when fewer than top_k scores are strictly greater
+// than the label's. Integer atomics: exact and order-independent.
+__global__ void accuracy_count_kernel(int64_t positions, int64_t channels, int64_t inner, int64_t top_k,
+                                      const float* x, const float* label, int has_ignore, float ignore,
+                                      int32_t* counts, unsigned long long* bad) {
+  int32_t* class_total = counts + 2;
+  int32_t* class_correct = counts + 2 + channels;
+  STRATA_CUDA_LOOP(pos, positions) {
+    const float v = label[pos];
+    if (has_ignore && v == ignore) continue;
+    if (!(v >= 0.0f && v < static_cast<float>(channels)) || v != floorf(v)) {
+      atomicMin(bad, static_cast<unsigned long long>(pos));
+      continue;
+    }
+    const int64_t l = static_cast<int64_t>(v);
+    const int64_t o = pos / inner, i = pos - o * inner;
+    const float* xo = x + o * channels * inner + i;
+    const float target = xo[l * inner];
+    int64_t greater = 0;
+    for (int64_t c = 0; c < channels && greater < top_k; ++c) greater += xo[c * inner] > target;
+    atomicAdd(&counts[0], 1);
+    atomicAdd(&class_total[l], 1);
+    if (greater < top_k) {
+      atomicAdd(&counts[1], 1);
+      atomicAdd(&class_correct[l], 1);
+    }
+  }
+}
+
+__global__ void accuracy_finish_kernel(int64_t channels, const int32_t* counts, float* accuracy, float* per_class) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    accuracy[0] = counts[0] > 0 ? static_cast<float>(static_cast<double>(counts[1]) / counts[0]) : 0.0f;
+  }
+  if (!per_class) return;
+  STRATA_CUDA_LOOP(c, channels) {
+    const int32_t t = counts[2 + c];
+    per_class[c] = t > 0 ? static_cast<float>(static_cast<double>(counts[2 + channels + c]) / t) : 0.0f;
+  }
+}
+
+}  // namespace
+
+void AccuracyLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
+  if (!cuda_) cuda_ = std::make_shared<CudaState>();
+  CudaState& st = *cuda_;
+  const int64_t bad = st.bad_label.previous();
+  if (bad >= 0) {
+    fail<Error>(where(), ": the label at index ", bad, " (sample ", bad / st.checked_inner,
+                ") of the previous batch is not a class index in [0, ", st.checked_classes, ")",
+                ignore_label_ ? " or the ignore_label " + std::to_string(*ignore_label_) : std::string(),
+                "; check the labels or the number of scores (", st.checked_classes, " on the class axis)");
+  }
+  const int64_t positions = outer_ * inner_;
+  cuda::ensure_on_device(st.counts, {2 + 2 * channels_}, DType::kI32, device());
+  int32_t* counts = st.counts.data<int32_t>();
+  STRATA_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(int32_t) * static_cast<size_t>(2 + 2 * channels_),
+                                    cuda::compute_stream()));
+  unsigned long long* bad_slot = st.bad_label.arm();
+  st.checked_inner = inner_ > 0 ? inner_ : 1;
+  st.checked_classes = channels_;
+  if (positions > 0) {
+    accuracy_count_kernel<<<cuda::blocks_for(positions), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+        positions, channels_, inner_, top_k_, bottom[0]->data.data<float>(), bottom[1]->data.data<float>(),
+        ignore_label_ ? 1 : 0, ignore_label_ ? static_cast<float>(*ignore_label_) : 0.0f, counts, bad_slot);
+    STRATA_KERNEL_CHECK();
+  }
+  st.bad_label.record();
+  float* per_class = top.size() > 1 ? top[1]->data.data<float>() : nullptr;
+  accuracy_finish_kernel<<<cuda::blocks_for(channels_), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+      channels_, counts, top[0]->data.data<float>(), per_class);
+  STRATA_KERNEL_CHECK();
+}
+
+void AccuracyLayer::backward_cuda(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
+                                  const BlobVec& /*bottom*/) {}
+
+}  // namespace strata

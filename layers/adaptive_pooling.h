@@ -1,0 +1,41 @@
+// AdaptivePooling (PyTorch adaptive_avg_pool2d / adaptive_max_pool2d):
+// [N, C, H, W] -> [N, C, out_h, out_w] whatever H and W are. Output row i
+// pools input rows [floor(i * H / out_h), ceil((i + 1) * H / out_h)) (columns
+// alike), so bins may overlap and every input row is in at least one bin.
+// MAX: the first maximum of a bin wins (and gets the gradient); NaN
+// propagates (as in torch).
+#pragma once
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class AdaptivePoolingLayer : public Layer {
+ public:
+  AdaptivePoolingLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  enum class Pool { kAve, kMax };
+
+  Pool pool_;
+  int64_t out_h_, out_w_;
+  int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0;
+  Tensor argmax_;  // [N, C, out_h, out_w] int32: flat h * W + w of each MAX winner
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+#endif
+};
+
+}  // namespace strata

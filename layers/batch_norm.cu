@@ -1,0 +1,170 @@
+#include <cmath>
+
+#include "framework/cuda/math.h"
+#include "framework/cuda/runtime.h"
+#include "layers/batch_norm.h"
+
+namespace strata {
+
+namespace {
+
+constexpr int kStatThreads = 256;
+
+// One block per channel, two passes in double as on the CPU (the mean, then
+// squared deviations); thread 0 then writes mean, biased variance, inv_std
+// and (TRAIN, m > 1) updates the running statistics.
+__global__ void batch_stats_kernel(int64_t num, int64_t channels, int64_t spatial, const float* x, float eps,
+                                   int update_running, float fraction, float* mean, float* var, float* inv_std,
+                                   float* running_mean, float* running_var) {
+  const int64_t c = blockIdx.x;
+  const int64_t m = num * spatial;
+  double sum = 0.0;
+  for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    const int64_t n = k / spatial, i = k - n * spatial;
+    sum += x[(n * channels + c) * spatial + i];
+  }
+  sum = cuda::block_sum(sum);
+  const double mu = m > 0 ? sum / static_cast<double>(m) : 0.0;
+  double sq = 0.0;
+  for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    const int64_t n = k / spatial, i = k - n * spatial;
+    const double d = x[(n * channels + c) * spatial + i] - mu;
+    sq += d * d;
+  }
+  sq = cuda::block_sum(sq);
+  if (threadIdx.x == 0) {
+    const float mean_c = static_cast<float>(mu);
+    const float var_c = m > 0 ? static_cast<float>(sq / static_cast<double>(m)) : 0.0f;
+    mean[c] = mean_c;
+    var[c] = var_c;
+    inv_std[c] = static_cast<float>(1.0 / sqrt(static_cast<double>(var_c) + eps));
+    if (update_running) {
+      const double f = fraction;
+      const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
+      running_mean[c] = static_cast<float>(f * running_mean[c] + (1.0 - f) * mean_c);
+      running_var[c] = static_cast<float>(f * running_var[c] + (1.0 - f) * var_c * unbias);
+    }
+  }
+}
+
+__global__ void global_stats_kernel(int64_t channels, const float* running_mean, const float* running_var, float eps,
+                                    float* mean, float* inv_std) {
+  STRATA_CUDA_LOOP(c, channels) {
+    mean[c] = running_mean[c];
+    inv_std[c] = static_cast<float>(1.0 / sqrt(static_cast<double>(running_var[c]) + eps));
+  }
+}
+
+// y may equal x: each element is read before the same thread writes it.
+__global__ void normalize_kernel(int64_t total, int64_t channels, int64_t spatial, const float* x, const float* mean,
+                                 const float* inv_std, float* x_norm, float* y) {
+  STRATA_CUDA_LOOP(k, total) {
+    const int64_t c = (k / spatial) % channels;
+    const float v = (x[k] - mean[c]) * inv_std[c];
+    if (x_norm) x_norm[k] = v;
+    y[k] = v;
+  }
+}
+
+// Per channel: mean(dy) and mean(dy * x_norm), in double.
+__global__ void grad_means_kernel(int64_t num, int64_t channels, int64_t spatial, const float* dy, const float* xn,
+                                  float* mean_dy, float* mean_dy_xn) {
+  const int64_t c = blockIdx.x;
+  const int64_t m = num * spatial;
+  double s1 = 0.0, s2 = 0.0;
+  for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    const int64_t n = k / spatial, i = k - n * spatial;
+    const int64_t at = (n * channels + c) * spatial + i;
+    s1 += dy[at];
+    s2 += static_cast<double>(dy[at]) * xn[at];
+  }
+  s1 = cuda::block_sum(s1);
+  s2 = cuda::block_sum(s2);
+  if (threadIdx.x == 0) {
+    mean_dy[c] = m > 0 ? static_cast<float>(s1 / static_cast<double>(m)) : 0.0f;
+    mean_dy_xn[c] = m > 0 ? static_cast<float>(s2 / static_cast<double>(m)) : 0.0f;
+  }
+}
+
+// dx may equal dy (in place): each element is read before it is written.
+__global__ void batch_grad_kernel(int64_t total, int64_t channels, int64_t spatial, const float* dy, const float* xn,
+                                  const float* inv_std, const float* mean_dy, const float* mean_dy_xn, float* dx) {
+  STRATA_CUDA_LOOP(k, total) {
+    const int64_t c = (k / spatial) % channels;
+    dx[k] = inv_std[c] * (dy[k] - mean_dy[c] - xn[k] * mean_dy_xn[c]);
+  }
+}
+
+__global__ void global_grad_kernel(int64_t total, int64_t channels, int64_t spatial, const float* dy,
+                                   const float* inv_std, float* dx) {
+  STRATA_CUDA_LOOP(k, total) dx[k] = dy[k] * inv_std[(k / spatial) % channels];
+}
+
+}  // namespace
+
+void BatchNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
+  const Device dev = device();
+  cuda::ensure_on_device(mean_, {channels_}, DType::kF32, dev);
+  cuda::ensure_on_device(var_, {channels_}, DType::kF32, dev);
+  cuda::ensure_on_device(inv_std_, {channels_}, DType::kF32, dev);
+  const int64_t m = num_ * spatial_;
+  const int64_t total = num_ * channels_ * spatial_;
+  const float* x = bottom[0]->data.data<float>();
+  cudaStream_t s = cuda::compute_stream();
+  if (channels_ == 0) return;
+
+  if (stats_ == Stats::kGlobal) {
+    global_stats_kernel<<<cuda::blocks_for(channels_), cuda::kThreadsPerBlock, 0, s>>>(
+        channels_, param(0).data.data<float>(), param(1).data.data<float>(), eps_, mean_.data<float>(),
+        inv_std_.data<float>());
+    STRATA_KERNEL_CHECK();
+  } else {
+    if (m == 1 && phase() == Phase::kTrain) {
+      shape_error("batch statistics need more than one value per channel, got bottom " +
+                  shape_str(bottom[0]->shape()) +
+                  "; use a larger batch or batch_norm_param { use_global_stats: true }");
+    }
+    cuda::ensure_on_device(x_norm_, bottom[0]->shape(), DType::kF32, dev);
+    // Only TRAIN updates the running statistics (see forward_cpu).
+    const int update = phase() == Phase::kTrain && m > 1 ? 1 : 0;
+    batch_stats_kernel<<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(
+        num_, channels_, spatial_, x, eps_, update, moving_average_fraction_, mean_.data<float>(),
+        var_.data<float>(), inv_std_.data<float>(), param(0).data.data<float>(), param(1).data.data<float>());
+    STRATA_KERNEL_CHECK();
+  }
+  if (total == 0) return;
+  float* xn = stats_ == Stats::kBatch ? x_norm_.data<float>() : nullptr;
+  normalize_kernel<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
+      total, channels_, spatial_, x, mean_.data<float>(), inv_std_.data<float>(), xn, top[0]->data.data<float>());
+  STRATA_KERNEL_CHECK();
+}
+
+void BatchNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                   const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const int64_t total = num_ * channels_ * spatial_;
+  if (total == 0) return;
+  const float* dy = top[0]->diff.data<float>();
+  float* dx = bottom[0]->diff.data<float>();  // may be dy itself when in place
+  const float* inv_std = inv_std_.data<float>();
+  cudaStream_t s = cuda::compute_stream();
+  if (stats_ == Stats::kGlobal) {
+    global_grad_kernel<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(total, channels_, spatial_, dy,
+                                                                                  inv_std, dx);
+    STRATA_KERNEL_CHECK();
+    return;
+  }
+  cuda::ensure_on_device(grad_means_, {2, channels_}, DType::kF32, device());
+  float* mean_dy = grad_means_.data<float>();
+  float* mean_dy_xn = mean_dy + channels_;
+  const float* xn = x_norm_.data<float>();
+  // Both means are complete before dx (possibly dy's memory) is written.
+  grad_means_kernel<<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(num_, channels_, spatial_, dy, xn,
+                                                                              mean_dy, mean_dy_xn);
+  STRATA_KERNEL_CHECK();
+  batch_grad_kernel<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(total, channels_, spatial_, dy, xn,
+                                                                               inv_std, mean_dy, mean_dy_xn, dx);
+  STRATA_KERNEL_CHECK();
+}
+
+}  // namespace strata

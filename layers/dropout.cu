@@ -1,0 +1,73 @@
+// Dropout on the GPU: the mask comes from a counter-based hash of (a seed
+// drawn from the layer's rng_ per forward, element index), so it needs no
+// per-thread generator state, is the same for any launch geometry, and a
+// resumed run (rng_ restored) draws the same masks. It differs from the CPU
+// layer's mask; both keep each element with probability 1 - ratio.
+#include "framework/cuda/math.h"
+#include "framework/cuda/runtime.h"
+#include "framework/error.h"
+#include "layers/dropout.h"
+
+namespace strata {
+
+namespace {
+
+__device__ inline uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+__global__ void dropout_forward(int64_t n, uint64_t seed, float keep, float scale, const float* x, float* y,
+                                uint8_t* mask) {
+  STRATA_CUDA_LOOP(i, n) {
+    // 24 random bits, as Rng::uniform() on the CPU.
+    const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(i)));
+    const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
+    const uint8_t m = u < keep ? 1 : 0;
+    mask[i] = m;
+    y[i] = m ? x[i] * scale : 0.0f;
+  }
+}
+
+__global__ void dropout_backward(int64_t n, float scale, const uint8_t* mask, const float* dy, float* dx) {
+  STRATA_CUDA_LOOP(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+}
+
+}  // namespace
+
+void DropoutLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
+  const int64_t n = bottom[0]->numel();
+  if (is_identity()) {
+    cuda::copy(n, bottom[0]->data.data<float>(), top[0]->data.data<float>());
+    return;
+  }
+  cuda::ensure_on_device(mask_, bottom[0]->shape(), DType::kU8, device());
+  // One draw per forward, even for an empty batch, so the RNG stream does
+  // not depend on batch sizes.
+  const uint64_t seed = rng_.next_u64();
+  if (n == 0) return;
+  dropout_forward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+      n, seed, 1.0f - ratio_, scale_, bottom[0]->data.data<float>(), top[0]->data.data<float>(),
+      mask_.data<uint8_t>());
+  STRATA_KERNEL_CHECK();
+}
+
+void DropoutLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                 const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const int64_t n = top[0]->numel();
+  if (is_identity()) {
+    cuda::copy(n, top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
+    return;
+  }
+  STRATA_CHECK(mask_.numel() == n, "Dropout backward before forward (mask has ", mask_.numel(),
+               " elements, gradient has ", n, ")");
+  if (n == 0) return;
+  dropout_backward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+      n, scale_, mask_.data<uint8_t>(), top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
+  STRATA_KERNEL_CHECK();
+}
+
+}  // namespace strata

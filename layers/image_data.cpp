@@ -1,0 +1,197 @@
+#include "layers/image_data.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "framework/error.h"
+#include "framework/file_util.h"
+
+namespace strata {
+
+const std::vector<std::string>& image_transform_keys() {
+  static const std::vector<std::string> keys = {"preset", "resize", "interpolation", "crop_size", "crop",
+                                                "mirror", "scale",  "mean",          "std"};
+  return keys;
+}
+
+ImageTransform read_image_transform(const ConfigNode& p, Phase phase, const std::string& where) {
+  const std::string preset = p.get_enum("preset", {"NONE", "IMAGENET", "VIT_EVAL"}, "NONE");
+  ImageTransform t = preset_transform(parse_transform_preset(preset));
+  auto positive = [&](const char* key, int64_t def) {
+    const int64_t v = p.get_int(key, def);
+    if (v < 0 || v > 65535) {
+      fail<ConfigError>(where, ": transform_param ", key, " must be in 0..65535, got ", v, " at ",
+                        p.find(key)->loc().str());
+    }
+    return static_cast<int>(v);
+  };
+  t.resize = positive("resize", t.resize);
+  if (p.has("interpolation")) {
+    t.interpolation = p.get_enum("interpolation", {"BILINEAR", "BICUBIC"}, "BILINEAR") == "BICUBIC"
+                          ? Interpolation::kBicubic
+                          : Interpolation::kBilinear;
+  }
+  if (p.has("crop_size")) t.crop_height = t.crop_width = positive("crop_size", 0);
+  const bool train = phase == Phase::kTrain;
+  t.crop = train && p.get_enum("crop", {"CENTER", "RANDOM"}, "CENTER") == "RANDOM" ? CropMode::kRandom
+                                                                                    : CropMode::kCenter;
+  t.mirror = train && p.get_bool("mirror", false) ? MirrorMode::kRandom : MirrorMode::kOff;
+  if (p.has("scale")) t.scale = p.get_double("scale");
+  auto per_channel = [&](const char* key, std::vector<float>& out) {
+    const std::vector<double> v = p.get_doubles(key);
+    if (v.empty()) return;
+    if (v.size() != 1 && v.size() != 3) {
+      fail<ConfigError>(where, ": transform_param has ", v.size(), " '", key,
+                        "' values; give one for all channels or three (R, G, B)");
+    }
+    for (size_t c = 0; c < 3; ++c) out[c] = static_cast<float>(v[v.size() == 1 ? 0 : c]);
+  };
+  per_channel("mean", t.mean);
+  per_channel("std", t.std);
+  for (float s : t.std) {
+    if (!(s != 0.0f)) fail<ConfigError>(where, ": transform_param std must be non-zero");
+  }
+  return t;
+}
+
+ImageDataLayer::ImageDataLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
+  const ConfigNode& p = block("image_data_param");
+  source_ = join_path(ctx.base_dir, p.get_string("source"));
+  if (p.has("root_folder")) root_folder_ = join_path(ctx.base_dir, p.get_string("root_folder"));
+  const DataOptions data = read_data_options(p, ctx.phase, where());
+  transform_ = read_image_transform(block("transform_param"), ctx.phase, where_at());
+  if (transform_.crop_height <= 0 || transform_.crop_width <= 0) {
+    fail<ConfigError>(where_at(), ": every image must become the same size; set transform_param { crop_size: N } "
+                                  "(or preset: IMAGENET / VIT_EVAL, which crop 224)");
+  }
+  options_.batch_size = data.batch_size;
+  options_.shuffle = data.shuffle;
+  options_.seed = data.seed ? *data.seed : rng_.next_u64();
+  options_.shard = data.shard;
+  options_.rank = ctx.rank;
+  options_.world_size = ctx.world_size;
+  const int64_t threads = p.get_int("threads", 0);
+  const int64_t prefetch = p.get_int("prefetch", 2);
+  if (threads < 0 || threads > 1024) fail<ConfigError>(where_at(), ": threads must be 0 (auto) .. 1024, got ", threads);
+  if (prefetch < 1 || prefetch > 1024) fail<ConfigError>(where_at(), ": prefetch must be 1 .. 1024, got ", prefetch);
+  options_.threads = static_cast<int>(threads);
+  options_.prefetch = static_cast<int>(prefetch);
+  options_.bad_images = p.get_bool("skip_bad_images", false) ? BadImages::kSkip : BadImages::kError;
+  options_.epochs = EpochMode::kRepeat;
+  options_.out_height = transform_.crop_height;
+  options_.out_width = transform_.crop_width;
+}
+
+LayerSchema ImageDataLayer::schema() {
+  LayerSchema s;
+  std::vector<std::string> keys = {"source", "root_folder", "skip_bad_images", "threads", "prefetch"};
+  keys.insert(keys.end(), data_option_keys().begin(), data_option_keys().end());
+  s.blocks = {{"image_data_param", keys}, {"transform_param", image_transform_keys()}};
+  s.summary =
+      "Reads JPEG/PNG/BMP images from class subfolders or a 'path label' list; resize, crop, flip and "
+      "normalise as torchvision/timm presets; decoded on threads ahead of use";
+  return s;
+}
+
+std::string ImageDataLayer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
+
+void ImageDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {
+  std::vector<ImageItem> items;
+  try {
+    items = read_image_source(source_, root_folder_);
+  } catch (const IoError& e) {
+    fail<IoError>(where_at(), ": ", e.what());
+  } catch (const ConfigError& e) {
+    fail<ConfigError>(where_at(), ": ", e.what());
+  }
+  if (top.size() > 1) {
+    for (const ImageItem& item : items) {
+      if (item.label < 0) {
+        fail<ConfigError>(where_at(), ": a label top needs a label for every image, but '", item.path,
+                          "' has none; write 'path label' lines in the list file, or drop the label top");
+      }
+    }
+  }
+  loader_ = std::make_unique<ImageLoader>(std::move(items), transform_, options_, where_at());
+}
+
+void ImageDataLayer::reshape(const BlobVec& /*bottom*/, const BlobVec& top) {
+  top[0]->resize({options_.batch_size, 3, options_.out_height, options_.out_width});
+  if (top.size() > 1) top[1]->resize({options_.batch_size});
+}
+
+void ImageDataLayer::forward_cpu(const BlobVec& /*bottom*/, const BlobVec& top) {
+  if (!loader_) fail<Error>(where(), ": forward before setup()");
+  loader_->next(batch_);  // kRepeat: always a full batch
+  std::memcpy(top[0]->data.data<float>(), batch_.data.data(), batch_.data.size() * sizeof(float));
+  if (top.size() > 1) {
+    std::memcpy(top[1]->data.data<float>(), batch_.labels.data(), batch_.labels.size() * sizeof(float));
+  }
+}
+
+void ImageDataLayer::backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
+                                  const BlobVec& /*bottom*/) {}
+
+const ImageLoader& ImageDataLayer::loader() const {
+  if (!loader_) fail<Error>(where(), ": used before setup()");
+  return *loader_;
+}
+
+// State text:
+//   strata_image_data 1
+//   images <N> rank <r> world_size <w> shard <n> seed <s>
+//   position <p>
+//   skipped <item indices...>
+std::string ImageDataLayer::save_state() const {
+  const ImageLoader& l = loader();
+  std::ostringstream os;
+  os << "strata_image_data 1\nimages " << l.items().size() << " rank " << options_.rank << " world_size "
+     << options_.world_size << " shard " << l.shard().size() << " seed " << options_.seed << "\nposition "
+     << l.position() << "\nskipped";
+  for (int64_t i : l.skipped()) os << ' ' << i;
+  os << "\n";
+  return os.str();
+}
+
+void ImageDataLayer::load_state(const std::string& state) {
+  if (!loader_) fail<Error>(where(), ": load_state() before setup()");
+  auto corrupt = [&](const std::string& what) {
+    fail<Error>(where_at(), ": cannot restore the image reader from the snapshot: ", what);
+  };
+  std::istringstream is(state);
+  std::string tag, k1, k2, k3, k4;
+  int version = 0;
+  size_t images = 0, shard = 0;
+  int rank = 0, world = 0;
+  uint64_t seed = 0;
+  int64_t position = -1;
+  if (!(is >> tag >> version) || tag != "strata_image_data" || version != 1) corrupt("not an ImageData state");
+  if (!(is >> tag >> images >> k1 >> rank >> k2 >> world >> k3 >> shard >> k4 >> seed) || tag != "images" ||
+      k1 != "rank" || k2 != "world_size" || k3 != "shard" || k4 != "seed") {
+    corrupt("malformed 'images' line");
+  }
+  if (!(is >> tag >> position) || tag != "position" || position < 0) corrupt("malformed 'position' line");
+  if (!(is >> tag) || tag != "skipped") corrupt("missing 'skipped' line");
+  std::set<int64_t> skipped;
+  int64_t v;
+  while (is >> v) {
+    if (v < 0 || v >= static_cast<int64_t>(images)) corrupt("skipped image index out of range");
+    skipped.insert(v);
+  }
+  if (images != loader_->items().size()) {
+    corrupt("it was saved for " + std::to_string(images) + " images, the source now has " +
+            std::to_string(loader_->items().size()));
+  }
+  if (shard != loader_->shard().size() || rank != options_.rank || world != options_.world_size) {
+    corrupt("it was saved by rank " + std::to_string(rank) + " of " + std::to_string(world) +
+            "; this is rank " + std::to_string(options_.rank) + " of " + std::to_string(options_.world_size) +
+            "; resume with the same number of ranks");
+  }
+  if (seed != options_.seed) corrupt("it was saved with another seed; resume with the same seed");
+  loader_->set_skipped(skipped);
+  loader_->seek(position);
+}
+
+STRATA_REGISTER_LAYER("ImageData", ImageDataLayer);
+
+}  // namespace strata

@@ -1,0 +1,165 @@
+// LayerNorm on the GPU, as layer_norm.cpp: a block per row computes the
+// row's mean and 1/std in double (two passes) and writes the normalised row;
+// backward reduces dy * weight over the row the same way. The parameter
+// gradients sum over rows in two deterministic stages (per chunk of rows,
+// then over the chunks), with no atomics.
+#include <algorithm>
+
+#include "framework/cuda/math.h"
+#include "framework/cuda/runtime.h"
+#include "framework/error.h"
+#include "layers/layer_norm.h"
+
+namespace strata {
+
+struct LayerNormLayer::CudaState {
+  Tensor partials;  // [2, chunks, D]: per chunk of rows, sum dy * xhat then sum dy
+};
+
+namespace {
+
+// A block per row (grid-stride over rows); threads a multiple of 32.
+int row_threads(int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 128 ? 128 : 256; }
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 65535LL * 32)); }
+
+__global__ void layer_norm_forward(int64_t rows, int64_t d, double eps, const float* x, const float* w,
+                                   const float* b, float* y, float* mean, float* rstd) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * d;
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) sum += xr[j];
+    sum = cuda::block_sum(sum);
+    const double mu = sum / static_cast<double>(d);
+    double sq = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      const double c = xr[j] - mu;
+      sq += c * c;
+    }
+    sq = cuda::block_sum(sq);
+    const float m = static_cast<float>(mu);
+    const float is = static_cast<float>(1.0 / sqrt(sq / static_cast<double>(d) + eps));
+    if (threadIdx.x == 0) {
+      mean[r] = m;
+      rstd[r] = is;
+    }
+    float* yr = y + r * d;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) yr[j] = (xr[j] - m) * is * w[j] + b[j];
+  }
+}
+
+__global__ void layer_norm_backward_input(int64_t rows, int64_t d, const float* x, const float* dy, const float* w,
+                                          const float* mean, const float* rstd, float* dx) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * d;
+    const float* gr = dy + r * d;
+    const float m = mean[r], is = rstd[r];
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      const double g = static_cast<double>(gr[j]) * w[j];
+      sum_g += g;
+      sum_gx += g * ((xr[j] - m) * is);
+    }
+    sum_g = cuda::block_sum(sum_g);
+    sum_gx = cuda::block_sum(sum_gx);
+    const float mg = static_cast<float>(sum_g / static_cast<double>(d));
+    const float mgx = static_cast<float>(sum_gx / static_cast<double>(d));
+    float* dxr = dx + r * d;
+    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+      const float xhat = (xr[j] - m) * is;
+      dxr[j] = is * (gr[j] * w[j] - mg - xhat * mgx);
+    }
+  }
+}
+
+constexpr int kColTile = 32;   // columns per block (threadIdx.x)
+constexpr int kRowLanes = 8;   // rows in flight per block (threadIdx.y)
+
+// Block (x, y): columns [x * 32, x * 32 + 32) of rows chunk y, summed in
+// double; partials[0][y][j] = sum dy * xhat, partials[1][y][j] = sum dy.
+__global__ void layer_norm_param_partials(int64_t rows, int64_t d, int64_t chunk_rows, const float* x,
+                                          const float* dy, const float* mean, const float* rstd, float* partials) {
+  __shared__ double s_w[kRowLanes][kColTile];
+  __shared__ double s_b[kRowLanes][kColTile];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColTile + threadIdx.x;
+  const int64_t chunk = blockIdx.y;
+  const int64_t r0 = chunk * chunk_rows;
+  const int64_t r1 = r0 + chunk_rows < rows ? r0 + chunk_rows : rows;
+  double sw = 0.0, sb = 0.0;
+  if (j < d) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
+      const float g = dy[r * d + j];
+      sw += static_cast<double>(g) * ((x[r * d + j] - mean[r]) * rstd[r]);
+      sb += g;
+    }
+  }
+  s_w[threadIdx.y][threadIdx.x] = sw;
+  s_b[threadIdx.y][threadIdx.x] = sb;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < d) {
+    for (int k = 1; k < kRowLanes; ++k) {
+      sw += s_w[k][threadIdx.x];
+      sb += s_b[k][threadIdx.x];
+    }
+    const int64_t chunks = gridDim.y;
+    partials[chunk * d + j] = static_cast<float>(sw);
+    partials[(chunks + chunk) * d + j] = static_cast<float>(sb);
+  }
+}
+
+__global__ void layer_norm_param_finish(int64_t chunks, int64_t d, const float* partials, float* dw, float* db) {
+  STRATA_CUDA_LOOP(j, d) {
+    double sw = 0.0, sb = 0.0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      sw += partials[c * d + j];
+      sb += partials[(chunks + c) * d + j];
+    }
+    dw[j] += static_cast<float>(sw);
+    db[j] += static_cast<float>(sb);
+  }
+}
+
+}  // namespace
+
+void LayerNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
+  const Device dev = device();
+  cuda::ensure_on_device(mean_, {rows_}, DType::kF32, dev);
+  cuda::ensure_on_device(rstd_, {rows_}, DType::kF32, dev);
+  if (rows_ == 0) return;
+  layer_norm_forward<<<row_blocks(rows_), row_threads(d_), 0, cuda::compute_stream()>>>(
+      rows_, d_, eps_, bottom[0]->data.data<float>(), param(0).data.data<float>(), param(1).data.data<float>(),
+      top[0]->data.data<float>(), mean_.data<float>(), rstd_.data<float>());
+  STRATA_KERNEL_CHECK();
+}
+
+void LayerNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                   const BlobVec& bottom) {
+  // A zero batch adds nothing to the parameter gradients and has no input gradient.
+  if (rows_ == 0) return;
+  if (!cuda_) cuda_ = std::make_shared<CudaState>();
+  const float* x = bottom[0]->data.data<float>();
+  const float* dy = top[0]->diff.data<float>();
+  const float* mean = mean_.data<float>();
+  const float* rstd = rstd_.data<float>();
+  cudaStream_t s = cuda::compute_stream();
+
+  // Enough chunks to fill the GPU, each of at least 64 rows.
+  const int64_t chunks = std::min<int64_t>((rows_ + 63) / 64, 1024);
+  const int64_t chunk_rows = (rows_ + chunks - 1) / chunks;
+  const int64_t col_blocks = (d_ + kColTile - 1) / kColTile;
+  STRATA_CHECK(col_blocks <= 0x7fffffffLL, "LayerNorm: ", d_, " values per row is too many for one grid");
+  cuda::ensure_on_device(cuda_->partials, {2, chunks, d_}, DType::kF32, device());
+  layer_norm_param_partials<<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)),
+                              dim3(kColTile, kRowLanes), 0, s>>>(rows_, d_, chunk_rows, x, dy, mean, rstd,
+                                                                 cuda_->partials.data<float>());
+  STRATA_KERNEL_CHECK();
+  layer_norm_param_finish<<<cuda::blocks_for(d_), cuda::kThreadsPerBlock, 0, s>>>(
+      chunks, d_, cuda_->partials.data<float>(), param(0).diff.data<float>(), param(1).diff.data<float>());
+  STRATA_KERNEL_CHECK();
+
+  if (!propagate_down[0]) return;
+  layer_norm_backward_input<<<row_blocks(rows_), row_threads(d_), 0, s>>>(
+      rows_, d_, x, dy, param(0).data.data<float>(), mean, rstd, bottom[0]->diff.data<float>());
+  STRATA_KERNEL_CHECK();
+}
+
+}  // namespace strata

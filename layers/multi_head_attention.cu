@@ -1,0 +1,167 @@
+// MultiHeadAttention on the GPU. The math is multi_head_attention.cpp's; the
+// per-(sample, head) products run as cuBLAS strided-batched GEMMs over all
+// N * local_heads() pairs at once, which needs each head's q, k, v (and o)
+// as dense [T, dh] blocks: a permutation kernel moves them between the
+// token-major projection layout [N, T, S, heads, dh] (S = 3 for q, k, v;
+// 1 for the context) and the head-major layout [S, N, heads, T, dh].
+//
+// Tensor parallel (split: HEADS) works as on the CPU: the layer holds only
+// its heads' rows of in_proj and columns of out_proj, and the out_proj
+// partial sums and the input gradient are allreduced over the group (the
+// nccl backend takes device tensors and orders itself after the compute
+// stream).
+#include <cmath>
+
+#include "framework/communicator.h"
+#include "framework/cuda/math.h"
+#include "framework/cuda/runtime.h"
+#include "framework/error.h"
+#include "layers/multi_head_attention.h"
+
+namespace strata {
+
+struct MultiHeadAttentionLayer::CudaState {
+  Tensor heads;    // [3, N, heads, T, dh]: q, k, v head-major (forward; read by backward)
+  Tensor o_heads;  // [N, heads, T, dh]: each head's output (forward), then its gradient (backward)
+  Tensor dprobs;   // [N, heads, T, T]: backward scratch
+};
+
+namespace {
+
+enum class Direction { kToHeads, kFromHeads };
+
+// rows [N, T, S, H, dh] <-> heads [S, N, H, T, dh]; one thread per value,
+// indexed in the row layout.
+__global__ void permute_heads(int64_t total, int64_t n, int64_t t, int64_t s, int64_t h, int64_t dh, int to_heads,
+                              const float* src, float* dst) {
+  STRATA_CUDA_LOOP(i, total) {
+    const int64_t e = i % dh;
+    const int64_t hh = (i / dh) % h;
+    const int64_t ss = (i / (dh * h)) % s;
+    const int64_t tt = (i / (dh * h * s)) % t;
+    const int64_t nn = i / (dh * h * s * t);
+    const int64_t j = (((ss * n + nn) * h + hh) * t + tt) * dh + e;
+    if (to_heads) {
+      dst[j] = src[i];
+    } else {
+      dst[i] = src[j];
+    }
+  }
+}
+
+void permute(Direction dir, int64_t n, int64_t t, int64_t s, int64_t h, int64_t dh, const float* src, float* dst) {
+  const int64_t total = n * t * s * h * dh;
+  if (total == 0) return;
+  permute_heads<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+      total, n, t, s, h, dh, dir == Direction::kToHeads ? 1 : 0, src, dst);
+  STRATA_KERNEL_CHECK();
+}
+
+__global__ void add_row_bias_kernel(int64_t rows, int64_t cols, const float* b, float* y) {
+  STRATA_CUDA_LOOP(i, rows * cols) y[i] += b[i % cols];
+}
+
+void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y) {
+  if (rows * cols == 0) return;
+  add_row_bias_kernel<<<cuda::blocks_for(rows * cols), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+      rows, cols, b, y);
+  STRATA_KERNEL_CHECK();
+}
+
+}  // namespace
+
+void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
+  if (!cuda_) cuda_ = std::make_shared<CudaState>();
+  CudaState& st = *cuda_;
+  const Device dev = device();
+  const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
+  const int64_t dl = lh * dh, width = 3 * dl, items = n_ * lh;
+  cuda::ensure_on_device(qkv_, {n_, t_, width}, DType::kF32, dev);
+  cuda::ensure_on_device(probs_, {n_, lh, t_, t_}, DType::kF32, dev);
+  cuda::ensure_on_device(ctx_, {n_, t_, dl}, DType::kF32, dev);
+  cuda::ensure_on_device(st.heads, {3, n_, lh, t_, dh}, DType::kF32, dev);
+  cuda::ensure_on_device(st.o_heads, {n_, lh, t_, dh}, DType::kF32, dev);
+  const float* x = bottom[0]->data.data<float>();
+  float* qkv = qkv_.data<float>();
+  float* probs = probs_.data<float>();
+  float* q = st.heads.data<float>();
+  float* k = q + m * dl;
+  float* v = k + m * dl;
+  float* o = st.o_heads.data<float>();
+
+  cuda::gemm(Transpose::kNo, Transpose::kYes, m, width, d_, 1.0f, x, param(in_w_).data.data<float>(), 0.0f, qkv);
+  if (in_b_ >= 0) add_row_bias(m, width, param(in_b_).data.data<float>(), qkv);
+  permute(Direction::kToHeads, n_, T, 3, lh, dh, qkv, q);
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  const int64_t tt = T * T, td = T * dh;
+  cuda::gemm_strided_batched(Transpose::kNo, Transpose::kYes, T, T, dh, scale, q, td, k, td, 0.0f, probs, tt, items);
+  cuda::softmax_channels(items * T, T, 1, probs, probs, nullptr, nullptr);
+  cuda::gemm_strided_batched(Transpose::kNo, Transpose::kNo, T, dh, T, 1.0f, probs, tt, v, td, 0.0f, o, td, items);
+  permute(Direction::kFromHeads, n_, T, 1, lh, dh, o, ctx_.data<float>());
+
+  float* y = top[0]->data.data<float>();
+  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d_, dl, 1.0f, ctx_.data<float>(), param(out_w_).data.data<float>(),
+             0.0f, y);
+  if (tp_.active()) tp_.comm->allreduce(top[0]->data, ReduceOp::kSum);  // every rank's heads
+  if (out_b_ >= 0) add_row_bias(m, d_, param(out_b_).data.data<float>(), y);
+}
+
+// Per (sample, head), batched, with dO the head's slice of d ctx:
+//   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),
+//   dQ = scale * dS K,  dK = scale * dS^T Q
+// (the CPU folds `scale` into dS; here it rides on the GEMMs' alpha).
+void MultiHeadAttentionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                            const BlobVec& bottom) {
+  STRATA_CHECK(cuda_ != nullptr, where(), ": backward before forward on CUDA");
+  CudaState& st = *cuda_;
+  const Device dev = device();
+  const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
+  const int64_t dl = lh * dh, width = 3 * dl, items = n_ * lh;
+  cuda::ensure_on_device(dctx_, {n_, t_, dl}, DType::kF32, dev);
+  cuda::ensure_on_device(dqkv_, {n_, t_, width}, DType::kF32, dev);
+  cuda::ensure_on_device(st.dprobs, {n_, lh, t_, t_}, DType::kF32, dev);
+  const float* dy = top[0]->diff.data<float>();
+  const float* x = bottom[0]->data.data<float>();
+  const float* probs = probs_.data<float>();
+  const float* q = st.heads.data<float>();
+  const float* k = q + m * dl;
+  const float* v = k + m * dl;
+  float* dout = st.o_heads.data<float>();
+  float* dp = st.dprobs.data<float>();
+  float* dctx = dctx_.data<float>();
+  float* dqkv = dqkv_.data<float>();
+  // qkv_ is only an intermediate of forward on the GPU (the heads keep q, k
+  // and v), so it holds the head-major dQ, dK, dV here.
+  float* dq = qkv_.data<float>();
+  float* dk = dq + m * dl;
+  float* dv = dk + m * dl;
+
+  // Output projection.
+  cuda::gemm(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dy, ctx_.data<float>(), 1.0f,
+             param(out_w_).diff.data<float>());
+  if (out_b_ >= 0) cuda::column_sums(m, d_, dy, 1.0f, param(out_b_).diff.data<float>());
+  cuda::gemm(Transpose::kNo, Transpose::kNo, m, dl, d_, 1.0f, dy, param(out_w_).data.data<float>(), 0.0f, dctx);
+  permute(Direction::kToHeads, n_, T, 1, lh, dh, dctx, dout);
+
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+  const int64_t tt = T * T, td = T * dh;
+  cuda::gemm_strided_batched(Transpose::kYes, Transpose::kNo, T, dh, T, 1.0f, probs, tt, dout, td, 0.0f, dv, td,
+                             items);
+  cuda::gemm_strided_batched(Transpose::kNo, Transpose::kYes, T, T, dh, 1.0f, dout, td, v, td, 0.0f, dp, tt, items);
+  cuda::softmax_channels_backward(items * T, T, 1, probs, dp, dp);
+  cuda::gemm_strided_batched(Transpose::kNo, Transpose::kNo, T, dh, T, scale, dp, tt, k, td, 0.0f, dq, td, items);
+  cuda::gemm_strided_batched(Transpose::kYes, Transpose::kNo, T, dh, T, scale, dp, tt, q, td, 0.0f, dk, td, items);
+  permute(Direction::kFromHeads, n_, T, 3, lh, dh, dq, dqkv);
+
+  // Input projection.
+  cuda::gemm(Transpose::kYes, Transpose::kNo, width, d_, m, 1.0f, dqkv, x, 1.0f, param(in_w_).diff.data<float>());
+  if (in_b_ >= 0) cuda::column_sums(m, width, dqkv, 1.0f, param(in_b_).diff.data<float>());
+  if (propagate_down[0]) {
+    cuda::gemm(Transpose::kNo, Transpose::kNo, m, d_, width, 1.0f, dqkv, param(in_w_).data.data<float>(), 0.0f,
+               bottom[0]->diff.data<float>());
+    if (tp_.active()) tp_.comm->allreduce(bottom[0]->diff, ReduceOp::kSum);  // every rank's heads
+  }
+}
+
+}  // namespace strata

@@ -1,0 +1,88 @@
+// MultiHeadAttention (PyTorch nn.MultiheadAttention, batch_first, self-
+// attention, no mask): bottom x [N, T, D] -> top [N, T, D].
+//   [q k v] = x in_proj_weight^T + in_proj_bias            ([N, T, 3D])
+//   per head h (dh = D / num_heads columns of q, k, v):
+//     P_h = softmax(q_h k_h^T / sqrt(dh)) (rows),  o_h = P_h v_h
+//   y = [o_1 ... o_H] out_proj_weight^T + out_proj_bias
+// Params in torch's layout: in_proj_weight [3D, D] (rows q, then k, then v),
+// in_proj_bias [3D], out_proj_weight [D, D], out_proj_bias [D] (biases only
+// with bias_term).
+//
+// The attention itself runs per (sample, head) pair, heads as the outer
+// dimension of the work: head_begin()/head_end() bound the heads this layer
+// computes, and every per-head buffer is sized by their count, so splitting
+// heads across ranks (tensor parallelism) only has to narrow that range and
+// the matching rows of in_proj / columns of out_proj.
+#pragma once
+
+#include "framework/filler.h"
+#include "framework/layer.h"
+#include "framework/tensor_parallel.h"
+
+namespace strata {
+
+class MultiHeadAttentionLayer : public Layer {
+ public:
+  MultiHeadAttentionLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+  // Tensor parallel (attention_param { split: HEADS }): this rank's rows of
+  // in_proj (its heads' q, k and v) and columns of out_proj.
+  ParamShard param_shard(size_t param_index) const override;
+
+ private:
+  enum class Bias { kNo, kYes };
+
+  // The heads this layer computes: all of them, or with split: HEADS over
+  // T ranks, rank r's [r*H/T, (r+1)*H/T). Forward then allreduces the
+  // out_proj partial sums (adding its bias once), backward the input gradient.
+  int64_t head_begin() const { return tp_.rank * num_heads_ / tp_.size; }
+  int64_t head_end() const { return (tp_.rank + 1) * num_heads_ / tp_.size; }
+  int64_t local_heads() const { return head_end() - head_begin(); }
+
+  void check_bottom(const Shape& s) const;
+  // Runs body(item, worker) for every (sample, local head) item, item =
+  // n * local_heads() + (h - head_begin()), on the threads when gemm() can
+  // run single-threaded inside them; worker < scratch slots.
+  template <typename Body>
+  void for_each_item(const Body& body);
+  float* scratch(int worker);
+
+  int64_t num_heads_;
+  TpGroup tp_;  // active only with split: HEADS over > 1 rank
+  Bias bias_;
+  FillerSpec weight_filler_;
+  FillerSpec bias_filler_;
+  int in_w_ = 0, in_b_ = -1, out_w_ = 0, out_b_ = -1;  // param indices (-1: none)
+
+  int64_t d_ = 0;   // embedding dim, fixed at setup
+  int64_t dh_ = 0;  // per-head dim
+  int64_t n_ = 0, t_ = 0;
+
+  Tensor qkv_;    // [N, T, 3D]: the input projection
+  Tensor probs_;  // [N, H, T, T]: attention probabilities, kept for backward
+  Tensor ctx_;    // [N, T, D]: heads' outputs side by side, input of out_proj
+  Tensor dctx_;   // [N, T, D]: gradient of ctx_ (backward)
+  Tensor dqkv_;   // [N, T, 3D]: gradient of qkv_ (backward)
+  Tensor scratch_;  // per worker: q, k, v, o, do [T, dh] each, then [T, T]
+  int64_t scratch_floats_ = 0;  // per worker
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+
+ private:
+  struct CudaState;  // device scratch, in layers/multi_head_attention.cu
+  std::shared_ptr<CudaState> cuda_;
+#endif
+};
+
+}  // namespace strata

@@ -1,0 +1,150 @@
+// Pooling on the GPU with our own kernels: cuDNN cannot express Caffe's ceil
+// rounding (the last window overhanging the padded image) nor its AVE
+// divisor clipped to the padded image, so these follow pooling.cpp exactly.
+// Backward gathers (one thread per input pixel, over the windows covering
+// it, in the CPU's order): no atomics, deterministic.
+#include "framework/cuda/math.h"
+#include "framework/cuda/runtime.h"
+#include "layers/pooling.h"
+
+namespace strata {
+
+namespace {
+
+struct PoolGeom {
+  int64_t channels, height, width, out_h, out_w;
+  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+};
+
+__global__ void max_pool_forward(int64_t total, PoolGeom g, const float* x, float* y, int32_t* mask) {
+  STRATA_CUDA_LOOP(k, total) {
+    const int64_t pw = k % g.out_w;
+    const int64_t ph = (k / g.out_w) % g.out_h;
+    const int64_t plane = k / (g.out_w * g.out_h);
+    const float* xp = x + plane * g.height * g.width;
+    int64_t hs = ph * g.stride_h - g.pad_h;
+    const int64_t he = hs + g.kernel_h < g.height ? hs + g.kernel_h : g.height;
+    if (hs < 0) hs = 0;
+    int64_t ws = pw * g.stride_w - g.pad_w;
+    const int64_t we = ws + g.kernel_w < g.width ? ws + g.kernel_w : g.width;
+    if (ws < 0) ws = 0;
+    int64_t idx = hs * g.width + ws;
+    float m = xp[idx];
+    for (int64_t h = hs; h < he; ++h) {
+      for (int64_t w = ws; w < we; ++w) {
+        const float v = xp[h * g.width + w];
+        // NaN propagates; otherwise the first maximum wins.
+        if (v > m || (v != v && m == m)) {
+          m = v;
+          idx = h * g.width + w;
+        }
+      }
+    }
+    y[k] = m;
+    mask[k] = static_cast<int32_t>(idx);
+  }
+}
+
+__global__ void ave_pool_forward(int64_t total, PoolGeom g, const float* x, float* y) {
+  STRATA_CUDA_LOOP(k, total) {
+    const int64_t pw = k % g.out_w;
+    const int64_t ph = (k / g.out_w) % g.out_h;
+    const int64_t plane = k / (g.out_w * g.out_h);
+    const float* xp = x + plane * g.height * g.width;
+    int64_t hs = ph * g.stride_h - g.pad_h;
+    int64_t he = hs + g.kernel_h < g.height + g.pad_h ? hs + g.kernel_h : g.height + g.pad_h;
+    int64_t ws = pw * g.stride_w - g.pad_w;
+    int64_t we = ws + g.kernel_w < g.width + g.pad_w ? ws + g.kernel_w : g.width + g.pad_w;
+    // The divisor counts the window clipped to the padded image.
+    const int64_t size = (he - hs) * (we - ws);
+    if (hs < 0) hs = 0;
+    if (ws < 0) ws = 0;
+    if (he > g.height) he = g.height;
+    if (we > g.width) we = g.width;
+    float s = 0.0f;
+    for (int64_t h = hs; h < he; ++h) {
+      for (int64_t w = ws; w < we; ++w) s += xp[h * g.width + w];
+    }
+    y[k] = s / static_cast<float>(size);
+  }
+}
+
+// Outputs whose window [o * stride - pad, o * stride - pad + kernel) holds
+// input coordinate `i`: o in [first, last], clipped to [0, out).
+__device__ inline void covering(int64_t i, int64_t kernel, int64_t stride, int64_t pad, int64_t out, int64_t* first,
+                                int64_t* last) {
+  const int64_t a = i + pad - kernel + 1;  // o * stride >= a
+  *first = a <= 0 ? 0 : (a + stride - 1) / stride;
+  const int64_t b = (i + pad) / stride;  // o * stride <= i + pad
+  *last = b < out - 1 ? b : out - 1;
+}
+
+__global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const float* dy, const int32_t* mask,
+                              float* dx) {
+  STRATA_CUDA_LOOP(k, total) {
+    const int64_t w = k % g.width;
+    const int64_t h = (k / g.width) % g.height;
+    const int64_t plane = k / (g.width * g.height);
+    const float* dyp = dy + plane * g.out_h * g.out_w;
+    int64_t ph0, ph1, pw0, pw1;
+    covering(h, g.kernel_h, g.stride_h, g.pad_h, g.out_h, &ph0, &ph1);
+    covering(w, g.kernel_w, g.stride_w, g.pad_w, g.out_w, &pw0, &pw1);
+    float grad = 0.0f;
+    if (max_pool) {
+      const int32_t* mp = mask + plane * g.out_h * g.out_w;
+      const int32_t me = static_cast<int32_t>(h * g.width + w);
+      for (int64_t ph = ph0; ph <= ph1; ++ph) {
+        for (int64_t pw = pw0; pw <= pw1; ++pw) {
+          if (mp[ph * g.out_w + pw] == me) grad += dyp[ph * g.out_w + pw];
+        }
+      }
+    } else {
+      for (int64_t ph = ph0; ph <= ph1; ++ph) {
+        const int64_t hs = ph * g.stride_h - g.pad_h;
+        const int64_t he = hs + g.kernel_h < g.height + g.pad_h ? hs + g.kernel_h : g.height + g.pad_h;
+        for (int64_t pw = pw0; pw <= pw1; ++pw) {
+          const int64_t ws = pw * g.stride_w - g.pad_w;
+          const int64_t we = ws + g.kernel_w < g.width + g.pad_w ? ws + g.kernel_w : g.width + g.pad_w;
+          grad += dyp[ph * g.out_w + pw] / static_cast<float>((he - hs) * (we - ws));
+        }
+      }
+    }
+    dx[k] = grad;
+  }
+}
+
+}  // namespace
+
+void PoolingLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
+  const PoolGeom g{channels_, height_, width_, out_h_, out_w_, kernel_h_, kernel_w_,
+                   stride_h_, stride_w_, pad_h_, pad_w_};
+  const int64_t total = num_ * channels_ * out_h_ * out_w_;
+  if (method_ == Method::kMax) cuda::ensure_on_device(mask_, top[0]->shape(), DType::kI32, device());
+  if (total == 0) return;
+  const float* x = bottom[0]->data.data<float>();
+  float* y = top[0]->data.data<float>();
+  if (method_ == Method::kMax) {
+    max_pool_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+        total, g, x, y, mask_.data<int32_t>());
+  } else {
+    ave_pool_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(total, g, x,
+                                                                                                     y);
+  }
+  STRATA_KERNEL_CHECK();
+}
+
+void PoolingLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                 const BlobVec& bottom) {
+  if (!propagate_down[0]) return;
+  const PoolGeom g{channels_, height_, width_, out_h_, out_w_, kernel_h_, kernel_w_,
+                   stride_h_, stride_w_, pad_h_, pad_w_};
+  const int64_t total = num_ * channels_ * height_ * width_;
+  if (total == 0) return;
+  const bool max_pool = method_ == Method::kMax;
+  pool_backward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+      total, g, max_pool ? 1 : 0, top[0]->diff.data<float>(), max_pool ? mask_.data<int32_t>() : nullptr,
+      bottom[0]->diff.data<float>());
+  STRATA_KERNEL_CHECK();
+}
+
+}  // namespace strata

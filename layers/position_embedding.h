@@ -1,0 +1,46 @@
+// PositionEmbedding (ViT): optionally prepends a learned class token to the
+// tokens, then adds a learned position embedding.
+//   class_token: true  (default)  [N, T, D] -> [N, T + 1, D]
+//   class_token: false            [N, T, D] -> [N, T, D]
+// Params: "class_token" [1, 1, D] (only with class_token: true; first) and
+// "pos_embedding" [1, T(+1), D] (torchvision's class_token and
+// encoder.pos_embedding, timm's cls_token and pos_embed). T is fixed at setup.
+#pragma once
+
+#include "framework/filler.h"
+#include "framework/layer.h"
+
+namespace strata {
+
+class PositionEmbeddingLayer : public Layer {
+ public:
+  PositionEmbeddingLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  enum class ClassToken { kNo, kYes };
+
+  int64_t extra() const { return class_token_ == ClassToken::kYes ? 1 : 0; }
+  Blob& pos_embedding() { return param(class_token_ == ClassToken::kYes ? 1 : 0); }
+
+  ClassToken class_token_;
+  FillerSpec filler_;
+  int64_t t_ = 0, d_ = 0;  // bottom tokens and dim, fixed at setup
+  int64_t n_ = 0;
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+#endif
+};
+
+}  // namespace strata

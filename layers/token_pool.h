@@ -1,0 +1,35 @@
+// TokenPool (ViT head input): tokens [N, T, D] -> [N, D], either the class
+// token (token 0; torchvision's x[:, 0]) or the mean over all T tokens.
+#pragma once
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class TokenPoolLayer : public Layer {
+ public:
+  TokenPoolLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  enum class Pool { kClassToken, kMean };
+
+  Pool pool_;
+  int64_t n_ = 0, t_ = 0, d_ = 0;
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+#endif
+};
+
+}  // namespace strata

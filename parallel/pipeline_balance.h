@@ -1,0 +1,40 @@
+// Automatic pipeline stages: contiguous cuts of the layer list that
+// minimise the slowest stage.
+//
+// Costs per TRAIN-phase layer come from measure_layer_costs (build the
+// whole net in this process, time forward+backward of each layer over a few
+// iterations, and count its parameter and top bytes), or, when the whole net
+// cannot be built here (a --max-memory cap too small for it), from
+// model_layer_costs: a cost model of parameter count plus top elements, no
+// allocation of the net.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+
+namespace strata::parallel {
+
+struct LayerCost {
+  std::string name;
+  double seconds = 0.0;  // forward + backward per micro-batch (or model units)
+  size_t bytes = 0;      // parameters + gradients + top activations
+};
+
+std::vector<LayerCost> measure_layer_costs(const ConfigNode& net_root, const std::string& base_dir, int iterations);
+// The cost model used under a memory cap: a layer costs its number of
+// `param` blocks plus one if it has learnable weights by type (Convolution,
+// InnerProduct, ...), every other layer a small constant; bytes are 0.
+// Crude: it balances the number of weight layers per stage.
+std::vector<LayerCost> model_layer_costs(const ConfigNode& net_root);
+
+// The stage of each layer: contiguous, non-decreasing, every stage non-empty,
+// minimising the largest per-stage sum of seconds (ties: fewer bytes).
+std::vector<int> balance_stages(const std::vector<LayerCost>& costs, int stages);
+
+// "stage 0: data .. relu3 (9 layers) 41% of time, 12.0 MiB\n ..." and the
+// predicted balance (slowest stage / mean stage).
+std::string describe_balance(const std::vector<LayerCost>& costs, const std::vector<int>& stage_of_layer, int stages);
+
+}  // namespace strata::parallel

@@ -1,0 +1,239 @@
+// The CUDA runtime: the caching allocator's cache logic (over a fake
+// device, so it runs everywhere), and on a GPU the device storage, copies,
+// fill/zero and allocator reuse of real tensors. GPU cases are skipped with
+// the reason when there is no device; a build without CUDA checks that
+// asking for a CUDA tensor is a clear error.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "framework/cuda/allocator.h"
+#include "framework/error.h"
+#include "framework/tensor.h"
+#include "tests/test_util.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#endif
+
+namespace strata {
+namespace {
+
+using cuda::AllocatorStats;
+using cuda::BlockCache;
+
+// A fake device: host memory, counting calls, with a capacity limit and
+// blocks that can be marked busy on another stream.
+struct FakeDevice {
+  size_t capacity = size_t(1) << 30;
+  size_t used = 0;
+  int mallocs = 0, frees = 0;
+  std::set<void*> busy;
+  std::vector<std::pair<void*, size_t>> live;
+
+  BlockCache::Backend backend() {
+    BlockCache::Backend b;
+    b.malloc = [this](size_t bytes) -> void* {
+      if (used + bytes > capacity) return nullptr;
+      used += bytes;
+      ++mallocs;
+      void* p = std::malloc(bytes);
+      live.emplace_back(p, bytes);
+      return p;
+    };
+    b.free = [this](void* p) {
+      for (auto it = live.begin(); it != live.end(); ++it) {
+        if (it->first == p) {
+          used -= it->second;
+          live.erase(it);
+          break;
+        }
+      }
+      ++frees;
+      std::free(p);
+    };
+    b.retire = [this](void* p, const std::vector<int>&) { busy.insert(p); };
+    b.pending = [this](void* p) { return busy.count(p) > 0; };
+    return b;
+  }
+  ~FakeDevice() {
+    for (auto& [p, n] : live) std::free(p);
+  }
+};
+
+void throw_oom(size_t bytes, const AllocatorStats& st) {
+  throw std::runtime_error("oom " + std::to_string(bytes) + ": " + st.str());
+}
+
+TEST(CachingAllocatorTest, SizeClassesRoundUp) {
+  EXPECT_EQ(cuda::round_allocation(0), 0u);
+  EXPECT_EQ(cuda::round_allocation(1), 512u);
+  EXPECT_EQ(cuda::round_allocation(512), 512u);
+  EXPECT_EQ(cuda::round_allocation(513), 1024u);
+  EXPECT_EQ(cuda::round_allocation((1u << 20) - 1), 1u << 20);
+  EXPECT_EQ(cuda::round_allocation((1u << 20) + 1), 2u << 20);
+  EXPECT_EQ(cuda::round_allocation(5u << 20), 6u << 20);
+}
+
+TEST(CachingAllocatorTest, FreedBlockIsReusedWithoutANewDeviceAllocation) {
+  FakeDevice dev;
+  BlockCache cache(dev.backend());
+  void* a = cache.allocate(1000, throw_oom);
+  cache.free(a);
+  // A training loop: the same sizes every iteration, one device allocation each.
+  for (int it = 0; it < 5; ++it) {
+    void* b = cache.allocate(1000, throw_oom);
+    void* c = cache.allocate(3u << 20, throw_oom);
+    EXPECT_EQ(b, a);
+    cache.free(c);
+    cache.free(b);
+  }
+  const AllocatorStats st = cache.stats();
+  EXPECT_EQ(st.device_mallocs, 2);
+  EXPECT_EQ(dev.mallocs, 2);
+  EXPECT_EQ(st.cache_hits, 9);
+  EXPECT_EQ(st.allocated_bytes, 0u);
+  EXPECT_EQ(st.reserved_bytes, 1024u + (4u << 20));
+  EXPECT_EQ(st.peak_allocated_bytes, 1024u + (4u << 20));
+}
+
+TEST(CachingAllocatorTest, StatsTrackAllocatedReservedAndPeak) {
+  FakeDevice dev;
+  BlockCache cache(dev.backend());
+  void* a = cache.allocate(600, throw_oom);      // 1024
+  void* b = cache.allocate(2u << 20, throw_oom);  // 2 MiB
+  EXPECT_EQ(cache.block_size(a), 1024u);
+  EXPECT_EQ(cache.stats().allocated_bytes, 1024u + (2u << 20));
+  cache.free(b);
+  AllocatorStats st = cache.stats();
+  EXPECT_EQ(st.allocated_bytes, 1024u);
+  EXPECT_EQ(st.reserved_bytes, 1024u + (2u << 20));
+  EXPECT_EQ(st.peak_allocated_bytes, 1024u + (2u << 20));
+  cache.reset_peak();
+  EXPECT_EQ(cache.stats().peak_allocated_bytes, 1024u);
+  EXPECT_CONTAINS(st.str(), "peak");
+  cache.empty_cache();  // the free 2 MiB block goes back
+  st = cache.stats();
+  EXPECT_EQ(st.reserved_bytes, 1024u);
+  EXPECT_EQ(dev.frees, 1);
+  cache.free(a);
+}
+
+TEST(CachingAllocatorTest, SmallClassesMatchExactlyLargeOnesWithinAnEighth) {
+  FakeDevice dev;
+  BlockCache cache(dev.backend());
+  void* small = cache.allocate(2048, throw_oom);
+  cache.free(small);
+  void* other = cache.allocate(1024, throw_oom);  // another class: no reuse of the 2 KiB block
+  EXPECT_NE(other, small);
+  void* big = cache.allocate(18u << 20, throw_oom);
+  cache.free(big);
+  void* near = cache.allocate(16u << 20, throw_oom);  // 18 <= 16 + 2: reused
+  EXPECT_EQ(near, big);
+  cache.free(near);
+  void* far = cache.allocate(8u << 20, throw_oom);  // 18 > 8 + 1: not reused
+  EXPECT_NE(far, big);
+  cache.free(far);
+  cache.free(other);
+}
+
+TEST(CachingAllocatorTest, BlockUsedOnAnotherStreamWaitsForItsEvents) {
+  FakeDevice dev;
+  BlockCache cache(dev.backend());
+  void* a = cache.allocate(4096, throw_oom);
+  cache.record_use(a, 1);  // e.g. a prefetch on the copy stream
+  cache.free(a);           // retire(): events recorded, block pending
+  void* b = cache.allocate(4096, throw_oom);
+  EXPECT_NE(b, a) << "a block still in use on another stream was handed out";
+  dev.busy.clear();  // the events completed
+  void* c = cache.allocate(4096, throw_oom);
+  EXPECT_EQ(c, a);
+  cache.free(b);
+  cache.free(c);
+}
+
+TEST(CachingAllocatorTest, OutOfMemoryEmptiesTheCacheRetriesThenReports) {
+  FakeDevice dev;
+  dev.capacity = 8u << 20;
+  BlockCache cache(dev.backend());
+  void* a = cache.allocate(6u << 20, throw_oom);
+  cache.free(a);  // cached, but a different class from what follows
+  void* b = cache.allocate(2u << 20, throw_oom);  // fits beside it
+  cache.free(b);
+  void* c = cache.allocate(7u << 20, throw_oom);  // only after the cached blocks are returned
+  EXPECT_NE(c, nullptr);
+  EXPECT_GE(dev.frees, 1);
+  const std::string msg = test::error_of<std::runtime_error>([&] { cache.allocate(4u << 20, throw_oom); });
+  EXPECT_CONTAINS(msg, "oom 4194304");
+  EXPECT_CONTAINS(msg, "reserved");
+  cache.free(c);
+}
+
+#ifndef STRATA_WITH_CUDA
+
+TEST(CudaRuntimeTest, CpuOnlyBuildRejectsCudaTensorsClearly) {
+  const std::string msg = test::error_of<ConfigError>([] { Tensor t({4}, DType::kF32, Device::cuda(0)); });
+  EXPECT_CONTAINS(msg, "no CUDA backend");
+  EXPECT_CONTAINS(msg, "--device cpu");
+}
+
+#else
+
+#define SKIP_WITHOUT_GPU()                                                                   \
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: this machine has no GPU " \
+                                                 "(or no driver); the CUDA path is compile-tested only"
+
+TEST(CudaRuntimeTest, CopiesRoundTripThroughTheDevice) {
+  SKIP_WITHOUT_GPU();
+  Tensor host({3, 5});
+  float* h = host.data<float>();
+  for (int i = 0; i < 15; ++i) h[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  Tensor dev = host.to(Device::cuda(0));
+  EXPECT_EQ(dev.device(), Device::cuda(0));
+  EXPECT_EQ(dev.shape(), host.shape());
+  Tensor dev2 = dev.clone();  // device to device
+  Tensor back({15});
+  back.copy_from(dev2);
+  EXPECT_EQ(test::values(back), test::values(host));
+  EXPECT_EQ(host.to(Device::cpu()).raw_data(), host.raw_data()) << "to() its own device is the tensor itself";
+}
+
+TEST(CudaRuntimeTest, NewStorageIsZeroAndFillZeroWorkOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  Tensor dev({1000}, DType::kF32, Device::cuda(0));
+  EXPECT_EQ(test::values(dev.to(Device::cpu())), std::vector<float>(1000, 0.0f));
+  dev.fill(2.5f);
+  EXPECT_EQ(test::values(dev.to(Device::cpu())), std::vector<float>(1000, 2.5f));
+  dev.zero();
+  EXPECT_EQ(test::values(dev.to(Device::cpu())), std::vector<float>(1000, 0.0f));
+  dev.resize({3000});  // grows: new zeroed storage
+  EXPECT_EQ(test::values(dev.to(Device::cpu())), std::vector<float>(3000, 0.0f));
+}
+
+TEST(CudaRuntimeTest, TensorsReuseCachedDeviceMemory) {
+  SKIP_WITHOUT_GPU();
+  { Tensor warm({1 << 20}, DType::kF32, Device::cuda(0)); }
+  const AllocatorStats before = cuda::memory_stats(0);
+  for (int it = 0; it < 10; ++it) {
+    Tensor t({1 << 20}, DType::kF32, Device::cuda(0));
+    t.fill(1.0f);
+  }
+  const AllocatorStats after = cuda::memory_stats(0);
+  EXPECT_EQ(after.device_mallocs, before.device_mallocs) << "cudaMalloc in a steady-state loop";
+  EXPECT_GE(after.cache_hits, before.cache_hits + 10);
+  EXPECT_GE(after.peak_allocated_bytes, size_t(4) << 20);
+  EXPECT_CONTAINS(cuda::memory_report(0), "reserved");
+}
+
+TEST(CudaRuntimeTest, UnknownDeviceIsAConfigErrorNamingTheDevices) {
+  SKIP_WITHOUT_GPU();
+  const std::string msg = test::error_of<ConfigError>([] { Tensor t({4}, DType::kF32, Device::cuda(99)); });
+  EXPECT_CONTAINS(msg, "cuda:99 does not exist");
+}
+
+#endif  // STRATA_WITH_CUDA
+
+}  // namespace
+}  // namespace strata

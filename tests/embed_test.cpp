@@ -1,0 +1,222 @@
+// Feature extraction (transfer/feature_extractor.h): row i of the output
+// belongs to input i, pooling and normalisation, .npy output, and errors
+// that leave no half-written file.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "framework/checkpoint.h"
+#include "framework/net.h"
+#include "framework/npy.h"
+#include "tests/test_util.h"
+#include "transfer/feature_extractor.h"
+
+namespace strata::transfer {
+namespace {
+
+using test::TempDir;
+
+// A 24-bit BMP of one colour (rows padded to 4 bytes, bottom-up, BGR).
+void write_bmp(const std::string& path, int w, int h, std::array<uint8_t, 3> rgb) {
+  const int row = (w * 3 + 3) / 4 * 4;
+  const uint32_t size = 54 + static_cast<uint32_t>(row * h);
+  std::vector<uint8_t> b(size, 0);
+  auto put32 = [&](size_t at, uint32_t v) {
+    for (int k = 0; k < 4; ++k) b[at + k] = static_cast<uint8_t>(v >> (8 * k));
+  };
+  b[0] = 'B';
+  b[1] = 'M';
+  put32(2, size);
+  put32(10, 54);
+  put32(14, 40);
+  put32(18, static_cast<uint32_t>(w));
+  put32(22, static_cast<uint32_t>(h));
+  b[26] = 1;
+  b[28] = 24;
+  for (int y = 0; y < h; ++y) {
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &b[54 + static_cast<size_t>(y * row + x * 3)];
+      p[0] = rgb[2];
+      p[1] = rgb[1];
+      p[2] = rgb[0];
+    }
+  }
+  test::write_bytes(path, b);
+}
+
+// data [1, 3, 8, 8] -> 1x1 convolution (2 x identity, so each row is its
+// own image's colour, doubled) -> global average -> "pool" [N, 3, 1, 1].
+const char* kDeploy = R"(name: "colours"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 3 kernel_size: 1 } }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "head" type: "InnerProduct" bottom: "pool" top: "head" inner_product_param { num_output: 2 } }
+)";
+
+struct Fixture {
+  TempDir dir{"strata_embed"};
+  std::string model = dir.file("deploy.prototxt");
+  std::string weights = dir.file("w.safetensors");
+  Fixture() {
+    test::write_text(model, kDeploy);
+    NetOptions opts;
+    opts.phase = Phase::kTest;
+    auto net = Net::from_file(model, opts);
+    for (NetParam& p : net->params()) {
+      Tensor& t = p.blob->data;
+      t.zero();
+      if (p.name == "conv.weight") {
+        for (int c = 0; c < 3; ++c) t.data<float>()[c * 3 + c] = 2.0f;
+      }
+    }
+    save_weights(*net, weights);
+  }
+  EmbedOptions options(const std::string& out) const {
+    EmbedOptions o;
+    o.model = model;
+    o.weights = weights;
+    o.layer = "pool";
+    o.out = out;
+    o.batch = 3;
+    o.pool = EmbedPool::kAvg;
+    o.preset = TransformPreset::kNone;  // ToTensor, centre crop to the net's 8x8
+    o.decode_threads = 2;
+    return o;
+  }
+};
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+TEST(Embed, RowIBelongsToPathI) {
+  Fixture f;
+  // Seven constant-colour images (not a multiple of the batch), named so that
+  // the reading order (sorted names, class subfolders) differs from creation order.
+  std::map<std::string, std::array<uint8_t, 3>> colour;
+  const std::vector<std::string> names = {"b/z.bmp", "a/q.bmp", "a/c.bmp", "b/a.bmp", "top.bmp", "a/m.bmp", "b/k.bmp"};
+  std::filesystem::create_directories(f.dir.file("imgs/a"));
+  std::filesystem::create_directories(f.dir.file("imgs/b"));
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::array<uint8_t, 3> c = {static_cast<uint8_t>(20 * i + 5), static_cast<uint8_t>(200 - 25 * i),
+                                      static_cast<uint8_t>((i * 97) % 256)};
+    const std::string path = f.dir.file("imgs/" + names[i]);
+    write_bmp(path, 9 + static_cast<int>(i), 11, c);  // odd sizes: the centre crop keeps the colour
+    colour[path] = c;
+  }
+  EmbedOptions o = f.options(f.dir.file("feat.npy"));
+  o.images = f.dir.file("imgs");
+  std::vector<std::pair<int64_t, int64_t>> progress;
+  o.progress = [&](int64_t done, int64_t total) { progress.push_back({done, total}); };
+  const EmbedResult r = run_embed(o);
+  EXPECT_EQ(r.rows, 7);
+  EXPECT_EQ(r.dim, 3);
+  EXPECT_EQ(r.paths_file, f.dir.file("feat.paths.txt"));
+  const NpyArray a = read_npy(o.out);
+  ASSERT_EQ(a.shape, (std::vector<int64_t>{7, 3}));
+  const std::vector<std::string> paths = read_lines(r.paths_file);
+  ASSERT_EQ(paths.size(), 7u);
+  EXPECT_EQ(paths[0], f.dir.file("imgs/top.bmp"));  // a folder's own files first, then its subfolders
+  EXPECT_EQ(paths[1], f.dir.file("imgs/a/c.bmp"));
+  for (size_t i = 0; i < 7; ++i) {
+    ASSERT_TRUE(colour.count(paths[i])) << paths[i];
+    for (int c = 0; c < 3; ++c) {
+      EXPECT_NEAR(a.as<float>()[i * 3 + c], 2.0f * colour[paths[i]][c] / 255.0f, 1e-5f) << "row " << i;
+    }
+  }
+  EXPECT_EQ(progress.front(), (std::pair<int64_t, int64_t>{0, 7}));
+  EXPECT_EQ(progress.back(), (std::pair<int64_t, int64_t>{7, 7}));
+  EXPECT_EQ(progress.size(), 4u);  // 0, 3, 6, 7
+
+  // L2 normalisation and flattening.
+  o.l2 = L2Norm::kOn;
+  o.out = f.dir.file("norm.npy");
+  run_embed(o);
+  const NpyArray n = read_npy(o.out);
+  for (int64_t i = 0; i < 7; ++i) {
+    double sq = 0;
+    for (int c = 0; c < 3; ++c) sq += n.as<float>()[i * 3 + c] * n.as<float>()[i * 3 + c];
+    EXPECT_NEAR(sq, 1.0, 1e-5);
+  }
+  o.l2 = L2Norm::kOff;
+  o.pool = EmbedPool::kNone;
+  o.layer = "conv";
+  o.out = f.dir.file("flat.npy");
+  EXPECT_EQ(run_embed(o).dim, 3 * 8 * 8);
+}
+
+TEST(Embed, PreprocessedArraysFromNpy) {
+  Fixture f;
+  const int64_t n = 5;
+  std::vector<float> x(static_cast<size_t>(n * 3 * 64));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < 3; ++c) {
+      for (int k = 0; k < 64; ++k) x[static_cast<size_t>((i * 3 + c) * 64 + k)] = static_cast<float>(i * 10 + c);
+    }
+  }
+  write_npy(f.dir.file("x.npy"), DType::kF32, {n, 3, 8, 8}, x.data());
+  EmbedOptions o = f.options(f.dir.file("out.npy"));
+  o.input = f.dir.file("x.npy");
+  run_embed(o);
+  const NpyArray a = read_npy(o.out);
+  ASSERT_EQ(a.shape, (std::vector<int64_t>{n, 3}));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int c = 0; c < 3; ++c) EXPECT_FLOAT_EQ(a.as<float>()[i * 3 + c], 2.0f * (i * 10 + c));
+  }
+  const std::vector<std::string> paths = read_lines(f.dir.file("out.paths.txt"));
+  ASSERT_EQ(paths.size(), 5u);
+  EXPECT_EQ(paths[4], f.dir.file("x.npy") + "[4]");
+
+  write_npy(f.dir.file("wrong.npy"), DType::kF32, {2, 3, 4, 4}, x.data());
+  o.input = f.dir.file("wrong.npy");
+  test::expect_error<ShapeError>([&] { run_embed(o); }, {"[2, 3, 4, 4]", "[N, 3, 8, 8]"});
+}
+
+TEST(Embed, ErrorsLeaveNoOutputBehind) {
+  Fixture f;
+  std::filesystem::create_directories(f.dir.file("imgs"));
+  write_bmp(f.dir.file("imgs/a.bmp"), 8, 8, {1, 2, 3});
+  test::write_text(f.dir.file("imgs/b.bmp"), "not a bitmap");
+  EmbedOptions o = f.options(f.dir.file("out.npy"));
+  o.images = f.dir.file("imgs");
+  test::expect_error<IoError>([&] { run_embed(o); }, {f.dir.file("imgs/b.bmp")});
+  EXPECT_FALSE(std::filesystem::exists(o.out));
+  EXPECT_FALSE(std::filesystem::exists(f.dir.file("out.paths.txt")));
+  for (const std::string& name : f.dir.list()) EXPECT_EQ(name.find(".tmp"), std::string::npos) << name;
+
+  std::filesystem::remove(f.dir.file("imgs/b.bmp"));
+  o.layer = "fc7";
+  test::expect_error<ConfigError>([&] { run_embed(o); }, {"no blob 'fc7'", "data, conv, pool, head"});
+  o.layer = "pool";
+  o.pool = EmbedPool::kToken;
+  test::expect_error<ShapeError>([&] { run_embed(o); }, {"--pool token", "[N, T, D]"});
+  o.pool = EmbedPool::kAvg;
+  o.crop = 6;
+  test::expect_error<ConfigError>([&] { run_embed(o); }, {"--crop 8"});
+}
+
+TEST(Embed, PoolingModes) {
+  Tensor t({2, 3, 2});  // [N, T, D]
+  for (int i = 0; i < 12; ++i) t.data<float>()[i] = static_cast<float>(i);
+  std::vector<float> out(4);
+  pool_rows(t, 2, EmbedPool::kToken, L2Norm::kOff, out.data());
+  EXPECT_EQ(out, (std::vector<float>{0, 1, 6, 7}));
+  pool_rows(t, 2, EmbedPool::kAvg, L2Norm::kOff, out.data());
+  EXPECT_EQ(out, (std::vector<float>{2, 3, 8, 9}));
+  EXPECT_EQ(embed_dim({5, 7}, EmbedPool::kAvg, "x"), 7);
+  EXPECT_EQ(embed_dim({5, 4, 3, 3}, EmbedPool::kNone, "x"), 36);
+  EXPECT_EQ(npy_f32_header({7, 3}).size() % 64, 0u);
+}
+
+}  // namespace
+}  // namespace strata::transfer

@@ -1,0 +1,513 @@
+// Pipeline parallelism (parallel/pipeline*.h) and the process grid
+// (parallel/process_grid.h), with the ranks of a world as threads of this
+// process over real TCP loopback connections: schedules, the stage plan,
+// and the central promise: a net split into P stages with M micro-batches
+// trains like one process with iter_size M (same loss at every iteration,
+// same final weights from the one snapshot file the stages write), for
+// pp = 2 and 3, GPIPE and ONE_F_ONE_B, and dp x pp = 2 x 2.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "framework/checkpoint.h"
+#include "framework/config.h"
+#include "framework/error.h"
+#include "framework/npy.h"
+#include "framework/safetensors.h"
+#include "framework/solver.h"
+#include "framework/solver_config.h"
+#include "framework/threads.h"
+#include "parallel/data_parallel.h"
+#include "parallel/pipeline.h"
+#include "parallel/pipeline_plan.h"
+#include "parallel/pipeline_schedule.h"
+#include "parallel/process_grid.h"
+#include "parallel/store.h"
+#include "parallel/tcp_communicator.h"
+#include "tests/parallel_test_util.h"
+#include "tests/test_util.h"
+
+namespace strata::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+using parallel_test::connect_world;
+using parallel_test::run_ranks;
+
+class TempDir : public test::TempDir {
+ public:
+  TempDir() : test::TempDir("strata_pp_test") {}
+};
+
+// ---- schedules ----
+
+TEST(PipelineSchedule, GPipeRunsAllForwardsThenAllBackwards) {
+  EXPECT_EQ(ops_str(pipeline_ops(PipelineSchedule::kGPipe, 3, 1, 3)), "F0 F1 F2 B0 B1 B2");
+  EXPECT_EQ(max_in_flight(pipeline_ops(PipelineSchedule::kGPipe, 3, 1, 5)), 5);
+}
+
+TEST(PipelineSchedule, OneFOneBKeepsAtMostPMinusStageMicroBatches) {
+  EXPECT_EQ(ops_str(pipeline_ops(PipelineSchedule::kOneFOneB, 3, 0, 4)), "F0 F1 F2 B0 F3 B1 B2 B3");
+  EXPECT_EQ(ops_str(pipeline_ops(PipelineSchedule::kOneFOneB, 3, 2, 4)), "F0 B0 F1 B1 F2 B2 F3 B3");
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(max_in_flight(pipeline_ops(PipelineSchedule::kOneFOneB, 4, s, 8)), 4 - s);
+    EXPECT_EQ(max_in_flight(pipeline_ops(PipelineSchedule::kOneFOneB, 4, s, 2)), std::min(2, 4 - s));
+  }
+  EXPECT_DOUBLE_EQ(theoretical_bubble(4, 4), 3.0 / 7.0);
+}
+
+// ---- the process grid ----
+
+TEST(ProcessGrid, RanksAreOrderedTpFastestThenPpThenDp) {
+  const GridShape s = make_grid_shape(8, 2, 2);
+  EXPECT_EQ(s.dp, 2);
+  const GridCoord c = grid_coord(s, 6);
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.pp, 1);
+  EXPECT_EQ(c.tp, 0);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(grid_rank(s, grid_coord(s, r)), r);
+  try {
+    make_grid_shape(6, 4, 1);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("must divide the world size"), std::string::npos) << e.what();
+  }
+}
+
+std::vector<std::unique_ptr<Communicator>> make_world(int n) {
+  auto transports = connect_world(n, 20s, "pp-world");
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < n; ++r) {
+    TcpCommunicatorOptions o;
+    o.hostname = "host-" + std::to_string(r);
+    comms.push_back(std::make_unique<TcpCommunicator>(std::move(transports[static_cast<size_t>(r)]), o));
+  }
+  return comms;
+}
+
+void expect_no_errors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+}
+
+TEST(ProcessGrid, AxisCommunicatorsJoinTheRightRanks) {
+  auto world = make_world(4);
+  auto store = make_memory_store(20s);
+  expect_no_errors(run_ranks(4, [&](int rank) {
+    RankEnv env;
+    env.rank = rank;
+    env.world_size = 4;
+    env.hostname = "host-" + std::to_string(rank);
+    env.timeout = 20s;
+    ProcessGridOptions o;
+    o.store = store;
+    o.advertise_host = "127.0.0.1";
+    ProcessGrid grid(*world[static_cast<size_t>(rank)], make_grid_shape(4, 2, 1), env, o);
+    EXPECT_EQ(grid.dp().world_size(), 2);
+    EXPECT_EQ(grid.pp().world_size(), 2);
+    EXPECT_EQ(grid.tp().world_size(), 1);
+    EXPECT_EQ(grid.pp().rank(), rank % 2);
+    EXPECT_EQ(grid.dp().rank(), rank / 2);
+    // Sum of world ranks over each group tells its members apart.
+    Tensor t({1});
+    t.data<float>()[0] = static_cast<float>(rank);
+    grid.dp().allreduce(t, ReduceOp::kSum);
+    EXPECT_EQ(t.data<float>()[0], rank % 2 == 0 ? 2.0f : 4.0f);
+    t.data<float>()[0] = static_cast<float>(rank);
+    grid.pp().allreduce(t, ReduceOp::kSum);
+    EXPECT_EQ(t.data<float>()[0], rank < 2 ? 1.0f : 5.0f);
+    if (rank == 0) {
+      EXPECT_NE(grid.describe().find("rank 3: dp 1  pp 1  tp 0"), std::string::npos) << grid.describe();
+    }
+  }));
+}
+
+// ---- equivalence with one process ----
+
+constexpr int kSamples = 96;
+constexpr int kInputs = 8;
+constexpr int kClasses = 4;
+
+void write_data(const TempDir& dir) {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(kSamples * kInputs);
+  std::vector<int32_t> y(kSamples);
+  for (int i = 0; i < kSamples; ++i) {
+    y[i] = static_cast<int32_t>(gen() % kClasses);
+    for (int k = 0; k < kInputs; ++k) x[i * kInputs + k] = normal(gen) + (k % kClasses == y[i] ? 1.5f : 0.0f);
+  }
+  write_npy(dir.file("x.npy"), DType::kF32, {kSamples, kInputs}, x.data());
+  write_npy(dir.file("y.npy"), DType::kI32, {kSamples}, y.data());
+}
+
+// data fc1 relu1 | fc2 relu2 | sum(fc2, fc1) fc3 loss: fc1 goes to two
+// stages (its gradients from both are summed), label from stage 0 straight
+// to the last stage.
+std::string net_text(int batch, bool shuffle) {
+  return "name: 'skipnet'\n"
+         "layer { name: 'data' type: 'ArrayData' top: 'data' top: 'label'\n"
+         "  array_data_param { source: 'x.npy' label_source: 'y.npy' batch_size: " +
+         std::to_string(batch) + " shuffle: " + (shuffle ? "true" : "false") +
+         " } }\n"
+         "layer { name: 'fc1' type: 'InnerProduct' bottom: 'data' top: 'fc1'\n"
+         "  inner_product_param { num_output: 12 bias_filler { type: 'constant' value: 0.1 } } }\n"
+         "layer { name: 'relu1' type: 'ReLU' bottom: 'fc1' top: 'fc1' }\n"
+         "layer { name: 'fc2' type: 'InnerProduct' bottom: 'fc1' top: 'fc2'\n"
+         "  inner_product_param { num_output: 12 } }\n"
+         "layer { name: 'relu2' type: 'ReLU' bottom: 'fc2' top: 'fc2' }\n"
+         "layer { name: 'sum' type: 'Eltwise' bottom: 'fc2' bottom: 'fc1' top: 'sum' }\n"
+         "layer { name: 'fc3' type: 'InnerProduct' bottom: 'sum' top: 'fc3'\n"
+         "  inner_product_param { num_output: 4 } }\n"
+         "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'fc3' bottom: 'label' top: 'loss' }\n";
+}
+
+SolverConfig make_config(const TempDir& dir, int batch, int iter_size, int max_iter, bool shuffle,
+                         const std::string& prefix) {
+  const std::string solver = "net_param { " + net_text(batch, shuffle) +
+                             " }\n"
+                             "type: 'SGD' base_lr: 0.1 momentum: 0.9 weight_decay: 0.001 lr_policy: 'fixed'\n"
+                             "max_iter: " + std::to_string(max_iter) + " iter_size: " + std::to_string(iter_size) +
+                             "\ndisplay: 1 snapshot: 0 snapshot_after_train: true snapshot_prefix: '" + prefix +
+                             "' random_seed: 5\n";
+  const std::string path = dir.file("solver.prototxt");
+  return parse_solver_config(parse_config_text(solver, path), path);
+}
+
+struct Losses : TrainingObserver {
+  std::vector<float> v;
+  void on_iteration(const IterationInfo& i) override { v.push_back(static_cast<float>(i.loss)); }
+};
+
+std::vector<float> train_reference(const SolverConfig& config) {
+  Solver solver(config);
+  std::vector<float> losses;
+  while (solver.iter() < config.max_iter) losses.push_back(solver.step());
+  solver.snapshot();
+  return losses;
+}
+
+// Stages per TRAIN-phase layer: data fc1 relu1 fc2 relu2 sum fc3 loss.
+std::vector<int> cut(int pp) {
+  if (pp == 2) return {0, 0, 0, 0, 0, 1, 1, 1};
+  return {0, 0, 0, 1, 1, 2, 2, 2};
+}
+
+// Trains dp x pp ranks; returns the losses every rank saw.
+std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int dp, int pp, int micro,
+                                               PipelineSchedule schedule) {
+  const int world = dp * pp;
+  auto comms = make_world(world);
+  auto store = make_memory_store(20s);
+  std::vector<std::vector<float>> losses(static_cast<size_t>(world));
+  expect_no_errors(run_ranks(world, [&](int rank) {
+    RankEnv env;
+    env.rank = rank;
+    env.world_size = world;
+    env.hostname = "host-" + std::to_string(rank);
+    env.timeout = 20s;
+    ProcessGridOptions go;
+    go.store = store;
+    go.advertise_host = "127.0.0.1";
+    ProcessGrid grid(*comms[static_cast<size_t>(rank)], make_grid_shape(world, pp, 1), env, go);
+    auto grads = grid.new_communicator(GridAxis::kPp, "grad");
+    PipelineOptions po;
+    po.config.stages = pp;
+    po.config.micro_batches = micro;
+    po.config.schedule = schedule;
+    po.stage_of_layer = cut(pp);
+    po.dp_rank = grid.dp_rank();
+    po.dp_size = dp;
+    po.snapshots = grid.dp_rank() == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+    PipelineParallel pipe(config, grid.pp(), *grads, po);
+    std::unique_ptr<DataParallel> dpar;
+    if (dp > 1) dpar = std::make_unique<DataParallel>(pipe.solver(), grid.dp(), DataParallelConfig{});
+    pipe.install_snapshot_hooks(dp > 1 ? &grid.dp() : nullptr);
+    Losses obs;
+    pipe.solver().add_observer(&obs);
+    pipe.solver().solve();
+    losses[static_cast<size_t>(rank)] = obs.v;
+  }));
+  return losses;
+}
+
+void expect_same_weights(const std::string& got_path, const std::string& want_path, double tol) {
+  SafetensorsReader got(got_path), want(want_path);
+  ASSERT_EQ(got.tensors().size(), want.tensors().size());
+  for (const TensorView& w : want.tensors()) {
+    const TensorView* g = got.find(w.name);
+    ASSERT_NE(g, nullptr) << w.name;
+    ASSERT_EQ(g->shape, w.shape) << w.name;
+    std::vector<float> a(w.nbytes / 4), b(w.nbytes / 4);
+    std::memcpy(a.data(), w.data, w.nbytes);
+    std::memcpy(b.data(), g->data, g->nbytes);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i], a[i], tol * std::max(1.0f, std::fabs(a[i]))) << w.name;
+  }
+}
+
+struct EquivCase {
+  int dp, pp, micro;
+  PipelineSchedule schedule;
+  bool shuffle;
+};
+
+class PipelineEquivalence : public ::testing::TestWithParam<EquivCase> {};
+
+TEST_P(PipelineEquivalence, TrainsLikeOneProcessWithIterSize) {
+  set_num_threads(1);
+  const EquivCase c = GetParam();
+  TempDir dir;
+  write_data(dir);
+  for (const char* d : {"ref", "pp", "ref2"}) std::filesystem::create_directories(dir.file(d));
+  const int batch = 8, iters = 5;
+  const std::vector<float> want =
+      train_reference(make_config(dir, batch * c.dp, c.micro, iters, c.shuffle, dir.file("ref/run")));
+  const auto got = train_pipeline(make_config(dir, batch, 1, iters, c.shuffle, dir.file("pp/run")), c.dp, c.pp,
+                                  c.micro, c.schedule);
+  for (size_t r = 0; r < got.size(); ++r) {
+    ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[r][i], want[i], 1e-4) << "rank " << r << " iter " << i;
+  }
+  expect_same_weights(dir.file("pp/run_iter_5.safetensors"), dir.file("ref/run_iter_5.safetensors"), 1e-4);
+  // The one snapshot loads into the unsplit net, optimizer history included.
+  Solver unsplit(make_config(dir, batch * c.dp, c.micro, iters + 1, c.shuffle, dir.file("ref2/run")));
+  EXPECT_EQ(unsplit.restore(dir.file("pp/run_iter_5.solverstate.safetensors")).iter, 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PipelineEquivalence,
+    ::testing::Values(EquivCase{1, 2, 4, PipelineSchedule::kGPipe, true},
+                      EquivCase{1, 2, 4, PipelineSchedule::kOneFOneB, true},
+                      EquivCase{1, 3, 4, PipelineSchedule::kGPipe, true},
+                      EquivCase{1, 3, 5, PipelineSchedule::kOneFOneB, true},
+                      EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false}),
+    [](const ::testing::TestParamInfo<EquivCase>& i) {
+      return "dp" + std::to_string(i.param.dp) + "_pp" + std::to_string(i.param.pp) + "_m" +
+             std::to_string(i.param.micro) + "_" + pipeline_schedule_name(i.param.schedule);
+    });
+
+// ---- plans and errors ----
+
+TEST(PipelinePlan, StageKeysAndBoundaries) {
+  const ConfigNode root = parse_config_text(
+      "layer { name: 'd' type: 'Input' top: 'x' top: 'y' input_param { shape { dim: 2 dim: 3 } } }\n"
+      "layer { name: 'a' type: 'InnerProduct' bottom: 'x' top: 'a' inner_product_param { num_output: 2 } }\n"
+      "layer { name: 'r' type: 'ReLU' bottom: 'a' top: 'a' stage: 1 }\n"
+      "layer { name: 'b' type: 'InnerProduct' bottom: 'a' top: 'b' inner_product_param { num_output: 2 } }\n"
+      "layer { name: 'l' type: 'EuclideanLoss' bottom: 'b' bottom: 'y' top: 'l' stage: 2 }\n",
+      "plan.prototxt");
+  const PipelinePlan plan = plan_pipeline(root, 3);
+  ASSERT_EQ(plan.boundaries.size(), 3u);
+  EXPECT_EQ(plan.boundaries[0].blob, "a");  // in place on stage 1: received from stage 0
+  EXPECT_EQ(plan.boundaries[1].blob, "b");
+  EXPECT_EQ(plan.boundaries[2].blob, "y");
+  EXPECT_EQ(plan.boundaries[2].from, 0);
+  EXPECT_EQ(plan.boundaries[2].to, 2);
+  EXPECT_THROW(plan_pipeline(root, 2), ConfigError);  // stage 2 out of range
+}
+
+TEST(PipelinePlan, DecreasingStagesAreRejected) {
+  const ConfigNode root = parse_config_text(
+      "layer { name: 'd' type: 'Input' top: 'x' input_param { shape { dim: 2 dim: 3 } } stage: 1 }\n"
+      "layer { name: 'a' type: 'ReLU' bottom: 'x' top: 'a' stage: 0 }\n",
+      "plan.prototxt");
+  try {
+    plan_pipeline(root, 2);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 'a'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PipelineSetup, StagesThatDisagreeOnAShapeFailNamingTheBoundary) {
+  set_num_threads(1);
+  TempDir dir;
+  write_data(dir);
+  // Stage 1 reshapes the 12 received features into 5 x 2: the stages disagree.
+  std::string net = net_text(8, false);
+  net = net.substr(0, net.find("layer { name: 'fc2'")) +
+        "layer { name: 'reshape' type: 'Reshape' bottom: 'fc1' top: 'r' stage: 1\n"
+        "  reshape_param { shape { dim: 8 dim: 5 dim: 2 } } }\n"
+        "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'r' bottom: 'label' top: 'loss' }\n";
+  const std::string solver = "net_param { " + net + " }\n type: 'SGD' base_lr: 0.1 max_iter: 1 snapshot: 0\n";
+  const SolverConfig config = parse_solver_config(parse_config_text(solver, dir.file("s.prototxt")), dir.file("s.prototxt"));
+  auto comms = make_world(2);
+  auto grads = make_world(2);
+  std::vector<std::string> errors = run_ranks(2, [&](int rank) {
+    PipelineOptions po;
+    po.config.stages = 2;
+    PipelineParallel pipe(config, *comms[static_cast<size_t>(rank)], *grads[static_cast<size_t>(rank)], po);
+  });
+  EXPECT_EQ(errors[0], "");
+  EXPECT_NE(errors[1].find("'fc1' [8, 12] from stage 0"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("pipeline stage 1 of 2"), std::string::npos) << errors[1];
+}
+
+TEST(PipelinePlan, TestPhaseLayersTakeTheStagesOfTheirTrainLayers) {
+  const ConfigNode root = parse_config_text(
+      "layer { name: 'd' type: 'Input' top: 'x' top: 'y' input_param { shape { dim: 2 dim: 3 } shape { dim: 2 } }\n"
+      "  include { phase: TRAIN } }\n"
+      "layer { name: 'd' type: 'Input' top: 'x' top: 'y' input_param { shape { dim: 5 dim: 3 } shape { dim: 5 } }\n"
+      "  include { phase: TEST } }\n"
+      "layer { name: 'a' type: 'InnerProduct' bottom: 'x' top: 'a' inner_product_param { num_output: 2 } }\n"
+      "layer { name: 'l' type: 'SoftmaxWithLoss' bottom: 'a' bottom: 'y' top: 'l' }\n"
+      "layer { name: 'acc' type: 'Accuracy' bottom: 'a' bottom: 'y' top: 'acc' include { phase: TEST } }\n",
+      "plan.prototxt");
+  const PipelinePlan train = plan_pipeline(root, 2, {0, 1, 1});  // d | a l
+  const PipelinePlan test = plan_test_pipeline(root, train);
+  ASSERT_EQ(test.layers.size(), 4u);
+  EXPECT_EQ(test.phase, Phase::kTest);
+  EXPECT_EQ(test.layers[0].stage, 0);  // 'd' (TEST) as 'd' (TRAIN)
+  EXPECT_EQ(test.layers[1].stage, 1);  // 'a'
+  EXPECT_EQ(test.layers[3].stage, 1);  // TEST-only 'acc': the stage of the layer before
+  ASSERT_EQ(test.boundaries.size(), 2u);  // x and y from stage 0 to 1
+}
+
+// data (TRAIN and TEST) fc1 relu1 | fc2 relu2 sum fc3 loss accuracy(TEST)
+SolverConfig make_test_config(const TempDir& dir, int iter_size, int max_iter, const std::string& prefix) {
+  std::string net = net_text(8, true);
+  const std::string test_data =
+      "layer { name: 'data' type: 'ArrayData' top: 'data' top: 'label' include { phase: TEST }\n"
+      "  array_data_param { source: 'x.npy' label_source: 'y.npy' batch_size: 16 shuffle: false } }\n";
+  net.insert(net.find("} }\nlayer { name: 'fc1'") + 1, " include { phase: TRAIN }");
+  net.insert(net.find("layer { name: 'fc1'"), test_data);
+  net += "layer { name: 'accuracy' type: 'Accuracy' bottom: 'fc3' bottom: 'label' top: 'accuracy'\n"
+         "  include { phase: TEST } }\n";
+  const std::string solver = "net_param { " + net +
+                             " }\n"
+                             "type: 'SGD' base_lr: 0.1 momentum: 0.9 lr_policy: 'fixed' test_iter: 3 test_interval: 2\n"
+                             "max_iter: " + std::to_string(max_iter) + " iter_size: " + std::to_string(iter_size) +
+                             "\ndisplay: 1 snapshot: 0 snapshot_after_train: true snapshot_prefix: '" + prefix +
+                             "' random_seed: 5\n";
+  const std::string path = dir.file("solver_test.prototxt");
+  return parse_solver_config(parse_config_text(solver, path), path);
+}
+
+TEST(PipelineTestPhase, RunsThroughTheStagesAndEveryRankReportsTheLastStagesOutputs) {
+  set_num_threads(1);
+  TempDir dir;
+  write_data(dir);
+  std::filesystem::create_directories(dir.file("ref"));
+  std::filesystem::create_directories(dir.file("pp"));
+  Solver ref(make_test_config(dir, 2, 4, dir.file("ref/run")));
+  for (int i = 0; i < 3; ++i) ref.step();
+  const NamedValues want = ref.test();
+  ASSERT_EQ(want.size(), 2u);  // accuracy, loss
+  const SolverConfig config = make_test_config(dir, 1, 4, dir.file("pp/run"));
+  auto comms = make_world(2);
+  auto grads = make_world(2);
+  std::vector<NamedValues> got(2);
+  expect_no_errors(run_ranks(2, [&](int rank) {
+    PipelineOptions po;
+    po.config.stages = 2;
+    po.config.micro_batches = 2;
+    po.stage_of_layer = cut(2);
+    PipelineParallel pipe(config, *comms[static_cast<size_t>(rank)], *grads[static_cast<size_t>(rank)], po);
+    pipe.install_test_hooks(nullptr, nullptr);
+    EXPECT_TRUE(pipe.has_test_net());
+    for (int i = 0; i < 3; ++i) pipe.solver().step();
+    got[static_cast<size_t>(rank)] = pipe.solver().test();
+  }));
+  for (size_t r = 0; r < got.size(); ++r) {
+    ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
+    for (size_t k = 0; k < want.size(); ++k) {
+      EXPECT_EQ(got[r][k].first, want[k].first);
+      EXPECT_NEAR(got[r][k].second, want[k].second, 1e-5) << "rank " << r << " " << want[k].first;
+    }
+  }
+}
+
+// dp x pp 2 for `config.max_iter` iterations, resumed from `resume` when
+// given; the losses rank 0 saw.
+std::vector<float> train_pp2(const SolverConfig& config, const std::string& resume, int dp = 1) {
+  const int world = 2 * dp;
+  auto comms = make_world(world);
+  auto store = make_memory_store(20s);
+  std::vector<float> losses;
+  expect_no_errors(run_ranks(world, [&](int rank) {
+    RankEnv env;
+    env.rank = rank;
+    env.world_size = world;
+    env.hostname = "host-" + std::to_string(rank);
+    env.timeout = 20s;
+    ProcessGridOptions go;
+    go.store = store;
+    go.advertise_host = "127.0.0.1";
+    ProcessGrid grid(*comms[static_cast<size_t>(rank)], make_grid_shape(world, 2, 1), env, go);
+    auto grads = grid.new_communicator(GridAxis::kPp, "grad");
+    PipelineOptions po;
+    po.config.stages = 2;
+    po.config.micro_batches = 3;
+    po.stage_of_layer = cut(2);
+    po.dp_rank = grid.dp_rank();
+    po.dp_size = dp;
+    po.snapshots = grid.dp_rank() == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+    PipelineParallel pipe(config, grid.pp(), *grads, po);
+    std::unique_ptr<DataParallel> dpar;
+    if (dp > 1) dpar = std::make_unique<DataParallel>(pipe.solver(), grid.dp(), DataParallelConfig{});
+    if (!resume.empty()) {
+      const ResumeInfo info = pipe.restore(resume);
+      EXPECT_EQ(info.iter, 3);
+      EXPECT_FALSE(info.data_order_restarted);
+    }
+    pipe.install_snapshot_hooks(dp > 1 ? &grid.dp() : nullptr);
+    Losses obs;
+    pipe.solver().add_observer(&obs);
+    pipe.solver().solve();
+    if (rank == 0) losses = obs.v;
+  }));
+  return losses;
+}
+
+TEST(PipelineResume, FromItsOwnSnapshotIsBitExact) {
+  set_num_threads(1);
+  TempDir dir;
+  write_data(dir);
+  for (const char* d : {"full", "half", "resumed"}) std::filesystem::create_directories(dir.file(d));
+  // Shuffled data and momentum: the data cursors, the order and the history must all come back.
+  const std::vector<float> full = train_pp2(make_config(dir, 8, 1, 6, true, dir.file("full/run")), "");
+  train_pp2(make_config(dir, 8, 1, 3, true, dir.file("half/run")), "");
+  const std::vector<float> resumed =
+      train_pp2(make_config(dir, 8, 1, 6, true, dir.file("resumed/run")), dir.file("half/run_iter_3.solverstate.safetensors"));
+  ASSERT_EQ(full.size(), 6u);
+  ASSERT_EQ(resumed.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(resumed[i], full[i + 3]) << "iteration " << i + 4;
+  expect_same_weights(dir.file("resumed/run_iter_6.safetensors"), dir.file("full/run_iter_6.safetensors"), 0.0);
+  // dp 2 x pp 2: each pipeline resumes its own shard's cursor.
+  for (const char* d : {"dfull", "dhalf", "dresumed"}) std::filesystem::create_directories(dir.file(d));
+  const std::vector<float> dfull = train_pp2(make_config(dir, 8, 1, 6, true, dir.file("dfull/run")), "", 2);
+  train_pp2(make_config(dir, 8, 1, 3, true, dir.file("dhalf/run")), "", 2);
+  const std::vector<float> dresumed = train_pp2(make_config(dir, 8, 1, 6, true, dir.file("dresumed/run")),
+                                                dir.file("dhalf/run_iter_3.solverstate.safetensors"), 2);
+  ASSERT_EQ(dfull.size(), 6u);
+  ASSERT_EQ(dresumed.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(dresumed[i], dfull[i + 3]) << "dp 2, iteration " << i + 4;
+  expect_same_weights(dir.file("dresumed/run_iter_6.safetensors"), dir.file("dfull/run_iter_6.safetensors"), 0.0);
+  // A snapshot of the wrong net is an error naming the missing parameters.
+  auto comms = make_world(2);
+  auto grads = make_world(2);
+  std::vector<std::string> errors = run_ranks(2, [&](int rank) {
+    PipelineOptions po;
+    po.config.stages = 2;
+    po.stage_of_layer = cut(2);
+    PipelineParallel pipe(make_config(dir, 8, 1, 6, true, dir.file("resumed/run")), *comms[static_cast<size_t>(rank)],
+                          *grads[static_cast<size_t>(rank)], po);
+    SolverState st = load_solver_state(dir.file("half/run_iter_3.solverstate.safetensors"));
+    std::vector<TensorToWrite> none;
+    write_safetensors(dir.file("empty_" + std::to_string(rank) + ".safetensors"), none, {});
+    st.weights_file = "empty_" + std::to_string(rank) + ".safetensors";
+    save_solver_state(dir.file("bad_" + std::to_string(rank) + ".solverstate.safetensors"), st);
+    pipe.restore(dir.file("bad_" + std::to_string(rank) + ".solverstate.safetensors"));
+  });
+  EXPECT_NE(errors[0].find("needs parameters that"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("fc3.weight"), std::string::npos) << errors[1];
+}
+
+}  // namespace
+}  // namespace strata::parallel

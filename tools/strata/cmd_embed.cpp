@@ -1,0 +1,121 @@
+// strata embed: one feature row per image (or preprocessed array) from a
+// named blob of a deploy net, written to a .npy with the input paths beside it.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "framework/error.h"
+#include "tools/strata/args.h"
+#include "tools/strata/commands.h"
+#include "transfer/feature_extractor.h"
+
+namespace strata::cli {
+
+namespace {
+
+// done/total, images/s and ETA on stderr: redrawn in place at most ~10 times
+// a second on a terminal; elsewhere (logs, pipes) only the final line.
+class ProgressBar {
+ public:
+  ProgressBar() : tty_(::isatty(2) != 0), start_(Clock::now()), last_draw_(start_) {}
+
+  void update(int64_t done, int64_t total) {
+    const auto now = Clock::now();
+    const bool final = done >= total;
+    if (!final && (!tty_ || now - last_draw_ < std::chrono::milliseconds(100))) return;
+    last_draw_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double rate = secs > 0 ? done / secs : 0.0;
+    std::string eta = "--:--";
+    if (rate > 0 && !final) {
+      const int64_t left = static_cast<int64_t>((total - done) / rate + 0.5);
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%lld:%02lld", static_cast<long long>(left / 60),
+                    static_cast<long long>(left % 60));
+      eta = buf;
+    }
+    const int width = 30;
+    const int filled = total > 0 ? static_cast<int>(width * done / total) : width;
+    std::fprintf(stderr, "%s[%s%s] %lld/%lld images  %.1f images/s  %s %s%s", tty_ ? "\r" : "",
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(width - filled), '.').c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total), rate, final ? "in" : "ETA",
+                 final ? format_secs(secs).c_str() : eta.c_str(), final || !tty_ ? "\n" : "");
+    std::fflush(stderr);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static std::string format_secs(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.1f s", s);
+    return buf;
+  }
+  bool tty_;
+  Clock::time_point start_, last_draw_;
+};
+
+int int_flag(const Args& args, const std::string& name, int def, int min) {
+  const int v = args.get_int(name, def);
+  if (v < min) fail<ConfigError>("--", name, " must be >= ", min, ", got ", v);
+  return v;
+}
+
+}  // namespace
+
+int embed_main(int argc, char** argv) {
+  Args args("embed",
+            {{"model", FlagKind::kValue, "deploy prototxt (one Input blob [N, C, H, W])", ""},
+             {"weights", FlagKind::kValue, ".safetensors weights (strata, torchvision or timm names)", ""},
+             {"weights-format", FlagKind::kValue,
+              "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit", "auto"},
+             {"layer", FlagKind::kValue, "blob whose values become the rows", ""},
+             {"images", FlagKind::kValue, "folder of images (or of class subfolders), or a list file", ""},
+             {"input", FlagKind::kValue, "preprocessed N x C x H x W float32 .npy instead of --images", ""},
+             {"out", FlagKind::kValue, ".npy to write (paths go to <out>.paths.txt)", ""},
+             {"batch", FlagKind::kValue, "inputs per forward pass", "8"},
+             {"pool", FlagKind::kValue, "none (flatten), avg (spatial or token mean), token (token 0)", "none"},
+             {"l2norm", FlagKind::kSwitch, "L2-normalise every row", ""},
+             {"preset", FlagKind::kValue, "image transform: imagenet, vit or none", "imagenet"},
+             {"resize", FlagKind::kValue, "shorter side after resizing (overrides the preset; 0 = none)", ""},
+             {"crop", FlagKind::kValue, "centre crop size (overrides the preset)", ""},
+             {"decode-threads", FlagKind::kValue, "image decoding threads (0 = one per core)", "0"},
+             {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)", "cpu"},
+             {"threads", FlagKind::kValue, "CPU threads for GEMM and layer loops (0 = all cores)", "all cores"}});
+  if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
+  transfer::EmbedOptions o;
+  o.model = args.require("model");
+  o.weights = args.require("weights");
+  o.format = transfer::parse_weights_format(args.get("weights-format", "auto"), "--weights-format");
+  o.layer = args.require("layer");
+  o.images = args.get("images");
+  o.input = args.get("input");
+  if (o.images.empty() == o.input.empty()) fail<ConfigError>("give either --images DIR|LIST or --input FILE.npy");
+  if (args.has("input") && (args.has("preset") || args.has("resize") || args.has("crop"))) {
+    fail<ConfigError>("--preset, --resize and --crop apply to --images; --input arrays are used as they are");
+  }
+  o.out = args.require("out");
+  o.batch = int_flag(args, "batch", 8, 1);
+  o.pool = transfer::parse_embed_pool(args.get("pool", "none"), "--pool");
+  o.l2 = args.has("l2norm") ? transfer::L2Norm::kOn : transfer::L2Norm::kOff;
+  const std::string preset = args.get("preset", "imagenet");
+  if (preset != "imagenet" && preset != "vit" && preset != "none") {
+    fail<ConfigError>("--preset: unknown preset '", preset, "'; use imagenet, vit or none");
+  }
+  o.preset = parse_transform_preset(preset);
+  if (args.has("resize")) o.resize = int_flag(args, "resize", 0, 0);
+  if (args.has("crop")) o.crop = int_flag(args, "crop", 0, 1);
+  o.decode_threads = int_flag(args, "decode-threads", 0, 0);
+  o.device = device_flag(args);
+  o.on_loaded = [](const LoadReport& report) { std::fprintf(stderr, "%s\n", report.str().c_str()); };
+  ProgressBar bar;
+  o.progress = [&bar](int64_t done, int64_t total) { bar.update(done, total); };
+  const transfer::EmbedResult r = transfer::run_embed(o);
+  std::printf("wrote %lld x %lld float32 rows to %s (input paths in %s)\n", static_cast<long long>(r.rows),
+              static_cast<long long>(r.dim), o.out.c_str(), r.paths_file.c_str());
+  return 0;
+}
+
+}  // namespace strata::cli
