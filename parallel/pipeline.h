@@ -30,7 +30,9 @@
 // - Snapshots: every stage sends its parameters, optimizer history and
 //   layer states to stage 0, whose writer (dp rank 0) writes one weights
 //   file and one state file with full-net names: they load into the unsplit
-//   net (strata train --weights, or --snapshot with one process).
+//   net (strata train --weights, or --snapshot with one process). Under
+//   tensor parallelism tp rank 0 of each stage sends whole tensors
+//   (gathered from its group) and the others write nothing.
 // - Resume (restore): every stage reads the same full-net snapshot and
 //   restores its own part (parameters, optimizer history, layer states,
 //   iteration and loss window); the feeder restores its data layers.

@@ -10,7 +10,9 @@
 #  2b. TEST phase under pp 2: the TEST outputs rank 0 logs (from the last
 #     stage) equal those of one process.
 #  3. dp 2 x pp 2 (4 ranks): the grid table is printed and training matches
-#     1 process with batch 32 and iter_size 2.
+#     1 process with batch 32 and iter_size 2. pp 2 x tp 2 (models/tp_mlp):
+#     the snapshot holds whole tensors and matches 1 process with iter_size
+#     2; resuming it gives the same final weights bit for bit.
 #  4. Stages chosen by the balancer when the net has no `stage:` keys.
 #  5. --max-memory: a cap the whole net exceeds fails with a message naming
 #     --pp; the same cap trains on 2 stages.
@@ -120,6 +122,25 @@ make_solver "$dir/dppp.prototxt" net16_staged.prototxt 1 dppp/digits
 grep -q '^\[rank 0\]   rank 3: dp 1  pp 1  tp 0' "$work/dppp.txt" || { cat "$work/dppp.txt"; fail "no grid mapping"; }
 compare_weights "$dir/single32/digits_iter_8.safetensors" "$dir/dppp/digits_iter_8.safetensors" 1e-4
 compare_losses "$dir/single32/digits_log.jsonl" "$dir/dppp/digits_log.jsonl" 1e-4
+
+echo "== pp 2 x tp 2 (models/tp_mlp): one snapshot with whole tensors, == 1 process; resumes bit-exactly"
+cp -r "$src/models/tp_mlp" "$work/models/tp_mlp"
+tpdir="$work/models/tp_mlp"
+sed -e 's|^max_iter:.*|max_iter: 8\niter_size: 2|' -e 's|^snapshot:.*|snapshot: 4|' -e 's|^display:.*|display: 1|' \
+  -e 's|^test_interval:.*|test_interval: 0|' -e 's|snapshot_prefix:.*|snapshot_prefix: "ref/tp_mlp"|' \
+  "$tpdir/solver.prototxt" > "$tpdir/ref.prototxt"
+sed -e 's|^iter_size:.*|iter_size: 1|' -e 's|snapshot_prefix:.*|snapshot_prefix: "pptp/tp_mlp"|' \
+  "$tpdir/ref.prototxt" > "$tpdir/pptp.prototxt"
+sed -e 's|snapshot_prefix:.*|snapshot_prefix: "pptp_res/tp_mlp"|' "$tpdir/pptp.prototxt" > "$tpdir/pptp_res.prototxt"
+"$strata" train --solver "$tpdir/ref.prototxt" --threads 1 > "$work/tpref.txt" 2>&1 ||
+  { cat "$work/tpref.txt"; fail "tp_mlp in one process failed"; }
+"$strata" launch --nproc 4 -- "$strata" train --solver "$tpdir/pptp.prototxt" --pp 2 --tp 2 --micro-batches 2 \
+  --threads 1 > "$work/pptp.txt" 2>&1 || { cat "$work/pptp.txt"; fail "pp 2 x tp 2 failed"; }
+compare_weights "$tpdir/ref/tp_mlp_iter_8.safetensors" "$tpdir/pptp/tp_mlp_iter_8.safetensors" 1e-4
+"$strata" launch --nproc 4 -- "$strata" train --solver "$tpdir/pptp_res.prototxt" --pp 2 --tp 2 --micro-batches 2 \
+  --threads 1 --snapshot "$tpdir/pptp/tp_mlp_iter_4.solverstate.safetensors" > "$work/pptp_res.txt" 2>&1 ||
+  { cat "$work/pptp_res.txt"; fail "pp 2 x tp 2 resume failed"; }
+compare_weights "$tpdir/pptp/tp_mlp_iter_8.safetensors" "$tpdir/pptp_res/tp_mlp_iter_8.safetensors" 0
 
 echo "== stages from the balancer"
 "$strata" launch --nproc 2 -- "$strata" train --solver "$dir/auto.prototxt" --pp 2 --micro-batches 2 \
