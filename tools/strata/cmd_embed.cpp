@@ -23,6 +23,12 @@ class ProgressBar {
 
   void update(int64_t done, int64_t total) {
     const auto now = Clock::now();
+    // The rate counts from the first batch on: building the net and loading
+    // the weights come before update(0, total) and are not image throughput.
+    if (done == 0 && !started_) {
+      started_ = true;
+      start_ = last_draw_ = now;
+    }
     const bool final = done >= total;
     if (!final && (!tty_ || now - last_draw_ < std::chrono::milliseconds(100))) return;
     last_draw_ = now;
@@ -54,6 +60,7 @@ class ProgressBar {
     return buf;
   }
   bool tty_;
+  bool started_ = false;
   Clock::time_point start_, last_draw_;
 };
 
