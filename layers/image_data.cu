@@ -1,46 +1,18 @@
 // ImageData on a GPU: the loader decodes and transforms on the host as on
 // the CPU; each batch is then copied into one of two pinned staging buffers
 // and from there to the device tops on the copy stream, which the compute
-// stream waits for with an event (the pattern of layers/data_source.cu).
-// Two buffers let the host fill the next batch while the previous copy may
-// still be in flight.
+// stream waits for with an event (framework/cuda/batch_upload.h, shared
+// with layers/data_source.cu).
 #include <cstring>
 
-#include "framework/cuda/math.h"
-#include "framework/cuda/runtime.h"
+#include "framework/cuda/batch_upload.h"
 #include "framework/error.h"
 #include "layers/image_data.h"
 
 namespace strata {
 
 struct ImageDataLayer::CudaState {
-  struct Staging {
-    float* host = nullptr;  // pinned: data floats, then label floats
-    size_t floats = 0;
-    cudaEvent_t copied = nullptr;  // the copy out of `host` finished
-    bool in_flight = false;
-  };
-  Staging staging[2];
-  int next = 0;
-  cudaEvent_t compute_done = nullptr;  // the compute stream is done with the previous batch
-
-  CudaState() {
-    STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&compute_done, cudaEventDisableTiming));
-    for (Staging& s : staging) STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
-  }
-  ~CudaState() {
-    // Destructors must not throw: errors here are ignored.
-    for (Staging& s : staging) {
-      if (s.copied) {
-        cudaEventSynchronize(s.copied);
-        cudaEventDestroy(s.copied);
-      }
-      if (s.host) cudaFreeHost(s.host);
-    }
-    if (compute_done) cudaEventDestroy(compute_done);
-  }
-  CudaState(const CudaState&) = delete;
-  CudaState& operator=(const CudaState&) = delete;
+  cuda::PinnedBatchUploader uploader;
 };
 
 void ImageDataLayer::forward_cuda(const BlobVec& /*bottom*/, const BlobVec& top) {
@@ -53,41 +25,11 @@ void ImageDataLayer::forward_cuda(const BlobVec& /*bottom*/, const BlobVec& top)
                " labels) does not fit the tops ", shape_str(top[0]->shape()));
 
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
-  CudaState& st = *cuda_;
-  CudaState::Staging& s = st.staging[st.next];
-  st.next ^= 1;
-  const size_t need = data_floats + label_floats;
-  // The buffer may still be the source of the copy two batches ago.
-  if (s.in_flight) {
-    STRATA_CUDA_CHECK(cudaEventSynchronize(s.copied));
-    s.in_flight = false;
-  }
-  if (need == 0) return;
-  if (s.floats < need) {
-    if (s.host) STRATA_CUDA_CHECK(cudaFreeHost(s.host));
-    s.host = nullptr;
-    s.floats = 0;
-    STRATA_CUDA_CHECK(cudaMallocHost(&s.host, need * sizeof(float)));
-    s.floats = need;
-  }
-  if (data_floats > 0) std::memcpy(s.host, batch_.data.data(), data_floats * sizeof(float));
-  if (label_floats > 0) std::memcpy(s.host + data_floats, batch_.labels.data(), label_floats * sizeof(float));
-
-  // The tops may still be read by the previous iteration's kernels.
-  cudaStream_t copy = cuda::copy_stream();
-  STRATA_CUDA_CHECK(cudaEventRecord(st.compute_done, cuda::compute_stream()));
-  STRATA_CUDA_CHECK(cudaStreamWaitEvent(copy, st.compute_done, 0));
-  if (data_floats > 0) {
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(top[0]->data.data<float>(), s.host, sizeof(float) * data_floats,
-                                      cudaMemcpyHostToDevice, copy));
-  }
-  if (label_floats > 0) {
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(top[1]->data.data<float>(), s.host + data_floats, sizeof(float) * label_floats,
-                                      cudaMemcpyHostToDevice, copy));
-  }
-  STRATA_CUDA_CHECK(cudaEventRecord(s.copied, copy));
-  s.in_flight = true;
-  STRATA_CUDA_CHECK(cudaStreamWaitEvent(cuda::compute_stream(), s.copied, 0));
+  float* host = cuda_->uploader.stage(data_floats, label_floats);
+  if (data_floats > 0) std::memcpy(host, batch_.data.data(), data_floats * sizeof(float));
+  if (label_floats > 0) std::memcpy(host + data_floats, batch_.labels.data(), label_floats * sizeof(float));
+  cuda_->uploader.upload(data_floats > 0 ? top[0]->data.data<float>() : nullptr,
+                         label_floats > 0 ? top[1]->data.data<float>() : nullptr);
 }
 
 void ImageDataLayer::backward_cuda(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
