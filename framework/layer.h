@@ -163,6 +163,10 @@ class Layer {
                              const BlobVec& bottom);
   Device device() const { return ctx_.device; }
 
+  // The user froze this layer (--freeze): a layer that normalises with batch
+  // statistics switches to its running statistics. True if it did.
+  virtual bool freeze_statistics() { return false; }
+
   // State beyond parameters that a bit-exact resume needs (data cursor, RNG).
   virtual std::string save_state() const { return rng_.save(); }
   virtual void load_state(const std::string& state) { rng_.load(state); }

@@ -25,6 +25,10 @@ class BatchNormLayer : public Layer {
   // Frozen BatchNorm (fine-tuning): normalise with the running statistics in
   // TRAIN too, and leave them as they are.
   void set_stats(Stats stats) { stats_ = stats; }
+  bool freeze_statistics() override {
+    stats_ = Stats::kGlobal;
+    return true;
+  }
   Stats stats() const { return stats_; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;

@@ -5,7 +5,6 @@
 #include "framework/error.h"
 // The one layer type freezing changes beyond lr_mult; both binaries that link
 // strata_transfer link the layers too.
-#include "layers/batch_norm.h"
 
 namespace strata::transfer {
 
@@ -77,10 +76,7 @@ FreezeReport freeze_layers(Net& net, const std::vector<std::string>& patterns, c
         }
       }
     }
-    if (auto* bn = dynamic_cast<BatchNormLayer*>(&layer)) {
-      bn->set_stats(BatchNormLayer::Stats::kGlobal);
-      report.batch_norms.push_back(names[i]);
-    }
+    if (layer.freeze_statistics()) report.batch_norms.push_back(names[i]);
   }
   for (int k : params) net.set_lr_mult(k, 0.0f);
   return report;
