@@ -5,6 +5,7 @@
 
 #include "framework/error.h"
 #include "parallel/nccl_communicator.h"
+#include "parallel/shm_transport.h"
 #include "parallel/store.h"
 #include "parallel/tcp_communicator.h"
 #include "parallel/tcp_transport.h"
@@ -61,7 +62,16 @@ std::unique_ptr<Communicator> create_tcp(const RankEnv& env, const CommunicatorO
   // Advertise the interface that reaches the master: the one the other
   // ranks can reach us on, too, in the usual single-network cluster.
   transport_opts.advertise_host = local_address_towards(env.master_host, env.master_port);
-  auto transport = connect_tcp_transport(*store, env.rank, env.world_size, "strata/tcp", env.timeout, transport_opts);
+  std::unique_ptr<Transport> transport =
+      connect_tcp_transport(*store, env.rank, env.world_size, "strata/tcp", env.timeout, transport_opts);
+  // Ranks on the same host move data through shared memory (STRATA_SHM=0
+  // keeps everything on TCP); the TCP connections stay for remote peers and
+  // for noticing a local peer that died.
+  if (shm_enabled_by_env()) {
+    ShmTransportOptions shm_opts;
+    shm_opts.hostname = env.hostname;
+    transport = connect_shm_transport(*store, std::move(transport), "strata/shm", env.timeout, shm_opts);
+  }
   auto comm = std::make_unique<TcpCommunicator>(std::move(transport), tcp_opts);
   comm->hold(store);
   if (server) comm->hold(server);

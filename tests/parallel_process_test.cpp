@@ -133,13 +133,15 @@ struct RankResult {
 
 // Spawns n workers ourselves; returns each rank's status and output.
 std::vector<RankResult> run_ranks_directly(int n, const std::vector<std::string>& worker_args, const TempDir& dir,
-                                           int timeout_s) {
+                                           int timeout_s, const std::vector<std::string>& extra_env = {}) {
   const int port = strata::parallel::pick_free_port("127.0.0.1");
   std::vector<pid_t> pids;
   std::vector<std::string> argv = {STRATA_PARALLEL_WORKER};
   argv.insert(argv.end(), worker_args.begin(), worker_args.end());
   for (int r = 0; r < n; ++r) {
-    pids.push_back(spawn(argv, rank_env(r, n, port, timeout_s), dir.path + "/rank" + std::to_string(r) + ".log"));
+    std::vector<std::string> env = rank_env(r, n, port, timeout_s);
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    pids.push_back(spawn(argv, env, dir.path + "/rank" + std::to_string(r) + ".log"));
   }
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s + 30);
   std::vector<RankResult> results(static_cast<size_t>(n));
@@ -150,18 +152,22 @@ std::vector<RankResult> run_ranks_directly(int n, const std::vector<std::string>
   return results;
 }
 
-class ProcessTest : public testing::TestWithParam<std::tuple<int, std::string>> {};
+// (ranks, algorithm, transport): "shm" is the default (shared memory between
+// these local ranks), "tcp" sets STRATA_SHM=0.
+class ProcessTest : public testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
 
 TEST_P(ProcessTest, EveryCollectiveExact) {
   const int n = std::get<0>(GetParam());
   const std::string algorithm = std::get<1>(GetParam());
+  const std::vector<std::string> extra_env =
+      std::get<2>(GetParam()) == "tcp" ? std::vector<std::string>{"STRATA_SHM=0"} : std::vector<std::string>{};
   TempDir dir;
   const std::vector<std::string> worker_args = {"check", algorithm};
   if (strata_launch_available()) {
     std::vector<std::string> argv = {STRATA_BINARY, "launch", "--nproc", std::to_string(n),
                                      "--timeout",   "30",     "--",      STRATA_PARALLEL_WORKER};
     argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-    const pid_t pid = spawn(argv, {}, dir.path + "/launch.log");
+    const pid_t pid = spawn(argv, extra_env, dir.path + "/launch.log");
     const int status = wait_for(pid, Clock::now() + std::chrono::seconds(90));
     const std::string out = read_file(dir.path + "/launch.log");
     EXPECT_EQ(status, 0) << out;
@@ -171,7 +177,7 @@ TEST_P(ProcessTest, EveryCollectiveExact) {
           << out;
     }
   } else {
-    const auto results = run_ranks_directly(n, worker_args, dir, 30);
+    const auto results = run_ranks_directly(n, worker_args, dir, 30, extra_env);
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(results[r].status, 0) << "rank " << r << ":\n" << results[r].output;
       EXPECT_NE(results[r].output.find("all checks passed"), std::string::npos) << results[r].output;
@@ -179,13 +185,14 @@ TEST_P(ProcessTest, EveryCollectiveExact) {
   }
 }
 
-std::string process_param_name(const testing::TestParamInfo<std::tuple<int, std::string>>& info) {
-  return std::to_string(std::get<0>(info.param)) + "procs_" + std::get<1>(info.param);
+std::string process_param_name(const testing::TestParamInfo<std::tuple<int, std::string, std::string>>& info) {
+  return std::to_string(std::get<0>(info.param)) + "procs_" + std::get<1>(info.param) + "_" + std::get<2>(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(Loopback, ProcessTest,
                          testing::Combine(testing::Values(2, 3, 4),
-                                          testing::Values(std::string("ring"), std::string("tree"))),
+                                          testing::Values(std::string("ring"), std::string("tree")),
+                                          testing::Values(std::string("shm"), std::string("tcp"))),
                          process_param_name);
 
 // SIGKILL one rank while all are allreducing in a loop: the survivors must
@@ -225,9 +232,11 @@ TEST(ProcessFailure, KilledRankMakesTheOthersFailWithinTheTimeout) {
     EXPECT_TRUE(closed || timed_out) << out;
     EXPECT_NE(out.find("rank " + std::to_string(r) + " on "), std::string::npos) << out;
   }
-  // Rank 2 receives from rank 1 in the ring: it must name the dead rank.
+  // Rank 2 receives from rank 1 in the ring, through shared memory (the
+  // default between local ranks): it must name the dead rank.
   EXPECT_NE(read_file(dir.path + "/rank2.log").find("rank 1 (127.0.0.1:"), std::string::npos)
       << read_file(dir.path + "/rank2.log");
+  EXPECT_NE(read_file(dir.path + "/rank2.log").find("[shm]"), std::string::npos) << read_file(dir.path + "/rank2.log");
   EXPECT_LT(took, timeout_s + 1.0);
 }
 
