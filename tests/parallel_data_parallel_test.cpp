@@ -79,14 +79,9 @@ constexpr int kClasses = 4;
 constexpr int kBatch = 24;  // the global batch
 
 void write_data(const TempDir& dir) {
-  std::mt19937 gen(7);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(kSamples * kInputs);
-  std::vector<int32_t> y(kSamples);
-  for (int i = 0; i < kSamples; ++i) {
-    y[i] = static_cast<int32_t>(gen() % kClasses);
-    for (int k = 0; k < kInputs; ++k) x[i * kInputs + k] = normal(gen) + (k % kClasses == y[i] ? 1.5f : 0.0f);
-  }
+  const parallel_test::Classification data = parallel_test::make_classification(kSamples, kInputs, kClasses, 7);
+  const std::vector<float>& x = data.x;
+  const std::vector<int32_t>& y = data.y;
   write_npy(dir.file("x.npy"), DType::kF32, {kSamples, kInputs}, x.data());
   write_npy(dir.file("y.npy"), DType::kI32, {kSamples}, y.data());
 }

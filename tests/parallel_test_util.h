@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -73,6 +74,28 @@ inline std::vector<std::string> run_ranks(int n, const std::function<void(int)>&
   }
   for (auto& t : threads) t.join();
   return errors;
+}
+
+// A small classification set for the strategy-equivalence tests: labels drawn
+// uniformly, inputs standard normal with +1.5 on the features k whose
+// k % classes is the label, from a seeded generator.
+struct Classification {
+  std::vector<float> x;      // [samples, inputs]
+  std::vector<int32_t> y;    // [samples]
+};
+inline Classification make_classification(int samples, int inputs, int classes, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal;
+  Classification c;
+  c.x.resize(static_cast<size_t>(samples) * inputs);
+  c.y.resize(static_cast<size_t>(samples));
+  for (int i = 0; i < samples; ++i) {
+    c.y[i] = static_cast<int32_t>(gen() % classes);
+    for (int k = 0; k < inputs; ++k) {
+      c.x[static_cast<size_t>(i) * inputs + k] = normal(gen) + (k % classes == c.y[i] ? 1.5f : 0.0f);
+    }
+  }
+  return c;
 }
 
 inline const std::vector<DType>& all_dtypes() {
