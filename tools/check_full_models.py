@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Full-size check of the model zoo against torchvision (not run in CI: the weight
-files are large). For VGG-16 and ViT-B/16 it
+files are large). For VGG-16, VGG-16-BN and ViT-B/16 it
 
   1. builds torchvision's model with random weights (eval mode; for the ViT the
      zero-initialised head is redrawn so the logits mean something),
@@ -10,7 +10,7 @@ files are large). For VGG-16 and ViT-B/16 it
      for the embedding (VGG: fc7 after ReLU; ViT: pre_logits),
   4. compares: max |strata - torch| / max |torch| must be <= --tolerance.
 
-Usage:  /usr/bin/python3 tools/check_full_models.py [--strata build/strata] [--models vgg16,vit_b16]
+Usage:  /usr/bin/python3 tools/check_full_models.py [--strata build/strata] [--models vgg16,vgg16_bn,vit_b16]
 Needs PyTorch + torchvision (apt-get install python3-torchvision), ~2 GB of temp space
 and a few minutes on 2 cores. Prints one line per comparison and exits 1 on any failure.
 """
@@ -61,7 +61,7 @@ def build(name, golden):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--strata", default=os.path.join(REPO, "build", "strata"))
-    ap.add_argument("--models", default="vgg16,vit_b16")
+    ap.add_argument("--models", default="vgg16,vgg16_bn,vit_b16")
     ap.add_argument("--tolerance", type=float, default=1e-4, help="on max error / max magnitude")
     ap.add_argument("--threads", type=int, default=0, help="for strata and torch (0: all cores)")
     args = ap.parse_args()
