@@ -181,6 +181,32 @@ void Tensor::copy_from(const Tensor& src) {
 #endif
 }
 
+void copy_elements(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count) {
+  if (src.dtype() != dst.dtype()) {
+    fail<ShapeError>("copy_elements: source is ", dtype_name(src.dtype()), " but destination is ",
+                     dtype_name(dst.dtype()));
+  }
+  if (count < 0 || src_offset < 0 || dst_offset < 0 || src_offset > src.numel() - count ||
+      dst_offset > dst.numel() - count) {
+    fail<ShapeError>("copy_elements: ", count, " elements from offset ", src_offset, " of a source of ", src.numel(),
+                     " to offset ", dst_offset, " of a destination of ", dst.numel(), " is out of bounds");
+  }
+  if (count == 0) return;
+  const size_t elem = dtype_size(dst.dtype());
+  char* to = static_cast<char*>(dst.raw_data()) + static_cast<size_t>(dst_offset) * elem;
+  const char* from = static_cast<const char*>(src.raw_data()) + static_cast<size_t>(src_offset) * elem;
+  const size_t bytes = static_cast<size_t>(count) * elem;
+  if (dst.device().is_cpu() && src.device().is_cpu()) {
+    std::memcpy(to, from, bytes);
+    return;
+  }
+#ifdef STRATA_WITH_CUDA
+  cuda::copy_bytes(to, copy_index(dst.device()), from, copy_index(src.device()), bytes);
+#else
+  no_cuda(dst.device().is_cpu() ? src.device() : dst.device());
+#endif
+}
+
 Tensor Tensor::clone() const {
   Tensor t(shape_, dtype_, device_);
   t.copy_from(*this);

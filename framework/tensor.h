@@ -148,4 +148,11 @@ struct Blob {
 
 using BlobVec = std::vector<Blob*>;
 
+// Copies `count` elements from src[src_offset ..] to dst[dst_offset ..]
+// (element offsets into the flat storage), between any two places: host and
+// host, host and a CUDA device, or two devices, with Tensor::copy_from's
+// ordering. Same dtype and both ranges in bounds, ShapeError otherwise.
+// What packs parameters into one flat buffer for a collective.
+void copy_elements(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count);
+
 }  // namespace strata

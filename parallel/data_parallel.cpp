@@ -48,19 +48,23 @@ enum class Which { kData, kDiff };
 
 Tensor& tensor_of(const NetParam& p, Which which) { return which == Which::kData ? p.blob->data : p.blob->diff; }
 
-void pack(const std::vector<NetParam>& params, const std::vector<int>& ids, Which which, float* flat) {
+// The parameters `ids` one after another into `flat` and back; either may
+// live on the host or on a CUDA device.
+void pack(const std::vector<NetParam>& params, const std::vector<int>& ids, Which which, Tensor& flat) {
+  int64_t offset = 0;
   for (int id : ids) {
     const Tensor& t = tensor_of(params[id], which);
-    if (t.numel()) std::memcpy(flat, t.data<float>(), t.nbytes());
-    flat += t.numel();
+    copy_elements(flat, offset, t, 0, t.numel());
+    offset += t.numel();
   }
 }
 
-void unpack(const std::vector<NetParam>& params, const std::vector<int>& ids, Which which, const float* flat) {
+void unpack(const std::vector<NetParam>& params, const std::vector<int>& ids, Which which, const Tensor& flat) {
+  int64_t offset = 0;
   for (int id : ids) {
     Tensor& t = tensor_of(params[id], which);
-    if (t.numel()) std::memcpy(t.data<float>(), flat, t.nbytes());
-    flat += t.numel();
+    copy_elements(t, 0, flat, offset, t.numel());
+    offset += t.numel();
   }
 }
 
@@ -219,6 +223,15 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
                 " but the communicator is rank ", comm.rank(), " of ", comm.world_size());
   }
   Net& net = solver_.net();
+  // NCCL reduces device memory: the buckets live beside the gradients. The
+  // tcp and mpi backends move host memory: gradients on a GPU are staged
+  // through host buckets.
+  wire_device_ = comm.backend_name() == "nccl" ? net.device() : Device::cpu();
+  if (!wire_device_.is_cpu() && config_.compression != GradCompression::kNone) {
+    fail<ConfigError>("data parallel: compression ", grad_compression_name(config_.compression),
+                      " is not available with the nccl backend yet (it reduces f32 gradients on the GPU); "
+                      "use compression: NONE, or the tcp backend");
+  }
   buckets_ = assign_buckets(net, config_.bucket_bytes());
   bucket_of_.assign(net.params().size(), -1);
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -229,12 +242,12 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
   for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = static_cast<int>(buckets_[b].params.size());
   const DType wire = wire_dtype(config_.compression);
   if (config_.overlap == Overlap::kOn) {
-    for (const GradBucket& b : buckets_) buffers_.emplace_back(Shape{b.numel}, wire);
+    for (const GradBucket& b : buckets_) buffers_.emplace_back(Shape{b.numel}, wire, wire_device_);
     works_.resize(buckets_.size());
   } else {
     int64_t total = 0;
     for (const GradBucket& b : buckets_) total += b.numel;
-    buffers_.emplace_back(Shape{total}, wire);
+    buffers_.emplace_back(Shape{total}, wire, wire_device_);
   }
 
   check_parameters_match();
@@ -285,7 +298,7 @@ void DataParallel::check_parameters_match() {
   d[2] = static_cast<int32_t>(mine.size());
   const int ws = comm_.world_size();
   Tensor all({3 * ws}, DType::kI32);
-  comm_.allgather(digest, all);
+  allgather_host(digest, all);
   const int32_t* a = all.data<int32_t>();
   int differing = -1;
   for (int r = 1; r < ws && differing < 0; ++r) {
@@ -299,12 +312,12 @@ void DataParallel::check_parameters_match() {
   Tensor len({1}, DType::kI32);
   len.data<int32_t>()[0] = static_cast<int32_t>(text.size());
   Tensor lens({ws}, DType::kI32);
-  comm_.allgather(len, lens);
+  allgather_host(len, lens);
   const int32_t longest = *std::max_element(lens.data<int32_t>(), lens.data<int32_t>() + ws);
   Tensor mine_bytes({std::max(1, longest)}, DType::kU8);
   std::memcpy(mine_bytes.raw_data(), text.data(), text.size());
   Tensor every({static_cast<int64_t>(ws) * std::max(1, longest)}, DType::kU8);
-  comm_.allgather(mine_bytes, every);
+  allgather_host(mine_bytes, every);
   auto list_of = [&](int r) {
     const char* p = static_cast<const char*>(every.raw_data()) + static_cast<size_t>(r) * std::max(1, longest);
     return split_lines(p, static_cast<size_t>(lens.data<int32_t>()[r]));
@@ -327,10 +340,10 @@ void DataParallel::broadcast_parameters() {
   std::vector<int> ids(params.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
   for (const std::vector<int>& chunk : chunk_params(params, ids, config_.bucket_bytes())) {
-    Tensor flat({total_numel(params, chunk)});
-    if (comm_.rank() == 0) pack(params, chunk, Which::kData, flat.data<float>());
+    Tensor flat({total_numel(params, chunk)}, DType::kF32, wire_device_);
+    if (comm_.rank() == 0) pack(params, chunk, Which::kData, flat);
     comm_.broadcast(flat, 0);
-    if (comm_.rank() != 0) unpack(params, chunk, Which::kData, flat.data<float>());
+    if (comm_.rank() != 0) unpack(params, chunk, Which::kData, flat);
   }
 }
 
@@ -341,10 +354,10 @@ void DataParallel::average_buffers() {
     if (params[i].learnable == Learnable::kNo) ids.push_back(static_cast<int>(i));
   }
   for (const std::vector<int>& chunk : chunk_params(params, ids, config_.bucket_bytes())) {
-    Tensor flat({total_numel(params, chunk)});
-    pack(params, chunk, Which::kData, flat.data<float>());
+    Tensor flat({total_numel(params, chunk)}, DType::kF32, wire_device_);
+    pack(params, chunk, Which::kData, flat);
     comm_.allreduce(flat, ReduceOp::kAverage);
-    unpack(params, chunk, Which::kData, flat.data<float>());
+    unpack(params, chunk, Which::kData, flat);
   }
 }
 
@@ -364,12 +377,9 @@ void DataParallel::launch(size_t b) {
   const std::vector<NetParam>& params = solver_.net().params();
   const GradBucket& bucket = buckets_[b];
   Tensor& buf = buffers_[b];
-  const size_t elem = dtype_size(buf.dtype());
   const float scale = config_.compression == GradCompression::kNone ? 1.0f : 1.0f / static_cast<float>(world_size());
   for (size_t k = 0; k < bucket.params.size(); ++k) {
-    const Tensor& g = params[bucket.params[k]].blob->diff;
-    encode_gradients(g.data<float>(), g.numel(), scale, config_.compression,
-                     static_cast<char*>(buf.raw_data()) + bucket.offsets[k] * elem);
+    encode_param(params[bucket.params[k]].blob->diff, scale, buf, bucket.offsets[k]);
   }
   const ReduceOp op = config_.compression == GradCompression::kNone ? ReduceOp::kAverage : ReduceOp::kSum;
   works_[b] = comm_.allreduce_async(buf, op);
@@ -381,10 +391,9 @@ void DataParallel::finish_gradients() {
   const bool compressed = config_.compression != GradCompression::kNone;
   const float scale = compressed ? 1.0f / static_cast<float>(world_size()) : 1.0f;
   const ReduceOp op = compressed ? ReduceOp::kSum : ReduceOp::kAverage;
-  auto copy_back = [&](const GradBucket& bucket, const char* base, size_t elem) {
+  auto copy_back = [&](const GradBucket& bucket, const Tensor& buf, int64_t base) {
     for (size_t k = 0; k < bucket.params.size(); ++k) {
-      Tensor& g = params[bucket.params[k]].blob->diff;
-      decode_gradients(base + bucket.offsets[k] * elem, g.numel(), config_.compression, g.data<float>());
+      decode_param(buf, base + bucket.offsets[k], params[bucket.params[k]].blob->diff);
     }
   };
   if (config_.overlap == Overlap::kOn) {
@@ -394,24 +403,21 @@ void DataParallel::finish_gradients() {
     for (size_t b = 0; b < buckets_.size(); ++b) {
       works_[b]->wait();
       works_[b].reset();
-      copy_back(buckets_[b], static_cast<const char*>(buffers_[b].raw_data()), dtype_size(buffers_[b].dtype()));
+      copy_back(buckets_[b], buffers_[b], 0);
     }
   } else if (!buckets_.empty()) {
     Tensor& buf = buffers_[0];
-    const size_t elem = dtype_size(buf.dtype());
     int64_t base = 0;
     for (const GradBucket& bucket : buckets_) {
-      char* dst = static_cast<char*>(buf.raw_data()) + base * elem;
       for (size_t k = 0; k < bucket.params.size(); ++k) {
-        const Tensor& g = params[bucket.params[k]].blob->diff;
-        encode_gradients(g.data<float>(), g.numel(), scale, config_.compression, dst + bucket.offsets[k] * elem);
+        encode_param(params[bucket.params[k]].blob->diff, scale, buf, base + bucket.offsets[k]);
       }
       base += bucket.numel;
     }
     comm_.allreduce(buf, op);
     base = 0;
     for (const GradBucket& bucket : buckets_) {
-      copy_back(bucket, static_cast<const char*>(buf.raw_data()) + base * elem, elem);
+      copy_back(bucket, buf, base);
       base += bucket.numel;
     }
   }
@@ -421,12 +427,73 @@ void DataParallel::finish_gradients() {
   comm_wait_ += std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// ---- gradients in and out of the wire buffers ----
+
+void DataParallel::encode_param(const Tensor& grad, float scale, Tensor& buf, int64_t offset) {
+  const int64_t n = grad.numel();
+  if (grad.device().is_cpu() && buf.device().is_cpu()) {
+    encode_gradients(grad.data<float>(), n, scale, config_.compression,
+                     static_cast<char*>(buf.raw_data()) + offset * dtype_size(buf.dtype()));
+    return;
+  }
+  if (config_.compression == GradCompression::kNone && scale == 1.0f) {
+    copy_elements(buf, offset, grad, 0, n);  // device -> host bucket, or device -> device bucket
+    return;
+  }
+  // A GPU gradient into a compressed host bucket (the constructor refuses
+  // compression with device buckets): through host f32 staging.
+  staging_.resize({n});
+  copy_elements(staging_, 0, grad, 0, n);
+  encode_gradients(staging_.data<float>(), n, scale, config_.compression,
+                   static_cast<char*>(buf.raw_data()) + offset * dtype_size(buf.dtype()));
+}
+
+void DataParallel::decode_param(const Tensor& buf, int64_t offset, Tensor& grad) {
+  const int64_t n = grad.numel();
+  const char* src = static_cast<const char*>(buf.raw_data()) + offset * dtype_size(buf.dtype());
+  if (grad.device().is_cpu() && buf.device().is_cpu()) {
+    decode_gradients(src, n, config_.compression, grad.data<float>());
+    return;
+  }
+  if (config_.compression == GradCompression::kNone) {
+    copy_elements(grad, 0, buf, offset, n);
+    return;
+  }
+  staging_.resize({n});
+  decode_gradients(src, n, config_.compression, staging_.data<float>());
+  copy_elements(grad, 0, staging_, 0, n);
+}
+
+// ---- small host-side collectives (loss, outputs, checks, layer states) ----
+// The nccl backend reduces device memory only: these go through a device copy.
+
+void DataParallel::allreduce_host(Tensor& t, ReduceOp op) {
+  if (wire_device_.is_cpu()) return comm_.allreduce(t, op);
+  Tensor d = t.to(wire_device_);
+  comm_.allreduce(d, op);
+  t.copy_from(d);
+}
+
+void DataParallel::allgather_host(const Tensor& in, Tensor& out) {
+  if (wire_device_.is_cpu()) return comm_.allgather(in, out);
+  Tensor d_out(out.shape(), out.dtype(), wire_device_);
+  comm_.allgather(in.to(wire_device_), d_out);
+  out.copy_from(d_out);
+}
+
+void DataParallel::gather_host(const Tensor& in, Tensor& out, int root) {
+  if (wire_device_.is_cpu()) return comm_.gather(in, out, root);
+  Tensor d_out(out.shape(), out.dtype(), wire_device_);
+  comm_.gather(in.to(wire_device_), d_out, root);
+  out.copy_from(d_out);
+}
+
 float DataParallel::reduce_loss(float loss) {
   const Clock::time_point start = Clock::now();
   float* v = scalars_.data<float>();
   v[0] = loss;
   v[1] = local_stop_ && local_stop_->load() ? 1.0f : 0.0f;
-  comm_.allreduce(scalars_, ReduceOp::kSum);
+  allreduce_host(scalars_, ReduceOp::kSum);
   if (v[1] > 0.0f) global_stop_ = true;
   comm_wait_ += std::chrono::duration<double>(Clock::now() - start).count();
   return v[0] / static_cast<float>(world_size());
@@ -437,7 +504,7 @@ void DataParallel::reduce_outputs(NamedValues& values) {
   Tensor t({static_cast<int64_t>(values.size())});
   float* v = t.data<float>();
   for (size_t i = 0; i < values.size(); ++i) v[i] = static_cast<float>(values[i].second);
-  comm_.allreduce(t, ReduceOp::kAverage);
+  allreduce_host(t, ReduceOp::kAverage);
   for (size_t i = 0; i < values.size(); ++i) values[i].second = v[i];
 }
 
@@ -453,12 +520,12 @@ void DataParallel::gather_layer_states(SolverState& state) {
   Tensor len({1}, DType::kI32);
   len.data<int32_t>()[0] = static_cast<int32_t>(mine.size());
   Tensor lens({ws}, DType::kI32);
-  comm_.allgather(len, lens);
+  allgather_host(len, lens);
   const int64_t longest = std::max<int64_t>(1, *std::max_element(lens.data<int32_t>(), lens.data<int32_t>() + ws));
   Tensor bytes({longest}, DType::kU8);
   std::memcpy(bytes.raw_data(), mine.data(), mine.size());
   Tensor all({ws * longest}, DType::kU8);
-  comm_.gather(bytes, all, 0);
+  gather_host(bytes, all, 0);
   if (rank() != 0) return;
   for (int r = 1; r < ws; ++r) {
     const std::string blob(static_cast<const char*>(all.raw_data()) + r * longest,

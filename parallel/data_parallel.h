@@ -31,6 +31,9 @@
 //   layer states (their data cursors) are gathered into rank 0's snapshot
 //   (framework/solver.h: "@rank<r>/<layer>"), so that a resume with the same
 //   number of ranks continues each rank's data exactly.
+// - Nets on a GPU: with the nccl backend the buckets live on the same GPU
+//   and are reduced there (compression is refused); with tcp or mpi they
+//   live on the host and the gradients are copied in and out (staged).
 // Communication errors (a timeout, a closed connection: they name the rank,
 // host and operation) propagate out of Solver::solve() as strata::Error.
 #pragma once
@@ -107,6 +110,15 @@ class DataParallel {
   void on_grad_ready(int param_index);
   void launch(size_t bucket);
   void finish_gradients();
+  // A parameter's gradient into / out of a wire buffer at element `offset`,
+  // with the configured compression; host or device on either side.
+  void encode_param(const Tensor& grad, float scale, Tensor& buf, int64_t offset);
+  void decode_param(const Tensor& buf, int64_t offset, Tensor& grad);
+  // Collectives on small host tensors, staged through wire_device_ when the
+  // backend moves device memory only.
+  void allreduce_host(Tensor& t, ReduceOp op);
+  void allgather_host(const Tensor& in, Tensor& out);
+  void gather_host(const Tensor& in, Tensor& out, int root);
   float reduce_loss(float loss);
   void reduce_outputs(NamedValues& values);
   void gather_layer_states(SolverState& state);
@@ -119,7 +131,9 @@ class DataParallel {
   std::vector<int> pending_;          // per bucket: parameters not yet ready this iteration
   std::vector<char> reported_;        // per param: reported ready this iteration
   size_t next_launch_ = 0;            // buckets [0, next_launch_) are in flight
+  Device wire_device_;                // where buffers_ live: the GPU with nccl, else the host
   std::vector<Tensor> buffers_;       // per bucket (overlap on), or one for all (overlap off)
+  Tensor staging_;                    // host f32 scratch: GPU gradients into compressed host buckets
   std::vector<std::unique_ptr<CommWork>> works_;  // after buffers_: destroyed first
   Tensor scalars_;                    // loss + stop flag
 

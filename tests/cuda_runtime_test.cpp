@@ -171,6 +171,20 @@ TEST(CachingAllocatorTest, OutOfMemoryEmptiesTheCacheRetriesThenReports) {
   cache.free(c);
 }
 
+TEST(CopyElementsTest, CopiesARangeBetweenHostTensorsAndChecksBounds) {
+  Tensor src({6});
+  for (int i = 0; i < 6; ++i) src.data<float>()[i] = static_cast<float>(i + 1);
+  Tensor dst({2, 4});
+  copy_elements(dst, 5, src, 2, 3);
+  EXPECT_EQ(test::values(dst), (std::vector<float>{0, 0, 0, 0, 0, 3, 4, 5}));
+  copy_elements(dst, 0, src, 6, 0);  // empty range at the end: nothing
+  EXPECT_CONTAINS(test::error_of<ShapeError>([&] { copy_elements(dst, 6, src, 0, 3); }), "out of bounds");
+  EXPECT_CONTAINS(test::error_of<ShapeError>([&] { copy_elements(dst, 0, src, 4, 3); }), "out of bounds");
+  EXPECT_CONTAINS(test::error_of<ShapeError>([&] { copy_elements(dst, -1, src, 0, 1); }), "out of bounds");
+  Tensor ints({8}, DType::kI32);
+  EXPECT_CONTAINS(test::error_of<ShapeError>([&] { copy_elements(ints, 0, src, 0, 1); }), "i32");
+}
+
 #ifndef STRATA_WITH_CUDA
 
 TEST(CudaRuntimeTest, CpuOnlyBuildRejectsCudaTensorsClearly) {
@@ -198,6 +212,19 @@ TEST(CudaRuntimeTest, CopiesRoundTripThroughTheDevice) {
   back.copy_from(dev2);
   EXPECT_EQ(test::values(back), test::values(host));
   EXPECT_EQ(host.to(Device::cpu()).raw_data(), host.raw_data()) << "to() its own device is the tensor itself";
+}
+
+TEST(CudaRuntimeTest, CopyElementsMovesRangesToFromAndBetweenDevices) {
+  SKIP_WITHOUT_GPU();
+  Tensor host({8});
+  for (int i = 0; i < 8; ++i) host.data<float>()[i] = static_cast<float>(10 + i);
+  Tensor dev({8}, DType::kF32, Device::cuda(0));
+  copy_elements(dev, 4, host, 0, 4);        // host -> device
+  Tensor dev2({8}, DType::kF32, Device::cuda(0));
+  copy_elements(dev2, 0, dev, 2, 6);        // device -> device
+  Tensor back({8});
+  copy_elements(back, 1, dev2, 0, 7);       // device -> host
+  EXPECT_EQ(test::values(back), (std::vector<float>{0, 0, 0, 10, 11, 12, 13, 0}));
 }
 
 TEST(CudaRuntimeTest, NewStorageIsZeroAndFillZeroWorkOnTheDevice) {

@@ -93,9 +93,16 @@ parallel::ModelParallelConfig model_parallel_config(const SolverConfig& config, 
 }  // namespace
 
 Device device_flag(const Args& args) {
-  const Device device = Device::parse(args.get("device", "cpu"));
+  Device device = Device::parse(args.get("device", "cpu"));
   if (device.is_cpu()) return device;
 #ifdef STRATA_WITH_CUDA
+  // Plain "cuda" with several ranks on this host: one GPU per local rank
+  // (round robin when there are more ranks than GPUs); "cuda:N" is taken as given.
+  if (args.get("device") == "cuda") {
+    const parallel::RankEnv env = parallel::detect_rank_env();
+    const int gpus = cuda::device_count();
+    if (env.local_rank > 0 && gpus > 0) device = Device::cuda(env.local_rank % gpus);
+  }
   cuda::set_device(device.index);  // ConfigError naming the devices there are
 #else
   fail<ConfigError>("--device ", device.str(),
@@ -144,7 +151,7 @@ int train_main(int argc, char** argv) {
              {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)", "cpu"},
              {"threads", FlagKind::kValue, "CPU threads for GEMM and layer loops (0 = all cores)",
               "all cores"},
-             {"dp-backend", FlagKind::kValue, "data parallel: communication backend (auto, tcp, mpi)",
+             {"dp-backend", FlagKind::kValue, "data parallel: communication backend (auto, tcp, nccl, mpi)",
               "solver's parallel block, else auto"},
              {"dp-algorithm", FlagKind::kValue, "data parallel: allreduce algorithm (auto, ring, tree)",
               "solver's parallel block, else auto"},
@@ -183,22 +190,30 @@ int train_main(int argc, char** argv) {
   if (!args.has("threads") && env.local_world_size > 1) {
     set_num_threads(std::max(1, hardware_threads() / env.local_world_size));  // share the cores
   }
+  const Device device = device_flag(args);
+  if (env.distributed() && !device.is_cpu() &&
+      (mp_config.pipeline.stages > 1 || mp_config.tensor_size > 1)) {
+    fail<ConfigError>("--device ", device.str(), ": pipeline and tensor parallelism run on the CPU only so far; "
+                      "on GPUs use data parallelism (strata launch without --pp/--tp), or use --device cpu");
+  }
+  // With a GPU, backend auto is nccl (when built with it): the gradients are
+  // reduced on the device; tcp and mpi stage them through host memory.
   std::unique_ptr<Communicator> comm;
-  if (env.distributed()) comm = parallel::create_communicator(env, {dp_config.backend, dp_config.algorithm});
+  if (env.distributed()) comm = parallel::create_communicator(env, {dp_config.backend, dp_config.algorithm, device});
   const bool lead = env.rank == 0;
   SolverOptions solver_options;
   solver_options.rank = env.rank;
   solver_options.world_size = env.world_size;
   solver_options.comm = comm.get();
   solver_options.snapshots = lead ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
-  solver_options.device = device_flag(args);
-  if (comm && !solver_options.device.is_cpu()) {
-    fail<ConfigError>("--device ", solver_options.device.str(), ": data-parallel training runs on the CPU only "
-                      "so far (the tcp and mpi backends reduce host memory); train on one GPU, or use --device cpu");
-  }
+  solver_options.device = device;
   // Pipeline / tensor parallelism (--pp, --tp): the dp x pp x tp grid and
   // this rank's stage, which builds only its own layers.
   parallel::ModelParallelRun mp = parallel::start_model_parallel(config, mp_config, env, comm.get(), solver_options, std::cout);
+  if (mp.active() && !device.is_cpu()) {  // stages given by `stage:` on layers
+    fail<ConfigError>("--device ", device.str(), ": pipeline and tensor parallelism run on the CPU only so far; "
+                      "use --device cpu");
+  }
   std::unique_ptr<Solver> own_solver;
   if (!mp.pipe) own_solver = std::make_unique<Solver>(config, solver_options);
   Solver& solver = mp.pipe ? mp.pipe->solver() : *own_solver;

@@ -14,7 +14,8 @@ int embed_main(int argc, char** argv);
 // Applies --threads (default: all cores) and checks --device.
 void apply_common_flags(const class Args& args);
 // --device: cpu (default), cuda or cuda:N. A CUDA device is checked to
-// exist and made current; in a build without CUDA it is a ConfigError.
+// exist and made current; in a build without CUDA it is a ConfigError. Plain
+// "cuda" gives local rank r of a multi-process run GPU r (round robin).
 Device device_flag(const class Args& args);
 
 enum class FlagsParsed { kRun, kHelpShown };
