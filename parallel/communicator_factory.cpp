@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "framework/error.h"
+#include "parallel/host_staging_communicator.h"
 #include "parallel/nccl_communicator.h"
 #include "parallel/shm_transport.h"
 #include "parallel/store.h"
@@ -98,12 +99,12 @@ std::unique_ptr<Communicator> create_communicator(const RankEnv& env, const Comm
   }
   if (backend == "mpi") {
 #ifdef STRATA_FACTORY_HAS_MPI_HEADER
-    return create_mpi_communicator(env);
+    return std::make_unique<HostStagingCommunicator>(create_mpi_communicator(env));
 #else
     fail<ConfigError>(env.describe(), ": this build has no MPI backend (install libopenmpi-dev and rebuild)");
 #endif
   }
-  return create_tcp(env, opts);
+  return std::make_unique<HostStagingCommunicator>(create_tcp(env, opts));
 }
 
 }  // namespace strata::parallel

@@ -29,7 +29,9 @@ struct CommunicatorOptions {
 // addresses through it and connect to each other; nccl: rank 0's NCCL unique
 // id goes through it. The communicator owns the store client and rank 0's
 // server. Everything waits at most env.timeout; errors
-// name this rank and host. ConfigError for unknown names.
+// name this rank and host. ConfigError for unknown names. tcp and mpi come
+// wrapped in HostStagingCommunicator: they also take CUDA tensors, through
+// host copies.
 std::unique_ptr<Communicator> create_communicator(const RankEnv& env, const CommunicatorOptions& opts);
 
 }  // namespace strata::parallel
