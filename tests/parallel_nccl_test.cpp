@@ -37,6 +37,7 @@
 
 #include "framework/cuda/device_api.h"
 #include "parallel/socket.h"
+#include "tests/process_util.h"
 #endif
 
 namespace strata::parallel {
@@ -352,50 +353,6 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-// Everything is prepared before fork; the child only calls async-signal-safe functions.
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    const std::string name(*e, eq ? static_cast<size_t>(eq - *e) : std::strlen(*e));
-    bool overridden = false;
-    for (const auto& x : env) overridden |= x.compare(0, name.size() + 1, name + "=") == 0;
-    if (!overridden) envp.push_back(*e);
-  }
-  for (const auto& x : env) envp.push_back(const_cast<char*>(x.c_str()));
-  envp.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    execve(args[0], args.data(), envp.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_for(pid_t pid, Clock::time_point deadline) {
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r < 0) return -2;
-    if (Clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
 // Two ranks of this binary in `mode`, sharing GPU 0. Each claims its own
 // host to NCCL (NCCL_HOSTID), so they talk over sockets on loopback instead
 // of refusing to share a GPU.
@@ -409,7 +366,7 @@ void run_two_ranks(const std::string& mode) {
   std::vector<std::string> logs;
   for (int r = 0; r < 2; ++r) {
     logs.push_back(dir.path() + "/rank" + std::to_string(r) + ".log");
-    pids.push_back(spawn({self, "--gtest_filter=NcclWorker.Rank"},
+    pids.push_back(test::spawn_process({self, "--gtest_filter=NcclWorker.Rank"},
                          {"STRATA_NCCL_TEST_WORKER=" + mode, "STRATA_RANK=" + std::to_string(r),
                           "STRATA_WORLD_SIZE=2", "STRATA_LOCAL_RANK=" + std::to_string(r),
                           "STRATA_LOCAL_WORLD_SIZE=2", "STRATA_MASTER=127.0.0.1:" + std::to_string(port),
@@ -421,7 +378,7 @@ void run_two_ranks(const std::string& mode) {
   }
   const auto deadline = Clock::now() + std::chrono::seconds(180);
   for (int r = 0; r < 2; ++r) {
-    const int status = wait_for(pids[static_cast<size_t>(r)], deadline);
+    const int status = test::wait_for_process(pids[static_cast<size_t>(r)], deadline);
     EXPECT_EQ(status, 0) << "rank " << r << " (" << (status == -1 ? "killed at the deadline" : "exit status")
                          << "); its output:\n" << read_text(logs[static_cast<size_t>(r)]);
   }

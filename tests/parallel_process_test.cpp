@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "parallel/socket.h"
+#include "tests/process_util.h"
 
 #ifndef STRATA_PARALLEL_WORKER
 #error "STRATA_PARALLEL_WORKER (path of strata_parallel_worker) must be defined by the build"
@@ -53,54 +54,6 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-// Starts argv with this process's environment plus `env` (NAME=value,
-// overriding), stdout+stderr to log_path. Everything is prepared before
-// fork, so the child only calls async-signal-safe functions.
-pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const std::string& log_path) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<char*> envp;
-  for (char** e = environ; *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    const size_t name_len = eq ? static_cast<size_t>(eq - *e) : std::strlen(*e);
-    bool overridden = false;
-    for (const auto& x : env) overridden |= x.compare(0, name_len + 1, std::string(*e, name_len) + "=") == 0;
-    if (!overridden) envp.push_back(*e);
-  }
-  for (const auto& x : env) envp.push_back(const_cast<char*>(x.c_str()));
-  envp.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-    }
-    execve(args[0], args.data(), envp.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits for pid until the deadline; returns the exit status (128 + signal
-// when killed), or -1 after killing it at the deadline.
-int wait_for(pid_t pid, Clock::time_point deadline) {
-  for (;;) {
-    int status = 0;
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r < 0) return -2;
-    if (Clock::now() >= deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
 // `strata launch` exists when `strata launch --help` succeeds.
 // STRATA_TEST_SPAWN_DIRECTLY=1 skips it (to test the workers alone).
 bool strata_launch_available() {
@@ -108,8 +61,8 @@ bool strata_launch_available() {
     const char* direct = std::getenv("STRATA_TEST_SPAWN_DIRECTLY");
     if (direct && std::string(direct) == "1") return false;
     TempDir dir;
-    const pid_t pid = spawn({STRATA_BINARY, "launch", "--help"}, {}, dir.path + "/help.txt");
-    return wait_for(pid, Clock::now() + std::chrono::seconds(20)) == 0 &&
+    const pid_t pid = strata::test::spawn_process({STRATA_BINARY, "launch", "--help"}, {}, dir.path + "/help.txt");
+    return strata::test::wait_for_process(pid, Clock::now() + std::chrono::seconds(20)) == 0 &&
            read_file(dir.path + "/help.txt").find("--nproc") != std::string::npos;
   }();
   return available;
@@ -141,12 +94,12 @@ std::vector<RankResult> run_ranks_directly(int n, const std::vector<std::string>
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> env = rank_env(r, n, port, timeout_s);
     env.insert(env.end(), extra_env.begin(), extra_env.end());
-    pids.push_back(spawn(argv, env, dir.path + "/rank" + std::to_string(r) + ".log"));
+    pids.push_back(strata::test::spawn_process(argv, env, dir.path + "/rank" + std::to_string(r) + ".log"));
   }
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s + 30);
   std::vector<RankResult> results(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
-    results[r].status = wait_for(pids[r], deadline);
+    results[r].status = strata::test::wait_for_process(pids[r], deadline);
     results[r].output = read_file(dir.path + "/rank" + std::to_string(r) + ".log");
   }
   return results;
@@ -167,8 +120,8 @@ TEST_P(ProcessTest, EveryCollectiveExact) {
     std::vector<std::string> argv = {STRATA_BINARY, "launch", "--nproc", std::to_string(n),
                                      "--timeout",   "30",     "--",      STRATA_PARALLEL_WORKER};
     argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-    const pid_t pid = spawn(argv, extra_env, dir.path + "/launch.log");
-    const int status = wait_for(pid, Clock::now() + std::chrono::seconds(90));
+    const pid_t pid = strata::test::spawn_process(argv, extra_env, dir.path + "/launch.log");
+    const int status = strata::test::wait_for_process(pid, Clock::now() + std::chrono::seconds(90));
     const std::string out = read_file(dir.path + "/launch.log");
     EXPECT_EQ(status, 0) << out;
     for (int r = 0; r < n; ++r) {
@@ -204,8 +157,9 @@ TEST(ProcessFailure, KilledRankMakesTheOthersFailWithinTheTimeout) {
   const int port = strata::parallel::pick_free_port("127.0.0.1");
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
-    pids.push_back(spawn({STRATA_PARALLEL_WORKER, "loop", "ring", dir.path}, rank_env(r, n, port, timeout_s),
-                         dir.path + "/rank" + std::to_string(r) + ".log"));
+    pids.push_back(strata::test::spawn_process({STRATA_PARALLEL_WORKER, "loop", "ring", dir.path},
+                                               rank_env(r, n, port, timeout_s),
+                                               dir.path + "/rank" + std::to_string(r) + ".log"));
   }
   // Wait until every rank has finished one allreduce, i.e. they are connected
   // and looping.
@@ -221,7 +175,7 @@ TEST(ProcessFailure, KilledRankMakesTheOthersFailWithinTheTimeout) {
   const auto killed_at = Clock::now();
   const auto deadline = killed_at + std::chrono::seconds(timeout_s + 5);
   std::vector<int> status(n);
-  for (int r = 0; r < n; ++r) status[r] = wait_for(pids[r], deadline);
+  for (int r = 0; r < n; ++r) status[r] = strata::test::wait_for_process(pids[r], deadline);
   const double took = std::chrono::duration<double>(Clock::now() - killed_at).count();
   EXPECT_EQ(status[1], 128 + SIGKILL);
   for (int r : {0, 2}) {
