@@ -30,6 +30,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using parallel_test::connect_world;
+using parallel_test::expect_no_errors;
 using parallel_test::expected_reduce;
 using parallel_test::filled;
 using parallel_test::get_value;
@@ -53,10 +54,6 @@ std::vector<std::unique_ptr<TcpCommunicator>> make_world(int n, AllreduceAlgorit
     comms.push_back(std::make_unique<TcpCommunicator>(std::move(transports[static_cast<size_t>(r)]), opts));
   }
   return comms;
-}
-
-void expect_no_errors(const std::vector<std::string>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 // ---------------------------------------------------------------------------

@@ -43,7 +43,8 @@ namespace strata::parallel {
 namespace {
 
 using namespace std::chrono_literals;
-using parallel_test::connect_world;
+using parallel_test::expect_no_errors;
+using parallel_test::make_world;
 using parallel_test::run_ranks;
 
 // A temp folder named strata_dp_test_*.
@@ -53,23 +54,6 @@ class TempDir : public test::TempDir {
 };
 
 // ---- the ranks of a world as threads ----
-
-std::vector<std::unique_ptr<Communicator>> make_world(int n, AllreduceAlgorithm algorithm,
-                                                      std::chrono::milliseconds timeout = 20s) {
-  auto transports = connect_world(n, timeout, "dp");
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < n; ++r) {
-    TcpCommunicatorOptions opts;
-    opts.algorithm = algorithm;
-    opts.hostname = "host-" + std::to_string(r);
-    comms.push_back(std::make_unique<TcpCommunicator>(std::move(transports[static_cast<size_t>(r)]), opts));
-  }
-  return comms;
-}
-
-void expect_no_errors(const std::vector<std::string>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
 
 // ---- a small MLP on a synthetic data set ----
 
@@ -153,7 +137,7 @@ RunResult train_single(const TempDir& dir, RunSpec spec) {
 
 RunResult train_parallel(const TempDir& dir, int world, RunSpec spec, const DataParallelConfig& dp_config,
                          AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto) {
-  auto comms = make_world(world, algorithm);
+  auto comms = make_world(world, "dp", algorithm);
   std::vector<RunResult> results(static_cast<size_t>(world));
   const SolverConfig config = make_config(dir, spec);
   expect_no_errors(run_ranks(world, [&](int rank) {
@@ -415,7 +399,7 @@ TEST_F(DataParallelTest, StartBroadcastsRankZerosWeights) {
 // ---- the parameter check ----
 
 TEST_F(DataParallelTest, DifferentNetsAreAnErrorNamingTheParameter) {
-  auto comms = make_world(2, AllreduceAlgorithm::kAuto);
+  auto comms = make_world(2, "dp", AllreduceAlgorithm::kAuto);
   const std::vector<std::string> errors = run_ranks(2, [&](int rank) {
     RunSpec spec;
     spec.batch = kBatch / 2;
@@ -444,7 +428,7 @@ struct ParallelRun {
 };
 
 ParallelRun run_world(const TempDir& dir, int world, const RunSpec& spec, const std::string& resume_from) {
-  auto comms = make_world(world, AllreduceAlgorithm::kAuto, 10s);
+  auto comms = make_world(world, "dp", AllreduceAlgorithm::kAuto, 10s);
   ParallelRun out;
   out.resume.resize(static_cast<size_t>(world));
   std::vector<RunResult> results(static_cast<size_t>(world));
@@ -519,7 +503,7 @@ TEST_F(DataParallelTest, SnapshotsResumeWithTheSameOrAnotherNumberOfRanks) {
 // ---- faults ----
 
 TEST_F(DataParallelTest, ADeadRankIsAnErrorOnTheOthers) {
-  auto comms = make_world(2, AllreduceAlgorithm::kAuto, 5s);
+  auto comms = make_world(2, "dp", AllreduceAlgorithm::kAuto, 5s);
   const SolverConfig config = make_config(dir_, [] {
     RunSpec s;
     s.batch = kBatch / 2;

@@ -38,7 +38,8 @@ namespace strata::parallel {
 namespace {
 
 using namespace std::chrono_literals;
-using parallel_test::connect_world;
+using parallel_test::expect_no_errors;
+using parallel_test::make_world;
 using parallel_test::run_ranks;
 
 class TempDir : public test::TempDir {
@@ -81,23 +82,8 @@ TEST(ProcessGrid, RanksAreOrderedTpFastestThenPpThenDp) {
   }
 }
 
-std::vector<std::unique_ptr<Communicator>> make_world(int n) {
-  auto transports = connect_world(n, 20s, "pp-world");
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < n; ++r) {
-    TcpCommunicatorOptions o;
-    o.hostname = "host-" + std::to_string(r);
-    comms.push_back(std::make_unique<TcpCommunicator>(std::move(transports[static_cast<size_t>(r)]), o));
-  }
-  return comms;
-}
-
-void expect_no_errors(const std::vector<std::string>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
-
 TEST(ProcessGrid, AxisCommunicatorsJoinTheRightRanks) {
-  auto world = make_world(4);
+  auto world = make_world(4, "pp-world");
   auto store = make_memory_store(20s);
   expect_no_errors(run_ranks(4, [&](int rank) {
     RankEnv env;
@@ -198,7 +184,7 @@ std::vector<int> cut(int pp) {
 std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int dp, int pp, int micro,
                                                PipelineSchedule schedule) {
   const int world = dp * pp;
-  auto comms = make_world(world);
+  auto comms = make_world(world, "pp-world");
   auto store = make_memory_store(20s);
   std::vector<std::vector<float>> losses(static_cast<size_t>(world));
   expect_no_errors(run_ranks(world, [&](int rank) {
@@ -332,8 +318,8 @@ TEST(PipelineSetup, StagesThatDisagreeOnAShapeFailNamingTheBoundary) {
         "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'r' bottom: 'label' top: 'loss' }\n";
   const std::string solver = "net_param { " + net + " }\n type: 'SGD' base_lr: 0.1 max_iter: 1 snapshot: 0\n";
   const SolverConfig config = parse_solver_config(parse_config_text(solver, dir.file("s.prototxt")), dir.file("s.prototxt"));
-  auto comms = make_world(2);
-  auto grads = make_world(2);
+  auto comms = make_world(2, "pp-world");
+  auto grads = make_world(2, "pp-world");
   std::vector<std::string> errors = run_ranks(2, [&](int rank) {
     PipelineOptions po;
     po.config.stages = 2;
@@ -395,8 +381,8 @@ TEST(PipelineTestPhase, RunsThroughTheStagesAndEveryRankReportsTheLastStagesOutp
   const NamedValues want = ref.test();
   ASSERT_EQ(want.size(), 2u);  // accuracy, loss
   const SolverConfig config = make_test_config(dir, 1, 4, dir.file("pp/run"));
-  auto comms = make_world(2);
-  auto grads = make_world(2);
+  auto comms = make_world(2, "pp-world");
+  auto grads = make_world(2, "pp-world");
   std::vector<NamedValues> got(2);
   expect_no_errors(run_ranks(2, [&](int rank) {
     PipelineOptions po;
@@ -422,7 +408,7 @@ TEST(PipelineTestPhase, RunsThroughTheStagesAndEveryRankReportsTheLastStagesOutp
 // given; the losses rank 0 saw.
 std::vector<float> train_pp2(const SolverConfig& config, const std::string& resume, int dp = 1) {
   const int world = 2 * dp;
-  auto comms = make_world(world);
+  auto comms = make_world(world, "pp-world");
   auto store = make_memory_store(20s);
   std::vector<float> losses;
   expect_no_errors(run_ranks(world, [&](int rank) {
@@ -485,8 +471,8 @@ TEST(PipelineResume, FromItsOwnSnapshotIsBitExact) {
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(dresumed[i], dfull[i + 3]) << "dp 2, iteration " << i + 4;
   expect_same_weights(dir.file("dresumed/run_iter_6.safetensors"), dir.file("dfull/run_iter_6.safetensors"), 0.0);
   // A snapshot of the wrong net is an error naming the missing parameters.
-  auto comms = make_world(2);
-  auto grads = make_world(2);
+  auto comms = make_world(2, "pp-world");
+  auto grads = make_world(2, "pp-world");
   std::vector<std::string> errors = run_ranks(2, [&](int rank) {
     PipelineOptions po;
     po.config.stages = 2;

@@ -40,28 +40,14 @@ namespace strata::parallel {
 namespace {
 
 using namespace std::chrono_literals;
-using parallel_test::connect_world;
+using parallel_test::expect_no_errors;
+using parallel_test::make_world;
 using parallel_test::run_ranks;
 
 class TempDir : public test::TempDir {
  public:
   TempDir() : test::TempDir("strata_tp_test") {}
 };
-
-std::vector<std::unique_ptr<Communicator>> make_world(int n, const std::string& prefix = "tp") {
-  auto transports = connect_world(n, 20s, prefix);
-  std::vector<std::unique_ptr<Communicator>> comms;
-  for (int r = 0; r < n; ++r) {
-    TcpCommunicatorOptions opts;
-    opts.hostname = "host-" + std::to_string(r);
-    comms.push_back(std::make_unique<TcpCommunicator>(std::move(transports[static_cast<size_t>(r)]), opts));
-  }
-  return comms;
-}
-
-void expect_no_errors(const std::vector<std::string>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
 
 // ---- block helpers ----
 
@@ -228,7 +214,7 @@ RunResult train_single(const TempDir& dir, const RunSpec& spec, const std::strin
 
 // tp ranks (threads), all in one data-parallel rank: same data, same seed.
 RunResult train_tp(const TempDir& dir, int tp, const RunSpec& spec, const std::string& resume = "") {
-  auto comms = make_world(tp);
+  auto comms = make_world(tp, "tp");
   std::vector<RunResult> results(static_cast<size_t>(tp));
   const SolverConfig config = make_config(dir, spec);
   expect_no_errors(run_ranks(tp, [&](int rank) {
@@ -318,7 +304,7 @@ TEST_F(TensorParallelTest, VitBlockSplitByHeadsTrainsLikeOneProcess) {
 TEST_F(TensorParallelTest, AttentionHoldsItsHeadsRows) {
   RunSpec spec;
   spec.kind = NetKind::kVitBlock;
-  auto comms = make_world(2);
+  auto comms = make_world(2, "tp");
   const SolverConfig config = make_config(dir_, spec);
   Solver reference(config);
   const Weights initial = full_weights(reference.net());
@@ -346,7 +332,7 @@ TEST_F(TensorParallelTest, AttentionHoldsItsHeadsRows) {
 
 TEST_F(TensorParallelTest, SplitLayersHoldTheirBlocks) {
   RunSpec spec;
-  auto comms = make_world(2);
+  auto comms = make_world(2, "tp");
   const SolverConfig config = make_config(dir_, spec);
   Solver reference(config);
   const Weights initial = full_weights(reference.net());
@@ -379,7 +365,7 @@ TEST_F(TensorParallelTest, WeightsFilesHoldFullTensorsAndLoadOnAnyLayout) {
   save_weights(single.net(), dir_.file("single.safetensors"));
   const Weights want = full_weights(single.net());
 
-  auto comms = make_world(2);
+  auto comms = make_world(2, "tp");
   expect_no_errors(run_ranks(2, [&](int rank) {
     SolverOptions o;
     o.comm = comms[static_cast<size_t>(rank)].get();
@@ -444,7 +430,7 @@ TEST_F(TensorParallelTest, SnapshotsResumeOnAnotherLayout) {
 // ---- errors ----
 
 TEST_F(TensorParallelTest, IndivisibleSizesAreShapeErrors) {
-  auto comms = make_world(2);
+  auto comms = make_world(2, "tp");
   const std::string ip =
       "name: 'bad'\n"
       "layer { name: 'in' type: 'Input' top: 'x' input_param { shape { dim: 2 dim: 4 } } }\n"

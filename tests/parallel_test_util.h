@@ -22,10 +22,13 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "framework/communicator.h"
 #include "framework/dtype.h"
 #include "framework/tensor.h"
 #include "parallel/store.h"
+#include "parallel/tcp_communicator.h"
 #include "parallel/tcp_transport.h"
 
 namespace strata::parallel_test {
@@ -57,6 +60,28 @@ inline std::vector<std::unique_ptr<parallel::Transport>> connect_world(int n, st
     if (!e.empty()) throw std::runtime_error("connecting the world: " + e);
   }
   return transports;
+}
+
+// A tcp communicator per rank over connect_world's transports; rank r calls
+// its host "host-<r>" in messages.
+inline std::vector<std::unique_ptr<Communicator>> make_world(
+    int n, const std::string& prefix,
+    parallel::AllreduceAlgorithm algorithm = parallel::AllreduceAlgorithm::kAuto,
+    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto transports = connect_world(n, timeout, prefix);
+  std::vector<std::unique_ptr<Communicator>> comms;
+  for (int r = 0; r < n; ++r) {
+    parallel::TcpCommunicatorOptions opts;
+    opts.algorithm = algorithm;
+    opts.hostname = "host-" + std::to_string(r);
+    comms.push_back(std::make_unique<parallel::TcpCommunicator>(std::move(transports[static_cast<size_t>(r)]), opts));
+  }
+  return comms;
+}
+
+// Each rank's error from run_ranks must be empty.
+inline void expect_no_errors(const std::vector<std::string>& errors) {
+  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 // Runs fn(rank) on one thread per rank; returns each rank's error ("" if none).
