@@ -1,4 +1,4 @@
-# The nccl communication backend (parallel/nccl_communicator.cpp): on when the
+# The nccl communication backend (parallel/backends/nccl_communicator.cpp): on when the
 # CUDA backend is on and NCCL is found (nccl.h and libnccl.so in the CUDA
 # toolkit folders, the system folders, or under NCCL_ROOT given to cmake or
 # set in the environment). Then STRATA_HAVE_NCCL is defined for everything

@@ -59,7 +59,7 @@ namespace gemm_internal {
 
 // In-register transpose of 16 rows of 16 floats: r[j] becomes column j. Used
 // by the GEMM's packers and by the Convolution layer's patch packers
-// (layers/convolution_patches.cpp).
+// (framework/convolution_patches.cpp).
 STRATA_AVX512 __attribute__((always_inline)) inline void transpose16(__m512 r[16]) {
   __m512 t[16];
   for (int i = 0; i < 8; ++i) {

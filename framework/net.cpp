@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "framework/error.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 #include "framework/layer_registry.h"
 #include "framework/net_spec.h"
 #ifdef STRATA_WITH_CUDA

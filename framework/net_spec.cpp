@@ -18,7 +18,7 @@ const std::vector<std::string>& layer_keys() {
   static const std::vector<std::string> keys = {"name",    "type",    "bottom",      "top",
                                                 "param",   "include", "exclude",     "loss_weight",
                                                 "propagate_down", "phase", "reinit",
-                                                "stage"};  // stage: pipeline stage (parallel/pipeline_plan.h)
+                                                "stage"};  // stage: pipeline stage (parallel/model_parallel/pipeline_plan.h)
   return keys;
 }
 

@@ -12,7 +12,7 @@
 
 #include "framework/error.h"
 #include "framework/finetune_policy.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 #include "framework/lr_policy.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/math.h"

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/loss_scaler.h"
 #include "framework/net.h"
 #include "framework/optimizer.h"
@@ -103,7 +103,7 @@ class Solver {
   // Called after the gradients of an iteration are accumulated and before
   // the update (data-parallel training averages gradients here).
   void set_before_update(std::function<void(Net&)> hook) { before_update_ = std::move(hook); }
-  // ---- hooks for data-parallel training (parallel/data_parallel.h installs
+  // ---- hooks for data-parallel training (parallel/data_parallel/data_parallel.h installs
   // them); all optional, and each is called at the same point on every rank ----
   // True while the last of the iter_size forward/backward passes of step()
   // runs: gradients reported by Net's grad-ready callback then are final.
@@ -121,7 +121,7 @@ class Solver {
   // (they write nothing afterwards): rank 0 gathers the other ranks' layer
   // states into it.
   void set_snapshot_state_hook(std::function<void(SolverState&)> f) { snapshot_state_hook_ = std::move(f); }
-  // ---- hooks for pipeline parallelism (parallel/pipeline.h) ----
+  // ---- hooks for pipeline parallelism (parallel/model_parallel/pipeline.h) ----
   // Replaces the iter_size forward/backward passes of step() (after the
   // gradients are zeroed, before before_update); returns the step's loss,
   // the mean over its passes.

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "framework/error.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 
 namespace strata {
 

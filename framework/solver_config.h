@@ -70,7 +70,7 @@ struct SolverConfig {
 
   // ---- multi-process training ----
   // The `parallel { data { ... } }` block as written (empty when absent). The
-  // framework does not read it: parallel/data_parallel_config.h parses and
+  // framework does not read it: parallel/data_parallel/data_parallel_config.h parses and
   // checks it (tools do so in every run, so mistakes show up on one process too).
   ConfigNode parallel;
 

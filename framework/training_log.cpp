@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "framework/error.h"
-#include "framework/json.h"
+#include "framework/io/json.h"
 
 namespace strata {
 

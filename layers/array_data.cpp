@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "framework/error.h"
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 
 namespace strata {
 

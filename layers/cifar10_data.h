@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "framework/layer_registry.h"
-#include "layers/data_source.h"
+#include "framework/data/data_source.h"
 
 namespace strata {
 

@@ -12,7 +12,7 @@
 #include "framework/layer_registry.h"
 #include "framework/math.h"
 #include "framework/threads.h"
-#include "layers/convolution_patches.h"
+#include "framework/convolution_patches.h"
 
 namespace strata {
 

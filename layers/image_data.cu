@@ -2,7 +2,7 @@
 // the CPU; each batch is then copied into one of two pinned staging buffers
 // and from there to the device tops on the copy stream, which the compute
 // stream waits for with an event (framework/cuda/batch_upload.h, shared
-// with layers/data_source.cu).
+// with framework/data/data_source.cu).
 #include <cstring>
 
 #include "framework/cuda/batch_upload.h"

@@ -1,6 +1,6 @@
 // ImageData: reads image files (a folder of class subfolders, or a list file
 // of "path label" lines), decodes and transforms them on a pool of threads
-// (layers/image_loader.h) and serves batches: top data [batch, 3, H, W] f32
+// (framework/data/image_loader.h) and serves batches: top data [batch, 3, H, W] f32
 // and optional top label [batch] (the class index as a float).
 // TRAIN applies the random crop and mirror of transform_param; TEST always
 // crops the centre and never mirrors. Sharded per rank like the other data
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "framework/layer_registry.h"
-#include "layers/image_loader.h"
+#include "framework/data/image_loader.h"
 
 namespace strata {
 

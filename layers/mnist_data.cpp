@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "framework/error.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 
 namespace strata {
 

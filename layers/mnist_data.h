@@ -4,7 +4,7 @@
 #pragma once
 
 #include "framework/layer_registry.h"
-#include "layers/data_source.h"
+#include "framework/data/data_source.h"
 
 namespace strata {
 

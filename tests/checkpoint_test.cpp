@@ -18,13 +18,13 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/config.h"
 #include "framework/error.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 #include "framework/net.h"
-#include "framework/npy.h"
-#include "framework/safetensors.h"
+#include "framework/io/npy.h"
+#include "framework/io/safetensors.h"
 #include "framework/solver.h"
 #include "framework/solver_config.h"
 #include "tests/test_util.h"

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/error.h"
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 #include "tests/data_layers_test_util.h"
 
 namespace strata {

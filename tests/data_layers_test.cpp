@@ -16,10 +16,10 @@
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/net.h"
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 #include "layers/array_data.h"
 #include "layers/cifar10_data.h"
-#include "layers/data_source.h"
+#include "framework/data/data_source.h"
 #include "layers/mnist_data.h"
 #include "tests/data_layers_test_util.h"
 

@@ -19,8 +19,8 @@
 #include "framework/config.h"
 #include "framework/layer.h"
 #include "framework/layer_registry.h"
-#include "framework/npy.h"
-#include "layers/data_source.h"
+#include "framework/io/npy.h"
+#include "framework/data/data_source.h"
 #include "tests/test_util.h"
 
 namespace strata {

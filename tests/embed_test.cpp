@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/net.h"
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 #include "tests/test_util.h"
 #include "transfer/feature_extractor.h"
 

@@ -1,4 +1,4 @@
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 #include "layers/image_data.h"
-#include "layers/image_decode.h"
-#include "layers/image_loader.h"
-#include "layers/image_transform.h"
+#include "framework/data/image_decode.h"
+#include "framework/data/image_loader.h"
+#include "framework/data/image_transform.h"
 #include "tests/test_util.h"
 
 namespace strata {

@@ -37,7 +37,7 @@ TEST(LayerCuda, NeedsACudaBuild) {
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 #include "tests/layer_test_util.h"
 #include "tests/test_util.h"
 

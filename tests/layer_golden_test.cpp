@@ -28,7 +28,7 @@
 
 #include "framework/layer_registry.h"
 #include "framework/net.h"
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 
 namespace strata {
 namespace {

@@ -24,8 +24,8 @@
 #include "framework/config.h"
 #include "framework/net.h"
 #include "framework/net_spec.h"
-#include "framework/npy.h"
-#include "framework/json.h"
+#include "framework/io/npy.h"
+#include "framework/io/json.h"
 #include "framework/solver_config.h"
 #include "transfer/pretrained.h"
 

@@ -1,4 +1,4 @@
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 #include "tests/test_util.h"
 
 namespace strata {

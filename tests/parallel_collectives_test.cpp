@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "parallel/collectives.h"
-#include "parallel/communicator_factory.h"
-#include "parallel/env.h"
-#include "parallel/reduce_kernels.h"
-#include "parallel/socket.h"
-#include "parallel/store.h"
-#include "parallel/tcp_communicator.h"
-#include "parallel/tcp_transport.h"
+#include "parallel/collectives/collectives.h"
+#include "parallel/backends/communicator_factory.h"
+#include "parallel/rendezvous/env.h"
+#include "parallel/collectives/reduce_kernels.h"
+#include "parallel/transport/socket.h"
+#include "parallel/rendezvous/store.h"
+#include "parallel/backends/tcp_communicator.h"
+#include "parallel/transport/tcp_transport.h"
 #include "tests/parallel_test_util.h"
 
 namespace strata::parallel {

@@ -1,4 +1,4 @@
-// Data-parallel training (parallel/data_parallel.h): bucket assignment, the
+// Data-parallel training (parallel/data_parallel/data_parallel.h): bucket assignment, the
 // gradient compression round trip, and, with the ranks of a world as threads
 // of this process talking over real TCP loopback connections, the central
 // promise: N ranks with batch B/N train exactly like one process with batch B
@@ -22,20 +22,20 @@
 #include <thread>
 #include <vector>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/config.h"
 #include "framework/error.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 #include "framework/net.h"
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 #include "framework/solver.h"
 #include "framework/solver_config.h"
 #include "framework/threads.h"
-#include "parallel/data_parallel.h"
-#include "parallel/data_parallel_config.h"
-#include "parallel/store.h"
-#include "parallel/tcp_communicator.h"
-#include "parallel/tcp_transport.h"
+#include "parallel/data_parallel/data_parallel.h"
+#include "parallel/data_parallel/data_parallel_config.h"
+#include "parallel/rendezvous/store.h"
+#include "parallel/backends/tcp_communicator.h"
+#include "parallel/transport/tcp_transport.h"
 #include "tests/parallel_test_util.h"
 #include "tests/test_util.h"
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "parallel/communicator_factory.h"
-#include "parallel/env.h"
-#include "parallel/launcher.h"
+#include "parallel/backends/communicator_factory.h"
+#include "parallel/rendezvous/env.h"
+#include "parallel/rendezvous/launcher.h"
 
 extern char** environ;
 

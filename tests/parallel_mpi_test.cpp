@@ -8,8 +8,8 @@
 #include <string>
 
 #include "framework/error.h"
-#include "parallel/env.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/rendezvous/env.h"
+#include "parallel/backends/mpi_communicator.h"
 
 namespace {
 

@@ -15,8 +15,8 @@
 #include "framework/dtype.h"
 #include "framework/error.h"
 #include "framework/tensor.h"
-#include "parallel/env.h"
-#include "parallel/mpi_communicator.h"
+#include "parallel/rendezvous/env.h"
+#include "parallel/backends/mpi_communicator.h"
 
 using namespace strata;
 using strata::parallel::RankEnv;

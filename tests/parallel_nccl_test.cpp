@@ -16,11 +16,11 @@
 #include "framework/communicator.h"
 #include "framework/error.h"
 #include "framework/tensor.h"
-#include "parallel/communicator_factory.h"
-#include "parallel/data_parallel_config.h"
-#include "parallel/env.h"
-#include "parallel/nccl_communicator.h"
-#include "parallel/store.h"
+#include "parallel/backends/communicator_factory.h"
+#include "parallel/data_parallel/data_parallel_config.h"
+#include "parallel/rendezvous/env.h"
+#include "parallel/backends/nccl_communicator.h"
+#include "parallel/rendezvous/store.h"
 #include "tests/test_util.h"
 
 #if defined(STRATA_HAVE_NCCL) && defined(STRATA_WITH_CUDA)
@@ -36,7 +36,7 @@
 #include <thread>
 
 #include "framework/cuda/device_api.h"
-#include "parallel/socket.h"
+#include "parallel/transport/socket.h"
 #include "tests/process_util.h"
 #endif
 

@@ -1,5 +1,5 @@
 // Pipeline parallelism (parallel/pipeline*.h) and the process grid
-// (parallel/process_grid.h), with the ranks of a world as threads of this
+// (parallel/model_parallel/process_grid.h), with the ranks of a world as threads of this
 // process over real TCP loopback connections: schedules, the stage plan,
 // and the central promise: a net split into P stages with M micro-batches
 // trains like one process with iter_size M (same loss at every iteration,
@@ -16,21 +16,21 @@
 #include <string>
 #include <vector>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/config.h"
 #include "framework/error.h"
-#include "framework/npy.h"
-#include "framework/safetensors.h"
+#include "framework/io/npy.h"
+#include "framework/io/safetensors.h"
 #include "framework/solver.h"
 #include "framework/solver_config.h"
 #include "framework/threads.h"
-#include "parallel/data_parallel.h"
-#include "parallel/pipeline.h"
-#include "parallel/pipeline_plan.h"
-#include "parallel/pipeline_schedule.h"
-#include "parallel/process_grid.h"
-#include "parallel/store.h"
-#include "parallel/tcp_communicator.h"
+#include "parallel/data_parallel/data_parallel.h"
+#include "parallel/model_parallel/pipeline.h"
+#include "parallel/model_parallel/pipeline_plan.h"
+#include "parallel/model_parallel/pipeline_schedule.h"
+#include "parallel/model_parallel/process_grid.h"
+#include "parallel/rendezvous/store.h"
+#include "parallel/backends/tcp_communicator.h"
 #include "tests/parallel_test_util.h"
 #include "tests/test_util.h"
 

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/socket.h"
+#include "parallel/transport/socket.h"
 #include "tests/process_util.h"
 
 #ifndef STRATA_PARALLEL_WORKER

@@ -1,4 +1,4 @@
-// The shared-memory transport (parallel/shm_transport.h), ranks as threads:
+// The shared-memory transport (parallel/transport/shm_transport.h), ranks as threads:
 // every collective exact over shm (with a small ring, so messages wrap),
 // a world split over two pretend hosts (shm and TCP mixed in one send_recv),
 // a silent peer timing out, and a closed peer failing at once.
@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/shm_transport.h"
-#include "parallel/socket.h"
-#include "parallel/store.h"
-#include "parallel/tcp_communicator.h"
+#include "parallel/transport/shm_transport.h"
+#include "parallel/transport/socket.h"
+#include "parallel/rendezvous/store.h"
+#include "parallel/backends/tcp_communicator.h"
 #include "tests/parallel_test_util.h"
 
 namespace strata {

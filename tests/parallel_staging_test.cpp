@@ -9,7 +9,7 @@
 
 #include "framework/communicator.h"
 #include "framework/tensor.h"
-#include "parallel/host_staging_communicator.h"
+#include "parallel/backends/host_staging_communicator.h"
 #include "tests/test_util.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"

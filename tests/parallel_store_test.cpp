@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/socket.h"
-#include "parallel/store.h"
+#include "parallel/transport/socket.h"
+#include "parallel/rendezvous/store.h"
 
 namespace strata::parallel {
 namespace {

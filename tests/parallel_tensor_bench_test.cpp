@@ -21,7 +21,7 @@
 #include "framework/config.h"
 #include "framework/net.h"
 #include "framework/threads.h"
-#include "parallel/tcp_communicator.h"
+#include "parallel/backends/tcp_communicator.h"
 #include "tests/parallel_test_util.h"
 
 namespace strata::parallel {

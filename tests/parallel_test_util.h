@@ -27,9 +27,9 @@
 #include "framework/communicator.h"
 #include "framework/dtype.h"
 #include "framework/tensor.h"
-#include "parallel/store.h"
-#include "parallel/tcp_communicator.h"
-#include "parallel/tcp_transport.h"
+#include "parallel/rendezvous/store.h"
+#include "parallel/backends/tcp_communicator.h"
+#include "parallel/transport/tcp_transport.h"
 
 namespace strata::parallel_test {
 

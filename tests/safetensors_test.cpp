@@ -1,4 +1,4 @@
-#include "framework/safetensors.h"
+#include "framework/io/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "framework/file_util.h"
-#include "framework/json.h"
+#include "framework/io/file_util.h"
+#include "framework/io/json.h"
 #include "tests/test_util.h"
 
 namespace strata {

@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/config.h"
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 #include "framework/solver.h"
 #include "framework/solver_config.h"
 

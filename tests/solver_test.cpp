@@ -20,8 +20,8 @@
 
 #include "framework/config.h"
 #include "framework/error.h"
-#include "framework/file_util.h"
-#include "framework/json.h"
+#include "framework/io/file_util.h"
+#include "framework/io/json.h"
 #include "framework/lr_policy.h"
 #include "framework/optimizer.h"
 #include "framework/solver.h"

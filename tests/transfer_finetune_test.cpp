@@ -14,7 +14,7 @@
 #include "framework/error.h"
 #include "framework/finetune_policy.h"
 #include "framework/net.h"
-#include "framework/npy.h"
+#include "framework/io/npy.h"
 #include "framework/solver.h"
 #include "framework/solver_config.h"
 #include "layers/batch_norm.h"

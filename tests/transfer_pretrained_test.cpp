@@ -1,5 +1,5 @@
 // transfer::load_pretrained: our own files, the torchvision VGG map (with and
-// without BN) on tiny synthetic files written with framework/safetensors.h,
+// without BN) on tiny synthetic files written with framework/io/safetensors.h,
 // format detection, the load report, shape mismatches and their --reinit
 // advice, re-initialising by flag and by `reinit: true`.
 #include <cstdint>
@@ -12,10 +12,10 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/error.h"
 #include "framework/net.h"
-#include "framework/safetensors.h"
+#include "framework/io/safetensors.h"
 #include "tests/net_test_util.h"
 #include "tests/test_util.h"
 #include "transfer/pretrained.h"

@@ -11,7 +11,7 @@
 
 #include "framework/error.h"
 #include "framework/net.h"
-#include "framework/safetensors.h"
+#include "framework/io/safetensors.h"
 #include "tests/net_test_util.h"
 #include "tests/test_util.h"
 #include "transfer/name_maps.h"

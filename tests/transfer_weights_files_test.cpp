@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/error.h"
-#include "framework/safetensors.h"
+#include "framework/io/safetensors.h"
 #include "tests/net_test_util.h"
 #include "tests/test_util.h"
 #include "transfer/pretrained.h"

@@ -9,9 +9,9 @@
 #include <cerrno>
 
 #include "framework/error.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 #include "framework/net.h"
-#include "layers/image_loader.h"
+#include "framework/data/image_loader.h"
 
 namespace strata::transfer {
 

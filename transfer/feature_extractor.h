@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/tensor.h"
-#include "layers/image_transform.h"
+#include "framework/data/image_transform.h"
 #include "transfer/pretrained.h"
 
 namespace strata::transfer {

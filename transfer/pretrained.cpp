@@ -8,9 +8,9 @@
 #include <cstring>
 #include <map>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/error.h"
-#include "framework/safetensors.h"
+#include "framework/io/safetensors.h"
 #include "transfer/name_maps.h"
 #include "transfer/position_embedding.h"
 #include "transfer/weights_file.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/net.h"
 
 namespace strata::transfer {

@@ -4,8 +4,8 @@
 #include <string_view>
 
 #include "framework/error.h"
-#include "framework/file_util.h"
-#include "framework/json.h"
+#include "framework/io/file_util.h"
+#include "framework/io/json.h"
 
 namespace strata::transfer {
 

@@ -9,7 +9,7 @@
 #include <map>
 #include <string>
 
-#include "framework/safetensors.h"
+#include "framework/io/safetensors.h"
 
 namespace strata::transfer {
 

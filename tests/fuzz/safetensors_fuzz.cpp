@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "framework/safetensors.h"
+#include "framework/io/safetensors.h"
 
 // Keeps the compiler from dropping the reads below.
 volatile unsigned g_fuzz_sink;

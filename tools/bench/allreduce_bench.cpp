@@ -24,8 +24,8 @@
 #include "framework/communicator.h"
 #include "framework/error.h"
 #include "framework/tensor.h"
-#include "parallel/communicator_factory.h"
-#include "parallel/env.h"
+#include "parallel/backends/communicator_factory.h"
+#include "parallel/rendezvous/env.h"
 
 namespace {
 

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "framework/config.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
 #include "framework/cuda/runtime.h"
@@ -35,9 +35,9 @@
 #include "framework/rng.h"
 #include "framework/solver.h"
 #include "framework/threads.h"
-#include "parallel/communicator_factory.h"
-#include "parallel/data_parallel.h"
-#include "parallel/env.h"
+#include "parallel/backends/communicator_factory.h"
+#include "parallel/data_parallel/data_parallel.h"
+#include "parallel/rendezvous/env.h"
 
 namespace {
 

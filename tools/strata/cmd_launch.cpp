@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "parallel/launcher.h"
+#include "parallel/rendezvous/launcher.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 

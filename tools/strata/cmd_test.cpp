@@ -3,7 +3,7 @@
 #include <map>
 #include <vector>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #include "framework/error.h"
 #include "framework/net.h"
 #include "framework/threads.h"

@@ -10,23 +10,23 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "framework/checkpoint.h"
+#include "framework/io/checkpoint.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
 #include "framework/cuda/runtime.h"
 #endif
 #include "framework/error.h"
-#include "framework/file_util.h"
+#include "framework/io/file_util.h"
 #include "framework/memory_cap.h"
 #include "framework/solver.h"
 #include "framework/tensor.h"
 #include "framework/threads.h"
-#include "parallel/communicator_factory.h"
-#include "parallel/data_parallel.h"
-#include "parallel/data_parallel_config.h"
-#include "parallel/env.h"
-#include "parallel/model_parallel_config.h"
-#include "parallel/pipeline_run.h"
+#include "parallel/backends/communicator_factory.h"
+#include "parallel/data_parallel/data_parallel.h"
+#include "parallel/data_parallel/data_parallel_config.h"
+#include "parallel/rendezvous/env.h"
+#include "parallel/model_parallel/model_parallel_config.h"
+#include "parallel/model_parallel/model_parallel_run.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 #include "transfer/freeze.h"

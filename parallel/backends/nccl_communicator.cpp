@@ -1,0 +1,565 @@
+#include "parallel/backends/nccl_communicator.h"
+
+#include "framework/error.h"
+
+#if !defined(STRATA_HAVE_NCCL) || !defined(STRATA_WITH_CUDA)
+
+namespace strata::parallel {
+
+bool nccl_backend_built() { return false; }
+
+std::unique_ptr<Communicator> create_nccl_communicator(const RankEnv& env, std::shared_ptr<Store>,
+                                                       NcclCommunicatorOptions) {
+  fail<ConfigError>(env.describe(), ": this strata was built without NCCL, so the nccl backend is unavailable; "
+                    "it needs the CUDA backend (nvcc) and NCCL (nccl.h and libnccl.so in the CUDA toolkit "
+                    "folders or under $NCCL_ROOT) when cmake runs; use the tcp backend");
+}
+
+}  // namespace strata::parallel
+
+#else  // STRATA_HAVE_NCCL && STRATA_WITH_CUDA
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "framework/cuda/device_api.h"
+#include "framework/cuda/runtime.h"
+#include "framework/cuda/streams.h"
+
+// Throws "NCCL call failed: <expr> at <file>:<line>: <ncclGetErrorString>".
+#define STRATA_NCCL_CHECK(expr) \
+  STRATA_GPU_CHECK_("NCCL", strata_status_ == ncclSuccess, ncclGetErrorString, expr)
+// For calls on a nonblocking communicator, which may answer ncclInProgress
+// while it finishes in the background (NcclState::settle waits for that).
+#define STRATA_NCCL_CHECK_STARTED(expr)                                                          \
+  STRATA_GPU_CHECK_("NCCL", strata_status_ == ncclSuccess || strata_status_ == ncclInProgress, \
+                    ncclGetErrorString, expr)
+
+namespace strata::parallel {
+
+bool nccl_backend_built() { return true; }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ncclDataType_t nccl_dtype(DType t) {
+  switch (t) {
+    case DType::kF32: return ncclFloat32;
+    case DType::kF16: return ncclFloat16;
+    case DType::kBF16: return ncclBfloat16;
+    case DType::kI32: return ncclInt32;
+    case DType::kU8: return ncclUint8;
+  }
+  fail<Error>("unknown dtype");
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAverage: return ncclAvg;
+    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kMax: return ncclMax;
+  }
+  fail<Error>("unknown reduce op");
+}
+
+// Makes `device` current for a scope (calls may come from any thread).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) : device_(device) {
+    STRATA_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device_) STRATA_CUDA_CHECK(cudaSetDevice(device_));
+  }
+  ~DeviceGuard() {
+    if (previous_ != device_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int device_;
+  int previous_ = 0;
+};
+
+// Polling back-off: spin a little (small collectives finish in microseconds),
+// then sleep so a long wait does not burn a core.
+class Backoff {
+ public:
+  void pause() {
+    if (++n_ < 200) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(n_ < 2000 ? 20 : 200));
+    }
+  }
+
+ private:
+  int n_ = 0;
+};
+
+// "allreduce (f32, 1000 elements)"
+std::string describe(const std::string& op, const Tensor& t) {
+  return op + " (" + dtype_name(t.dtype()) + ", " + std::to_string(t.numel()) + " elements)";
+}
+
+// Everything an operation in flight needs: shared by the communicator and
+// its CommWork handles, so a handle never points at a destroyed communicator.
+struct NcclState {
+  std::string who;  // "rank 1 of 2 on host-b"
+  int rank = 0;
+  int world_size = 1;
+  int device = 0;
+  std::atomic<int64_t> timeout_ms{300000};
+  std::mutex mu;  // serialises NCCL calls; guards comm and aborted
+  ncclComm_t comm = nullptr;
+  bool aborted = false;
+  std::string abort_reason;
+  Tensor barrier_buffer;
+  std::vector<std::shared_ptr<void>> keep_alive;
+
+  NcclState() = default;
+  NcclState(const NcclState&) = delete;
+  NcclState& operator=(const NcclState&) = delete;
+
+  ~NcclState() {
+    if (!comm) return;
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device);
+    // Flush and free; if a peer is gone the flush never ends, so abort after the timeout.
+    const ncclResult_t finalized = ncclCommFinalize(comm);
+    bool clean = finalized == ncclSuccess || finalized == ncclInProgress;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms.load());
+    Backoff backoff;
+    while (clean) {
+      ncclResult_t r = ncclSuccess;
+      if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) r = ncclInternalError;
+      if (r == ncclSuccess) break;
+      if (r != ncclInProgress || Clock::now() > deadline) {
+        clean = false;
+        break;
+      }
+      backoff.pause();
+    }
+    if (clean) {
+      ncclCommDestroy(comm);
+    } else {
+      ncclCommAbort(comm);
+    }
+    cudaSetDevice(previous);
+  }
+
+  std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms.load()); }
+
+  std::string timeout_text() const {
+    const int64_t ms = timeout_ms.load();
+    return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+  }
+
+  // Caller holds mu. Aborts the NCCL communicator (kernels in flight stop,
+  // peers see an error) and throws `message`.
+  [[noreturn]] void abort_and_throw(const std::string& message) {
+    if (comm) ncclCommAbort(comm);
+    comm = nullptr;
+    aborted = true;
+    abort_reason = message;
+    throw Error(message);
+  }
+
+  // Caller holds mu.
+  void check_usable(const std::string& op) const {
+    if (aborted) {
+      fail<Error>(who, ": nccl ", op, ": the NCCL communicator was aborted by an earlier error (", abort_reason,
+                  "); it cannot be used any more");
+    }
+  }
+
+  // Caller holds mu. Reads NCCL's asynchronous error state; aborts and throws
+  // on an error. Returns true while the communicator is still in progress.
+  bool poll_async_error(const std::string& op) {
+    ncclResult_t r = ncclSuccess;
+    const ncclResult_t q = ncclCommGetAsyncError(comm, &r);
+    if (q != ncclSuccess) r = q;
+    if (r == ncclSuccess) return false;
+    if (r == ncclInProgress) return true;
+    const char* last = ncclGetLastError(comm);
+    abort_and_throw(who + ": nccl " + op + " failed: " + ncclGetErrorString(r) +
+                    (last && *last ? std::string(" (") + last + ")" : std::string()) +
+                    "; a peer rank may have died or called a different collective; the communicator was aborted");
+  }
+
+  // Caller holds mu. A nonblocking communicator may still be setting up
+  // (init, first connection to a peer) after a call returned: wait for it.
+  void settle(const std::string& op) {
+    const auto deadline = Clock::now() + timeout();
+    Backoff backoff;
+    while (poll_async_error(op)) {
+      if (Clock::now() > deadline) {
+        abort_and_throw(who + ": nccl " + op + " did not start within " + timeout_text() +
+                        " (waiting for the other ranks to join it); the communicator was aborted");
+      }
+      backoff.pause();
+    }
+  }
+
+  // Waits on the host until `done` (recorded after the operation on the
+  // comm stream) has happened, polling NCCL for asynchronous errors.
+  void wait_event(cudaEvent_t done, const std::string& op) {
+    const auto deadline = Clock::now() + timeout();
+    Backoff backoff;
+    for (;;) {
+      const cudaError_t q = cudaEventQuery(done);
+      if (q == cudaSuccess) return;
+      std::lock_guard<std::mutex> lock(mu);
+      check_usable(op);
+      if (q != cudaErrorNotReady) {
+        cudaGetLastError();
+        abort_and_throw(who + ": nccl " + op + ": CUDA error while waiting for it: " + cudaGetErrorString(q) +
+                        "; the communicator was aborted");
+      }
+      poll_async_error(op);
+      if (Clock::now() > deadline) {
+        abort_and_throw(who + ": nccl " + op + " did not finish within " + timeout_text() +
+                        " (a peer rank died, is stuck, or called a different collective); "
+                        "the communicator was aborted and cannot be used any more");
+      }
+      backoff.pause();
+    }
+  }
+};
+
+class NcclWork final : public CommWork {
+ public:
+  // done == nullptr: nothing was queued (empty tensors).
+  NcclWork(std::shared_ptr<NcclState> state, cudaEvent_t done, std::string op)
+      : state_(std::move(state)), done_(done), op_(std::move(op)), finished_(done == nullptr) {}
+  ~NcclWork() override {
+    if (done_) cudaEventDestroy(done_);
+  }
+  NcclWork(const NcclWork&) = delete;
+  NcclWork& operator=(const NcclWork&) = delete;
+
+  void wait() override {
+    if (finished_) return;
+    DeviceGuard guard(state_->device);
+    state_->wait_event(done_, op_);
+    finished_ = true;
+  }
+
+  // True once wait() would return or throw without waiting.
+  bool is_done() override {
+    if (finished_) return true;
+    const cudaError_t q = cudaEventQuery(done_);
+    if (q != cudaErrorNotReady) return true;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->aborted) return true;
+    ncclResult_t r = ncclSuccess;
+    return ncclCommGetAsyncError(state_->comm, &r) != ncclSuccess || (r != ncclSuccess && r != ncclInProgress);
+  }
+
+ private:
+  std::shared_ptr<NcclState> state_;
+  cudaEvent_t done_;
+  std::string op_;
+  bool finished_;
+};
+
+class NcclCommunicator final : public Communicator {
+ public:
+  explicit NcclCommunicator(std::shared_ptr<NcclState> state) : s_(std::move(state)) {}
+
+  int rank() const override { return s_->rank; }
+  int world_size() const override { return s_->world_size; }
+  std::string backend_name() const override { return "nccl"; }
+  void set_timeout(std::chrono::milliseconds timeout) override {
+    if (timeout.count() <= 0) fail<ConfigError>(s_->who, ": the nccl timeout must be positive");
+    s_->timeout_ms = timeout.count();
+  }
+
+  void broadcast(Tensor& t, int root) override { broadcast_async(t, root)->wait(); }
+  void allreduce(Tensor& t, ReduceOp op) override { allreduce_async(t, op)->wait(); }
+
+  std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op) override {
+    check_tensor(t, "allreduce", "tensor");
+    return launch(describe("allreduce", t), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
+      STRATA_NCCL_CHECK_STARTED(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
+                                              nccl_dtype(t.dtype()), nccl_op(op), c, s));
+    });
+  }
+
+  std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root) override {
+    check_tensor(t, "broadcast", "tensor");
+    check_rank(root, "broadcast", "root");
+    return launch(describe("broadcast", t) + ", root " + std::to_string(root), t.numel(),
+                  [&](ncclComm_t c, cudaStream_t s) {
+                    STRATA_NCCL_CHECK_STARTED(ncclBroadcast(t.raw_data(), t.raw_data(),
+                                                            static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()),
+                                                            root, c, s));
+                  });
+  }
+
+  void reduce(Tensor& t, ReduceOp op, int root) override {
+    check_tensor(t, "reduce", "tensor");
+    check_rank(root, "reduce", "root");
+    launch(describe("reduce", t) + ", root " + std::to_string(root), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
+      STRATA_NCCL_CHECK_STARTED(ncclReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
+                                           nccl_dtype(t.dtype()), nccl_op(op), root, c, s));
+    })->wait();
+  }
+
+  void allgather(const Tensor& in, Tensor& out) override {
+    check_tensor(in, "allgather", "in");
+    check_tensor(out, "allgather", "out");
+    check_blocks(out, "out", in, "in", "allgather");
+    launch(describe("allgather", in) + " per rank", in.numel(), [&](ncclComm_t c, cudaStream_t s) {
+      STRATA_NCCL_CHECK_STARTED(ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()),
+                                              nccl_dtype(in.dtype()), c, s));
+    })->wait();
+  }
+
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
+    check_tensor(in, "reduce_scatter", "in");
+    check_tensor(out, "reduce_scatter", "out");
+    check_blocks(in, "in", out, "out", "reduce_scatter");
+    launch(describe("reduce_scatter", out) + " per rank", out.numel(), [&](ncclComm_t c, cudaStream_t s) {
+      STRATA_NCCL_CHECK_STARTED(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
+                                                  nccl_dtype(in.dtype()), nccl_op(op), c, s));
+    })->wait();
+  }
+
+  // The root receives every other rank's block in one NCCL group.
+  void gather(const Tensor& in, Tensor& out, int root) override {
+    check_tensor(in, "gather", "in");
+    check_rank(root, "gather", "root");
+    const bool is_root = s_->rank == root;
+    if (is_root) {
+      check_tensor(out, "gather", "out");
+      check_blocks(out, "out", in, "in", "gather");
+    }
+    const size_t n = static_cast<size_t>(in.numel());
+    const size_t bytes = in.nbytes();
+    const ncclDataType_t dt = nccl_dtype(in.dtype());
+    launch(describe("gather", in) + " per rank, root " + std::to_string(root), in.numel(),
+           [&](ncclComm_t c, cudaStream_t s) {
+             if (is_root) {
+               char* base = static_cast<char*>(out.raw_data());
+               STRATA_CUDA_CHECK(cudaMemcpyAsync(base + bytes * root, in.raw_data(), bytes,
+                                                 cudaMemcpyDeviceToDevice, s));
+               grouped([&] {
+                 for (int r = 0; r < s_->world_size; ++r) {
+                   if (r != root) STRATA_NCCL_CHECK_STARTED(ncclRecv(base + bytes * r, n, dt, r, c, s));
+                 }
+               });
+             } else {
+               STRATA_NCCL_CHECK_STARTED(ncclSend(in.raw_data(), n, dt, root, c, s));
+             }
+           })->wait();
+  }
+
+  // The root sends block r to rank r in one NCCL group.
+  void scatter(const Tensor& in, Tensor& out, int root) override {
+    check_tensor(out, "scatter", "out");
+    check_rank(root, "scatter", "root");
+    const bool is_root = s_->rank == root;
+    if (is_root) {
+      check_tensor(in, "scatter", "in");
+      check_blocks(in, "in", out, "out", "scatter");
+    }
+    const size_t n = static_cast<size_t>(out.numel());
+    const size_t bytes = out.nbytes();
+    const ncclDataType_t dt = nccl_dtype(out.dtype());
+    launch(describe("scatter", out) + " per rank, root " + std::to_string(root), out.numel(),
+           [&](ncclComm_t c, cudaStream_t s) {
+             if (is_root) {
+               const char* base = static_cast<const char*>(in.raw_data());
+               STRATA_CUDA_CHECK(cudaMemcpyAsync(out.raw_data(), base + bytes * root, bytes,
+                                                 cudaMemcpyDeviceToDevice, s));
+               grouped([&] {
+                 for (int r = 0; r < s_->world_size; ++r) {
+                   if (r != root) STRATA_NCCL_CHECK_STARTED(ncclSend(base + bytes * r, n, dt, r, c, s));
+                 }
+               });
+             } else {
+               STRATA_NCCL_CHECK_STARTED(ncclRecv(out.raw_data(), n, dt, root, c, s));
+             }
+           })->wait();
+  }
+
+  // NCCL has no tags: messages between two ranks match in call order.
+  void send(const Tensor& t, int dst, int /*tag*/) override {
+    check_tensor(t, "send", "tensor");
+    check_peer(dst, "send");
+    launch(describe("send", t) + " to rank " + std::to_string(dst), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
+      STRATA_NCCL_CHECK_STARTED(
+          ncclSend(t.raw_data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()), dst, c, s));
+    })->wait();
+  }
+
+  void recv(Tensor& t, int src, int /*tag*/) override {
+    check_tensor(t, "recv", "tensor");
+    check_peer(src, "recv");
+    launch(describe("recv", t) + " from rank " + std::to_string(src), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
+      STRATA_NCCL_CHECK_STARTED(
+          ncclRecv(t.raw_data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()), src, c, s));
+    })->wait();
+  }
+
+  void barrier() override {
+    Tensor& b = s_->barrier_buffer;
+    launch("barrier", 1, [&](ncclComm_t c, cudaStream_t s) {
+      STRATA_NCCL_CHECK_STARTED(ncclAllReduce(b.raw_data(), b.raw_data(), 1, ncclInt32, ncclSum, c, s));
+    })->wait();
+  }
+
+ private:
+  template <typename Fn>
+  static void grouped(Fn&& fn) {
+    STRATA_NCCL_CHECK(ncclGroupStart());
+    try {
+      fn();
+    } catch (...) {
+      ncclGroupEnd();
+      throw;
+    }
+    STRATA_NCCL_CHECK_STARTED(ncclGroupEnd());
+  }
+
+  // Queues `enqueue` on the comm stream after the compute stream's work so
+  // far; returns the handle whose wait() blocks until it is done.
+  template <typename Fn>
+  std::unique_ptr<CommWork> launch(const std::string& op, int64_t numel, Fn&& enqueue) {
+    DeviceGuard guard(s_->device);
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->check_usable(op);
+    if (numel == 0) return std::make_unique<NcclWork>(s_, nullptr, op);  // same on every rank: nothing to do
+    cudaEvent_t done = nullptr;
+    try {
+      const cudaStream_t comm_stream = cuda::comm_stream();
+      cuda::stream_wait(comm_stream, cuda::compute_stream());
+      enqueue(s_->comm, comm_stream);
+      s_->settle(op);
+      STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+      STRATA_CUDA_CHECK(cudaEventRecord(done, comm_stream));
+    } catch (const ConfigError&) {
+      if (done) cudaEventDestroy(done);
+      throw;
+    } catch (const Error& e) {
+      if (done) cudaEventDestroy(done);
+      if (s_->aborted) throw;  // settle's message already names rank, host and operation
+      fail<Error>(s_->who, ": nccl ", op, ": ", e.what());
+    }
+    return std::make_unique<NcclWork>(s_, done, op);
+  }
+
+  void check_tensor(const Tensor& t, const char* op, const char* what) const {
+    const Device d = t.device();
+    if (d.is_cpu()) {
+      fail<ConfigError>(s_->who, ": nccl ", op, ": the ", what, " is a CPU tensor; the nccl backend moves CUDA "
+                        "device memory only: put it on cuda:", s_->device,
+                        " (Tensor::to) or use the tcp backend for host tensors");
+    }
+    if (d.index != s_->device) {
+      fail<ConfigError>(s_->who, ": nccl ", op, ": the ", what, " is on ", d.str(),
+                        " but this communicator runs on cuda:", s_->device);
+    }
+    if (t.numel() > 0 && t.raw_data() == nullptr) {
+      fail<ShapeError>(s_->who, ": nccl ", op, ": the ", what, " has no storage");
+    }
+  }
+
+  // big.numel() must be world_size x small.numel(), same dtype.
+  void check_blocks(const Tensor& big, const char* big_name, const Tensor& small, const char* small_name,
+                    const char* op) const {
+    if (big.dtype() != small.dtype()) {
+      fail<ShapeError>(s_->who, ": nccl ", op, ": ", big_name, " is ", dtype_name(big.dtype()), " but ", small_name,
+                       " is ", dtype_name(small.dtype()));
+    }
+    if (big.numel() != small.numel() * s_->world_size) {
+      fail<ShapeError>(s_->who, ": nccl ", op, ": ", big_name, " must hold world_size (", s_->world_size, ") x ",
+                       small_name, " = ", small.numel() * s_->world_size, " elements, got ", big.numel());
+    }
+  }
+
+  void check_rank(int r, const char* op, const char* what) const {
+    if (r < 0 || r >= s_->world_size) {
+      fail<ConfigError>(s_->who, ": nccl ", op, ": ", what, " ", r, " is not a rank (0 to ", s_->world_size - 1, ")");
+    }
+  }
+
+  void check_peer(int r, const char* op) const {
+    check_rank(r, op, "peer");
+    if (r == s_->rank) fail<ConfigError>(s_->who, ": nccl ", op, ": a rank cannot send to or receive from itself");
+  }
+
+  std::shared_ptr<NcclState> s_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> create_nccl_communicator(const RankEnv& env, std::shared_ptr<Store> store,
+                                                       NcclCommunicatorOptions options) {
+  STRATA_CHECK(store != nullptr, "the nccl backend needs a store");
+  if (env.world_size < 1 || env.rank < 0 || env.rank >= env.world_size) {
+    fail<ConfigError>(env.describe(), ": not a valid rank / world size for the nccl backend");
+  }
+  auto state = std::make_shared<NcclState>();
+  state->who = env.describe();
+  state->rank = env.rank;
+  state->world_size = env.world_size;
+  state->timeout_ms = std::max<int64_t>(1, env.timeout.count());
+  state->keep_alive = std::move(options.keep_alive);
+  if (cuda::device_count() == 0) {
+    fail<ConfigError>(state->who, ": the nccl backend needs a CUDA device, and there is none here (no GPU or no "
+                      "driver); use the tcp backend");
+  }
+  state->device = options.device >= 0 ? options.device : cuda::current_device();
+  cuda::check_device_index(state->device);
+  DeviceGuard guard(state->device);
+
+  // Rendezvous: rank 0's unique id through the store.
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  const std::string key = options.key + "/id";
+  if (env.rank == 0) {
+    STRATA_NCCL_CHECK(ncclGetUniqueId(&id));
+    store->set(key, std::string(id.internal, sizeof id.internal));
+  } else {
+    const std::string value = store->get(key);
+    if (value.size() != sizeof id.internal) {
+      fail<Error>(state->who, ": the NCCL unique id in the store under '", key, "' has ", value.size(),
+                  " bytes, expected ", sizeof id.internal, " (another program using the same store key?)");
+    }
+    std::memcpy(id.internal, value.data(), sizeof id.internal);
+  }
+
+  // Nonblocking, so that a rank that never joins is a timeout, not a hang.
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  state->barrier_buffer = Tensor({1}, DType::kI32, Device::cuda(state->device));
+  {
+    std::lock_guard<std::mutex> lock(state->mu);
+    const ncclResult_t r = ncclCommInitRankConfig(&state->comm, env.world_size, id, env.rank, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      const std::string detail = ncclGetErrorString(r);
+      if (state->comm) ncclCommAbort(state->comm);
+      state->comm = nullptr;
+      fail<Error>(state->who, ": ncclCommInitRankConfig failed on cuda:", state->device, ": ", detail,
+                  " (set NCCL_DEBUG=INFO for NCCL's own account)");
+    }
+    state->settle("init (" + std::to_string(env.world_size) + " ranks on cuda:" + std::to_string(state->device) +
+                  ")");
+  }
+  return std::make_unique<NcclCommunicator>(std::move(state));
+}
+
+}  // namespace strata::parallel
+
+#endif  // STRATA_HAVE_NCCL && STRATA_WITH_CUDA

@@ -1,0 +1,582 @@
+#include "parallel/data_parallel/data_parallel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <sstream>
+
+#include "framework/dtype.h"
+#include "framework/error.h"
+#include "framework/optimizer.h"
+#include "framework/threads.h"
+
+namespace strata::parallel {
+
+namespace {
+
+constexpr int64_t kCopyChunk = 1 << 15;  // elements per thread when packing gradients
+
+bool reached_by_backward(const NetParam& p) { return p.last_backward_layer >= 0; }
+
+// Consecutive groups of `ids` holding at most cap_bytes of f32 each (a larger
+// parameter alone), for packing parameters into few collective calls.
+std::vector<std::vector<int>> chunk_params(const std::vector<NetParam>& params, const std::vector<int>& ids,
+                                           size_t cap_bytes) {
+  std::vector<std::vector<int>> chunks;
+  size_t bytes = 0;
+  for (int id : ids) {
+    const size_t b = static_cast<size_t>(params[id].blob->numel()) * sizeof(float);
+    if (chunks.empty() || (bytes > 0 && bytes + b > cap_bytes)) {
+      chunks.emplace_back();
+      bytes = 0;
+    }
+    chunks.back().push_back(id);
+    bytes += b;
+  }
+  return chunks;
+}
+
+int64_t total_numel(const std::vector<NetParam>& params, const std::vector<int>& ids) {
+  int64_t n = 0;
+  for (int id : ids) n += params[id].blob->numel();
+  return n;
+}
+
+enum class Which { kData, kDiff };
+
+Tensor& tensor_of(const NetParam& p, Which which) { return which == Which::kData ? p.blob->data : p.blob->diff; }
+
+// The parameters `ids` one after another into `flat` and back; either may
+// live on the host or on a CUDA device.
+void pack(const std::vector<NetParam>& params, const std::vector<int>& ids, Which which, Tensor& flat) {
+  int64_t offset = 0;
+  for (int id : ids) {
+    const Tensor& t = tensor_of(params[id], which);
+    copy_elements(flat, offset, t, 0, t.numel());
+    offset += t.numel();
+  }
+}
+
+void unpack(const std::vector<NetParam>& params, const std::vector<int>& ids, Which which, const Tensor& flat) {
+  int64_t offset = 0;
+  for (int id : ids) {
+    Tensor& t = tensor_of(params[id], which);
+    copy_elements(t, 0, flat, offset, t.numel());
+    offset += t.numel();
+  }
+}
+
+// "fc1.weight [64, 32] learnable" per line: what must agree across ranks.
+std::vector<std::string> param_signature(const Net& net) {
+  std::vector<std::string> out;
+  for (const NetParam& p : net.params()) {
+    out.push_back("'" + p.name + "' " + shape_str(p.blob->shape()) +
+                  (p.learnable == Learnable::kYes ? "" : " (buffer)"));
+  }
+  return out;
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::vector<std::string> split_lines(const char* p, size_t n) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] == '\n') {
+      out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += p[i];
+    }
+  }
+  return out;
+}
+
+// Length-prefixed binary encoding of layer states (values may hold any byte).
+void put_string(std::string& out, const std::string& s) {
+  const uint64_t n = s.size();
+  char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  out.append(len, 8);
+  out += s;
+}
+
+bool get_string(const std::string& in, size_t& pos, std::string* s) {
+  if (in.size() - pos < 8) return false;
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(in[pos + i])) << (8 * i);
+  pos += 8;
+  if (in.size() - pos < n) return false;
+  *s = in.substr(pos, n);
+  pos += n;
+  return true;
+}
+
+void put_states(std::string& out, const std::map<std::string, std::string>& states) {
+  size_t n = 0;
+  for (const auto& kv : states) n += kv.first.empty() || kv.first[0] != '@';
+  put_string(out, std::to_string(n));
+  for (const auto& [key, value] : states) {
+    if (!key.empty() && key[0] == '@') continue;
+    put_string(out, key);
+    put_string(out, value);
+  }
+}
+
+bool get_states(const std::string& in, size_t& pos, std::map<std::string, std::string>* states) {
+  std::string count;
+  if (!get_string(in, pos, &count)) return false;
+  const long n = std::strtol(count.c_str(), nullptr, 10);
+  for (long i = 0; i < n; ++i) {
+    std::string key, value;
+    if (!get_string(in, pos, &key) || !get_string(in, pos, &value)) return false;
+    (*states)[key] = std::move(value);
+  }
+  return true;
+}
+
+}  // namespace
+
+// ---- buckets and compression ----
+
+std::vector<GradBucket> assign_buckets(const Net& net, size_t bucket_bytes) {
+  const std::vector<NetParam>& params = net.params();
+  // Backward runs from the last layer down; a parameter's gradient is final
+  // after its last_backward_layer, so that order (descending) is the readiness order.
+  std::vector<int> order;
+  for (int id = 0; id < static_cast<int>(params.size()); ++id) {
+    if (is_updated(params[id]) && reached_by_backward(params[id])) order.push_back(id);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return params[a].last_backward_layer > params[b].last_backward_layer;
+  });
+  std::vector<GradBucket> buckets;
+  for (const std::vector<int>& chunk : chunk_params(params, order, bucket_bytes)) {
+    GradBucket b;
+    for (int id : chunk) {
+      b.params.push_back(id);
+      b.offsets.push_back(b.numel);
+      b.numel += params[id].blob->numel();
+    }
+    buckets.push_back(std::move(b));
+  }
+  return buckets;
+}
+
+DType wire_dtype(GradCompression c) {
+  switch (c) {
+    case GradCompression::kFP16: return DType::kF16;
+    case GradCompression::kBF16: return DType::kBF16;
+    case GradCompression::kNone: break;
+  }
+  return DType::kF32;
+}
+
+void encode_gradients(const float* src, int64_t n, float scale, GradCompression c, void* dst) {
+  parallel_for(n, kCopyChunk, [&](int64_t b, int64_t e) {
+    if (c == GradCompression::kNone) {
+      float* d = static_cast<float*>(dst);
+      if (scale == 1.0f) {
+        std::memcpy(d + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
+      } else {
+        for (int64_t i = b; i < e; ++i) d[i] = src[i] * scale;
+      }
+    } else if (c == GradCompression::kFP16) {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = b; i < e; ++i) d[i] = float_to_f16(src[i] * scale);
+    } else {
+      uint16_t* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = b; i < e; ++i) d[i] = float_to_bf16(src[i] * scale);
+    }
+  });
+}
+
+void decode_gradients(const void* src, int64_t n, GradCompression c, float* dst) {
+  parallel_for(n, kCopyChunk, [&](int64_t b, int64_t e) {
+    if (c == GradCompression::kNone) {
+      std::memcpy(dst + b, static_cast<const float*>(src) + b, static_cast<size_t>(e - b) * sizeof(float));
+    } else if (c == GradCompression::kFP16) {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = b; i < e; ++i) dst[i] = f16_to_float(s[i]);
+    } else {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = b; i < e; ++i) dst[i] = bf16_to_float(s[i]);
+    }
+  });
+}
+
+// ---- DataParallel ----
+
+DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParallelConfig& config)
+    : solver_(solver), comm_(comm), config_(config), scalars_({2}) {
+  const SolverOptions& so = solver.options();
+  if (so.rank != comm.rank() || so.world_size != comm.world_size()) {
+    fail<Error>("data parallel: the solver was built for rank ", so.rank, " of ", so.world_size,
+                " but the communicator is rank ", comm.rank(), " of ", comm.world_size());
+  }
+  Net& net = solver_.net();
+  // NCCL reduces device memory: the buckets live beside the gradients. The
+  // tcp and mpi backends move host memory: gradients on a GPU are staged
+  // through host buckets.
+  wire_device_ = comm.backend_name() == "nccl" ? net.device() : Device::cpu();
+  if (!wire_device_.is_cpu() && config_.compression != GradCompression::kNone) {
+    fail<ConfigError>("data parallel: compression ", grad_compression_name(config_.compression),
+                      " is not available with the nccl backend yet (it reduces f32 gradients on the GPU); "
+                      "use compression: NONE, or the tcp backend");
+  }
+  buckets_ = assign_buckets(net, config_.bucket_bytes());
+  bucket_of_.assign(net.params().size(), -1);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (int id : buckets_[b].params) bucket_of_[id] = static_cast<int>(b);
+  }
+  reported_.assign(net.params().size(), 0);
+  pending_.resize(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = static_cast<int>(buckets_[b].params.size());
+  const DType wire = wire_dtype(config_.compression);
+  if (config_.overlap == Overlap::kOn) {
+    for (const GradBucket& b : buckets_) buffers_.emplace_back(Shape{b.numel}, wire, wire_device_);
+    works_.resize(buckets_.size());
+  } else {
+    int64_t total = 0;
+    for (const GradBucket& b : buckets_) total += b.numel;
+    buffers_.emplace_back(Shape{total}, wire, wire_device_);
+  }
+
+  check_parameters_match();
+  broadcast_parameters();
+
+  if (config_.overlap == Overlap::kOn) net.set_grad_ready_callback([this](int id) { on_grad_ready(id); });
+  solver_.set_before_update([this](Net&) { finish_gradients(); });
+  solver_.set_loss_reducer([this](float loss) { return reduce_loss(loss); });
+  solver_.set_outputs_reducer([this](NamedValues& v) { reduce_outputs(v); });
+  solver_.set_before_test([this] { average_buffers(); });
+  solver_.set_snapshot_state_hook([this](SolverState& st) {
+    average_buffers();
+    gather_layer_states(st);
+  });
+}
+
+DataParallel::~DataParallel() {
+  solver_.net().set_grad_ready_callback(nullptr);
+  solver_.set_before_update(nullptr);
+  solver_.set_loss_reducer(nullptr);
+  solver_.set_outputs_reducer(nullptr);
+  solver_.set_before_test(nullptr);
+  solver_.set_snapshot_state_hook(nullptr);
+  // Operations still in flight (after an error) finish or fail inside their
+  // own destructors, before the buffers they use go away.
+  works_.clear();
+}
+
+const std::atomic<bool>* DataParallel::stop_flag(const std::atomic<bool>* local) {
+  local_stop_ = local;
+  return &global_stop_;
+}
+
+double DataParallel::take_comm_wait_seconds() {
+  const double s = comm_wait_;
+  comm_wait_ = 0.0;
+  return s;
+}
+
+void DataParallel::check_parameters_match() {
+  const std::vector<std::string> mine = param_signature(solver_.net());
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const std::string& line : mine) h = fnv1a(line + "\n", h);
+  Tensor digest({3}, DType::kI32);
+  int32_t* d = digest.data<int32_t>();
+  d[0] = static_cast<int32_t>(static_cast<uint32_t>(h));
+  d[1] = static_cast<int32_t>(static_cast<uint32_t>(h >> 32));
+  d[2] = static_cast<int32_t>(mine.size());
+  const int ws = comm_.world_size();
+  Tensor all({3 * ws}, DType::kI32);
+  allgather_host(digest, all);
+  const int32_t* a = all.data<int32_t>();
+  int differing = -1;
+  for (int r = 1; r < ws && differing < 0; ++r) {
+    if (!std::equal(a, a + 3, a + 3 * r)) differing = r;
+  }
+  if (differing < 0) return;
+
+  // Rare path: exchange the lists to name the first difference.
+  std::string text;
+  for (const std::string& line : mine) text += line + "\n";
+  Tensor len({1}, DType::kI32);
+  len.data<int32_t>()[0] = static_cast<int32_t>(text.size());
+  Tensor lens({ws}, DType::kI32);
+  allgather_host(len, lens);
+  const int32_t longest = *std::max_element(lens.data<int32_t>(), lens.data<int32_t>() + ws);
+  Tensor mine_bytes({std::max(1, longest)}, DType::kU8);
+  std::memcpy(mine_bytes.raw_data(), text.data(), text.size());
+  Tensor every({static_cast<int64_t>(ws) * std::max(1, longest)}, DType::kU8);
+  allgather_host(mine_bytes, every);
+  auto list_of = [&](int r) {
+    const char* p = static_cast<const char*>(every.raw_data()) + static_cast<size_t>(r) * std::max(1, longest);
+    return split_lines(p, static_cast<size_t>(lens.data<int32_t>()[r]));
+  };
+  const std::vector<std::string> first = list_of(0);
+  const std::vector<std::string> other = list_of(differing);
+  size_t i = 0;
+  while (i < first.size() && i < other.size() && first[i] == other[i]) ++i;
+  std::ostringstream msg;
+  msg << "data parallel: rank 0 and rank " << differing << " built different nets, so their parameters "
+      << "cannot be averaged; first difference at parameter #" << i << ": ";
+  msg << "rank 0 has " << (i < first.size() ? first[i] : "no more parameters") << ", rank " << differing
+      << " has " << (i < other.size() ? other[i] : "no more parameters")
+      << " (every rank must run the same solver and net files)";
+  throw ConfigError(msg.str());
+}
+
+void DataParallel::broadcast_parameters() {
+  const std::vector<NetParam>& params = solver_.net().params();
+  std::vector<int> ids(params.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int>(i);
+  for (const std::vector<int>& chunk : chunk_params(params, ids, config_.bucket_bytes())) {
+    Tensor flat({total_numel(params, chunk)}, DType::kF32, wire_device_);
+    if (comm_.rank() == 0) pack(params, chunk, Which::kData, flat);
+    comm_.broadcast(flat, 0);
+    if (comm_.rank() != 0) unpack(params, chunk, Which::kData, flat);
+  }
+}
+
+void DataParallel::average_buffers() {
+  const std::vector<NetParam>& params = solver_.net().params();
+  std::vector<int> ids;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].learnable == Learnable::kNo) ids.push_back(static_cast<int>(i));
+  }
+  for (const std::vector<int>& chunk : chunk_params(params, ids, config_.bucket_bytes())) {
+    Tensor flat({total_numel(params, chunk)}, DType::kF32, wire_device_);
+    pack(params, chunk, Which::kData, flat);
+    comm_.allreduce(flat, ReduceOp::kAverage);
+    unpack(params, chunk, Which::kData, flat);
+  }
+}
+
+void DataParallel::on_grad_ready(int id) {
+  if (!solver_.in_last_pass()) return;  // gradients still accumulate over iter_size passes
+  const int b = bucket_of_.at(id);
+  if (b < 0 || reported_[id]) return;
+  reported_[id] = 1;
+  --pending_[b];
+  // Start buckets in index order only: every rank issues the same sequence.
+  while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
+  // Lets backends that progress only inside their calls (MPI) move on.
+  if (next_launch_ > 0 && works_[next_launch_ - 1]) works_[next_launch_ - 1]->is_done();
+}
+
+void DataParallel::launch(size_t b) {
+  const std::vector<NetParam>& params = solver_.net().params();
+  const GradBucket& bucket = buckets_[b];
+  Tensor& buf = buffers_[b];
+  const float scale = config_.compression == GradCompression::kNone ? 1.0f : 1.0f / static_cast<float>(world_size());
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    encode_param(params[bucket.params[k]].blob->diff, scale, buf, bucket.offsets[k]);
+  }
+  const ReduceOp op = config_.compression == GradCompression::kNone ? ReduceOp::kAverage : ReduceOp::kSum;
+  works_[b] = comm_.allreduce_async(buf, op);
+}
+
+void DataParallel::finish_gradients() {
+  const Clock::time_point start = Clock::now();
+  const std::vector<NetParam>& params = solver_.net().params();
+  const bool compressed = config_.compression != GradCompression::kNone;
+  const float scale = compressed ? 1.0f / static_cast<float>(world_size()) : 1.0f;
+  const ReduceOp op = compressed ? ReduceOp::kSum : ReduceOp::kAverage;
+  auto copy_back = [&](const GradBucket& bucket, const Tensor& buf, int64_t base) {
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      decode_param(buf, base + bucket.offsets[k], params[bucket.params[k]].blob->diff);
+    }
+  };
+  if (config_.overlap == Overlap::kOn) {
+    // Buckets whose parameters were never reported (no callback reached
+    // them) start now, still in index order.
+    while (next_launch_ < buckets_.size()) launch(next_launch_++);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      works_[b]->wait();
+      works_[b].reset();
+      copy_back(buckets_[b], buffers_[b], 0);
+    }
+  } else if (!buckets_.empty()) {
+    Tensor& buf = buffers_[0];
+    int64_t base = 0;
+    for (const GradBucket& bucket : buckets_) {
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        encode_param(params[bucket.params[k]].blob->diff, scale, buf, base + bucket.offsets[k]);
+      }
+      base += bucket.numel;
+    }
+    comm_.allreduce(buf, op);
+    base = 0;
+    for (const GradBucket& bucket : buckets_) {
+      copy_back(bucket, buf, base);
+      base += bucket.numel;
+    }
+  }
+  next_launch_ = 0;
+  std::fill(reported_.begin(), reported_.end(), 0);
+  for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = static_cast<int>(buckets_[b].params.size());
+  comm_wait_ += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// ---- gradients in and out of the wire buffers ----
+
+void DataParallel::encode_param(const Tensor& grad, float scale, Tensor& buf, int64_t offset) {
+  const int64_t n = grad.numel();
+  if (grad.device().is_cpu() && buf.device().is_cpu()) {
+    encode_gradients(grad.data<float>(), n, scale, config_.compression,
+                     static_cast<char*>(buf.raw_data()) + offset * dtype_size(buf.dtype()));
+    return;
+  }
+  if (config_.compression == GradCompression::kNone && scale == 1.0f) {
+    copy_elements(buf, offset, grad, 0, n);  // device -> host bucket, or device -> device bucket
+    return;
+  }
+  // A GPU gradient into a compressed host bucket (the constructor refuses
+  // compression with device buckets): through host f32 staging.
+  staging_.resize({n});
+  copy_elements(staging_, 0, grad, 0, n);
+  encode_gradients(staging_.data<float>(), n, scale, config_.compression,
+                   static_cast<char*>(buf.raw_data()) + offset * dtype_size(buf.dtype()));
+}
+
+void DataParallel::decode_param(const Tensor& buf, int64_t offset, Tensor& grad) {
+  const int64_t n = grad.numel();
+  const char* src = static_cast<const char*>(buf.raw_data()) + offset * dtype_size(buf.dtype());
+  if (grad.device().is_cpu() && buf.device().is_cpu()) {
+    decode_gradients(src, n, config_.compression, grad.data<float>());
+    return;
+  }
+  if (config_.compression == GradCompression::kNone) {
+    copy_elements(grad, 0, buf, offset, n);
+    return;
+  }
+  staging_.resize({n});
+  decode_gradients(src, n, config_.compression, staging_.data<float>());
+  copy_elements(grad, 0, staging_, 0, n);
+}
+
+// ---- small host-side collectives (loss, outputs, checks, layer states) ----
+// The nccl backend reduces device memory only: these go through a device copy.
+
+void DataParallel::allreduce_host(Tensor& t, ReduceOp op) {
+  if (wire_device_.is_cpu()) return comm_.allreduce(t, op);
+  Tensor d = t.to(wire_device_);
+  comm_.allreduce(d, op);
+  t.copy_from(d);
+}
+
+void DataParallel::allgather_host(const Tensor& in, Tensor& out) {
+  if (wire_device_.is_cpu()) return comm_.allgather(in, out);
+  Tensor d_out(out.shape(), out.dtype(), wire_device_);
+  comm_.allgather(in.to(wire_device_), d_out);
+  out.copy_from(d_out);
+}
+
+void DataParallel::gather_host(const Tensor& in, Tensor& out, int root) {
+  if (wire_device_.is_cpu()) return comm_.gather(in, out, root);
+  Tensor d_out(out.shape(), out.dtype(), wire_device_);
+  comm_.gather(in.to(wire_device_), d_out, root);
+  out.copy_from(d_out);
+}
+
+float DataParallel::reduce_loss(float loss) {
+  const Clock::time_point start = Clock::now();
+  float* v = scalars_.data<float>();
+  v[0] = loss;
+  v[1] = local_stop_ && local_stop_->load() ? 1.0f : 0.0f;
+  allreduce_host(scalars_, ReduceOp::kSum);
+  if (v[1] > 0.0f) global_stop_ = true;
+  comm_wait_ += std::chrono::duration<double>(Clock::now() - start).count();
+  return v[0] / static_cast<float>(world_size());
+}
+
+void DataParallel::reduce_outputs(NamedValues& values) {
+  if (values.empty()) return;
+  Tensor t({static_cast<int64_t>(values.size())});
+  float* v = t.data<float>();
+  for (size_t i = 0; i < values.size(); ++i) v[i] = static_cast<float>(values[i].second);
+  allreduce_host(t, ReduceOp::kAverage);
+  for (size_t i = 0; i < values.size(); ++i) values[i].second = v[i];
+}
+
+void DataParallel::gather_layer_states(SolverState& state) {
+  std::string mine;
+  put_states(mine, state.layer_states);
+  put_states(mine, state.test_layer_states);
+  if (mine.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    fail<Error>("data parallel: the layer states of rank ", rank(), " take ", mine.size(),
+                " bytes, too many to gather into a snapshot");
+  }
+  const int ws = world_size();
+  Tensor len({1}, DType::kI32);
+  len.data<int32_t>()[0] = static_cast<int32_t>(mine.size());
+  Tensor lens({ws}, DType::kI32);
+  allgather_host(len, lens);
+  const int64_t longest = std::max<int64_t>(1, *std::max_element(lens.data<int32_t>(), lens.data<int32_t>() + ws));
+  Tensor bytes({longest}, DType::kU8);
+  std::memcpy(bytes.raw_data(), mine.data(), mine.size());
+  Tensor all({ws * longest}, DType::kU8);
+  gather_host(bytes, all, 0);
+  if (rank() != 0) return;
+  for (int r = 1; r < ws; ++r) {
+    const std::string blob(static_cast<const char*>(all.raw_data()) + r * longest,
+                           static_cast<size_t>(lens.data<int32_t>()[r]));
+    std::map<std::string, std::string> train, test;
+    size_t pos = 0;
+    if (!get_states(blob, pos, &train) || !get_states(blob, pos, &test)) {
+      fail<Error>("data parallel: the layer states gathered from rank ", r, " are corrupt");
+    }
+    const std::string prefix = rank_state_prefix(r);
+    for (auto& [key, value] : train) state.layer_states[prefix + key] = std::move(value);
+    for (auto& [key, value] : test) state.test_layer_states[prefix + key] = std::move(value);
+  }
+}
+
+// ---- console ----
+
+DataParallelConsole::DataParallelConsole(std::ostream& out, DataParallel& dp)
+    : out_(out), dp_(dp), inner_(out), last_(std::chrono::steady_clock::now()) {}
+
+void DataParallelConsole::on_start(const StartInfo& info) {
+  inner_.on_start(info);
+  last_ = std::chrono::steady_clock::now();
+  dp_.take_comm_wait_seconds();
+}
+
+void DataParallelConsole::on_iteration(const IterationInfo& info) {
+  const auto now = std::chrono::steady_clock::now();
+  const double interval = std::chrono::duration<double>(now - last_).count();
+  const double wait = dp_.take_comm_wait_seconds();
+  last_ = now;
+  char buf[96];
+  out_ << "iter " << info.iter << "/" << info.max_iter << "  loss " << format_number(info.loss) << "  lr "
+       << format_number(info.lr);
+  if (info.samples_per_second > 0) {
+    std::snprintf(buf, sizeof buf, "  %.0f samples/s/rank  %.0f samples/s total (%d ranks)", info.samples_per_second,
+                  info.samples_per_second * dp_.world_size(), dp_.world_size());
+    out_ << buf;
+  } else {
+    out_ << "  " << dp_.world_size() << " ranks";
+  }
+  if (interval > 0) {
+    std::snprintf(buf, sizeof buf, "  comm wait %.0f%%", 100.0 * std::min(1.0, wait / interval));
+    out_ << buf;
+  }
+  out_ << "  ETA " << format_duration(info.eta_seconds);
+  for (const auto& kv : info.outputs) {
+    if (kv.first == "loss") continue;
+    out_ << "  " << kv.first << " " << format_number(kv.second);
+  }
+  out_ << std::endl;
+}
+
+}  // namespace strata::parallel

@@ -1,0 +1,165 @@
+// Synchronous data-parallel training: every rank runs the same Solver on its
+// own shard of the data (data layers read samples i % world == rank) and the
+// ranks average their gradients before each update, so N ranks with batch
+// B/N train like one process with batch B.
+//
+//   Solver solver(config, {rank, world, comm, rank == 0 ? kEnabled : kDisabled});
+//   (restore a snapshot / load weights)
+//   DataParallel dp(solver, *comm, dp_config);  // checks the nets agree, broadcasts rank 0's weights
+//   solver.set_stop_flag(dp.stop_flag(&g_stop));
+//   solver.solve();
+//
+// What it installs on the Solver (see the hooks in framework/solver.h):
+// - Gradients. The updated parameters (learnable, lr_mult > 0, reached by
+//   backward) are grouped into buckets of about bucket_mb, in the order their
+//   gradients become final during backward (the reverse of the layer order).
+//   With overlap on, the Net's grad-ready callback, during the last of the
+//   iter_size backward passes, copies a bucket whose parameters are all ready
+//   into a flat buffer and starts allreduce_async on it, while backward goes
+//   on; buckets start strictly in index order, so every rank issues the same
+//   sequence. before_update waits for all of them and copies the averages
+//   back. With overlap off, before_update does one blocking allreduce of all
+//   gradients. With compression FP16/BF16 the buffers hold 16-bit values
+//   (scaled by 1/world before the sum, so FP16 does not overflow).
+// - The loss: each rank's loss is averaged over the ranks (one small
+//   allreduce per iteration that also carries the stop flag: when any rank is
+//   asked to stop, every rank stops after the same iteration).
+// - Test results and the TRAIN outputs of progress lines are averaged.
+// - Buffers (learnable: no, e.g. BatchNorm running statistics) are averaged
+//   before each test and at each snapshot point.
+// - Snapshots: rank 0 writes them; at each snapshot point the other ranks'
+//   layer states (their data cursors) are gathered into rank 0's snapshot
+//   (framework/solver.h: "@rank<r>/<layer>"), so that a resume with the same
+//   number of ranks continues each rank's data exactly.
+// - Nets on a GPU: with the nccl backend the buckets live on the same GPU
+//   and are reduced there (compression is refused); with tcp or mpi they
+//   live on the host and the gradients are copied in and out (staged).
+// Communication errors (a timeout, a closed connection: they name the rank,
+// host and operation) propagate out of Solver::solve() as strata::Error.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "framework/communicator.h"
+#include "framework/net.h"
+#include "framework/solver.h"
+#include "framework/tensor.h"
+#include "framework/training_log.h"
+#include "parallel/data_parallel/data_parallel_config.h"
+
+namespace strata::parallel {
+
+// A group of parameters whose gradients travel in one allreduce.
+struct GradBucket {
+  std::vector<int> params;        // indices into Net::params(), in readiness order
+  std::vector<int64_t> offsets;   // element offset of each parameter in the flat buffer
+  int64_t numel = 0;              // total gradient elements
+};
+
+// Buckets of at most bucket_bytes of f32 gradients (a single parameter larger
+// than that gets a bucket of its own), filled in the order the gradients
+// become final in backward. Parameters that are not updated (not learnable,
+// lr_mult == 0) or that no backward reaches are left out.
+std::vector<GradBucket> assign_buckets(const Net& net, size_t bucket_bytes);
+
+// The dtype of gradients on the wire, and the conversions to and from it
+// (round to nearest even), `scale` applied before rounding.
+DType wire_dtype(GradCompression c);
+void encode_gradients(const float* src, int64_t n, float scale, GradCompression c, void* dst);
+void decode_gradients(const void* src, int64_t n, GradCompression c, float* dst);
+
+class DataParallel {
+ public:
+  // Verifies that every rank built the same parameters (names and shapes;
+  // ConfigError naming the first difference), broadcasts rank 0's parameters
+  // and buffers, and installs the hooks. `solver` and `comm` must outlive this.
+  DataParallel(Solver& solver, Communicator& comm, const DataParallelConfig& config);
+  // Removes the hooks.
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  int rank() const { return comm_.rank(); }
+  int world_size() const { return comm_.world_size(); }
+  const DataParallelConfig& config() const { return config_; }
+  const std::vector<GradBucket>& buckets() const { return buckets_; }
+
+  // The flag to give Solver::set_stop_flag: set on every rank after the
+  // iteration in which any rank saw its `local` flag set.
+  const std::atomic<bool>* stop_flag(const std::atomic<bool>* local);
+
+  // Seconds spent waiting for communication (gradients and loss) since the
+  // previous call.
+  double take_comm_wait_seconds();
+
+  // The parameter check and rank 0's broadcast (the constructor does both).
+  void check_parameters_match();
+  void broadcast_parameters();
+  // Averages the buffers (non-learnable parameters) over the ranks.
+  void average_buffers();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void on_grad_ready(int param_index);
+  void launch(size_t bucket);
+  void finish_gradients();
+  // A parameter's gradient into / out of a wire buffer at element `offset`,
+  // with the configured compression; host or device on either side.
+  void encode_param(const Tensor& grad, float scale, Tensor& buf, int64_t offset);
+  void decode_param(const Tensor& buf, int64_t offset, Tensor& grad);
+  // Collectives on small host tensors, staged through wire_device_ when the
+  // backend moves device memory only.
+  void allreduce_host(Tensor& t, ReduceOp op);
+  void allgather_host(const Tensor& in, Tensor& out);
+  void gather_host(const Tensor& in, Tensor& out, int root);
+  float reduce_loss(float loss);
+  void reduce_outputs(NamedValues& values);
+  void gather_layer_states(SolverState& state);
+
+  Solver& solver_;
+  Communicator& comm_;
+  DataParallelConfig config_;
+  std::vector<GradBucket> buckets_;
+  std::vector<int> bucket_of_;        // per param: its bucket, or -1
+  std::vector<int> pending_;          // per bucket: parameters not yet ready this iteration
+  std::vector<char> reported_;        // per param: reported ready this iteration
+  size_t next_launch_ = 0;            // buckets [0, next_launch_) are in flight
+  Device wire_device_;                // where buffers_ live: the GPU with nccl, else the host
+  std::vector<Tensor> buffers_;       // per bucket (overlap on), or one for all (overlap off)
+  Tensor staging_;                    // host f32 scratch: GPU gradients into compressed host buckets
+  std::vector<std::unique_ptr<CommWork>> works_;  // after buffers_: destroyed first
+  Tensor scalars_;                    // loss + stop flag
+
+  const std::atomic<bool>* local_stop_ = nullptr;
+  std::atomic<bool> global_stop_{false};
+  double comm_wait_ = 0.0;
+};
+
+// The console printer of a data-parallel run (rank 0): like ConsolePrinter,
+// with the world size, per-rank and total throughput, and the share of the
+// time spent waiting for communication on each progress line:
+//   iter 100/600  loss 0.42  lr 0.048  2476 samples/s/rank  4953 samples/s total (2 ranks)  comm wait 12%  ETA 0:01
+class DataParallelConsole final : public TrainingObserver {
+ public:
+  DataParallelConsole(std::ostream& out, DataParallel& dp);
+  void on_start(const StartInfo& info) override;
+  void on_iteration(const IterationInfo& info) override;
+  void on_test(const TestInfo& info) override { inner_.on_test(info); }
+  void on_snapshot(const SnapshotInfo& info) override { inner_.on_snapshot(info); }
+  void on_finish(const FinishInfo& info) override { inner_.on_finish(info); }
+
+ private:
+  std::ostream& out_;
+  DataParallel& dp_;
+  ConsolePrinter inner_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace strata::parallel

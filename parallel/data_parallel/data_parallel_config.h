@@ -1,0 +1,55 @@
+// Settings of synchronous data-parallel training: the `parallel { data { } }`
+// block of a solver file, overridable from the `strata train` command line.
+//
+//   parallel {
+//     data {
+//       backend: "auto"      # "auto", "tcp" or "mpi"
+//       algorithm: "auto"    # "auto", "ring" or "tree" (allreduce algorithm)
+//       bucket_mb: 25        # gradient bucket size in MiB (> 0)
+//       overlap: true        # allreduce buckets while backward still runs
+//       compression: NONE    # NONE, FP16 or BF16: dtype of gradients on the wire
+//     }
+//   }
+//
+// The settings only matter when the run has more than one rank (see
+// parallel/rendezvous/env.h); a single process ignores them (but they are validated).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+
+namespace strata::parallel {
+
+enum class GradCompression { kNone, kFP16, kBF16 };
+enum class Overlap { kOn, kOff };
+
+struct DataParallelConfig {
+  std::string backend = "auto";
+  std::string algorithm = "auto";
+  double bucket_mb = 25.0;
+  Overlap overlap = Overlap::kOn;
+  GradCompression compression = GradCompression::kNone;
+
+  // Bucket capacity in bytes of f32 gradients (at least one float).
+  size_t bucket_bytes() const;
+  // "tcp/ring, 25 MB buckets, overlap on, compression none"
+  std::string summary() const;
+};
+
+const std::vector<std::string>& parallel_keys();       // keys of `parallel { }`
+const std::vector<std::string>& data_parallel_keys();  // keys of `parallel { data { } }`
+
+// Reads the solver file's `parallel` block (SolverConfig::parallel; an empty
+// block gives the defaults). ConfigError names the key and its file:line:col.
+DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block);
+
+// Command-line overrides; each throws ConfigError naming the flag on a bad value.
+GradCompression parse_grad_compression(const std::string& text, const std::string& where);
+const char* grad_compression_name(GradCompression c);  // "NONE", "FP16", "BF16"
+void check_backend(const std::string& backend, const std::string& where);
+void check_algorithm(const std::string& algorithm, const std::string& where);
+double parse_bucket_mb(const std::string& text, const std::string& where);
+
+}  // namespace strata::parallel

@@ -1,0 +1,111 @@
+#include "parallel/model_parallel/model_parallel_run.h"
+
+#include <cstdio>
+#include <utility>
+
+#include "framework/error.h"
+#include "framework/io/file_util.h"
+#include "framework/memory_cap.h"
+#include "parallel/model_parallel/pipeline_balance.h"
+#include "parallel/model_parallel/pipeline_plan.h"
+
+namespace strata::parallel {
+
+namespace {
+
+std::pair<ConfigNode, std::string> net_config_of(const SolverConfig& config) {
+  if (config.has_net_param) return {config.net_param, config.base_dir};
+  const std::string path = !config.net.empty() ? config.net : config.train_net;
+  return {parse_config_file(path), dirname_of(path)};
+}
+
+// Rank 0 measures (or models) the layer costs and cuts; every rank gets the cut.
+std::vector<int> balanced_cut(const SolverConfig& config, int stages, Communicator& world, std::ostream& out) {
+  auto [root, base_dir] = net_config_of(config);
+  const int layers = static_cast<int>(train_layer_names(root).size());
+  Tensor cut({layers}, DType::kI32);
+  if (world.rank() == 0) {
+    std::vector<LayerCost> costs;
+    std::string how;
+    if (memory_cap() > 0) {
+      costs = model_layer_costs(root);
+      how = "cost model (weight layers per stage; --max-memory is set, so the whole net is not built)";
+    } else {
+      costs = measure_layer_costs(root, base_dir, 3);
+      how = "forward+backward time of each layer, measured over 3 iterations of the whole net on rank 0";
+    }
+    const std::vector<int> stage = balance_stages(costs, stages);
+    for (int i = 0; i < layers; ++i) cut.data<int32_t>()[i] = stage[static_cast<size_t>(i)];
+    out << "pipeline stages chosen automatically from the " << how << ":\n" << describe_balance(costs, stage, stages);
+    out.flush();
+  }
+  world.broadcast(cut, 0);
+  return std::vector<int>(cut.data<int32_t>(), cut.data<int32_t>() + layers);
+}
+
+}  // namespace
+
+std::string pipeline_memory_line(int world_rank, const ProcessGrid& grid, PipelineParallel& pipe) {
+  const MemoryReport m = pipe.memory_report();
+  size_t opt = 0;
+  for (const auto& kv : pipe.solver().optimizer().state_tensors()) opt += kv.second.nbytes();
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "rank %d (dp %d, pp %d, tp %d) memory: params %s, grads %s, optimizer state %s, buffers %s, "
+                "activations %s (%d micro-batch slot%s); tensor storage in use %s, peak %s",
+                world_rank, grid.dp_rank(), grid.pp_rank(), grid.tp_rank(), format_bytes(m.param_bytes).c_str(),
+                format_bytes(m.grad_bytes).c_str(), format_bytes(opt).c_str(), format_bytes(m.buffer_bytes).c_str(),
+                format_bytes(m.activation_bytes).c_str(), pipe.activation_slots(),
+                pipe.activation_slots() == 1 ? "" : "s", format_bytes(memory_in_use()).c_str(),
+                format_bytes(memory_peak()).c_str());
+  return buf;
+}
+
+ModelParallelRun start_model_parallel(const SolverConfig& config, const ModelParallelConfig& mp, const RankEnv& env,
+                                      Communicator* world, SolverOptions& solver_options, std::ostream& out) {
+  ModelParallelRun run;
+  if (mp.pipeline.stages == 1 && mp.tensor_size == 1) return run;
+  LocalCommunicator local;
+  Communicator& w = world ? *world : local;
+  const GridShape shape = make_grid_shape(w.world_size(), mp.pipeline.stages, mp.tensor_size);
+  run.grid = std::make_unique<ProcessGrid>(w, shape, env);
+  ProcessGrid& grid = *run.grid;
+  if (w.rank() == 0) out << grid.describe();
+  solver_options.rank = grid.dp_rank();
+  solver_options.world_size = shape.dp;
+  solver_options.comm = &grid.tp();
+  if (mp.pipeline.stages == 1) return run;
+
+  PipelineOptions po;
+  po.config = mp.pipeline;
+  po.dp_rank = grid.dp_rank();
+  po.dp_size = shape.dp;
+  po.tp = &grid.tp();
+  // One writer per stage: dp rank 0's pipeline, tp rank 0 of its group.
+  po.snapshots = grid.dp_rank() == 0 && grid.tp_rank() == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+  if (!has_stage_keys(net_config_of(config).first)) po.stage_of_layer = balanced_cut(config, shape.pp, w, out);
+  run.grad_comm = grid.new_communicator(GridAxis::kPp, "grad");
+  run.pipe = std::make_unique<PipelineParallel>(config, grid.pp(), *run.grad_comm, po);
+  if (w.rank() == 0) {
+    out << "pipeline: " << mp.pipeline.summary() << " (theoretical bubble "
+        << static_cast<int>(100.0 * theoretical_bubble(shape.pp, mp.pipeline.micro_batches) + 0.5)
+        << "%), stages:\n"
+        << run.pipe->plan().describe();
+    if (run.pipe->has_test_net()) {
+      out << "TEST phase every " << config.test_interval
+          << " iterations: forward through the stages, the last stage's outputs reported\n";
+    }
+  }
+  out.flush();
+  // Every rank reports its own memory, in rank order.
+  for (int r = 0; r < w.world_size(); ++r) {
+    if (r == w.rank()) {
+      out << pipeline_memory_line(w.rank(), grid, *run.pipe) << "\n";
+      out.flush();
+    }
+    w.barrier();
+  }
+  return run;
+}
+
+}  // namespace strata::parallel

@@ -1,0 +1,347 @@
+#include "parallel/model_parallel/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <tuple>
+#include <utility>
+
+#include "framework/error.h"
+#include "framework/io/file_util.h"
+#include "framework/net_spec.h"
+
+#include "parallel/model_parallel/pipeline_internal.h"
+
+namespace strata::parallel {
+
+using namespace pipeline_internal;
+
+namespace {
+
+// The seed the Solver gives rank r's nets (framework/solver.cpp rank_seed;
+// the feeder net is built here and must shuffle like the Solver's would).
+uint64_t rank_seed(uint64_t seed, int rank) {
+  if (rank == 0) return seed;
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank) + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// The stage's compute net config with every layer marked TRAIN-only and one
+// empty TEST-phase Input layer: the Solver's own TEST net (built from this
+// config) is then an empty stand-in, and the real test runs through the
+// stages in the before_test hook (PipelineParallel::run_test).
+ConfigNode with_test_stand_in(const ConfigNode& root) {
+  ConfigNode out = ConfigNode::block(root.key(), root.loc());
+  for (const ConfigNode& c : root.children()) {
+    if (c.key() != "layer" || c.has("phase")) {
+      out.add_child(c);
+      continue;
+    }
+    ConfigNode layer = c;
+    layer.add_child(ConfigNode::scalar("phase", "TRAIN", false, c.loc()));
+    out.add_child(std::move(layer));
+  }
+  const SourceLocation loc = root.loc();
+  ConfigNode stub = ConfigNode::block("layer", loc);
+  stub.add_child(ConfigNode::scalar("name", "pipeline_test", true, loc));
+  stub.add_child(ConfigNode::scalar("type", "Input", true, loc));
+  stub.add_child(ConfigNode::scalar("top", "pipeline_test", true, loc));
+  stub.add_child(ConfigNode::scalar("phase", "TEST", false, loc));
+  ConfigNode param = ConfigNode::block("input_param", loc);
+  ConfigNode shape = ConfigNode::block("shape", loc);
+  shape.add_child(ConfigNode::scalar("dim", "0", false, loc));
+  param.add_child(std::move(shape));
+  stub.add_child(std::move(param));
+  out.add_child(std::move(stub));
+  return out;
+}
+
+}  // namespace
+
+namespace pipeline_internal {
+
+int32_t name_hash(const std::string& s) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : s) h = (h ^ c) * 16777619u;
+  return static_cast<int32_t>(h & 0x7fffffff);
+}
+
+// The net config a solver config trains, and the folder its paths resolve against.
+std::pair<ConfigNode, std::string> train_net_config(const SolverConfig& config) {
+  if (config.has_net_param) return {config.net_param, config.base_dir};
+  const std::string path = !config.net.empty() ? config.net : config.train_net;
+  return {parse_config_file(path), dirname_of(path)};
+}
+
+// The config of the TEST net when the run tests (test_interval > 0 and the
+// config has TEST-phase layers), and the folder its paths resolve against.
+bool test_net_config(const SolverConfig& config, ConfigNode& root, std::string& base_dir) {
+  if (config.test_interval <= 0) return false;
+  if (config.has_net_param || !config.net.empty()) {
+    std::tie(root, base_dir) = train_net_config(config);
+  } else if (!config.test_net.empty()) {
+    root = parse_config_file(config.test_net);
+    base_dir = dirname_of(config.test_net);
+  } else {
+    return false;
+  }
+  for (const ConfigNode& c : root.children()) {
+    if (c.key() == "layer" && layer_in_phase(c, Phase::kTest)) return true;
+  }
+  return false;
+}
+
+}  // namespace pipeline_internal
+
+PipelineParallel::PipelineParallel(const SolverConfig& config, Communicator& activations, Communicator& gradients,
+                                   const PipelineOptions& options)
+    : options_(options), act_(activations), grad_(gradients), stage_(activations.rank()) {
+  const int P = activations.world_size();
+  if (options.config.stages != P || gradients.world_size() != P || gradients.rank() != stage_) {
+    fail<ConfigError>("pipeline of ", options.config.stages, " stages over a pp group of ", P,
+                      " ranks (gradient group: ", gradients.world_size(), "); they must agree");
+  }
+  auto [root, base_dir] = train_net_config(config);
+  plan_ = plan_pipeline(root, P, options.stage_of_layer);
+  ops_ = pipeline_ops(options.config.schedule, P, stage_, options.config.micro_batches);
+
+  NetOptions net_options;
+  net_options.phase = Phase::kTrain;
+  net_options.base_dir = base_dir;
+  net_options.seed = rank_seed(config.random_seed, options.dp_rank);
+  net_options.rank = options.dp_rank;
+  net_options.world_size = options.dp_size;
+  net_options.comm = options.tp;
+  if (!plan_.sources(stage_).empty()) feeder_ = std::make_unique<Net>(stage_feeder_config(plan_, stage_), net_options);
+
+  exchange_setup(config);
+  setup_test(config, net_options);
+
+  for (int i = 1; i < max_in_flight(ops_); ++i) {
+    auto net = std::make_unique<Net>(solver_->config().net_param, net_options);
+    net->share_params_from(solver_->net());
+    slots_.push_back(net.get());
+    extra_slots_.push_back(std::move(net));
+  }
+  grad_in_.resize(plan_.boundaries.size());
+  act_sender_ = std::make_unique<Sender>(act_);
+  grad_sender_ = std::make_unique<Sender>(grad_);
+  solver_->set_step_runner([this] { return run_step(); });
+}
+
+PipelineParallel::~PipelineParallel() {
+  if (solver_) {
+    solver_->set_step_runner(nullptr);
+    solver_->set_weights_writer(nullptr);
+  }
+}
+
+// Stages build in order: each waits for the shapes its senders announce,
+// builds its nets, and announces its own outgoing boundaries.
+void PipelineParallel::exchange_setup(const SolverConfig& config) {
+  std::map<std::string, Shape> shapes;
+  if (feeder_) {
+    for (int i : plan_.sources(stage_)) {
+      for (const auto& t : plan_.layers[i].tops) shapes[t] = feeder_->blob(t).shape();
+    }
+  }
+  std::string received;  // for error messages
+  for (int b : plan_.incoming(stage_)) {
+    PipelineBoundary& pb = plan_.boundaries[b];
+    Tensor d({4 + kMaxDims}, DType::kI32);
+    act_.recv(d, pb.from, kSetupTag);
+    const int32_t* v = d.data<int32_t>();
+    if (v[0] != name_hash(pb.blob)) {
+      fail<ConfigError>("pipeline stage ", stage_, ": boundary #", b, " should carry blob '", pb.blob, "' from stage ",
+                        pb.from, ", but stage ", pb.from,
+                        " sent a different blob; do all ranks run the same net with the same stages?");
+    }
+    pb.shape.assign(v + 2, v + 2 + v[1]);
+    pb.carries_grad = v[3 + kMaxDims] != 0;
+    shapes[pb.blob] = pb.shape;
+    received += std::string(received.empty() ? "" : "; ") + "'" + pb.blob + "' " + shape_str(pb.shape) +
+                " from stage " + std::to_string(pb.from);
+  }
+
+  SolverConfig sc = config;
+  sc.net_param = stage_compute_config(plan_, stage_, shapes);
+  sc.has_net_param = true;
+  sc.base_dir = train_net_config(config).second;
+  sc.net.clear();
+  sc.train_net.clear();
+  sc.test_net.clear();
+  sc.iter_size = options_.config.micro_batches;
+  ConfigNode test_root;
+  std::string test_dir;
+  if (test_net_config(config, test_root, test_dir)) {
+    sc.net_param = with_test_stand_in(sc.net_param);  // the Solver calls the test hooks
+  } else {
+    sc.test_interval = 0;
+  }
+  SolverOptions so;
+  so.rank = options_.dp_rank;
+  so.world_size = options_.dp_size;
+  so.comm = options_.tp;
+  so.snapshots = options_.snapshots == SnapshotWriting::kEnabled && stage_ == 0 ? SnapshotWriting::kEnabled
+                                                                                 : SnapshotWriting::kDisabled;
+  const std::string context = "\n  (pipeline stage " + std::to_string(stage_) + " of " +
+                              std::to_string(plan_.stages) + ", receiving " + received +
+                              "; the stages disagree on the shape at this boundary)";
+  try {
+    solver_ = std::make_unique<Solver>(sc, so);
+  } catch (const ShapeError& e) {
+    if (received.empty()) throw;
+    throw ShapeError(e.what() + context);
+  }
+  slots_.push_back(&solver_->net());
+  Net& net = solver_->net();
+  for (int b : plan_.outgoing(stage_)) {
+    PipelineBoundary& pb = plan_.boundaries[b];
+    pb.shape = net.blob(pb.blob).shape();
+    // A data layer's blob (labels, or the input) takes no gradient.
+    bool from_source = false;
+    for (const auto& l : plan_.layers) from_source = from_source || (l.name == pb.writer && l.source);
+    pb.carries_grad = !from_source && net.layer_needs_backward(net.layer_index(pb.writer));
+    if (static_cast<int>(pb.shape.size()) > kMaxDims) {
+      fail<ShapeError>("pipeline boundary '", pb.blob, "' has ", pb.shape.size(), " dimensions; at most ", kMaxDims);
+    }
+    Tensor d({4 + kMaxDims}, DType::kI32);
+    d.zero();
+    int32_t* v = d.data<int32_t>();
+    v[0] = name_hash(pb.blob);
+    v[1] = static_cast<int32_t>(pb.shape.size());
+    for (size_t k = 0; k < pb.shape.size(); ++k) v[2 + k] = static_cast<int32_t>(pb.shape[k]);
+    v[3 + kMaxDims] = pb.carries_grad ? 1 : 0;
+    act_.send(d, pb.to, kSetupTag);
+  }
+}
+
+MemoryReport PipelineParallel::memory_report() const {
+  MemoryReport r = slots_[0]->memory_report();
+  for (size_t i = 1; i < slots_.size(); ++i) r.activation_bytes += slots_[i]->memory_report().activation_bytes;
+  if (feeder_) r.activation_bytes += feeder_->memory_report().activation_bytes;
+  if (test_net_) r.activation_bytes += test_net_->memory_report().activation_bytes;
+  if (test_feeder_) r.activation_bytes += test_feeder_->memory_report().activation_bytes;
+  return r;
+}
+
+std::string PipelineParallel::times_line() const {
+  const PipelineTimeTotals& t = totals_;
+  char buf[256];
+  const double n = static_cast<double>(std::max<int64_t>(1, t.steps));
+  std::snprintf(buf, sizeof buf,
+                "pipeline stage %d: %lld timed steps, step %.2f ms, compute %.2f ms, idle %.1f%% (theory %.1f%%)",
+                stage_, static_cast<long long>(t.steps), 1e3 * t.step_seconds / n, 1e3 * t.compute_seconds / n,
+                100.0 * t.idle_share(), 100.0 * theoretical_bubble(plan_.stages, options_.config.micro_batches));
+  return buf;
+}
+
+float PipelineParallel::run_step() {
+  const Clock::time_point start = Clock::now();
+  compute_acc_ = 0.0;
+  double loss = 0.0;
+  for (const PipeOp& op : ops_) {
+    if (op.kind == PipeOpKind::kForward) {
+      loss += forward(op.micro);
+    } else {
+      backward(op.micro);
+    }
+  }
+  act_sender_->flush();
+  grad_sender_->flush();
+  Tensor l({1});
+  l.data<float>()[0] = static_cast<float>(loss / options_.config.micro_batches);
+  act_.allreduce(l, ReduceOp::kSum);
+  times_.step_seconds = seconds_since(start);
+  times_.compute_seconds = compute_acc_;
+  if (++steps_run_ > 1) {  // the first step allocates: not timed
+    ++totals_.steps;
+    totals_.step_seconds += times_.step_seconds;
+    totals_.compute_seconds += times_.compute_seconds;
+  }
+  return l.data<float>()[0];
+}
+
+float PipelineParallel::forward(int micro) {
+  Net& net = *slots_[static_cast<size_t>(micro) % slots_.size()];
+  if (feeder_) {
+    const Clock::time_point t = Clock::now();
+    feeder_->forward();
+    for (int i : plan_.sources(stage_)) {
+      for (const auto& top : plan_.layers[i].tops) {
+        Blob& dst = net.blob(top);
+        const Blob& src = feeder_->blob(top);
+        dst.resize(src.shape());
+        dst.data.copy_from(src.data);
+      }
+    }
+    compute_acc_ += seconds_since(t);
+  }
+  for (int b : plan_.incoming(stage_)) {
+    const PipelineBoundary& pb = plan_.boundaries[b];
+    Blob& blob = net.blob(pb.blob);
+    blob.resize(pb.shape);
+    act_.recv(blob.data, pb.from, 2 * b);
+  }
+  const Clock::time_point t = Clock::now();
+  const float loss = net.forward();
+  compute_acc_ += seconds_since(t);
+  for (int b : plan_.outgoing(stage_)) {
+    const PipelineBoundary& pb = plan_.boundaries[b];
+    const Blob& blob = net.blob(pb.blob);
+    if (blob.shape() != pb.shape) {
+      fail<ShapeError>("pipeline boundary '", pb.blob, "' (stage ", pb.from, " -> ", pb.to, ") was set up as ",
+                       shape_str(pb.shape), " but micro-batch ", micro, " has ", shape_str(blob.shape()),
+                       "; every micro-batch must have the same shape");
+    }
+    act_sender_->send(blob.data.clone(), pb.to, 2 * b);
+  }
+  return loss;
+}
+
+void PipelineParallel::backward(int micro) {
+  Net& net = *slots_[static_cast<size_t>(micro) % slots_.size()];
+  // Gradients of what this stage sent, from each receiver.
+  std::map<int, std::vector<int>> inject;  // writer layer index -> boundaries
+  for (int b : plan_.outgoing(stage_)) {
+    const PipelineBoundary& pb = plan_.boundaries[b];
+    net.blob(pb.blob).diff.zero();
+    if (!pb.carries_grad) continue;
+    Tensor& g = grad_in_[static_cast<size_t>(b)];
+    g.resize(pb.shape);
+    grad_.recv(g, pb.to, 2 * b + 1);
+    inject[net.layer_index(pb.writer)].push_back(b);
+  }
+  for (int b : plan_.incoming(stage_)) net.blob(plan_.boundaries[b].blob).diff.zero();
+  // Backward from the top down to each writer of a sent blob; its received
+  // gradient is added after the stage's own readers of the blob wrote
+  // theirs, before the writer's backward reads it.
+  const Clock::time_point t = Clock::now();
+  int hi = net.num_layers() - 1;
+  for (auto it = inject.rbegin(); it != inject.rend(); ++it) {
+    const int p = it->first;
+    net.backward(p + 1, hi);
+    for (int b : it->second) {
+      Tensor& diff = net.blob(plan_.boundaries[b].blob).diff;
+      const Tensor& g = grad_in_[static_cast<size_t>(b)];
+      float* d = diff.data<float>();
+      const float* s = g.data<float>();
+      for (int64_t i = 0; i < g.numel(); ++i) d[i] += s[i];
+    }
+    hi = p;
+  }
+  net.backward(0, hi);
+  compute_acc_ += seconds_since(t);
+  for (int b : plan_.incoming(stage_)) {
+    const PipelineBoundary& pb = plan_.boundaries[b];
+    if (!pb.carries_grad) continue;
+    grad_sender_->send(net.blob(pb.blob).diff.clone(), pb.from, 2 * b + 1);
+  }
+}
+
+}  // namespace strata::parallel

@@ -1,0 +1,173 @@
+// Pipeline-parallel training: each rank of a pp group runs one stage (a
+// contiguous range of layers, parallel/model_parallel/pipeline_plan.h) and the stages pass
+// activations forward and gradients back for M micro-batches per step, in
+// the order of a schedule (parallel/model_parallel/pipeline_schedule.h).
+//
+//   PipelineParallel pipe(config, grid.pp(), *grad_comm, options);  // collective over the pp group
+//   DataParallel dp(pipe.solver(), grid.dp(), dp_config);           // optional, over the dp group
+//   if (resume) pipe.restore(state_path);                             // every stage its part
+//   pipe.install_snapshot_hooks(dp_comm);                           // after DataParallel
+//   pipe.install_test_hooks(dp_comm, [&] { dp.average_buffers(); });  // after DataParallel
+//   pipe.solver().solve();
+//
+// What it does:
+// - Builds only this stage's layers: a Solver whose net is the stage's
+//   compute net (iter_size = M, so gradients are averaged over the
+//   micro-batches and each stage updates its own weights once per step),
+//   further copies of that net sharing its parameters for micro-batches in
+//   flight (M with GPIPE, up to P - stage with ONE_F_ONE_B), and a feeder net
+//   with the stage's data layers.
+// - Setup: stages build in order; each sends every receiver the shape of
+//   each boundary blob and whether it wants the gradient back. A receiver
+//   whose net cannot take those shapes fails with a ShapeError naming the
+//   boundary and both stages.
+// - A step (Solver::set_step_runner): runs the schedule; activations travel
+//   on `activations` (lower -> higher stage), gradients on `gradients`
+//   (higher -> lower), sends from a background thread, so that a large send
+//   never blocks a stage that must first receive. The loss (summed over the
+//   stages' loss layers, averaged over micro-batches) is allreduced over the
+//   group, so every stage reports the same loss.
+// - Snapshots: every stage sends its parameters, optimizer history and
+//   layer states to stage 0, whose writer (dp rank 0) writes one weights
+//   file and one state file with full-net names: they load into the unsplit
+//   net (strata train --weights, or --snapshot with one process). Under
+//   tensor parallelism tp rank 0 of each stage sends whole tensors
+//   (gathered from its group) and the others write nothing.
+// - Resume (restore): every stage reads the same full-net snapshot and
+//   restores its own part (parameters, optimizer history, layer states,
+//   iteration and loss window); the feeder restores its data layers.
+// - TEST phase (test_interval > 0 and a TEST net): the TEST-phase layers are
+//   staged like the TRAIN ones (a `stage:` key, else the stage of the TRAIN
+//   layer of the same name, else that of the layer before) and each stage
+//   builds a forward-only test net sharing its weights. Solver::test() runs
+//   them through the stages batch by batch (before_test hook) and every rank
+//   reports the last stage's scalar outputs, averaged over test_iter (and
+//   over the dp group).
+// Not supported under a pipeline: parameters shared (`param { name: }`)
+// between layers on different stages.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/communicator.h"
+#include "framework/net.h"
+#include "framework/solver.h"
+#include "parallel/model_parallel/model_parallel_config.h"
+#include "parallel/model_parallel/pipeline_plan.h"
+#include "parallel/model_parallel/pipeline_schedule.h"
+
+namespace strata::parallel {
+
+struct PipelineOptions {
+  PipelineConfig config;
+  // One stage per TRAIN-phase layer (the balancer's cut); empty: the
+  // `stage:` keys of the net config.
+  std::vector<int> stage_of_layer;
+  // Data-parallel position of this pipeline (data sharding and seeds).
+  int dp_rank = 0;
+  int dp_size = 1;
+  Communicator* tp = nullptr;  // NetOptions::comm of the stage's nets (tensor parallelism)
+  // Whether this rank writes snapshots (dp rank 0's pipeline, tp rank 0 of
+  // each stage's group: it gathers the split parameters); stage 0 writes the files.
+  SnapshotWriting snapshots = SnapshotWriting::kEnabled;
+};
+
+// Times of the last step on this stage, for the bubble benchmark.
+struct PipelineStepTimes {
+  double step_seconds = 0.0;     // the whole step runner
+  double compute_seconds = 0.0;  // inside forward/backward of this stage's nets
+};
+
+// Sums over the steps after the first (which allocates and warms up).
+struct PipelineTimeTotals {
+  int64_t steps = 0;
+  double step_seconds = 0.0;
+  double compute_seconds = 0.0;
+  // The share of a step this stage waited (not computing): the measured bubble.
+  double idle_share() const { return step_seconds > 0 ? 1.0 - compute_seconds / step_seconds : 0.0; }
+};
+
+class PipelineParallel {
+ public:
+  // Collective over the pp group (activations.rank() is the stage). Both
+  // communicators join the same ranks in the same order; `activations`
+  // also carries the setup and snapshot messages and the loss.
+  PipelineParallel(const SolverConfig& config, Communicator& activations, Communicator& gradients,
+                   const PipelineOptions& options);
+  ~PipelineParallel();
+  PipelineParallel(const PipelineParallel&) = delete;
+  PipelineParallel& operator=(const PipelineParallel&) = delete;
+
+  Solver& solver() { return *solver_; }
+  int stage() const { return stage_; }
+  int stages() const { return plan_.stages; }
+  const PipelinePlan& plan() const { return plan_; }
+  const PipelineOptions& options() const { return options_; }
+  int activation_slots() const { return static_cast<int>(slots_.size()); }
+  // This stage: parameters, gradients and buffers once, activations of
+  // every slot net and the feeder.
+  MemoryReport memory_report() const;
+  const PipelineStepTimes& last_step_times() const { return times_; }
+  const PipelineTimeTotals& total_times() const { return totals_; }
+  // "stage 1: 12 steps, step 35.1 ms, compute 27.0 ms, idle 23.1% (theory 20.0%)"
+  std::string times_line() const;
+
+  // Installs the snapshot hooks (after DataParallel, whose snapshot hook
+  // this replaces). `dp`: the dp group, over which each pipeline's data
+  // cursors are gathered as "@rank<r>/<layer>" so that every dp rank resumes
+  // its own shard (nullptr: one pipeline, or cursors not kept).
+  void install_snapshot_hooks(Communicator* dp = nullptr);
+  // Installs the TEST-phase hooks (after DataParallel, whose before_test and
+  // outputs hooks this replaces): `dp` averages test and TRAIN outputs over
+  // the dp group (nullptr: one pipeline); `before_test` runs first (the dp
+  // group agreeing on BatchNorm statistics). No-op without TEST nets.
+  void install_test_hooks(Communicator* dp, std::function<void()> before_test);
+  bool has_test_net() const { return test_net_ != nullptr; }
+
+  // Resumes from a snapshot of the whole net (written by a pipeline of any
+  // layout, or by one process): this stage restores its part. Collective
+  // only in that every stage must call it with the same file.
+  ResumeInfo restore(const std::string& state_path);
+
+ private:
+  struct Sender;
+  float run_step();
+  float forward(int micro);
+  void backward(int micro);
+  void exchange_setup(const SolverConfig& config);
+  void setup_test(const SolverConfig& config, const NetOptions& net_options);
+  NamedValues run_test();
+  void gather_snapshot(SolverState& st);
+  void write_weights(const std::string& path, const Metadata& md);
+
+  PipelineOptions options_;
+  Communicator& act_;
+  Communicator& grad_;
+  int stage_ = 0;
+  PipelinePlan plan_;
+  std::vector<PipeOp> ops_;
+  std::unique_ptr<Net> feeder_;
+  std::unique_ptr<Solver> solver_;
+  std::vector<Net*> slots_;                  // slots_[0] is the solver's net
+  std::vector<std::unique_ptr<Net>> extra_slots_;
+  std::vector<Tensor> grad_in_;              // per boundary: gradient received from its receiver
+  std::unique_ptr<Sender> act_sender_, grad_sender_;
+  // Gathered at a snapshot point on the writer: full-net weights in order.
+  std::vector<std::pair<std::string, Tensor>> snapshot_weights_;
+  PipelineStepTimes times_;
+  PipelineTimeTotals totals_;
+  int64_t steps_run_ = 0;
+  double compute_acc_ = 0.0;
+  // TEST phase: its own plan (boundaries), forward-only net and feeder.
+  PipelinePlan test_plan_;
+  std::unique_ptr<Net> test_net_, test_feeder_;
+  Communicator* dp_ = nullptr;
+  bool test_pending_ = false;
+  NamedValues test_result_;
+};
+
+}  // namespace strata::parallel

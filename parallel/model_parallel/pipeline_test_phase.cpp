@@ -1,0 +1,193 @@
+#include "parallel/model_parallel/pipeline.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "framework/error.h"
+#include "framework/net_spec.h"
+
+#include "parallel/model_parallel/pipeline_internal.h"
+
+namespace strata::parallel {
+
+using namespace pipeline_internal;
+
+namespace {
+
+// The scalar outputs of a net, in output order (as the Solver reports them).
+NamedValues net_scalar_outputs(Net& net) {
+  NamedValues out;
+  for (const std::string& name : net.output_names()) {
+    const Blob& b = net.blob(name);
+    if (b.numel() == 1) out.emplace_back(name, b.data.data<float>()[0]);
+  }
+  return out;
+}
+
+}  // namespace
+
+// TEST phase: stages build in order, as in exchange_setup, from the TEST
+// plan; forward only, so no gradient flags.
+void PipelineParallel::setup_test(const SolverConfig& config, const NetOptions& train_options) {
+  ConfigNode root;
+  std::string base_dir;
+  if (!test_net_config(config, root, base_dir)) return;
+  test_plan_ = plan_test_pipeline(root, plan_);
+  NetOptions o = train_options;
+  o.phase = Phase::kTest;
+  o.base_dir = base_dir;
+  std::map<std::string, Shape> shapes;
+  if (!test_plan_.sources(stage_).empty()) {
+    test_feeder_ = std::make_unique<Net>(stage_feeder_config(test_plan_, stage_), o);
+    for (int i : test_plan_.sources(stage_)) {
+      for (const auto& t : test_plan_.layers[i].tops) shapes[t] = test_feeder_->blob(t).shape();
+    }
+  }
+  std::string received;
+  for (int b : test_plan_.incoming(stage_)) {
+    PipelineBoundary& pb = test_plan_.boundaries[b];
+    Tensor d({4 + kMaxDims}, DType::kI32);
+    act_.recv(d, pb.from, kTestSetupTag);
+    const int32_t* v = d.data<int32_t>();
+    if (v[0] != name_hash(pb.blob)) {
+      fail<ConfigError>("pipeline stage ", stage_, ": TEST boundary #", b, " should carry blob '", pb.blob,
+                        "' from stage ", pb.from, ", but stage ", pb.from, " sent a different blob");
+    }
+    pb.shape.assign(v + 2, v + 2 + v[1]);
+    pb.carries_grad = false;
+    shapes[pb.blob] = pb.shape;
+    received += std::string(received.empty() ? "" : "; ") + "'" + pb.blob + "' " + shape_str(pb.shape) +
+                " from stage " + std::to_string(pb.from);
+  }
+  try {
+    test_net_ = std::make_unique<Net>(stage_compute_config(test_plan_, stage_, shapes), o);
+  } catch (const ShapeError& e) {
+    if (received.empty()) throw;
+    throw ShapeError(std::string(e.what()) + "\n  (TEST net of pipeline stage " + std::to_string(stage_) + ", receiving " +
+                     received + "; the stages disagree on the shape at this boundary)");
+  }
+  test_net_->share_params_from(solver_->net());
+  for (int b : test_plan_.outgoing(stage_)) {
+    PipelineBoundary& pb = test_plan_.boundaries[b];
+    pb.shape = test_net_->blob(pb.blob).shape();
+    pb.carries_grad = false;
+    if (static_cast<int>(pb.shape.size()) > kMaxDims) {
+      fail<ShapeError>("pipeline TEST boundary '", pb.blob, "' has ", pb.shape.size(), " dimensions; at most ",
+                       kMaxDims);
+    }
+    Tensor d({4 + kMaxDims}, DType::kI32);
+    d.zero();
+    int32_t* v = d.data<int32_t>();
+    v[0] = name_hash(pb.blob);
+    v[1] = static_cast<int32_t>(pb.shape.size());
+    for (size_t k = 0; k < pb.shape.size(); ++k) v[2 + k] = static_cast<int32_t>(pb.shape[k]);
+    act_.send(d, pb.to, kTestSetupTag);
+  }
+}
+
+// test_iter batches through the stages, forward only; the last stage's
+// scalar outputs, averaged, reach every stage (and are averaged over dp).
+NamedValues PipelineParallel::run_test() {
+  const int64_t batches = solver_->config().test_iter;
+  const bool last = stage_ == plan_.stages - 1;
+  NamedValues sums;
+  for (int64_t it = 0; it < batches; ++it) {
+    if (test_feeder_) {
+      test_feeder_->forward();
+      for (int i : test_plan_.sources(stage_)) {
+        for (const auto& top : test_plan_.layers[i].tops) {
+          Blob& dst = test_net_->blob(top);
+          const Blob& src = test_feeder_->blob(top);
+          dst.resize(src.shape());
+          dst.data.copy_from(src.data);
+        }
+      }
+    }
+    for (int b : test_plan_.incoming(stage_)) {
+      const PipelineBoundary& pb = test_plan_.boundaries[b];
+      Blob& blob = test_net_->blob(pb.blob);
+      blob.resize(pb.shape);
+      act_.recv(blob.data, pb.from, kTestTagBase + b);
+    }
+    test_net_->forward();
+    for (int b : test_plan_.outgoing(stage_)) {
+      const PipelineBoundary& pb = test_plan_.boundaries[b];
+      const Blob& blob = test_net_->blob(pb.blob);
+      if (blob.shape() != pb.shape) {
+        fail<ShapeError>("pipeline TEST boundary '", pb.blob, "' (stage ", pb.from, " -> ", pb.to,
+                         ") was set up as ", shape_str(pb.shape), " but batch ", it, " has ",
+                         shape_str(blob.shape()), "; every TEST batch must have the same shape");
+      }
+      act_sender_->send(blob.data.clone(), pb.to, kTestTagBase + b);
+    }
+    if (!last) continue;
+    const NamedValues now = net_scalar_outputs(*test_net_);
+    if (sums.empty()) {
+      sums = now;
+    } else {
+      for (size_t k = 0; k < sums.size() && k < now.size(); ++k) sums[k].second += now[k].second;
+    }
+  }
+  act_sender_->flush();
+  // The last stage's results to every stage, as text ("name\tvalue\n"...).
+  std::string text;
+  if (last) {
+    char buf[64];
+    for (const auto& [name, sum] : sums) {
+      std::snprintf(buf, sizeof buf, "%.17g", batches > 0 ? sum / static_cast<double>(batches) : 0.0);
+      text += name + "\t" + buf + "\n";
+    }
+  }
+  Tensor len({1}, DType::kI32);
+  len.data<int32_t>()[0] = static_cast<int32_t>(text.size());
+  act_.broadcast(len, plan_.stages - 1);
+  Tensor body({std::max<int32_t>(1, len.data<int32_t>()[0])}, DType::kU8);
+  if (last && !text.empty()) std::memcpy(body.raw_data(), text.data(), text.size());
+  act_.broadcast(body, plan_.stages - 1);
+  text.assign(static_cast<const char*>(body.raw_data()), static_cast<size_t>(len.data<int32_t>()[0]));
+  NamedValues out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t tab = text.find('\t', pos), nl = text.find('\n', pos);
+    STRATA_CHECK(tab != std::string::npos && nl != std::string::npos && tab < nl, "bad pipeline test result");
+    out.emplace_back(text.substr(pos, tab - pos), std::strtod(text.c_str() + tab + 1, nullptr));
+    pos = nl + 1;
+  }
+  if (dp_ && dp_->world_size() > 1 && !out.empty()) {
+    Tensor t({static_cast<int64_t>(out.size())});
+    for (size_t i = 0; i < out.size(); ++i) t.data<float>()[i] = static_cast<float>(out[i].second);
+    dp_->allreduce(t, ReduceOp::kAverage);
+    for (size_t i = 0; i < out.size(); ++i) out[i].second = t.data<float>()[i];
+  }
+  return out;
+}
+
+void PipelineParallel::install_test_hooks(Communicator* dp, std::function<void()> before_test) {
+  if (dp) dp_ = dp;
+  if (!test_net_) return;
+  solver_->set_before_test([this, before_test = std::move(before_test)] {
+    if (before_test) before_test();
+    test_result_ = run_test();
+    test_pending_ = true;
+  });
+  // The Solver's own TEST net is an empty stand-in: its (empty) outputs are
+  // replaced by the pipeline's; TRAIN outputs are averaged over dp as
+  // DataParallel does.
+  solver_->set_outputs_reducer([this](NamedValues& values) {
+    if (test_pending_) {
+      values = test_result_;
+      test_pending_ = false;
+      return;
+    }
+    if (!dp_ || dp_->world_size() == 1 || values.empty()) return;
+    Tensor t({static_cast<int64_t>(values.size())});
+    for (size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = static_cast<float>(values[i].second);
+    dp_->allreduce(t, ReduceOp::kAverage);
+    for (size_t i = 0; i < values.size(); ++i) values[i].second = t.data<float>()[i];
+  });
+}
+
+}  // namespace strata::parallel

@@ -1,0 +1,456 @@
+#include "parallel/rendezvous/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "framework/error.h"
+#include "parallel/transport/socket.h"
+
+extern char** environ;
+
+namespace strata::parallel {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// A long line with no newline is passed on in pieces of this size.
+constexpr size_t kMaxLine = 64 << 10;
+// How long a rank's output pipes are still read after it exits (a process
+// it left behind may hold them open).
+constexpr milliseconds kDrainAfterExit{2000};
+
+int g_signal_pipe = -1;
+
+void on_signal(int sig) {
+  const int saved = errno;
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe, &b, 1);
+  errno = saved;
+}
+
+void write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, 100);
+    } else {
+      return;  // our own stdout is gone; nothing useful left to do with the output
+    }
+  }
+}
+
+void say(const std::string& msg) { write_all(STDERR_FILENO, "strata launch: " + msg + "\n"); }
+
+// One of a rank's output streams: bytes in, whole prefixed lines out.
+struct Stream {
+  int fd = -1;      // read end of the pipe; -1 once closed
+  int out_fd = -1;  // STDOUT_FILENO or STDERR_FILENO
+  std::string prefix;
+  std::string pending;  // an incomplete last line
+
+  void emit_lines(bool flush_partial) {
+    std::string out;
+    size_t start = 0;
+    for (;;) {
+      const size_t nl = pending.find('\n', start);
+      if (nl == std::string::npos) break;
+      out += prefix;
+      out.append(pending, start, nl + 1 - start);
+      start = nl + 1;
+    }
+    pending.erase(0, start);
+    if (!pending.empty() && (flush_partial || pending.size() >= kMaxLine)) {
+      out += prefix + pending + "\n";
+      pending.clear();
+    }
+    // One write per batch of whole lines: lines from different ranks never mix.
+    if (!out.empty()) write_all(out_fd, out);
+  }
+
+  // Reads what is available; returns false at end of file.
+  bool read_available() {
+    char buf[16 << 10];
+    for (int round = 0; round < 8; ++round) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n > 0) {
+        pending.append(buf, static_cast<size_t>(n));
+        emit_lines(false);
+        continue;
+      }
+      if (n == 0) return false;
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      return false;
+    }
+    return true;
+  }
+
+  void close() {
+    if (fd < 0) return;
+    emit_lines(true);
+    ::close(fd);
+    fd = -1;
+  }
+};
+
+struct Child {
+  int rank = 0;
+  pid_t pid = -1;
+  bool exited = false;
+  int status = 0;  // exit code, or 128 + signal
+  Deadline drain_until = Deadline::max();
+  Stream out, err;
+};
+
+std::string signal_name(int sig) {
+  const char* name = strsignal(sig);
+  return name ? name : "unknown signal";
+}
+
+std::string describe_status(int wstatus, int* code) {
+  if (WIFEXITED(wstatus)) {
+    *code = WEXITSTATUS(wstatus);
+    return "exited with status " + std::to_string(*code);
+  }
+  if (WIFSIGNALED(wstatus)) {
+    const int sig = WTERMSIG(wstatus);
+    *code = 128 + sig;
+    return "exited with status " + std::to_string(*code) + " (killed by signal " + std::to_string(sig) + ", " +
+           signal_name(sig) + ")";
+  }
+  *code = 1;
+  return "exited abnormally";
+}
+
+// Restores the launcher's signal dispositions when launch() returns.
+class SignalGuard {
+ public:
+  explicit SignalGuard(int write_fd) {
+    g_signal_pipe = write_fd;
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_NOCLDSTOP;
+    for (size_t i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalGuard() {
+    for (size_t i = 0; i < 3; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+    g_signal_pipe = -1;
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+
+ private:
+  static constexpr int kSignals[3] = {SIGCHLD, SIGINT, SIGTERM};
+  struct sigaction old_[3];
+};
+
+bool valid_master(const std::string& m) {
+  const size_t colon = m.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == m.size()) return false;
+  const std::string port = m.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return false;
+  const int p = std::stoi(port);
+  return p >= 1 && p <= 65535;
+}
+
+// Starts one rank. Everything the child needs is prepared before fork, so
+// that between fork and exec it only makes system calls.
+pid_t spawn(const std::vector<char*>& argv, const std::vector<char*>& envp, int out_w, int err_w,
+            const std::string& exec_error_prefix) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  // Child. Its own process group: the terminal's Ctrl-C goes to the
+  // launcher only, which forwards it once; and stopping a rank stops
+  // everything it started (sh -c 'a; b').
+  setpgid(0, 0);
+  // If the launcher dies without cleaning up, the ranks must not live on.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+  const int devnull = ::open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+  dup2(out_w, STDOUT_FILENO);
+  dup2(err_w, STDERR_FILENO);
+  struct sigaction sa {};
+  sa.sa_handler = SIG_DFL;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE, SIGHUP}) sigaction(sig, &sa, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execvpe(argv[0], argv.data(), envp.data());
+  const int err = errno;
+  const char* reason = strerror(err);
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, exec_error_prefix.data(), exec_error_prefix.size());
+  n = ::write(STDERR_FILENO, reason, std::strlen(reason));
+  n = ::write(STDERR_FILENO, "\n", 1);
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+}  // namespace
+
+std::string random_token() {
+  unsigned char bytes[16];
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail<IoError>("cannot open /dev/urandom for a random STRATA_TOKEN: ", std::strerror(errno));
+  size_t got = 0;
+  while (got < sizeof(bytes)) {
+    const ssize_t n = ::read(fd, bytes + got, sizeof(bytes) - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      fail<IoError>("cannot read /dev/urandom for a random STRATA_TOKEN");
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  static const char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : bytes) {
+    s.push_back(kHex[b >> 4]);
+    s.push_back(kHex[b & 15]);
+  }
+  return s;
+}
+
+LaunchOptions resolve_launch_options(LaunchOptions o) {
+  if (o.nproc < 1) fail<ConfigError>("strata launch: --nproc must be at least 1, got ", o.nproc);
+  if (o.nnodes < 1) fail<ConfigError>("strata launch: --nnodes must be at least 1, got ", o.nnodes);
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    fail<ConfigError>("strata launch: --node-rank must be in 0..", o.nnodes - 1, " for --nnodes ", o.nnodes,
+                      ", got ", o.node_rank);
+  }
+  if (o.timeout_s < 1) fail<ConfigError>("strata launch: --timeout must be at least 1 second, got ", o.timeout_s);
+  if (o.command.empty()) {
+    fail<ConfigError>("strata launch: no command given; usage: strata launch --nproc N -- COMMAND ARGS...");
+  }
+  if (o.token.empty()) {
+    const char* t = std::getenv("STRATA_TOKEN");
+    if (t && *t) o.token = t;
+  }
+  if (o.nnodes > 1) {
+    if (o.master.empty()) {
+      fail<ConfigError>("strata launch: --nnodes ", o.nnodes, " needs --master HOST:PORT, the address of node 0 "
+                        "(where rank 0 serves the store), the same on every node");
+    }
+    if (o.token.empty()) {
+      fail<ConfigError>("strata launch: --nnodes ", o.nnodes, " needs STRATA_TOKEN: export the same secret on "
+                        "every node, e.g. STRATA_TOKEN=$(openssl rand -hex 16)");
+    }
+  }
+  if (o.master.empty()) {
+    o.master = "127.0.0.1:" + std::to_string(pick_free_port("0.0.0.0"));
+  } else if (!valid_master(o.master)) {
+    fail<ConfigError>("strata launch: --master '", o.master, "' is not HOST:PORT with a port in 1..65535");
+  }
+  if (o.token.empty()) o.token = random_token();
+  return o;
+}
+
+std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank) {
+  return {"STRATA_RANK=" + std::to_string(o.node_rank * o.nproc + local_rank),
+          "STRATA_WORLD_SIZE=" + std::to_string(o.nproc * o.nnodes),
+          "STRATA_LOCAL_RANK=" + std::to_string(local_rank),
+          "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(o.nproc),
+          "STRATA_MASTER=" + o.master,
+          "STRATA_TOKEN=" + o.token,
+          "STRATA_TIMEOUT_S=" + std::to_string(o.timeout_s)};
+}
+
+int launch(const LaunchOptions& options) {
+  const LaunchOptions o = resolve_launch_options(options);
+
+  std::vector<char*> argv;
+  for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  // The inherited environment minus any STRATA_* variables we set.
+  std::vector<std::string> base_env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const std::string name = kv.substr(0, kv.find('='));
+    static const char* kOurs[] = {"STRATA_RANK",  "STRATA_WORLD_SIZE", "STRATA_LOCAL_RANK",
+                                  "STRATA_LOCAL_WORLD_SIZE", "STRATA_MASTER", "STRATA_TOKEN",
+                                  "STRATA_TIMEOUT_S"};
+    if (std::find(std::begin(kOurs), std::end(kOurs), name) == std::end(kOurs)) base_env.push_back(kv);
+  }
+
+  int sig_pipe[2];
+  if (::pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) fail<Error>("strata launch: pipe: ", std::strerror(errno));
+  // Declared before the guard so that the handlers are restored before the pipe closes.
+  const Socket sig_read(sig_pipe[0], "signal pipe"), sig_write(sig_pipe[1], "signal pipe");
+  SignalGuard guard(sig_pipe[1]);
+
+  std::vector<Child> children(o.nproc);
+  auto signal_ranks = [&](int sig) {
+    for (auto& c : children) {
+      // A rank that exited may have left processes behind that hold its pipes.
+      if (c.pid > 0 && (!c.exited || c.out.fd >= 0 || c.err.fd >= 0)) ::kill(-c.pid, sig);
+    }
+  };
+
+  int started = 0;
+  try {
+    for (int local = 0; local < o.nproc; ++local) {
+      Child& c = children[local];
+      c.rank = o.node_rank * o.nproc + local;
+      std::vector<std::string> env = base_env;
+      for (auto& kv : rank_environment(o, local)) env.push_back(kv);
+      std::vector<char*> envp;
+      for (auto& kv : env) envp.push_back(const_cast<char*>(kv.c_str()));
+      envp.push_back(nullptr);
+      int out_p[2], err_p[2];
+      if (::pipe2(out_p, O_CLOEXEC) != 0) fail<Error>("strata launch: pipe: ", std::strerror(errno));
+      if (::pipe2(err_p, O_CLOEXEC) != 0) {
+        ::close(out_p[0]);
+        ::close(out_p[1]);
+        fail<Error>("strata launch: pipe: ", std::strerror(errno));
+      }
+      const std::string exec_error =
+          "strata launch: rank " + std::to_string(c.rank) + ": cannot run '" + o.command[0] + "': ";
+      const pid_t pid = spawn(argv, envp, out_p[1], err_p[1], exec_error);
+      const int fork_errno = errno;
+      ::close(out_p[1]);
+      ::close(err_p[1]);
+      if (pid < 0) {
+        ::close(out_p[0]);
+        ::close(err_p[0]);
+        fail<Error>("strata launch: cannot start rank ", c.rank, ": fork: ", std::strerror(fork_errno));
+      }
+      setpgid(pid, pid);  // also here, so signals sent before the child runs reach its group
+      c.pid = pid;
+      const std::string prefix = "[rank " + std::to_string(c.rank) + "] ";
+      c.out = Stream{out_p[0], STDOUT_FILENO, prefix, ""};
+      c.err = Stream{err_p[0], STDERR_FILENO, prefix, ""};
+      set_nonblocking(c.out.fd);
+      set_nonblocking(c.err.fd);
+      ++started;
+    }
+  } catch (...) {
+    for (int i = 0; i < started; ++i) {
+      ::kill(-children[i].pid, SIGKILL);
+      ::waitpid(children[i].pid, nullptr, 0);
+      children[i].out.close();
+      children[i].err.close();
+    }
+    throw;
+  }
+
+  int failed_rank = -1, failed_status = 0;
+  bool interrupted = false, terminated = false, killed = false;
+  int first_nonzero = 0;
+  Deadline kill_at = Deadline::max();
+
+  auto stop_others = [&]() {
+    signal_ranks(SIGTERM);
+    if (kill_at == Deadline::max()) kill_at = deadline_after(o.kill_grace);
+  };
+
+  for (;;) {
+    // Reap every rank that has exited.
+    for (auto& c : children) {
+      if (c.exited) continue;
+      int ws = 0;
+      const pid_t r = ::waitpid(c.pid, &ws, WNOHANG);
+      if (r != c.pid) continue;
+      c.exited = true;
+      c.drain_until = deadline_after(kDrainAfterExit);
+      const std::string what = describe_status(ws, &c.status);
+      if (c.status == 0) continue;
+      if (first_nonzero == 0) first_nonzero = c.status;
+      if (failed_rank < 0 && !interrupted && !terminated) {
+        failed_rank = c.rank;
+        failed_status = c.status;
+        say("rank " + std::to_string(c.rank) + " " + what + "; stopping the other ranks");
+        stop_others();
+      }
+    }
+    bool all_done = true;
+    for (auto& c : children) {
+      if (!c.exited || c.out.fd >= 0 || c.err.fd >= 0) all_done = false;
+    }
+    if (all_done) break;
+
+    const Deadline now = Clock::now();
+    if (!killed && now >= kill_at) {
+      killed = true;
+      int left = 0;
+      for (auto& c : children) left += c.exited ? 0 : 1;
+      if (left) say("ranks still running after " + format_duration(o.kill_grace) + "; sending SIGKILL");
+      signal_ranks(SIGKILL);
+    }
+    for (auto& c : children) {
+      if (c.exited && now >= c.drain_until) {
+        if (c.out.fd >= 0) c.out.read_available();
+        if (c.err.fd >= 0) c.err.read_available();
+        c.out.close();
+        c.err.close();
+      }
+    }
+
+    std::vector<pollfd> fds;
+    std::vector<Stream*> streams;
+    fds.push_back({sig_pipe[0], POLLIN, 0});
+    Deadline next = killed ? Deadline::max() : kill_at;
+    for (auto& c : children) {
+      for (Stream* s : {&c.out, &c.err}) {
+        if (s->fd < 0) continue;
+        fds.push_back({s->fd, POLLIN, 0});
+        streams.push_back(s);
+      }
+      if (c.exited) next = std::min(next, c.drain_until);
+    }
+    // SIGCHLD lands in the signal pipe, so exits wake the poll; the cap is a safety net.
+    const int timeout = std::min(next == Deadline::max() ? 1000 : std::max(1, remaining_ms(next)), 1000);
+    const int r = ::poll(fds.data(), fds.size(), timeout);
+    if (r < 0 && errno != EINTR) fail<Error>("strata launch: poll: ", std::strerror(errno));
+    if (r <= 0) continue;
+
+    if (fds[0].revents & POLLIN) {
+      unsigned char sigs[64];
+      ssize_t n;
+      while ((n = ::read(sig_pipe[0], sigs, sizeof(sigs))) > 0) {
+        for (ssize_t i = 0; i < n; ++i) {
+          if (sigs[i] == SIGINT) {
+            interrupted = true;
+            say("interrupted; forwarding SIGINT to the ranks and waiting for them to stop");
+            signal_ranks(SIGINT);
+          } else if (sigs[i] == SIGTERM) {
+            if (!terminated) say("terminated; forwarding SIGTERM to the ranks");
+            terminated = true;
+            stop_others();
+          }
+        }
+      }
+    }
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (!fds[i + 1].revents) continue;
+      if (!streams[i]->read_available()) streams[i]->close();
+    }
+  }
+
+  if (failed_rank >= 0) return failed_status;
+  if (terminated) return first_nonzero ? first_nonzero : 128 + SIGTERM;
+  if (interrupted) return first_nonzero ? first_nonzero : 128 + SIGINT;
+  return first_nonzero;
+}
+
+}  // namespace strata::parallel
