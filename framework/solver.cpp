@@ -66,17 +66,6 @@ void apply_precision(const SolverConfig& config, Device device) {
 #endif
 }
 
-// The random seed of rank r's nets: rank 0 (and a single process) uses the
-// run's seed, so its initial weights are those of a one-process run (and
-// rank 0 broadcasts them); other ranks draw different dropout masks and
-// shuffles instead of repeating rank 0's.
-uint64_t rank_seed(uint64_t seed, int rank) {
-  if (rank == 0) return seed;
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank) + 0x632be59bd9b4e019ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Layers without bottoms (data and Input layers): their state is a position
 // in this rank's shard of the data.
@@ -187,15 +176,15 @@ float Solver::step() {
   net_->zero_param_diffs();
   if (scaler_) net_->set_loss_scale(static_cast<float>(scaler_->scale()));
   double loss = 0.0;
-  if (step_runner_) {
-    loss = step_runner_();
+  if (TrainingStrategy* runner = owner([](const TrainingStrategy& t) { return t.owns_step(); })) {
+    loss = runner->run_step();
   } else {
     for (pass_ = 0; pass_ < config_.iter_size; ++pass_) loss += net_->forward_backward();
     pass_ = 0;
     loss /= static_cast<double>(config_.iter_size);
   }
-  if (before_update_) before_update_(*net_);
-  if (loss_reducer_) loss = loss_reducer_(static_cast<float>(loss));
+  for (TrainingStrategy* t : strategies_) t->before_update(*net_);
+  for (TrainingStrategy* t : strategies_) loss = t->reduce_loss(static_cast<float>(loss));
 
   std::vector<NetParam>& params = net_->params();
   last_lr_ = learning_rate(config_.lr, iter_);
@@ -231,7 +220,12 @@ float Solver::step() {
 NamedValues Solver::test() {
   NamedValues sums;
   if (!test_net_) return sums;
-  if (before_test_) before_test_();
+  for (TrainingStrategy* t : strategies_) t->before_test();
+  if (TrainingStrategy* tester = owner([](const TrainingStrategy& t) { return t.owns_test(); })) {
+    sums = tester->run_test();
+    reduce_outputs(sums);
+    return sums;
+  }
   for (int64_t b = 0; b < config_.test_iter; ++b) {
     test_net_->forward();
     const NamedValues now = scalar_outputs(*test_net_);
@@ -242,7 +236,7 @@ NamedValues Solver::test() {
     for (size_t k = 0; k < sums.size() && k < now.size(); ++k) sums[k].second += now[k].second;
   }
   for (auto& kv : sums) kv.second /= static_cast<double>(config_.test_iter);
-  if (outputs_reducer_) outputs_reducer_(sums);
+  reduce_outputs(sums);
   return sums;
 }
 
@@ -269,7 +263,7 @@ void Solver::report_iteration() {
   }
   info.elapsed_seconds = elapsed_seconds();
   info.outputs = scalar_outputs(*net_);
-  if (outputs_reducer_) outputs_reducer_(info.outputs);
+  reduce_outputs(info.outputs);
   for (TrainingObserver* o : observers_) o->on_iteration(info);
   report_time_ = now;
   report_iter_ = iter_;
@@ -300,7 +294,7 @@ SolverState Solver::capture_state(const SnapshotPaths& paths) {
 SnapshotPaths Solver::snapshot() {
   const SnapshotPaths paths = snapshot_paths(config_.snapshot_prefix, iter_);
   SolverState st = capture_state(paths);
-  if (snapshot_state_hook_) snapshot_state_hook_(st);
+  for (TrainingStrategy* t : strategies_) t->snapshot_state(st);
   return write_snapshot(st, paths);
 }
 
@@ -313,8 +307,8 @@ SnapshotPaths Solver::write_snapshot(const SolverState& st, const SnapshotPaths&
   try {
     const Metadata weights_md = {{"iter", std::to_string(iter_)},
                                  {"solver_type", solver_type_name(config_.optimizer.type)}};
-    if (weights_writer_) {
-      weights_writer_(staged_weights, weights_md);
+    if (TrainingStrategy* assembler = owner([](const TrainingStrategy& t) { return t.assembles_snapshot(); })) {
+      assembler->write_weights(staged_weights, weights_md);
     } else {
       save_weights(*net_, staged_weights, weights_md);
     }
@@ -348,9 +342,9 @@ std::string Solver::write_snapshot_if_enabled() {
     // snapshot point) and, in a tensor-parallel group, in gathering the split
     // history and weights in the order the writing rank does, then write nothing.
     const bool split = has_split_params(*net_);
-    if (snapshot_state_hook_ || split) {
+    if (!strategies_.empty() || split) {
       SolverState st = capture_state(snapshot_paths(config_.snapshot_prefix, iter_));
-      if (snapshot_state_hook_) snapshot_state_hook_(st);
+      for (TrainingStrategy* t : strategies_) t->snapshot_state(st);
       if (split) gather_split_params(*net_);
     }
     last_snapshot_iter_ = iter_;
@@ -474,6 +468,81 @@ ResumeInfo Solver::restore(const std::string& state_path) {
   return info;
 }
 
+// ---- strategies ----
+
+template <typename Pred>
+TrainingStrategy* Solver::owner(Pred owns) const {
+  for (TrainingStrategy* t : strategies_) {
+    if (owns(*t)) return t;
+  }
+  return nullptr;
+}
+
+void Solver::attach(TrainingStrategy& strategy) {
+  if (std::find(strategies_.begin(), strategies_.end(), &strategy) != strategies_.end()) return;
+  struct Role {
+    const char* what;
+    bool (TrainingStrategy::*owns)() const;
+  };
+  for (const Role& role : {Role{"the step", &TrainingStrategy::owns_step}, Role{"the test", &TrainingStrategy::owns_test},
+                           Role{"the snapshot layout", &TrainingStrategy::assembles_snapshot}}) {
+    if (!(strategy.*role.owns)()) continue;
+    for (const TrainingStrategy* t : strategies_) {
+      if ((t->*role.owns)()) {
+        fail<ConfigError>("training strategies '", t->name(), "' and '", strategy.name(), "' both take over ",
+                          role.what, "; they cannot be combined in one run");
+      }
+    }
+  }
+  // Across-replica strategies first, each group in attach order.
+  auto pos = strategies_.end();
+  if (strategy.scope() == StrategyScope::kAcrossReplicas) {
+    pos = std::find_if(strategies_.begin(), strategies_.end(),
+                       [](const TrainingStrategy* t) { return t->scope() == StrategyScope::kWithinReplica; });
+  }
+  strategies_.insert(pos, &strategy);
+  if (strategy.wants_grad_ready()) {
+    net_->set_grad_ready_callback([this](int id) {
+      for (TrainingStrategy* t : strategies_) {
+        if (t->wants_grad_ready()) t->on_grad_ready(id);
+      }
+    });
+  }
+}
+
+void Solver::detach(TrainingStrategy& strategy) {
+  strategies_.erase(std::remove(strategies_.begin(), strategies_.end(), &strategy), strategies_.end());
+  const bool any_wants = std::any_of(strategies_.begin(), strategies_.end(),
+                                     [](const TrainingStrategy* t) { return t->wants_grad_ready(); });
+  if (!any_wants) net_->set_grad_ready_callback(nullptr);
+}
+
+const TrainingStrategy* Solver::snapshot_assembler() const {
+  return owner([](const TrainingStrategy& t) { return t.assembles_snapshot(); });
+}
+
+void Solver::reduce_outputs(NamedValues& values) {
+  for (TrainingStrategy* t : strategies_) t->reduce_outputs(values);
+}
+
+bool Solver::stop_now() const {
+  bool decided = false;
+  for (const TrainingStrategy* t : strategies_) {
+    if (!t->decides_stop()) continue;
+    if (t->stop_requested()) return true;
+    decided = true;
+  }
+  return !decided && stop_ && stop_->load();
+}
+
+uint64_t rank_seed(uint64_t seed, int rank) {
+  if (rank == 0) return seed;
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank) + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 SolveResult Solver::solve() {
   start_time_ = report_time_ = Clock::now();
   report_iter_ = iter_;
@@ -493,7 +562,7 @@ SolveResult Solver::solve() {
     if (config_.display > 0 && iter_ % config_.display == 0) report_iteration();
     if (testing && iter_ % config_.test_interval == 0) run_test_and_report();
     if (config_.snapshot > 0 && iter_ % config_.snapshot == 0) write_snapshot_if_enabled();
-    if (stop_ && stop_->load()) {
+    if (stop_now()) {
       result.status = SolveStatus::kInterrupted;
       break;
     }

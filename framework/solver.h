@@ -3,7 +3,10 @@
 // test_interval iterations, reports progress to observers and writes
 // snapshots that resume bit-for-bit.
 //
-// Typical use (tools/):
+// Strategies that train on several ranks attach through TrainingStrategy
+// (parallel/training_run.h puts a whole run together).
+//
+// Typical use:
 //   SolverConfig config = load_solver_config(path);
 //   Solver solver(config);
 //   if (resume) solver.restore(state_path); else if (weights) load_weights(solver.net(), w, opts);
@@ -28,6 +31,7 @@
 #include "framework/optimizer.h"
 #include "framework/solver_config.h"
 #include "framework/training_log.h"
+#include "framework/training_strategy.h"
 
 namespace strata {
 
@@ -80,6 +84,12 @@ struct ResumeInfo {
 inline constexpr const char* kWorldSizeStateKey = "@world_size";
 std::string rank_state_prefix(int rank);  // "@rank3/"
 
+// The random seed of rank r's nets: rank 0 (and a single process) uses the
+// run's seed, so its initial weights are those of a one-process run (and
+// rank 0 broadcasts them); other ranks draw different dropout masks and
+// shuffles instead of repeating rank 0's.
+uint64_t rank_seed(uint64_t seed, int rank);
+
 class Solver {
  public:
   // Builds the TRAIN net, and the TEST net when test_interval > 0 and the
@@ -100,37 +110,22 @@ class Solver {
   // Mean loss over the last average_loss iterations (0 before the first).
   double smoothed_loss() const;
 
-  // Called after the gradients of an iteration are accumulated and before
-  // the update (data-parallel training averages gradients here).
-  void set_before_update(std::function<void(Net&)> hook) { before_update_ = std::move(hook); }
-  // ---- hooks for data-parallel training (parallel/data_parallel/data_parallel.h installs
-  // them); all optional, and each is called at the same point on every rank ----
+  // ---- training strategies (framework/training_strategy.h) ----
+  // Attaches a strategy (not owned; it must detach before it goes away, as
+  // DataParallel and PipelineParallel do in their destructors). Order between
+  // strategies follows their scope, not the order of attach. A second
+  // strategy that owns the step, the test or the snapshot layout is a
+  // ConfigError naming both.
+  void attach(TrainingStrategy& strategy);
+  // Detaches `strategy` only; the others stay.
+  void detach(TrainingStrategy& strategy);
+  // Attached strategies, across-replica ones first.
+  const std::vector<TrainingStrategy*>& strategies() const { return strategies_; }
+  // The strategy that lays out snapshots (a pipeline), or nullptr.
+  const TrainingStrategy* snapshot_assembler() const;
   // True while the last of the iter_size forward/backward passes of step()
   // runs: gradients reported by Net's grad-ready callback then are final.
   bool in_last_pass() const { return pass_ + 1 >= config_.iter_size; }
-  // Maps this rank's loss of an iteration to the loss over all ranks; called
-  // in step() after before_update. What step() returns and smoothed_loss() shows.
-  void set_loss_reducer(std::function<float(float)> f) { loss_reducer_ = std::move(f); }
-  // Averages scalar outputs over the ranks: test() results and the TRAIN
-  // outputs of progress reports.
-  void set_outputs_reducer(std::function<void(NamedValues&)> f) { outputs_reducer_ = std::move(f); }
-  // Called before each test() (e.g. to agree on BatchNorm statistics).
-  void set_before_test(std::function<void()> f) { before_test_ = std::move(f); }
-  // Called at each snapshot point with the state about to be written, before
-  // the weights are written, also on ranks whose snapshot writing is disabled
-  // (they write nothing afterwards): rank 0 gathers the other ranks' layer
-  // states into it.
-  void set_snapshot_state_hook(std::function<void(SolverState&)> f) { snapshot_state_hook_ = std::move(f); }
-  // ---- hooks for pipeline parallelism (parallel/model_parallel/pipeline.h) ----
-  // Replaces the iter_size forward/backward passes of step() (after the
-  // gradients are zeroed, before before_update); returns the step's loss,
-  // the mean over its passes.
-  void set_step_runner(std::function<float()> f) { step_runner_ = std::move(f); }
-  // Replaces how a snapshot's weights file is written (by default
-  // save_weights of net()): a pipeline writes every stage's parameters.
-  void set_weights_writer(std::function<void(const std::string& path, const Metadata& metadata)> f) {
-    weights_writer_ = std::move(f);
-  }
 
   // FP16 loss scaling (nullptr in other precisions).
   const LossScaler* loss_scaler() const { return scaler_.get(); }
@@ -140,8 +135,11 @@ class Solver {
 
   // Observers are not owned and must outlive solve().
   void add_observer(TrainingObserver* observer) { observers_.push_back(observer); }
-  // Checked after every iteration; when set, solve() snapshots and returns kInterrupted.
+  // Checked after every iteration; when set, solve() snapshots and returns
+  // kInterrupted. With a strategy that decides_stop(), that strategy says
+  // when (it reads this flag on every rank and stops them together).
   void set_stop_flag(const std::atomic<bool>* flag) { stop_ = flag; }
+  const std::atomic<bool>* stop_flag() const { return stop_; }
 
   // One iteration: zero gradients, iter_size forward/backward passes,
   // before_update hook, gradients / iter_size, clipping, optimizer update.
@@ -166,6 +164,10 @@ class Solver {
   void build_nets();
   void run_test_and_report();
   void report_iteration();
+  void reduce_outputs(NamedValues& values);
+  bool stop_now() const;
+  template <typename Pred>
+  TrainingStrategy* owner(Pred owns) const;
   std::string write_snapshot_if_enabled();
   SolverState capture_state(const SnapshotPaths& paths);
   SnapshotPaths write_snapshot(const SolverState& st, const SnapshotPaths& paths);
@@ -178,15 +180,9 @@ class Solver {
   std::unique_ptr<Net> net_;
   std::unique_ptr<Net> test_net_;
   std::unique_ptr<Optimizer> optimizer_;
-  std::function<void(Net&)> before_update_;
-  std::function<float(float)> loss_reducer_;
-  std::function<void(NamedValues&)> outputs_reducer_;
-  std::function<void()> before_test_;
-  std::function<void(SolverState&)> snapshot_state_hook_;
+  std::vector<TrainingStrategy*> strategies_;  // across-replica ones first
   std::function<void(const std::string&)> notice_;
   std::unique_ptr<LossScaler> scaler_;
-  std::function<float()> step_runner_;
-  std::function<void(const std::string&, const Metadata&)> weights_writer_;
   int64_t pass_ = 0;  // forward/backward pass of the running step()
   std::vector<TrainingObserver*> observers_;
   const std::atomic<bool>* stop_ = nullptr;

@@ -28,6 +28,7 @@
 #include "framework/solver.h"
 #include "framework/solver_config.h"
 #include "tests/test_util.h"
+#include "tests/strategy_test_util.h"
 
 namespace strata {
 namespace {
@@ -315,7 +316,7 @@ TEST_P(ResumeTest, BitForBit) {
     Solver first(config);
     std::atomic<bool> stop{false};
     first.set_stop_flag(&stop);
-    first.set_before_update([&](Net&) {
+    test::BeforeUpdate before_update_hook(first, [&](Net&) {
       if (first.iter() == kN - 1) stop = true;
     });
     const SolveResult r = first.solve();

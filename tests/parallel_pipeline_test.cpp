@@ -206,10 +206,10 @@ std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int d
     po.dp_rank = grid.dp_rank();
     po.dp_size = dp;
     po.snapshots = grid.dp_rank() == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+    if (dp > 1) po.dp = &grid.dp();
     PipelineParallel pipe(config, grid.pp(), *grads, po);
     std::unique_ptr<DataParallel> dpar;
     if (dp > 1) dpar = std::make_unique<DataParallel>(pipe.solver(), grid.dp(), DataParallelConfig{});
-    pipe.install_snapshot_hooks(dp > 1 ? &grid.dp() : nullptr);
     Losses obs;
     pipe.solver().add_observer(&obs);
     pipe.solver().solve();
@@ -390,7 +390,6 @@ TEST(PipelineTestPhase, RunsThroughTheStagesAndEveryRankReportsTheLastStagesOutp
     po.config.micro_batches = 2;
     po.stage_of_layer = cut(2);
     PipelineParallel pipe(config, *comms[static_cast<size_t>(rank)], *grads[static_cast<size_t>(rank)], po);
-    pipe.install_test_hooks(nullptr, nullptr);
     EXPECT_TRUE(pipe.has_test_net());
     for (int i = 0; i < 3; ++i) pipe.solver().step();
     got[static_cast<size_t>(rank)] = pipe.solver().test();
@@ -429,6 +428,7 @@ std::vector<float> train_pp2(const SolverConfig& config, const std::string& resu
     po.dp_rank = grid.dp_rank();
     po.dp_size = dp;
     po.snapshots = grid.dp_rank() == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+    if (dp > 1) po.dp = &grid.dp();
     PipelineParallel pipe(config, grid.pp(), *grads, po);
     std::unique_ptr<DataParallel> dpar;
     if (dp > 1) dpar = std::make_unique<DataParallel>(pipe.solver(), grid.dp(), DataParallelConfig{});
@@ -437,7 +437,6 @@ std::vector<float> train_pp2(const SolverConfig& config, const std::string& resu
       EXPECT_EQ(info.iter, 3);
       EXPECT_FALSE(info.data_order_restarted);
     }
-    pipe.install_snapshot_hooks(dp > 1 ? &grid.dp() : nullptr);
     Losses obs;
     pipe.solver().add_observer(&obs);
     pipe.solver().solve();

@@ -28,6 +28,7 @@
 #include "framework/solver_config.h"
 #include "framework/training_log.h"
 #include "tests/solver_test_util.h"
+#include "tests/strategy_test_util.h"
 
 namespace strata {
 namespace {
@@ -103,7 +104,7 @@ TEST(SolverTest, BeforeUpdateHookSeesGradients) {
   Solver solver(parse_solver(linear_solver(""), dir.file("s.prototxt")));
   fill_inputs(solver.net());
   int calls = 0;
-  solver.set_before_update([&](Net& net) {
+  test::BeforeUpdate before_update_hook(solver, [&](Net& net) {
     ++calls;
     double sq = 0;
     for (NetParam& p : net.params()) {
@@ -268,7 +269,7 @@ TEST(SolverTest, StopFlagSnapshotsAndReportsInterruption) {
   Recorder rec;
   solver.add_observer(&rec);
   // Raise the flag from inside the loop, as a signal handler would.
-  solver.set_before_update([&](Net&) {
+  test::BeforeUpdate before_update_hook(solver, [&](Net&) {
     if (solver.iter() == 6) stop = true;
   });
   const SolveResult r = solver.solve();

@@ -253,32 +253,19 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
   check_parameters_match();
   broadcast_parameters();
 
-  if (config_.overlap == Overlap::kOn) net.set_grad_ready_callback([this](int id) { on_grad_ready(id); });
-  solver_.set_before_update([this](Net&) { finish_gradients(); });
-  solver_.set_loss_reducer([this](float loss) { return reduce_loss(loss); });
-  solver_.set_outputs_reducer([this](NamedValues& v) { reduce_outputs(v); });
-  solver_.set_before_test([this] { average_buffers(); });
-  solver_.set_snapshot_state_hook([this](SolverState& st) {
-    average_buffers();
-    gather_layer_states(st);
-  });
+  solver_.attach(*this);
 }
 
 DataParallel::~DataParallel() {
-  solver_.net().set_grad_ready_callback(nullptr);
-  solver_.set_before_update(nullptr);
-  solver_.set_loss_reducer(nullptr);
-  solver_.set_outputs_reducer(nullptr);
-  solver_.set_before_test(nullptr);
-  solver_.set_snapshot_state_hook(nullptr);
+  solver_.detach(*this);
   // Operations still in flight (after an error) finish or fail inside their
   // own destructors, before the buffers they use go away.
   works_.clear();
 }
 
-const std::atomic<bool>* DataParallel::stop_flag(const std::atomic<bool>* local) {
-  local_stop_ = local;
-  return &global_stop_;
+void DataParallel::snapshot_state(SolverState& state) {
+  average_buffers();
+  if (solver_.snapshot_assembler() == nullptr) gather_layer_states(state);
 }
 
 double DataParallel::take_comm_wait_seconds() {
@@ -492,7 +479,8 @@ float DataParallel::reduce_loss(float loss) {
   const Clock::time_point start = Clock::now();
   float* v = scalars_.data<float>();
   v[0] = loss;
-  v[1] = local_stop_ && local_stop_->load() ? 1.0f : 0.0f;
+  const std::atomic<bool>* local_stop = solver_.stop_flag();
+  v[1] = local_stop && local_stop->load() ? 1.0f : 0.0f;
   allreduce_host(scalars_, ReduceOp::kSum);
   if (v[1] > 0.0f) global_stop_ = true;
   comm_wait_ += std::chrono::duration<double>(Clock::now() - start).count();

@@ -5,11 +5,12 @@
 //
 //   Solver solver(config, {rank, world, comm, rank == 0 ? kEnabled : kDisabled});
 //   (restore a snapshot / load weights)
-//   DataParallel dp(solver, *comm, dp_config);  // checks the nets agree, broadcasts rank 0's weights
-//   solver.set_stop_flag(dp.stop_flag(&g_stop));
+//   solver.set_stop_flag(&g_stop);
+//   DataParallel dp(solver, *comm, dp_config);  // checks the nets agree, broadcasts rank 0's weights, attaches
 //   solver.solve();
 //
-// What it installs on the Solver (see the hooks in framework/solver.h):
+// It attaches to the Solver as a TrainingStrategy (framework/training_strategy.h,
+// scope kAcrossReplicas) and takes part in:
 // - Gradients. The updated parameters (learnable, lr_mult > 0, reached by
 //   backward) are grouped into buckets of about bucket_mb, in the order their
 //   gradients become final during backward (the reverse of the layer order).
@@ -30,7 +31,11 @@
 // - Snapshots: rank 0 writes them; at each snapshot point the other ranks'
 //   layer states (their data cursors) are gathered into rank 0's snapshot
 //   (framework/solver.h: "@rank<r>/<layer>"), so that a resume with the same
-//   number of ranks continues each rank's data exactly.
+//   number of ranks continues each rank's data exactly. Where another
+//   strategy assembles the snapshot (a pipeline: its data layers live on
+//   its stages), that one gathers the replicas' states instead.
+// - Stopping: when any rank's stop flag (Solver::set_stop_flag) is set, every
+//   rank stops after the same iteration.
 // - Nets on a GPU: with the nccl backend the buckets live on the same GPU
 //   and are reduced there (compression is refused); with tcp or mpi they
 //   live on the host and the gradients are copied in and out (staged).
@@ -51,6 +56,7 @@
 #include "framework/solver.h"
 #include "framework/tensor.h"
 #include "framework/training_log.h"
+#include "framework/training_strategy.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 
 namespace strata::parallel {
@@ -74,14 +80,14 @@ DType wire_dtype(GradCompression c);
 void encode_gradients(const float* src, int64_t n, float scale, GradCompression c, void* dst);
 void decode_gradients(const void* src, int64_t n, GradCompression c, float* dst);
 
-class DataParallel {
+class DataParallel final : public TrainingStrategy {
  public:
   // Verifies that every rank built the same parameters (names and shapes;
   // ConfigError naming the first difference), broadcasts rank 0's parameters
-  // and buffers, and installs the hooks. `solver` and `comm` must outlive this.
+  // and buffers, and attaches to the solver. `solver` and `comm` must outlive this.
   DataParallel(Solver& solver, Communicator& comm, const DataParallelConfig& config);
-  // Removes the hooks.
-  ~DataParallel();
+  // Detaches from the solver.
+  ~DataParallel() override;
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
@@ -90,9 +96,19 @@ class DataParallel {
   const DataParallelConfig& config() const { return config_; }
   const std::vector<GradBucket>& buckets() const { return buckets_; }
 
-  // The flag to give Solver::set_stop_flag: set on every rank after the
-  // iteration in which any rank saw its `local` flag set.
-  const std::atomic<bool>* stop_flag(const std::atomic<bool>* local);
+  // ---- TrainingStrategy ----
+  std::string name() const override { return "data parallel"; }
+  StrategyScope scope() const override { return StrategyScope::kAcrossReplicas; }
+  bool wants_grad_ready() const override { return config_.overlap == Overlap::kOn; }
+  void on_grad_ready(int param_index) override;
+  void before_update(Net&) override { finish_gradients(); }
+  // The mean loss over the ranks; carries the stop flag in the same allreduce.
+  float reduce_loss(float loss) override;
+  void before_test() override { average_buffers(); }
+  void reduce_outputs(NamedValues& values) override;
+  void snapshot_state(SolverState& state) override;
+  bool decides_stop() const override { return true; }
+  bool stop_requested() const override { return global_stop_; }
 
   // Seconds spent waiting for communication (gradients and loss) since the
   // previous call.
@@ -107,7 +123,6 @@ class DataParallel {
  private:
   using Clock = std::chrono::steady_clock;
 
-  void on_grad_ready(int param_index);
   void launch(size_t bucket);
   void finish_gradients();
   // A parameter's gradient into / out of a wire buffer at element `offset`,
@@ -119,8 +134,6 @@ class DataParallel {
   void allreduce_host(Tensor& t, ReduceOp op);
   void allgather_host(const Tensor& in, Tensor& out);
   void gather_host(const Tensor& in, Tensor& out, int root);
-  float reduce_loss(float loss);
-  void reduce_outputs(NamedValues& values);
   void gather_layer_states(SolverState& state);
 
   Solver& solver_;
@@ -137,8 +150,7 @@ class DataParallel {
   std::vector<std::unique_ptr<CommWork>> works_;  // after buffers_: destroyed first
   Tensor scalars_;                    // loss + stop flag
 
-  const std::atomic<bool>* local_stop_ = nullptr;
-  std::atomic<bool> global_stop_{false};
+  bool global_stop_ = false;
   double comm_wait_ = 0.0;
 };
 

@@ -81,6 +81,7 @@ ModelParallelRun start_model_parallel(const SolverConfig& config, const ModelPar
   po.dp_rank = grid.dp_rank();
   po.dp_size = shape.dp;
   po.tp = &grid.tp();
+  if (shape.dp > 1) po.dp = &grid.dp();
   // One writer per stage: dp rank 0's pipeline, tp rank 0 of its group.
   po.snapshots = grid.dp_rank() == 0 && grid.tp_rank() == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
   if (!has_stage_keys(net_config_of(config).first)) po.stage_of_layer = balanced_cut(config, shape.pp, w, out);

@@ -21,20 +21,10 @@ using namespace pipeline_internal;
 
 namespace {
 
-// The seed the Solver gives rank r's nets (framework/solver.cpp rank_seed;
-// the feeder net is built here and must shuffle like the Solver's would).
-uint64_t rank_seed(uint64_t seed, int rank) {
-  if (rank == 0) return seed;
-  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank) + 0x632be59bd9b4e019ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // The stage's compute net config with every layer marked TRAIN-only and one
 // empty TEST-phase Input layer: the Solver's own TEST net (built from this
 // config) is then an empty stand-in, and the real test runs through the
-// stages in the before_test hook (PipelineParallel::run_test).
+// stages in PipelineParallel::run_test, which the Solver calls instead.
 ConfigNode with_test_stand_in(const ConfigNode& root) {
   ConfigNode out = ConfigNode::block(root.key(), root.loc());
   for (const ConfigNode& c : root.children()) {
@@ -100,7 +90,7 @@ bool test_net_config(const SolverConfig& config, ConfigNode& root, std::string& 
 
 PipelineParallel::PipelineParallel(const SolverConfig& config, Communicator& activations, Communicator& gradients,
                                    const PipelineOptions& options)
-    : options_(options), act_(activations), grad_(gradients), stage_(activations.rank()) {
+    : options_(options), act_(activations), grad_(gradients), stage_(activations.rank()), dp_(options.dp) {
   const int P = activations.world_size();
   if (options.config.stages != P || gradients.world_size() != P || gradients.rank() != stage_) {
     fail<ConfigError>("pipeline of ", options.config.stages, " stages over a pp group of ", P,
@@ -131,14 +121,11 @@ PipelineParallel::PipelineParallel(const SolverConfig& config, Communicator& act
   grad_in_.resize(plan_.boundaries.size());
   act_sender_ = std::make_unique<Sender>(act_);
   grad_sender_ = std::make_unique<Sender>(grad_);
-  solver_->set_step_runner([this] { return run_step(); });
+  solver_->attach(*this);
 }
 
 PipelineParallel::~PipelineParallel() {
-  if (solver_) {
-    solver_->set_step_runner(nullptr);
-    solver_->set_weights_writer(nullptr);
-  }
+  if (solver_) solver_->detach(*this);
 }
 
 // Stages build in order: each waits for the shapes its senders announce,

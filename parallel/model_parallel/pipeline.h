@@ -4,11 +4,13 @@
 // the order of a schedule (parallel/model_parallel/pipeline_schedule.h).
 //
 //   PipelineParallel pipe(config, grid.pp(), *grad_comm, options);  // collective over the pp group
-//   DataParallel dp(pipe.solver(), grid.dp(), dp_config);           // optional, over the dp group
 //   if (resume) pipe.restore(state_path);                             // every stage its part
-//   pipe.install_snapshot_hooks(dp_comm);                           // after DataParallel
-//   pipe.install_test_hooks(dp_comm, [&] { dp.average_buffers(); });  // after DataParallel
+//   DataParallel dp(pipe.solver(), grid.dp(), dp_config);           // optional, over the dp group
 //   pipe.solver().solve();
+//
+// It attaches to its own Solver as a TrainingStrategy (scope kWithinReplica:
+// it owns the step, the test and the snapshot layout), so a DataParallel on
+// the same Solver combines with it in either order of construction.
 //
 // What it does:
 // - Builds only this stage's layers: a Solver whose net is the stage's
@@ -21,12 +23,13 @@
 //   each boundary blob and whether it wants the gradient back. A receiver
 //   whose net cannot take those shapes fails with a ShapeError naming the
 //   boundary and both stages.
-// - A step (Solver::set_step_runner): runs the schedule; activations travel
+// - A step (run_step): runs the schedule; activations travel
 //   on `activations` (lower -> higher stage), gradients on `gradients`
 //   (higher -> lower), sends from a background thread, so that a large send
 //   never blocks a stage that must first receive. The loss (summed over the
 //   stages' loss layers, averaged over micro-batches) is allreduced over the
-//   group, so every stage reports the same loss.
+//   group, so every stage reports the same loss (DataParallel then averages
+//   it over the dp group).
 // - Snapshots: every stage sends its parameters, optimizer history and
 //   layer states to stage 0, whose writer (dp rank 0) writes one weights
 //   file and one state file with full-net names: they load into the unsplit
@@ -40,9 +43,9 @@
 //   staged like the TRAIN ones (a `stage:` key, else the stage of the TRAIN
 //   layer of the same name, else that of the layer before) and each stage
 //   builds a forward-only test net sharing its weights. Solver::test() runs
-//   them through the stages batch by batch (before_test hook) and every rank
+//   them through the stages batch by batch (run_test) and every rank
 //   reports the last stage's scalar outputs, averaged over test_iter (and
-//   over the dp group).
+//   over the dp group by DataParallel).
 // Not supported under a pipeline: parameters shared (`param { name: }`)
 // between layers on different stages.
 #pragma once
@@ -56,6 +59,7 @@
 #include "framework/communicator.h"
 #include "framework/net.h"
 #include "framework/solver.h"
+#include "framework/training_strategy.h"
 #include "parallel/model_parallel/model_parallel_config.h"
 #include "parallel/model_parallel/pipeline_plan.h"
 #include "parallel/model_parallel/pipeline_schedule.h"
@@ -71,6 +75,10 @@ struct PipelineOptions {
   int dp_rank = 0;
   int dp_size = 1;
   Communicator* tp = nullptr;  // NetOptions::comm of the stage's nets (tensor parallelism)
+  // The dp group (the same stage of every pipeline), over which each
+  // pipeline's data cursors are gathered into snapshots as "@rank<r>/<layer>"
+  // so that every dp rank resumes its own shard (nullptr: one pipeline).
+  Communicator* dp = nullptr;
   // Whether this rank writes snapshots (dp rank 0's pipeline, tp rank 0 of
   // each stage's group: it gathers the split parameters); stage 0 writes the files.
   SnapshotWriting snapshots = SnapshotWriting::kEnabled;
@@ -91,14 +99,14 @@ struct PipelineTimeTotals {
   double idle_share() const { return step_seconds > 0 ? 1.0 - compute_seconds / step_seconds : 0.0; }
 };
 
-class PipelineParallel {
+class PipelineParallel final : public TrainingStrategy {
  public:
   // Collective over the pp group (activations.rank() is the stage). Both
   // communicators join the same ranks in the same order; `activations`
   // also carries the setup and snapshot messages and the loss.
   PipelineParallel(const SolverConfig& config, Communicator& activations, Communicator& gradients,
                    const PipelineOptions& options);
-  ~PipelineParallel();
+  ~PipelineParallel() override;
   PipelineParallel(const PipelineParallel&) = delete;
   PipelineParallel& operator=(const PipelineParallel&) = delete;
 
@@ -116,16 +124,6 @@ class PipelineParallel {
   // "stage 1: 12 steps, step 35.1 ms, compute 27.0 ms, idle 23.1% (theory 20.0%)"
   std::string times_line() const;
 
-  // Installs the snapshot hooks (after DataParallel, whose snapshot hook
-  // this replaces). `dp`: the dp group, over which each pipeline's data
-  // cursors are gathered as "@rank<r>/<layer>" so that every dp rank resumes
-  // its own shard (nullptr: one pipeline, or cursors not kept).
-  void install_snapshot_hooks(Communicator* dp = nullptr);
-  // Installs the TEST-phase hooks (after DataParallel, whose before_test and
-  // outputs hooks this replaces): `dp` averages test and TRAIN outputs over
-  // the dp group (nullptr: one pipeline); `before_test` runs first (the dp
-  // group agreeing on BatchNorm statistics). No-op without TEST nets.
-  void install_test_hooks(Communicator* dp, std::function<void()> before_test);
   bool has_test_net() const { return test_net_ != nullptr; }
 
   // Resumes from a snapshot of the whole net (written by a pipeline of any
@@ -133,16 +131,24 @@ class PipelineParallel {
   // only in that every stage must call it with the same file.
   ResumeInfo restore(const std::string& state_path);
 
+  // ---- TrainingStrategy ----
+  std::string name() const override { return "pipeline"; }
+  StrategyScope scope() const override { return StrategyScope::kWithinReplica; }
+  bool owns_step() const override { return true; }
+  float run_step() override;
+  bool owns_test() const override { return test_net_ != nullptr; }
+  NamedValues run_test() override;
+  void snapshot_state(SolverState& st) override { gather_snapshot(st); }
+  bool assembles_snapshot() const override { return true; }
+  void write_weights(const std::string& path, const Metadata& md) override;
+
  private:
   struct Sender;
-  float run_step();
   float forward(int micro);
   void backward(int micro);
   void exchange_setup(const SolverConfig& config);
   void setup_test(const SolverConfig& config, const NetOptions& net_options);
-  NamedValues run_test();
   void gather_snapshot(SolverState& st);
-  void write_weights(const std::string& path, const Metadata& md);
 
   PipelineOptions options_;
   Communicator& act_;
@@ -165,9 +171,7 @@ class PipelineParallel {
   // TEST phase: its own plan (boundaries), forward-only net and feeder.
   PipelinePlan test_plan_;
   std::unique_ptr<Net> test_net_, test_feeder_;
-  Communicator* dp_ = nullptr;
-  bool test_pending_ = false;
-  NamedValues test_result_;
+  Communicator* dp_ = nullptr;  // options_.dp
 };
 
 }  // namespace strata::parallel

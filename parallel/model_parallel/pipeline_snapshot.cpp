@@ -56,14 +56,6 @@ void put_tensor(std::string& out, uint64_t kind, const std::string& name, const 
 
 }  // namespace
 
-void PipelineParallel::install_snapshot_hooks(Communicator* dp) {
-  if (dp) dp_ = dp;
-  solver_->set_snapshot_state_hook([this](SolverState& st) { gather_snapshot(st); });
-  if (stage_ == 0 && options_.snapshots == SnapshotWriting::kEnabled) {
-    solver_->set_weights_writer([this](const std::string& path, const Metadata& md) { write_weights(path, md); });
-  }
-}
-
 // Every stage's parameters, history and layer states go to stage 0.
 void PipelineParallel::gather_snapshot(SolverState& st) {
   const bool writer = options_.snapshots == SnapshotWriting::kEnabled;

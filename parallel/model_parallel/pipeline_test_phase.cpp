@@ -156,38 +156,7 @@ NamedValues PipelineParallel::run_test() {
     out.emplace_back(text.substr(pos, tab - pos), std::strtod(text.c_str() + tab + 1, nullptr));
     pos = nl + 1;
   }
-  if (dp_ && dp_->world_size() > 1 && !out.empty()) {
-    Tensor t({static_cast<int64_t>(out.size())});
-    for (size_t i = 0; i < out.size(); ++i) t.data<float>()[i] = static_cast<float>(out[i].second);
-    dp_->allreduce(t, ReduceOp::kAverage);
-    for (size_t i = 0; i < out.size(); ++i) out[i].second = t.data<float>()[i];
-  }
-  return out;
-}
-
-void PipelineParallel::install_test_hooks(Communicator* dp, std::function<void()> before_test) {
-  if (dp) dp_ = dp;
-  if (!test_net_) return;
-  solver_->set_before_test([this, before_test = std::move(before_test)] {
-    if (before_test) before_test();
-    test_result_ = run_test();
-    test_pending_ = true;
-  });
-  // The Solver's own TEST net is an empty stand-in: its (empty) outputs are
-  // replaced by the pipeline's; TRAIN outputs are averaged over dp as
-  // DataParallel does.
-  solver_->set_outputs_reducer([this](NamedValues& values) {
-    if (test_pending_) {
-      values = test_result_;
-      test_pending_ = false;
-      return;
-    }
-    if (!dp_ || dp_->world_size() == 1 || values.empty()) return;
-    Tensor t({static_cast<int64_t>(values.size())});
-    for (size_t i = 0; i < values.size(); ++i) t.data<float>()[i] = static_cast<float>(values[i].second);
-    dp_->allreduce(t, ReduceOp::kAverage);
-    for (size_t i = 0; i < values.size(); ++i) values[i].second = t.data<float>()[i];
-  });
+  return out;  // averaged over the dp group by DataParallel::reduce_outputs
 }
 
 }  // namespace strata::parallel

@@ -1,32 +1,25 @@
 // strata train: run a solver file; resume from a snapshot or start from weights.
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include <csignal>
-#include <filesystem>
-#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
 #include <unistd.h>
 
-#include "framework/io/checkpoint.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
 #include "framework/cuda/runtime.h"
 #endif
 #include "framework/error.h"
-#include "framework/io/file_util.h"
 #include "framework/memory_cap.h"
 #include "framework/solver.h"
 #include "framework/tensor.h"
 #include "framework/threads.h"
-#include "parallel/backends/communicator_factory.h"
-#include "parallel/data_parallel/data_parallel.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/rendezvous/env.h"
+#include "parallel/training_run.h"
 #include "parallel/model_parallel/model_parallel_config.h"
-#include "parallel/model_parallel/model_parallel_run.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 #include "transfer/freeze.h"
@@ -180,162 +173,34 @@ int train_main(int argc, char** argv) {
       transfer::parse_weights_format(args.get("weights-format", "auto"), "--weights-format");
 
   const SolverConfig config = load_solver_config(args.require("solver"));
-  const parallel::DataParallelConfig dp_config = data_parallel_config(config, args);
-  const parallel::ModelParallelConfig mp_config = model_parallel_config(config, args);
+  parallel::TrainingRunOptions run;
+  run.data = data_parallel_config(config, args);
+  run.model = model_parallel_config(config, args);
   if (args.has("max-memory")) set_memory_cap(parse_memory_size(args.get("max-memory"), "--max-memory"));
-
-  // More than one rank (strata launch, mpirun, srun): synchronous data
-  // parallel. Rank 0 alone prints, logs and writes snapshots.
+  // Several ranks on this host share its cores unless --threads says otherwise.
   const parallel::RankEnv env = parallel::detect_rank_env();
   if (!args.has("threads") && env.local_world_size > 1) {
-    set_num_threads(std::max(1, hardware_threads() / env.local_world_size));  // share the cores
+    set_num_threads(std::max(1, hardware_threads() / env.local_world_size));
   }
-  const Device device = device_flag(args);
-  if (env.distributed() && !device.is_cpu() &&
-      (mp_config.pipeline.stages > 1 || mp_config.tensor_size > 1)) {
-    fail<ConfigError>("--device ", device.str(), ": pipeline and tensor parallelism run on the CPU only so far; "
-                      "on GPUs use data parallelism (strata launch without --pp/--tp), or use --device cpu");
-  }
-  // With a GPU, backend auto is nccl (when built with it): the gradients are
-  // reduced on the device; tcp and mpi stage them through host memory.
-  std::unique_ptr<Communicator> comm;
-  if (env.distributed()) comm = parallel::create_communicator(env, {dp_config.backend, dp_config.algorithm, device});
-  const bool lead = env.rank == 0;
-  SolverOptions solver_options;
-  solver_options.rank = env.rank;
-  solver_options.world_size = env.world_size;
-  solver_options.comm = comm.get();
-  solver_options.snapshots = lead ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
-  solver_options.device = device;
-  // Pipeline / tensor parallelism (--pp, --tp): the dp x pp x tp grid and
-  // this rank's stage, which builds only its own layers.
-  parallel::ModelParallelRun mp = parallel::start_model_parallel(config, mp_config, env, comm.get(), solver_options, std::cout);
-  if (mp.active() && !device.is_cpu()) {  // stages given by `stage:` on layers
-    fail<ConfigError>("--device ", device.str(), ": pipeline and tensor parallelism run on the CPU only so far; "
-                      "use --device cpu");
-  }
-  std::unique_ptr<Solver> own_solver;
-  if (!mp.pipe) own_solver = std::make_unique<Solver>(config, solver_options);
-  Solver& solver = mp.pipe ? mp.pipe->solver() : *own_solver;
-  if (lead) {
-    std::printf("strata train: %s, %d threads, net '%s' (%s)\n", config.source.c_str(), num_threads(),
-                solver.net().name().c_str(), solver.net().memory_report().str().c_str());
-  }
-
+  run.device = device_flag(args);
+  run.snapshot = args.get("snapshot", "");
   if (args.has("freeze")) {
-    // Every rank freezes the same layers, before the optimizer history and
-    // the data-parallel buckets are laid out.
     std::vector<std::string> patterns;
     for (const std::string& p : split_list(args.get_all("freeze"))) patterns.push_back(p);
-    const transfer::FreezeReport frozen = transfer::freeze_layers(solver.net(), patterns, "--freeze");
-    solver.optimizer().prepare(solver.net().params());
-    if (lead) std::printf("%s\n", frozen.str().c_str());
+    run.freeze = [patterns](Net& net) { return transfer::freeze_layers(net, patterns, "--freeze").str(); };
   }
-
-  bool resumed = false;
-  if (args.has("snapshot")) {
-    // Every rank reads the same snapshot (a pipeline stage restores its part).
-    const ResumeInfo info = mp.pipe ? mp.pipe->restore(args.get("snapshot")) : solver.restore(args.get("snapshot"));
-    if (lead) {
-      std::printf("resumed from %s at iteration %lld\n", info.state_path.c_str(),
-                  static_cast<long long>(info.iter));
-      if (info.config_changed) {
-        std::printf("note: the solver settings differ from those of the run that wrote this snapshot\n");
-      }
-      if (info.snapshot_world_size != solver.options().world_size) {
-        std::printf("note: the snapshot was written by %d data-parallel rank%s and this run has %d; %s\n",
-                    info.snapshot_world_size, info.snapshot_world_size == 1 ? "" : "s", solver.options().world_size,
-                    info.data_order_restarted ? "the data order restarts from the beginning of an epoch"
-                                              : "each rank reads its own share of the data");
-      }
-    }
-    resumed = true;
-  } else if (args.has("weights") && (lead || mp.active())) {
-    // Rank 0 reads the weights; the data-parallel start broadcasts them.
-    // Pipeline stages each read their own layers' parameters, and
-    // tensor-parallel ranks their blocks of the split ones.
+  if (args.has("weights")) {
     transfer::PretrainedOptions options;
     options.format = weights_format;
     options.reinit = split_list(args.get_all("reinit"));
-    const LoadReport report = transfer::load_pretrained(solver.net(), args.get("weights"), options);
-    std::printf("%s\n", report.str().c_str());
+    run.load_weights = [path = args.get("weights"), options](Net& net) {
+      return transfer::load_pretrained(net, path, options).str();
+    };
   }
-
-  std::unique_ptr<parallel::DataParallel> dp;
-  Communicator* dp_comm = mp.active() ? (mp.dp_comm()->world_size() > 1 ? mp.dp_comm() : nullptr) : comm.get();
-  if (dp_comm) {
-    dp = std::make_unique<parallel::DataParallel>(solver, *dp_comm, dp_config);
-    if (lead) {
-      std::printf("data parallel: %d ranks, %s backend, %s, %zu gradient bucket%s\n", dp_comm->world_size(),
-                  comm->backend_name().c_str(), dp_config.summary().c_str(), dp->buckets().size(),
-                  dp->buckets().size() == 1 ? "" : "s");
-    }
-  }
-  if (mp.pipe) {
-    // After DataParallel's hooks (these replace its snapshot, test and outputs hooks).
-    mp.pipe->install_snapshot_hooks(dp_comm);
-    std::function<void()> agree_buffers;
-    if (dp) agree_buffers = [&dp] { dp->average_buffers(); };
-    mp.pipe->install_test_hooks(dp_comm, agree_buffers);
-  }
-
-  const std::string prefix_dir = lead ? dirname_of(config.snapshot_prefix) : std::string();
-  if (!prefix_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(prefix_dir, ec);
-    if (ec) fail<IoError>("cannot create snapshot folder '", prefix_dir, "': ", ec.message());
-  }
-
-  std::unique_ptr<TrainingObserver> console;
-  std::unique_ptr<JsonLinesLog> log;
-  if (lead) {
-    if (dp) {
-      console = std::make_unique<parallel::DataParallelConsole>(std::cout, *dp);
-    } else {
-      console = std::make_unique<ConsolePrinter>(std::cout);
-    }
-    log = std::make_unique<JsonLinesLog>(config.log, resumed ? LogMode::kAppend : LogMode::kTruncate);
-    solver.add_observer(console.get());
-    solver.add_observer(log.get());
-  }
-  if (lead) {
-    // FP16 loss-scale overflows: the step is skipped and the console says so.
-    solver.set_notice_sink([](const std::string& msg) { std::printf("note: %s\n", msg.c_str()); });
-    if (!solver_options.device.is_cpu()) {
-      std::printf("device %s, precision %s\n", solver_options.device.str().c_str(), precision_name(config.precision));
-    }
-  }
-  // With several ranks, all stop after the same iteration once any one is interrupted.
-  solver.set_stop_flag(dp ? dp->stop_flag(&g_stop) : &g_stop);
+  run.stop = &g_stop;
   std::signal(SIGINT, on_sigint);
-  const SolveResult result = solver.solve();
+  const SolveResult result = parallel::run_training(config, run);
   std::signal(SIGINT, SIG_DFL);
-  // Per-rank time and memory (tools/bench/run_pipeline_bench.py reads these):
-  // every rank of a model-parallel run, in rank order; else rank 0.
-  if (lead || mp.active()) {
-    for (int r = 0; r < (mp.active() && comm ? comm->world_size() : 1); ++r) {
-      if (!mp.active() || r == env.rank) {
-        if (mp.pipe) std::printf("%s\n", mp.pipe->times_line().c_str());
-        std::printf("rank %d: peak tensor storage %s, in use at the end %s\n", env.rank,
-                    format_bytes(memory_peak()).c_str(), format_bytes(memory_in_use()).c_str());
-        std::fflush(stdout);
-      }
-      if (mp.active() && comm) comm->barrier();
-    }
-  }
-  if (lead) {
-    std::printf("log: %s\n", log->path().c_str());
-    if (!result.last_snapshot.empty()) std::printf("snapshot: %s\n", result.last_snapshot.c_str());
-#ifdef STRATA_WITH_CUDA
-    if (!solver_options.device.is_cpu()) {
-      std::printf("GPU memory: %s\n", cuda::memory_report(solver_options.device.index).c_str());
-      if (const LossScaler* ls = solver.loss_scaler()) {
-        std::printf("loss scale %g, %lld update(s) skipped for overflow\n", ls->scale(),
-                    static_cast<long long>(ls->skipped_steps()));
-      }
-    }
-#endif
-  }
   return result.status == SolveStatus::kInterrupted ? 130 : 0;
 }
 

@@ -1,0 +1,165 @@
+#include "parallel/training_run.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "framework/error.h"
+#include "framework/io/file_util.h"
+#include "framework/memory_cap.h"
+#include "framework/threads.h"
+#include "framework/training_log.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#include "framework/cuda/runtime.h"
+#endif
+#include "parallel/backends/communicator_factory.h"
+#include "parallel/data_parallel/data_parallel.h"
+#include "parallel/model_parallel/model_parallel_run.h"
+#include "parallel/rendezvous/env.h"
+
+namespace strata::parallel {
+
+namespace {
+
+void print_resume(const ResumeInfo& info, int world_size) {
+  std::printf("resumed from %s at iteration %lld\n", info.state_path.c_str(), static_cast<long long>(info.iter));
+  if (info.config_changed) {
+    std::printf("note: the solver settings differ from those of the run that wrote this snapshot\n");
+  }
+  if (info.snapshot_world_size != world_size) {
+    std::printf("note: the snapshot was written by %d data-parallel rank%s and this run has %d; %s\n",
+                info.snapshot_world_size, info.snapshot_world_size == 1 ? "" : "s", world_size,
+                info.data_order_restarted ? "the data order restarts from the beginning of an epoch"
+                                          : "each rank reads its own share of the data");
+  }
+}
+
+void create_snapshot_folder(const std::string& prefix) {
+  const std::string dir = dirname_of(prefix);
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail<IoError>("cannot create snapshot folder '", dir, "': ", ec.message());
+}
+
+// Per-rank time and memory (tools/bench/run_pipeline_bench.py reads these):
+// every rank of a model-parallel run, in rank order; else rank 0.
+void print_rank_summaries(const RankEnv& env, const ModelParallelRun& mp, Communicator* world) {
+  if (env.rank != 0 && !mp.active()) return;
+  for (int r = 0; r < (mp.active() && world ? world->world_size() : 1); ++r) {
+    if (!mp.active() || r == env.rank) {
+      if (mp.pipe) std::printf("%s\n", mp.pipe->times_line().c_str());
+      std::printf("rank %d: peak tensor storage %s, in use at the end %s\n", env.rank,
+                  format_bytes(memory_peak()).c_str(), format_bytes(memory_in_use()).c_str());
+      std::fflush(stdout);
+    }
+    if (mp.active() && world) world->barrier();
+  }
+}
+
+}  // namespace
+
+SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& options) {
+  const RankEnv env = detect_rank_env();
+  const Device device = options.device;
+  if (env.distributed() && !device.is_cpu() && (options.model.pipeline.stages > 1 || options.model.tensor_size > 1)) {
+    fail<ConfigError>("--device ", device.str(), ": pipeline and tensor parallelism run on the CPU only so far; "
+                      "on GPUs use data parallelism (strata launch without --pp/--tp), or use --device cpu");
+  }
+  // 1. With a GPU, backend auto is nccl (when built with it): the gradients
+  // are reduced on the device; tcp and mpi stage them through host memory.
+  std::unique_ptr<Communicator> world;
+  if (env.distributed()) world = create_communicator(env, {options.data.backend, options.data.algorithm, device});
+  const bool lead = env.rank == 0;
+  SolverOptions solver_options;
+  solver_options.rank = env.rank;
+  solver_options.world_size = env.world_size;
+  solver_options.comm = world.get();
+  solver_options.snapshots = lead ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+  solver_options.device = device;
+
+  // 2. Pipeline / tensor parallelism: the grid and this rank's stage, which
+  // builds only its own layers.
+  ModelParallelRun mp = start_model_parallel(config, options.model, env, world.get(), solver_options, std::cout);
+  if (mp.active() && !device.is_cpu()) {  // stages given by `stage:` on layers
+    fail<ConfigError>("--device ", device.str(), ": pipeline and tensor parallelism run on the CPU only so far; "
+                      "use --device cpu");
+  }
+  std::unique_ptr<Solver> own_solver;
+  if (!mp.pipe) own_solver = std::make_unique<Solver>(config, solver_options);
+  Solver& solver = mp.pipe ? mp.pipe->solver() : *own_solver;
+  if (lead) {
+    std::printf("strata train: %s, %d threads, net '%s' (%s)\n", config.source.c_str(), num_threads(),
+                solver.net().name().c_str(), solver.net().memory_report().str().c_str());
+  }
+
+  // 3. Every rank freezes the same layers, before the optimizer history and
+  // the data-parallel buckets are laid out.
+  if (options.freeze) {
+    const std::string line = options.freeze(solver.net());
+    solver.optimizer().prepare(solver.net().params());
+    if (lead && !line.empty()) std::printf("%s\n", line.c_str());
+  }
+
+  // 4. Every rank reads the same snapshot (a pipeline stage restores its
+  // part). Weights: rank 0 reads them and data parallelism broadcasts them;
+  // pipeline stages read their own layers, tensor-parallel ranks their blocks.
+  const bool resumed = !options.snapshot.empty();
+  if (resumed) {
+    const ResumeInfo info = mp.pipe ? mp.pipe->restore(options.snapshot) : solver.restore(options.snapshot);
+    if (lead) print_resume(info, solver.options().world_size);
+  } else if (options.load_weights && (lead || mp.active())) {
+    std::printf("%s\n", options.load_weights(solver.net()).c_str());
+  }
+
+  // 5. Data parallelism over the replicas (the grid's dp axis).
+  solver.set_stop_flag(options.stop);
+  Communicator* dp_comm = mp.active() ? (mp.dp_comm()->world_size() > 1 ? mp.dp_comm() : nullptr) : world.get();
+  std::unique_ptr<DataParallel> dp;
+  if (dp_comm) {
+    dp = std::make_unique<DataParallel>(solver, *dp_comm, options.data);
+    if (lead) {
+      std::printf("data parallel: %d ranks, %s backend, %s, %zu gradient bucket%s\n", dp_comm->world_size(),
+                  world->backend_name().c_str(), options.data.summary().c_str(), dp->buckets().size(),
+                  dp->buckets().size() == 1 ? "" : "s");
+    }
+  }
+
+  // 6. Rank 0 prints, logs and writes snapshots.
+  std::unique_ptr<TrainingObserver> console;
+  std::unique_ptr<JsonLinesLog> log;
+  if (lead) {
+    create_snapshot_folder(config.snapshot_prefix);
+    if (dp) {
+      console = std::make_unique<DataParallelConsole>(std::cout, *dp);
+    } else {
+      console = std::make_unique<ConsolePrinter>(std::cout);
+    }
+    log = std::make_unique<JsonLinesLog>(config.log, resumed ? LogMode::kAppend : LogMode::kTruncate);
+    solver.add_observer(console.get());
+    solver.add_observer(log.get());
+    // FP16 loss-scale overflows: the step is skipped and the console says so.
+    solver.set_notice_sink([](const std::string& msg) { std::printf("note: %s\n", msg.c_str()); });
+    if (!device.is_cpu()) std::printf("device %s, precision %s\n", device.str().c_str(), precision_name(config.precision));
+  }
+  const SolveResult result = solver.solve();
+  print_rank_summaries(env, mp, world.get());
+  if (lead) {
+    std::printf("log: %s\n", log->path().c_str());
+    if (!result.last_snapshot.empty()) std::printf("snapshot: %s\n", result.last_snapshot.c_str());
+#ifdef STRATA_WITH_CUDA
+    if (!device.is_cpu()) {
+      std::printf("GPU memory: %s\n", cuda::memory_report(device.index).c_str());
+      if (const LossScaler* ls = solver.loss_scaler()) {
+        std::printf("loss scale %g, %lld update(s) skipped for overflow\n", ls->scale(),
+                    static_cast<long long>(ls->skipped_steps()));
+      }
+    }
+#endif
+  }
+  return result;
+}
+
+}  // namespace strata::parallel

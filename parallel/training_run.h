@@ -1,0 +1,58 @@
+// One training run, as `strata train` runs it: the solver, the strategies
+// its ranks and settings call for, the console and the log, put together in
+// the one order that works, so that the tool that calls it only parses flags.
+//
+//   TrainingRunOptions o;                       // from flags and the solver's parallel { } block
+//   o.data = ...; o.model = ...; o.freeze = ...; o.load_weights = ...;
+//   SolveResult r = run_training(config, o);
+//
+// What it does, in order (every step on every rank unless said):
+//   1. ranks: one process, or N under `strata launch` / mpirun / srun
+//      (parallel/rendezvous/env.h), and their communicator;
+//   2. model parallel (pp or tp > 1): the dp x pp x tp grid and this rank's
+//      pipeline stage (parallel/model_parallel/model_parallel_run.h); else a Solver;
+//   3. freeze (before any strategy lays out its gradient buckets);
+//   4. resume from a snapshot, or load weights (rank 0, whose weights data
+//      parallel then broadcasts; every rank of a model-parallel run, each
+//      reading its own part);
+//   5. data parallel over the grid's dp axis when it has more than one rank;
+//   6. console and log on rank 0, solve, per-rank time and memory lines.
+// Strategies attach to the Solver through TrainingStrategy
+// (framework/training_strategy.h): a new one (a parameter server) is built
+// in step 5's place and attaches the same way.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "framework/net.h"
+#include "framework/solver.h"
+#include "framework/solver_config.h"
+#include "framework/tensor.h"
+#include "parallel/data_parallel/data_parallel_config.h"
+#include "parallel/model_parallel/model_parallel_config.h"
+
+namespace strata::parallel {
+
+struct TrainingRunOptions {
+  Device device;                   // where this rank's nets run (--device, resolved per local rank)
+  DataParallelConfig data;         // used when there is more than one replica
+  ModelParallelConfig model;       // pp and tp sizes, micro-batches, schedule
+  std::string snapshot;            // resume from this .solverstate.safetensors ("": start afresh)
+  // Every rank, once the nets exist and before strategies lay out their
+  // buffers: e.g. freezing layers. Returns a line for the console ("": none).
+  std::function<std::string(Net&)> freeze;
+  // When starting afresh, on the ranks that read weights (see above).
+  // Returns a report for the console.
+  std::function<std::string(Net&)> load_weights;
+  // Set (by a signal handler) to stop after the current iteration, with a
+  // snapshot; with several ranks every rank stops after the same iteration.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+// Trains to the solver's max_iter (or until stopped). Library errors
+// (ConfigError, IoError, communication errors naming the rank) propagate.
+SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& options);
+
+}  // namespace strata::parallel
