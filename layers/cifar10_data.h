@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "framework/layer_registry.h"
-#include "framework/data/data_source.h"
+#include "layers/in_memory_data.h"
 
 namespace strata {
 

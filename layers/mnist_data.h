@@ -4,7 +4,7 @@
 #pragma once
 
 #include "framework/layer_registry.h"
-#include "framework/data/data_source.h"
+#include "layers/in_memory_data.h"
 
 namespace strata {
 

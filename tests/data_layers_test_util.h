@@ -21,6 +21,7 @@
 #include "framework/layer_registry.h"
 #include "framework/io/npy.h"
 #include "framework/data/data_source.h"
+#include "layers/in_memory_data.h"
 #include "tests/test_util.h"
 
 namespace strata {

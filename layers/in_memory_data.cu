@@ -3,7 +3,7 @@
 // tops on the copy stream; the compute stream waits for the copy with an
 // event (framework/cuda/batch_upload.h).
 #include "framework/cuda/batch_upload.h"
-#include "framework/data/data_source.h"
+#include "layers/in_memory_data.h"
 
 namespace strata {
 
