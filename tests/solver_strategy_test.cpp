@@ -20,26 +20,10 @@ namespace {
 
 using solver_test::parse_solver;
 using solver_test::TempDir;
-
-const char* kNet = R"(
-  name: "linear"
-  layer { name: "input" type: "Input" top: "data" top: "label"
-          input_param { shape { dim: 6 dim: 4 } shape { dim: 6 } } }
-  layer { name: "fc" type: "InnerProduct" bottom: "data" top: "score"
-          inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } }
-  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "score" bottom: "label" top: "loss" }
-)";
+using solver_test::fill_inputs;
 
 SolverConfig config(const TempDir& dir, const std::string& extra = "") {
-  return parse_solver(std::string("net_param {") + kNet + "}\nbase_lr: 0.1\ndisplay: 0\n" + extra,
-                      dir.file("s.prototxt"));
-}
-
-void fill_inputs(Net& net) {
-  float* x = net.blob("data").data.data<float>();
-  for (int i = 0; i < 24; ++i) x[i] = std::sin(0.7f * static_cast<float>(i));
-  float* y = net.blob("label").data.data<float>();
-  for (int i = 0; i < 6; ++i) y[i] = static_cast<float>(i % 3);
+  return parse_solver(solver_test::linear_solver("display: 0\n" + extra), dir.file("s.prototxt"));
 }
 
 // Records every point it is called at, as "<name>.<point>", into a shared log.

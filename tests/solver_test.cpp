@@ -36,30 +36,12 @@ namespace {
 using solver_test::parse_solver;
 using solver_test::TempDir;
 using solver_test::write_text;
+using solver_test::kLinearNet;
+using solver_test::linear_solver;
+using solver_test::fill_inputs;
 
 // ---------------------------------------------------------------------------
 // The Solver loop
-
-// A 4 -> 3 linear classifier on a fixed batch set through an Input layer.
-const char* kLinearNet = R"(
-  name: "linear"
-  layer { name: "input" type: "Input" top: "data" top: "label"
-          input_param { shape { dim: 6 dim: 4 } shape { dim: 6 } } }
-  layer { name: "fc" type: "InnerProduct" bottom: "data" top: "score"
-          inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } }
-  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "score" bottom: "label" top: "loss" }
-)";
-
-std::string linear_solver(const std::string& extra) {
-  return std::string("net_param {") + kLinearNet + "}\nbase_lr: 0.1\n" + extra;
-}
-
-void fill_inputs(Net& net) {
-  float* x = net.blob("data").data.data<float>();
-  for (int i = 0; i < 24; ++i) x[i] = std::sin(0.7f * static_cast<float>(i));
-  float* y = net.blob("label").data.data<float>();
-  for (int i = 0; i < 6; ++i) y[i] = static_cast<float>(i % 3);
-}
 
 std::vector<float> all_weights(Net& net) {
   std::vector<float> out;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/config.h"
+#include "framework/net.h"
 #include "framework/solver_config.h"
 #include "tests/test_util.h"
 
@@ -31,6 +33,27 @@ class TempDir : public test::TempDir {
 
 inline SolverConfig parse_solver(const std::string& text, const std::string& source = "/work/exp/solver.prototxt") {
   return parse_solver_config(parse_config_text(text, source), source);
+}
+
+// A 4 -> 3 linear classifier on a fixed batch set through an Input layer.
+inline const char* kLinearNet = R"(
+  name: "linear"
+  layer { name: "input" type: "Input" top: "data" top: "label"
+          input_param { shape { dim: 6 dim: 4 } shape { dim: 6 } } }
+  layer { name: "fc" type: "InnerProduct" bottom: "data" top: "score"
+          inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } }
+  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "score" bottom: "label" top: "loss" }
+)";
+
+inline std::string linear_solver(const std::string& extra) {
+  return std::string("net_param {") + kLinearNet + "}\nbase_lr: 0.1\n" + extra;
+}
+
+inline void fill_inputs(Net& net) {
+  float* x = net.blob("data").data.data<float>();
+  for (int i = 0; i < 24; ++i) x[i] = std::sin(0.7f * static_cast<float>(i));
+  float* y = net.blob("label").data.data<float>();
+  for (int i = 0; i < 6; ++i) y[i] = static_cast<float>(i % 3);
 }
 
 }  // namespace solver_test
