@@ -32,6 +32,12 @@ class IoError : public Error {
   using Error::Error;
 };
 
+// Training produced inf/NaN (a loss, a gradient, a loaded weight).
+class NumericError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 template <typename... Args>
 std::string concat(Args&&... args) {

@@ -1,5 +1,6 @@
 #include "framework/optimizer.h"
 
+#include <atomic>
 #include <cmath>
 
 #include "framework/error.h"
@@ -85,15 +86,21 @@ bool scale_gradients_check_finite(std::vector<NetParam>& params, float factor) {
     return cuda::fused_scale_gradients(fused_table(params, nullptr), factor, cuda::ReadBack::kYes, d.index).finite;
   }
 #endif
-  scale_gradients(params, factor);
-  for (const NetParam& p : params) {
+  // One pass over each gradient scales and checks (every step runs this).
+  std::atomic<bool> finite{true};
+  for (NetParam& p : params) {
     if (!is_updated(p)) continue;
-    const float* g = p.blob->diff.data<float>();
-    for (int64_t i = 0, n = p.blob->diff.numel(); i < n; ++i) {
-      if (!std::isfinite(g[i])) return false;
-    }
+    float* g = p.blob->diff.data<float>();
+    parallel_for(p.blob->diff.numel(), kMinChunk, [&](int64_t b, int64_t e) {
+      bool ok = true;
+      for (int64_t i = b; i < e; ++i) {
+        g[i] *= factor;
+        ok &= std::isfinite(g[i]);
+      }
+      if (!ok) finite.store(false, std::memory_order_relaxed);
+    });
   }
-  return true;
+  return finite.load();
 }
 
 double clip_gradients(std::vector<NetParam>& params, double max_norm) {

@@ -1,6 +1,7 @@
 #include "framework/solver.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +43,55 @@ NamedValues scalar_outputs(Net& net) {
     if (b.numel() == 1) out.emplace_back(name, b.data.to(Device::cpu()).data<float>()[0]);
   }
   return out;
+}
+
+std::string format_loss(double loss) {
+  std::ostringstream os;
+  os << loss;
+  return os.str();
+}
+
+}  // namespace
+
+int64_t count_nonfinite(const Tensor& t) {
+  if (t.numel() == 0 || t.dtype() != DType::kF32) return 0;
+  const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  const float* p = host.data<float>();
+  int64_t n = 0;
+  for (int64_t i = 0, e = host.numel(); i < e; ++i) n += !std::isfinite(p[i]);
+  return n;
+}
+
+namespace {
+
+// Where a non-finite step started: weights that already hold inf/NaN, else
+// the first layer (in forward order) whose output does, else the gradient
+// written first in backward.
+std::string first_nonfinite(Net& net) {
+  auto count = [](int64_t n, int64_t of) {
+    return std::to_string(n) + " of its " + std::to_string(of) + " values are inf/NaN";
+  };
+  for (const NetParam& p : net.params()) {
+    if (const int64_t n = count_nonfinite(p.blob->data)) {
+      return "parameter '" + p.name + "' already holds non-finite weights (" + count(n, p.blob->numel()) +
+             "; from the loaded weights or an earlier update)";
+    }
+  }
+  for (int i = 0; i < net.num_layers(); ++i) {
+    for (const Blob* b : net.tops(i)) {
+      if (const int64_t n = count_nonfinite(b->data)) {
+        return "the first non-finite output is that of layer '" + net.layer(i).name() + "' (" +
+               net.layer(i).type() + "): " + count(n, b->numel());
+      }
+    }
+  }
+  for (auto it = net.params().rbegin(); it != net.params().rend(); ++it) {
+    if (const int64_t n = count_nonfinite(it->blob->diff)) {
+      return "the first non-finite gradient in backward is that of parameter '" + it->name + "': " +
+             count(n, it->blob->numel());
+    }
+  }
+  return "every layer output and gradient is finite now";
 }
 
 // Reserved layer-state key holding the FP16 loss scaler ("<scale> <good steps>").
@@ -206,7 +256,25 @@ float Solver::step() {
       return static_cast<float>(loss);
     }
   } else {
-    scale_gradients(params, 1.0f / static_cast<float>(config_.iter_size));
+    // One pass scales and checks: a NaN/inf step never reaches the weights.
+    const bool finite = scale_gradients_check_finite(params, 1.0f / static_cast<float>(config_.iter_size));
+    if (!finite || !std::isfinite(loss)) {
+      const std::string what = "iteration " + std::to_string(iter_ + 1) + ": the loss is " + format_loss(loss) +
+                               (finite ? "" : " and some gradients are not finite") + "; " +
+                               first_nonfinite(*net_);
+      if (config_.nonfinite == NonFiniteAction::kStop) {
+        fail<NumericError>(what, ". The update was not applied and no snapshot of these weights is written. "
+                                 "Lower base_lr (or set clip_gradients), check the inputs and the loaded weights, "
+                                 "or set `nonfinite: SKIP` in the solver to skip such steps");
+      }
+      ++nonfinite_skipped_;
+      if (notice_) notice_(what + "; update skipped (nonfinite: SKIP), " + std::to_string(nonfinite_skipped_) +
+                           " so far");
+      ++iter_;
+      loss_window_.push_back(static_cast<float>(loss));
+      while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
+      return static_cast<float>(loss);
+    }
   }
   clip_gradients(params, config_.clip_gradients);
   optimizer_->update(params, last_lr_);
@@ -330,6 +398,15 @@ SnapshotPaths Solver::write_snapshot(const SolverState& st, const SnapshotPaths&
 
   last_snapshot_iter_ = iter_;
   last_snapshot_ = paths.state;
+  if (config_.snapshot_keep > 0) {
+    // Retention: this run's older pairs go once the new one is in place.
+    written_.push_back(paths);
+    while (static_cast<int64_t>(written_.size()) > config_.snapshot_keep) {
+      std::remove(written_.front().state.c_str());  // the state first: it points at the weights
+      std::remove(written_.front().weights.c_str());
+      written_.pop_front();
+    }
+  }
   SnapshotInfo info{iter_, paths.weights, paths.state, elapsed_seconds()};
   for (TrainingObserver* o : observers_) o->on_snapshot(info);
   return paths;

@@ -90,6 +90,9 @@ std::string rank_state_prefix(int rank);  // "@rank3/"
 // shuffles instead of repeating rank 0's.
 uint64_t rank_seed(uint64_t seed, int rank);
 
+// Values of an f32 tensor that are inf or NaN (read on the host).
+int64_t count_nonfinite(const Tensor& t);
+
 class Solver {
  public:
   // Builds the TRAIN net, and the TEST net when test_interval > 0 and the
@@ -127,6 +130,9 @@ class Solver {
   // runs: gradients reported by Net's grad-ready callback then are final.
   bool in_last_pass() const { return pass_ + 1 >= config_.iter_size; }
 
+  // Steps skipped because their loss or gradients were not finite
+  // (`nonfinite: SKIP`; with the default STOP the first one ends the run).
+  int64_t nonfinite_skipped() const { return nonfinite_skipped_; }
   // FP16 loss scaling (nullptr in other precisions).
   const LossScaler* loss_scaler() const { return scaler_.get(); }
   // Where notices go ("iteration 120: gradient overflow at loss scale 65536,
@@ -184,6 +190,7 @@ class Solver {
   std::function<void(const std::string&)> notice_;
   std::unique_ptr<LossScaler> scaler_;
   int64_t pass_ = 0;  // forward/backward pass of the running step()
+  int64_t nonfinite_skipped_ = 0;
   std::vector<TrainingObserver*> observers_;
   const std::atomic<bool>* stop_ = nullptr;
 
@@ -191,6 +198,7 @@ class Solver {
   double last_lr_ = 0.0;
   std::deque<float> loss_window_;
   int64_t last_snapshot_iter_ = -1;
+  std::deque<SnapshotPaths> written_;  // this run's snapshots, oldest first (snapshot_keep)
   std::string last_snapshot_;
 
   using Clock = std::chrono::steady_clock;

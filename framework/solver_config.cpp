@@ -18,8 +18,8 @@ const std::vector<std::string>& solver_keys() {
       "base_lr", "display", "max_iter", "iter_size", "average_loss",
       "lr_policy", "gamma", "power", "stepsize", "stepvalue", "min_lr", "warmup_iter", "warmup_start_factor",
       "type", "solver_type", "momentum", "momentum2", "delta", "weight_decay", "regularization_type",
-      "clip_gradients", "layer_decay", "no_weight_decay",
-      "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_format", "log",
+      "clip_gradients", "nonfinite", "layer_decay", "no_weight_decay",
+      "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_keep", "snapshot_format", "log",
       "random_seed", "solver_mode", "device_id", "debug_info", "parallel",
       "precision", "initial_loss_scale", "loss_scale_growth_interval"};
   return keys;
@@ -227,6 +227,8 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
   }
   c.clip_gradients = root.get_double("clip_gradients", -1.0);
   if (std::isnan(c.clip_gradients)) bad(root, "clip_gradients", "is NaN; give a norm > 0, or <= 0 for none");
+  c.nonfinite = root.get_enum("nonfinite", {"STOP", "SKIP"}, "STOP") == "STOP" ? NonFiniteAction::kStop
+                                                                              : NonFiniteAction::kSkip;
   c.finetune.layer_decay = root.get_double("layer_decay", 1.0);
   if (!(c.finetune.layer_decay > 0.0 && c.finetune.layer_decay <= 1.0)) {
     bad(root, "layer_decay", "must be in (0, 1] (ViT layer-wise learning-rate decay; 1 = off), got ",
@@ -249,6 +251,8 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
                                      : resolve(c.base_dir, prefix);
   c.snapshot_after_train =
       root.get_bool("snapshot_after_train", true) ? SnapshotAfterTrain::kYes : SnapshotAfterTrain::kNo;
+  c.snapshot_keep = root.get_int("snapshot_keep", 0);
+  if (c.snapshot_keep < 0) bad(root, "snapshot_keep", "must be >= 0 (0: keep every snapshot), got ", c.snapshot_keep);
   root.get_enum("snapshot_format", {"HDF5", "BINARYPROTO"}, "BINARYPROTO");  // accepted; we write safetensors
   const std::string log = root.get_string("log", "");
   c.log = log.empty() ? c.snapshot_prefix + "_log.jsonl" : resolve(c.base_dir, log);

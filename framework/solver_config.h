@@ -25,6 +25,10 @@ enum class SolverMode { kCPU, kGPU };
 // runs support FP32 only.
 enum class Precision { kFP32, kTF32, kBF16, kFP16 };
 const char* precision_name(Precision p);
+// What a step whose loss or gradients are not finite (inf/NaN) does:
+// stop the run with an error naming the layer (default), or skip the update.
+enum class NonFiniteAction { kStop, kSkip };
+
 enum class SnapshotAfterTrain { kNo, kYes };
 
 struct SolverConfig {
@@ -49,6 +53,7 @@ struct SolverConfig {
                                // min_lr, warmup_iter, warmup_start_factor (max_iter copied in)
   OptimizerOptions optimizer;  // type, momentum, momentum2, delta, weight_decay, regularization_type
   double clip_gradients = -1;  // <= 0: off
+  NonFiniteAction nonfinite = NonFiniteAction::kStop;
   FinetunePolicy finetune;     // layer_decay, no_weight_decay (framework/finetune_policy.h)
 
   // ---- reporting and snapshots ----
@@ -57,6 +62,7 @@ struct SolverConfig {
   int64_t snapshot = 0;        // interval; 0: only after training / on interrupt
   std::string snapshot_prefix; // resolved; default: the solver file's path without extension
   SnapshotAfterTrain snapshot_after_train = SnapshotAfterTrain::kYes;
+  int64_t snapshot_keep = 0;   // keep the newest this many periodic snapshots; 0: all
   std::string log;             // JSON-lines log; default "<snapshot_prefix>_log.jsonl"
 
   // ---- run ----

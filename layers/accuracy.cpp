@@ -83,11 +83,18 @@ void AccuracyLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
       const int64_t l = static_cast<int64_t>(v);
       const float* xo = x + o * channels_ * inner_ + i;
       const float target = xo[l * inner_];
-      int64_t greater = 0;  // stop counting once the answer is known
-      for (int64_t c = 0; c < channels_ && greater < top_k_; ++c) greater += xo[c * inner_] > target;
+      // A non-finite score anywhere in the row counts as wrong: comparisons
+      // with NaN are false, so a NaN model would otherwise look right.
+      bool finite = std::isfinite(target);
+      int64_t greater = 0;
+      for (int64_t c = 0; c < channels_; ++c) {
+        const float s = xo[c * inner_];
+        greater += s > target;
+        finite = finite && std::isfinite(s);
+      }
       ++total;
       ++class_total_[l];
-      if (greater < top_k_) {
+      if (finite && greater < top_k_) {
         ++correct;
         ++class_correct_[l];
       }

@@ -33,11 +33,16 @@ __global__ void accuracy_count_kernel(int64_t positions, int64_t channels, int64
     const int64_t o = pos / inner, i = pos - o * inner;
     const float* xo = x + o * channels * inner + i;
     const float target = xo[l * inner];
+    bool finite = isfinite(target);  // a non-finite score anywhere in the row counts as wrong (as on the CPU)
     int64_t greater = 0;
-    for (int64_t c = 0; c < channels && greater < top_k; ++c) greater += xo[c * inner] > target;
+    for (int64_t c = 0; c < channels; ++c) {
+      const float s = xo[c * inner];
+      greater += s > target;
+      finite = finite && isfinite(s);
+    }
     atomicAdd(&counts[0], 1);
     atomicAdd(&class_total[l], 1);
-    if (greater < top_k) {
+    if (finite && greater < top_k) {
       atomicAdd(&counts[1], 1);
       atomicAdd(&class_correct[l], 1);
     }

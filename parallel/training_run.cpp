@@ -7,6 +7,7 @@
 
 #include "framework/error.h"
 #include "framework/io/file_util.h"
+#include "framework/io/snapshot_files.h"
 #include "framework/memory_cap.h"
 #include "framework/threads.h"
 #include "framework/training_log.h"
@@ -73,6 +74,16 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   std::unique_ptr<Communicator> world;
   if (env.distributed()) world = create_communicator(env, {options.data.backend, options.data.algorithm, device});
   const bool lead = env.rank == 0;
+  if (!options.weights.empty()) check_not_a_snapshot_of(options.weights, "--weights", config.snapshot_prefix);
+  std::unique_ptr<SnapshotPrefixLock> lock;
+  if (lead) {
+    create_snapshot_folder(config.snapshot_prefix);
+    lock = std::make_unique<SnapshotPrefixLock>(config.snapshot_prefix);
+    if (const int n = remove_snapshot_debris(config.snapshot_prefix)) {
+      std::printf("removed %d unfinished snapshot file%s left by an interrupted run of '%s'\n", n, n == 1 ? "" : "s",
+                  config.snapshot_prefix.c_str());
+    }
+  }
   SolverOptions solver_options;
   solver_options.rank = env.rank;
   solver_options.world_size = env.world_size;
@@ -112,6 +123,14 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
     if (lead) print_resume(info, solver.options().world_size);
   } else if (options.load_weights && (lead || mp.active())) {
     std::printf("%s\n", options.load_weights(solver.net()).c_str());
+    for (const NetParam& p : solver.net().params()) {
+      if (const int64_t n = count_nonfinite(p.blob->data)) {
+        fail<NumericError>("--weights ", options.weights, ": parameter '", p.name, "' holds ", n, " inf/NaN value",
+                           n == 1 ? "" : "s", " of ", p.blob->numel(),
+                           " after loading; training from it would only produce NaN. Use a weights file "
+                           "with finite values (or --reinit the layer to start it afresh)");
+      }
+    }
   }
 
   // 5. Data parallelism over the replicas (the grid's dp axis).
@@ -131,7 +150,6 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   std::unique_ptr<TrainingObserver> console;
   std::unique_ptr<JsonLinesLog> log;
   if (lead) {
-    create_snapshot_folder(config.snapshot_prefix);
     if (dp) {
       console = std::make_unique<DataParallelConsole>(std::cout, *dp);
     } else {
@@ -149,6 +167,10 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   if (lead) {
     std::printf("log: %s\n", log->path().c_str());
     if (!result.last_snapshot.empty()) std::printf("snapshot: %s\n", result.last_snapshot.c_str());
+    if (solver.nonfinite_skipped() > 0) {
+      std::printf("%lld update(s) skipped for a non-finite loss or gradient (nonfinite: SKIP)\n",
+                  static_cast<long long>(solver.nonfinite_skipped()));
+    }
 #ifdef STRATA_WITH_CUDA
     if (!device.is_cpu()) {
       std::printf("GPU memory: %s\n", cuda::memory_report(device.index).c_str());

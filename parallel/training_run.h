@@ -16,7 +16,11 @@
 //      parallel then broadcasts; every rank of a model-parallel run, each
 //      reading its own part);
 //   5. data parallel over the grid's dp axis when it has more than one rank;
-//   6. console and log on rank 0, solve, per-rank time and memory lines.
+//   6. rank 0: the snapshot prefix locked (one run per prefix), debris of a
+//      killed snapshot write removed, console and log; solve, per-rank
+//      time and memory lines.
+// A run never writes over its --weights file: one that is a snapshot of the
+// run's own prefix is refused before anything starts.
 // Strategies attach to the Solver through TrainingStrategy
 // (framework/training_strategy.h): a new one (a parameter server) is built
 // in step 5's place and attaches the same way.
@@ -40,6 +44,7 @@ struct TrainingRunOptions {
   DataParallelConfig data;         // used when there is more than one replica
   ModelParallelConfig model;       // pp and tp sizes, micro-batches, schedule
   std::string snapshot;            // resume from this .solverstate.safetensors ("": start afresh)
+  std::string weights;             // the file load_weights reads (never written over by this run)
   // Every rank, once the nets exist and before strategies lay out their
   // buffers: e.g. freezing layers. Returns a line for the console ("": none).
   std::function<std::string(Net&)> freeze;

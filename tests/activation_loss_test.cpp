@@ -10,6 +10,7 @@
 #include <cmath>
 #include <memory>
 #include <sstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -554,6 +555,19 @@ TEST(Accuracy, SpatialAxisAndEmptyBatch) {
   expect_near(per_class, {0.0f, 0.0f, 1.0f});
   const auto [empty, unused] = run_accuracy("", {0, 4}, {}, {0}, {});
   EXPECT_EQ(empty, 0.0f);
+}
+
+TEST(Accuracy, NonFiniteScoresAreWrong) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Every score NaN: no comparison is true, so before this rule every row counted as right.
+  const auto [all_nan, per_class_nan] = run_accuracy("", {2, 3}, std::vector<float>(6, nan), {2}, {0, 2});
+  EXPECT_EQ(all_nan, 0.0f);
+  expect_near(per_class_nan, {0.0f, 0.0f, 0.0f});
+  // Row 0: the label's score is the largest but another is NaN; row 1: the label's score is +inf;
+  // row 2: finite and right; row 3: -inf elsewhere in the row, label score right otherwise.
+  const auto [acc, unused] = run_accuracy("accuracy_param { top_k: 2 }", {4, 3},
+                                          {5, nan, 1, 0, inf, 1, 0, 2, 1, -inf, 3, 1}, {4}, {0, 1, 1, 1});
+  EXPECT_FLOAT_EQ(acc, 1.0f / 4);
 }
 
 TEST(Accuracy, BadLabelAndTopKErrors) {

@@ -193,6 +193,7 @@ int train_main(int argc, char** argv) {
     transfer::PretrainedOptions options;
     options.format = weights_format;
     options.reinit = split_list(args.get_all("reinit"));
+    run.weights = args.get("weights");
     run.load_weights = [path = args.get("weights"), options](Net& net) {
       return transfer::load_pretrained(net, path, options).str();
     };
