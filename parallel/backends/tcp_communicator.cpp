@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "framework/io/wire_format.h"
 #include "parallel/collectives/collectives.h"
 #include "parallel/collectives/reduce_kernels.h"
 #include "parallel/transport/socket.h"
@@ -110,15 +111,6 @@ constexpr size_t kHeaderBytes = 32;
 constexpr char kCollectiveMagic[4] = {'S', 'T', 'R', 'C'};
 constexpr char kMessageMagic[4] = {'S', 'T', 'R', 'P'};
 
-void put(char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t get(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-
 void encode_call(const Call& c, char* h) {
   std::memset(h, 0, kHeaderBytes);
   std::memcpy(h, kCollectiveMagic, 4);
@@ -126,9 +118,9 @@ void encode_call(const Call& c, char* h) {
   h[5] = static_cast<char>(c.dtype);
   h[6] = static_cast<char>(c.op);
   h[7] = static_cast<char>(c.algorithm);
-  put(h + 8, static_cast<uint32_t>(c.root), 4);
-  put(h + 12, c.count, 8);
-  put(h + 20, c.seq, 8);
+  wire::store_u32(h + 8, static_cast<uint32_t>(c.root));
+  wire::store_u64(h + 12, c.count);
+  wire::store_u64(h + 20, c.seq);
 }
 
 Call decode_call(const char* h) {
@@ -137,9 +129,9 @@ Call decode_call(const char* h) {
   c.dtype = static_cast<DType>(static_cast<uint8_t>(h[5]));
   c.op = static_cast<ReduceOp>(static_cast<uint8_t>(h[6]));
   c.algorithm = static_cast<AllreduceAlgorithm>(static_cast<uint8_t>(h[7]));
-  c.root = static_cast<int32_t>(get(h + 8, 4));
-  c.count = get(h + 12, 8);
-  c.seq = get(h + 20, 8);
+  c.root = static_cast<int32_t>(wire::load_u32(h + 8));
+  c.count = wire::load_u64(h + 12);
+  c.seq = wire::load_u64(h + 20);
   return c;
 }
 
@@ -153,15 +145,15 @@ void encode_message(const Message& m, char* h) {
   std::memset(h, 0, kHeaderBytes);
   std::memcpy(h, kMessageMagic, 4);
   h[4] = static_cast<char>(m.dtype);
-  put(h + 8, static_cast<uint32_t>(m.tag), 4);
-  put(h + 12, m.count, 8);
+  wire::store_u32(h + 8, static_cast<uint32_t>(m.tag));
+  wire::store_u64(h + 12, m.count);
 }
 
 Message decode_message(const char* h) {
   Message m;
   m.dtype = static_cast<DType>(static_cast<uint8_t>(h[4]));
-  m.tag = static_cast<int32_t>(get(h + 8, 4));
-  m.count = get(h + 12, 8);
+  m.tag = static_cast<int32_t>(wire::load_u32(h + 8));
+  m.count = wire::load_u64(h + 12);
   return m;
 }
 
