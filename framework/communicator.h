@@ -1,7 +1,8 @@
 // The collective-communication interface (MPI vocabulary). Declared here so
 // that the engine and layers can use it without knowing any transport;
-// implemented in parallel/ (tcp, nccl, mpi backends). A process-local
-// implementation for a world of one rank lives beside it.
+// implemented in parallel/backends/ (tcp, nccl, mpi). A process-local
+// implementation for a world of one rank lives beside it. The public calls
+// check their arguments here, once, in front of every backend.
 #pragma once
 
 #include <chrono>
@@ -33,26 +34,54 @@ class Communicator {
   virtual std::string backend_name() const = 0;
   // Every blocking call gives up after this long with an error naming the peer.
   virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
+  // "rank 1 of 2 on host-a": where this rank is, for error messages.
+  virtual std::string describe() const;
+  // Empty when this backend can move `t` where it lives; otherwise why not
+  // and what to do instead. Every tensor argument is asked.
+  virtual std::string why_cannot_move(const Tensor& t) const;
+  // The largest tag send/recv accept (0 is the smallest).
+  virtual int max_tag() const;
 
-  // In-place collectives over whole tensors. Tensors must have the same
-  // dtype and numel on every rank (checked where the backend can).
-  virtual void broadcast(Tensor& t, int root) = 0;
-  virtual void allreduce(Tensor& t, ReduceOp op) = 0;
-  virtual void reduce(Tensor& t, ReduceOp op, int root) = 0;
+  // The calls. Each checks its arguments (framework/communicator_checks.h:
+  // ranks, tags, dtypes, sizes, storage, device) on the calling rank, then
+  // hands over to the backend's do_* function, so every backend answers the
+  // same mistake with the same error. Tensors must have the same dtype and
+  // numel on every rank (checked across ranks where the backend can).
+  //
+  // In-place collectives over whole tensors.
+  void broadcast(Tensor& t, int root);
+  void allreduce(Tensor& t, ReduceOp op);
+  void reduce(Tensor& t, ReduceOp op, int root);
   // out.numel() == world_size * in.numel(); rank r's input lands at block r.
-  virtual void allgather(const Tensor& in, Tensor& out) = 0;
-  virtual void gather(const Tensor& in, Tensor& out, int root) = 0;
-  // in.numel() == world_size * out.numel(); rank r gets block r.
-  virtual void scatter(const Tensor& in, Tensor& out, int root) = 0;
+  void allgather(const Tensor& in, Tensor& out);
+  // As allgather, into the root's out only (other ranks' out is not looked at).
+  void gather(const Tensor& in, Tensor& out, int root);
+  // in.numel() == world_size * out.numel(); rank r gets block r (only the root's in is read).
+  void scatter(const Tensor& in, Tensor& out, int root);
   // in.numel() == world_size * out.numel(); rank r gets the reduced block r.
-  virtual void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) = 0;
-  virtual void send(const Tensor& t, int dst, int tag) = 0;
-  virtual void recv(Tensor& t, int src, int tag) = 0;
-  virtual void barrier() = 0;
+  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op);
+  void send(const Tensor& t, int dst, int tag);
+  void recv(Tensor& t, int src, int tag);
+  void barrier();
 
   // Asynchronous forms; the tensor must stay alive and untouched until wait().
-  virtual std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op) = 0;
-  virtual std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root) = 0;
+  std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op);
+  std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root);
+
+ protected:
+  // The backend's side: called only with arguments that passed the checks.
+  virtual void do_broadcast(Tensor& t, int root) = 0;
+  virtual void do_allreduce(Tensor& t, ReduceOp op) = 0;
+  virtual void do_reduce(Tensor& t, ReduceOp op, int root) = 0;
+  virtual void do_allgather(const Tensor& in, Tensor& out) = 0;
+  virtual void do_gather(const Tensor& in, Tensor& out, int root) = 0;
+  virtual void do_scatter(const Tensor& in, Tensor& out, int root) = 0;
+  virtual void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) = 0;
+  virtual void do_send(const Tensor& t, int dst, int tag) = 0;
+  virtual void do_recv(Tensor& t, int src, int tag) = 0;
+  virtual void do_barrier() = 0;
+  virtual std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) = 0;
+  virtual std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) = 0;
 };
 
 // A world of one rank: every collective is the identity (average of one value
@@ -63,18 +92,20 @@ class LocalCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   std::string backend_name() const override { return "local"; }
   void set_timeout(std::chrono::milliseconds) override {}
-  void broadcast(Tensor&, int root) override;
-  void allreduce(Tensor&, ReduceOp) override {}
-  void reduce(Tensor&, ReduceOp, int root) override;
-  void allgather(const Tensor& in, Tensor& out) override;
-  void gather(const Tensor& in, Tensor& out, int root) override;
-  void scatter(const Tensor& in, Tensor& out, int root) override;
-  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp) override;
-  void send(const Tensor&, int dst, int tag) override;
-  void recv(Tensor&, int src, int tag) override;
-  void barrier() override {}
-  std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op) override;
-  std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root) override;
+
+ protected:
+  void do_broadcast(Tensor&, int) override {}
+  void do_allreduce(Tensor&, ReduceOp) override {}
+  void do_reduce(Tensor&, ReduceOp, int) override {}
+  void do_allgather(const Tensor& in, Tensor& out) override;
+  void do_gather(const Tensor& in, Tensor& out, int root) override;
+  void do_scatter(const Tensor& in, Tensor& out, int root) override;
+  void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp) override;
+  void do_send(const Tensor&, int dst, int tag) override;
+  void do_recv(Tensor&, int src, int tag) override;
+  void do_barrier() override {}
+  std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) override;
+  std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override;
 };
 
 }  // namespace strata

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "framework/error.h"
+#include "framework/hash.h"
 #include "framework/io/file_util.h"
 
 namespace strata {
@@ -284,19 +285,6 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
 SolverConfig load_solver_config(const std::string& path) {
   return parse_solver_config(parse_config_file(path), path);
 }
-
-namespace {
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-}  // namespace
 
 const char* precision_name(Precision p) {
   switch (p) {

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <set>
@@ -223,6 +224,35 @@ TEST(ParallelLaunch, ThreeRanksSeeTheirEnvironment) {
   EXPECT_EQ(err_lines, (std::set<std::string>{"[rank 0] err-0", "[rank 1] err-1", "[rank 2] err-2"})) << p.err();
 }
 
+// Launches side by side, each with its own store on a port the system
+// picked as the launcher bound it: no two can collide, and every rank of
+// every launch joins its own store (an allreduce across its ranks).
+TEST(ParallelLaunch, ConcurrentLaunchesEachServeTheirOwnStore) {
+  constexpr int kLaunches = 4;
+  std::vector<std::unique_ptr<Proc>> procs;
+  for (int i = 0; i < kLaunches; ++i) {
+    procs.push_back(std::make_unique<Proc>(
+        std::vector<std::string>{STRATA_BINARY, "launch", "--nproc", "2", "--timeout", "60", "--",
+                                 STRATA_PARALLEL_WORKER, "ping", "tree"},
+        clean_env({"STRATA_SHM=0"})));
+  }
+  std::set<std::string> masters;
+  for (int i = 0; i < kLaunches; ++i) {
+    Proc& p = *procs[static_cast<size_t>(i)];
+    ASSERT_EQ(p.wait(120), 0) << "launch " << i << ":\n" << p.out() << p.err();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_NE(p.out().find("[rank " + std::to_string(r) + "] rank " + std::to_string(r) + ": ping ok"),
+                std::string::npos)
+          << p.out() << p.err();
+    }
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(p.out(), m, std::regex("store 127\\.0\\.0\\.1:(\\d+) \\(launcher\\)")))
+        << p.out();
+    masters.insert(m[1]);
+  }
+  EXPECT_EQ(masters.size(), static_cast<size_t>(kLaunches)) << "two launches shared a store port";
+}
+
 TEST(ParallelLaunch, MultiNodeRanksAndGivenTokenAndMaster) {
   Proc p(launch_args({"--nproc", "2", "--nnodes", "3", "--node-rank", "1", "--master", "node-a:29500"}, kPrintEnv),
          clean_env({"STRATA_TOKEN=shared-secret"}));
@@ -380,11 +410,20 @@ TEST(ParallelLaunch, ResolveOptions) {
   o.nproc = 2;
   o.command = {"true"};
   o.token = "t";
-  const LaunchOptions r = resolve_launch_options(o);
-  EXPECT_TRUE(has_prefix(r.master, "127.0.0.1:")) << r.master;
+  LaunchOptions r = resolve_launch_options(o);
+  // No --master: launch() serves the store and fills in its address.
+  EXPECT_EQ(r.master, "");
+  r.master = "127.0.0.1:4242";
+  r.store_host = StoreHost::kLauncher;
   const auto env = rank_environment(r, 1);
   EXPECT_NE(std::find(env.begin(), env.end(), "STRATA_RANK=1"), env.end());
   EXPECT_NE(std::find(env.begin(), env.end(), "STRATA_TOKEN=t"), env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(), "STRATA_STORE_HOST=launcher"), env.end());
+  o.master = "node-a:29500";
+  const auto given = rank_environment(resolve_launch_options(o), 1);
+  EXPECT_NE(std::find(given.begin(), given.end(), "STRATA_MASTER=node-a:29500"), given.end());
+  EXPECT_NE(std::find(given.begin(), given.end(), "STRATA_STORE_HOST=rank0"), given.end());
+  o.master.clear();
   const std::string token = random_token();
   EXPECT_TRUE(std::regex_match(token, std::regex("[0-9a-f]{32}"))) << token;
   EXPECT_NE(token, random_token());
@@ -511,6 +550,18 @@ TEST_F(ParallelRankEnv, Errors) {
   set("STRATA_TOKEN", "t");
   set("STRATA_TIMEOUT_S", "-5");
   EXPECT_NE(error().find("STRATA_TIMEOUT_S"), std::string::npos) << error();
+}
+
+TEST_F(ParallelRankEnv, StoreHost) {
+  set("STRATA_RANK", "0");
+  set("STRATA_WORLD_SIZE", "2");
+  EXPECT_EQ(detect_rank_env().store_host, StoreHost::kRankZero);
+  set("STRATA_STORE_HOST", "launcher");
+  EXPECT_EQ(detect_rank_env().store_host, StoreHost::kLauncher);
+  set("STRATA_STORE_HOST", "rank0");
+  EXPECT_EQ(detect_rank_env().store_host, StoreHost::kRankZero);
+  set("STRATA_STORE_HOST", "rank1");
+  EXPECT_NE(error().find("known: rank0, launcher"), std::string::npos) << error();
 }
 
 TEST_F(ParallelRankEnv, TcpBackendNeedsMasterAndToken) {

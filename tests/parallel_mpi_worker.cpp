@@ -17,9 +17,12 @@
 #include "framework/tensor.h"
 #include "parallel/rendezvous/env.h"
 #include "parallel/backends/mpi_communicator.h"
+#include "tests/parallel_bad_calls.h"
 
 using namespace strata;
 using strata::parallel::RankEnv;
+using strata::parallel_test::bad_calls;
+using strata::parallel_test::run_bad_calls;
 
 namespace {
 
@@ -263,16 +266,9 @@ void check_threads(Communicator& c1, Communicator& c2) {
 void check_errors(Communicator& comm, const RankEnv& env) {
   const int world = comm.world_size();
   const int rank = comm.rank();
-  Tensor x({10}, DType::kF32);
-  expect_error([&] { comm.broadcast(x, world); }, "root", "broadcast to a missing root");
-  expect_error([&] { comm.reduce(x, ReduceOp::kSum, -1); }, "root", "reduce to a negative root");
-  Tensor wrong({10 * world + 1}, DType::kF32);
-  expect_error([&] { comm.allgather(x, wrong); }, "expected world size", "allgather with a wrong output size");
-  Tensor i32({10 * world}, DType::kI32);
-  expect_error([&] { comm.allgather(x, i32); }, "must match", "allgather with mixed dtypes");
-  expect_error([&] { comm.reduce_scatter(wrong, x, ReduceOp::kSum); }, "elements", "reduce_scatter with a wrong input size");
-  expect_error([&] { comm.send(x, rank, 0); }, "another rank", "send to itself");
-  expect_error([&] { comm.send(x, (rank + 1) % world, -3); }, "tag", "send with a negative tag");
+  // The wrong calls every backend must answer alike (tests/parallel_bad_calls.h).
+  for (const std::string& problem : run_bad_calls(comm, bad_calls(world, rank, Device::cpu()))) failure(problem);
+  ++g_checks;
 
   RankEnv bad = env;
   bad.launcher = "strata";

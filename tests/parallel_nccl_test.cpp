@@ -37,6 +37,7 @@
 
 #include "framework/cuda/device_api.h"
 #include "parallel/transport/socket.h"
+#include "tests/parallel_bad_calls.h"
 #include "tests/process_util.h"
 #endif
 
@@ -282,6 +283,11 @@ void run_collectives_worker() {
   EXPECT_CONTAINS(msg, "rank " + std::to_string(env.rank));
   Tensor small({3}, DType::kF32, Device::cuda(0)), big({5}, DType::kF32, Device::cuda(0));
   EXPECT_CONTAINS(error_of<ShapeError>([&] { comm->allgather(small, big); }), "world_size");
+  // The wrong calls every backend must answer alike (tests/parallel_bad_calls.h).
+  for (const std::string& problem :
+       parallel_test::run_bad_calls(*comm, parallel_test::bad_calls(2, env.rank, Device::cuda(0)))) {
+    ADD_FAILURE() << problem;
+  }
 
   // Still usable after the argument errors.
   Tensor one = device_tensor({1.0}, DType::kF32);

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/transport/socket.h"
+#include "parallel/rendezvous/store.h"
 #include "tests/process_util.h"
 
 #ifndef STRATA_PARALLEL_WORKER
@@ -68,14 +68,18 @@ bool strata_launch_available() {
   return available;
 }
 
-// The environment strata launch would give local rank r.
+constexpr const char* kToken = "parallel-process-test-token";
+
+// The environment strata launch would give local rank r, with the store
+// served by this test (on `port`) as the launcher serves it.
 std::vector<std::string> rank_env(int r, int n, int port, int timeout_s) {
   return {"STRATA_RANK=" + std::to_string(r),
           "STRATA_WORLD_SIZE=" + std::to_string(n),
           "STRATA_LOCAL_RANK=" + std::to_string(r),
           "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(n),
           "STRATA_MASTER=127.0.0.1:" + std::to_string(port),
-          "STRATA_TOKEN=parallel-process-test-token",
+          "STRATA_TOKEN=" + std::string(kToken),
+          "STRATA_STORE_HOST=launcher",
           "STRATA_TIMEOUT_S=" + std::to_string(timeout_s)};
 }
 
@@ -87,7 +91,9 @@ struct RankResult {
 // Spawns n workers ourselves; returns each rank's status and output.
 std::vector<RankResult> run_ranks_directly(int n, const std::vector<std::string>& worker_args, const TempDir& dir,
                                            int timeout_s, const std::vector<std::string>& extra_env = {}) {
-  const int port = strata::parallel::pick_free_port("127.0.0.1");
+  // Port 0: the system picks a free one as the server binds it.
+  const strata::parallel::StoreServer store("127.0.0.1", 0, kToken);
+  const int port = store.port();
   std::vector<pid_t> pids;
   std::vector<std::string> argv = {STRATA_PARALLEL_WORKER};
   argv.insert(argv.end(), worker_args.begin(), worker_args.end());
@@ -154,7 +160,9 @@ TEST(ProcessFailure, KilledRankMakesTheOthersFailWithinTheTimeout) {
   const int n = 3;
   const int timeout_s = 10;
   TempDir dir;
-  const int port = strata::parallel::pick_free_port("127.0.0.1");
+  // Port 0: the system picks a free one as the server binds it.
+  const strata::parallel::StoreServer store("127.0.0.1", 0, kToken);
+  const int port = store.port();
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
     pids.push_back(strata::test::spawn_process({STRATA_PARALLEL_WORKER, "loop", "ring", dir.path},

@@ -36,40 +36,47 @@ class FakeHostComm final : public Communicator {
   int world_size() const override { return 2; }
   std::string backend_name() const override { return "fake"; }
   void set_timeout(std::chrono::milliseconds) override {}
-  void broadcast(Tensor& t, int root) override {
+  std::string why_cannot_move(const Tensor& t) const override {
+    return t.device().is_cpu() ? "" : "the fake backend moves CPU tensors only";
+  }
+
+ protected:
+  void do_broadcast(Tensor& t, int root) override {
     host(t);
     if (rank_ != root) t.fill(7.0f);
   }
-  void allreduce(Tensor& t, ReduceOp) override { add(host(t), 100.0f); }
-  void reduce(Tensor& t, ReduceOp, int root) override { add(host(t), rank_ == root ? 100.0f : -1000.0f); }
-  void allgather(const Tensor& in, Tensor& out) override {
+  void do_allreduce(Tensor& t, ReduceOp) override { add(host(t), 100.0f); }
+  void do_reduce(Tensor& t, ReduceOp, int root) override { add(host(t), rank_ == root ? 100.0f : -1000.0f); }
+  void do_allgather(const Tensor& in, Tensor& out) override {
     host(in);
     blocks(in, host(out), true);
   }
-  void gather(const Tensor& in, Tensor& out, int root) override {
+  void do_gather(const Tensor& in, Tensor& out, int root) override {
     host(in);
     if (rank_ == root) blocks(in, host(out), true);
   }
-  void scatter(const Tensor& in, Tensor& out, int root) override {
+  void do_scatter(const Tensor& in, Tensor& out, int root) override {
     host(out);
     const int64_t n = out.numel();
     for (int64_t i = 0; i < n; ++i) out.data<float>()[i] = rank_ == root ? host(in).data<float>()[rank_ * n + i] : 5.0f;
   }
-  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp) override {
+  void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp) override {
     const int64_t n = host(out).numel();
     for (int64_t i = 0; i < n; ++i) out.data<float>()[i] = host(in).data<float>()[rank_ * n + i] + 100.0f;
   }
-  void send(const Tensor& t, int, int) override { sent = test::values(host(t)); }
-  void recv(Tensor& t, int, int) override { host(t).fill(9.0f); }
-  void barrier() override {}
-  std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op) override {
-    allreduce(t, op);
+  void do_send(const Tensor& t, int, int) override { sent = test::values(host(t)); }
+  void do_recv(Tensor& t, int, int) override { host(t).fill(9.0f); }
+  void do_barrier() override {}
+  std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) override {
+    do_allreduce(t, op);
     return std::make_unique<DoneWork>();
   }
-  std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root) override {
-    broadcast(t, root);
+  std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override {
+    do_broadcast(t, root);
     return std::make_unique<DoneWork>();
   }
+
+ public:
   std::vector<float> sent;
 
  private:

@@ -11,6 +11,9 @@
 //       and expects the others to fail with a clear message.
 //   strata_parallel_worker bench ALGORITHM BYTES ITERATIONS
 //       times f32 allreduce; rank 0 prints the bandwidth.
+//   strata_parallel_worker ping ALGORITHM
+//       one allreduce and a barrier; prints "rank R: ping ok, store HOST:PORT
+//       (launcher|rank0)": the store the ranks met at, and who served it.
 // Any failure: a message on stderr and exit status 1.
 #include <chrono>
 #include <cstdio>
@@ -34,7 +37,8 @@ int usage() {
   std::fprintf(stderr,
                "usage: strata_parallel_worker check ALGORITHM [LARGE]\n"
                "       strata_parallel_worker loop ALGORITHM READY_DIR\n"
-               "       strata_parallel_worker bench ALGORITHM BYTES ITERATIONS\n");
+               "       strata_parallel_worker bench ALGORITHM BYTES ITERATIONS\n"
+               "       strata_parallel_worker ping ALGORITHM\n");
   return 2;
 }
 
@@ -54,6 +58,20 @@ int run(int argc, char** argv, const parallel::RankEnv& env) {
     const int64_t large = argc > 3 ? std::atoll(argv[3]) : 100003;
     parallel_test::check_everything(*comm, large);
     std::printf("rank %d: all checks passed (%s, %s backend)\n", env.rank, argv[2], comm->backend_name().c_str());
+    return 0;
+  }
+
+  if (mode == "ping") {
+    Tensor t({3});
+    t.fill(1.0f);
+    comm->allreduce(t, ReduceOp::kSum);
+    comm->barrier();
+    if (t.data<float>()[2] != static_cast<float>(env.world_size)) {
+      std::fprintf(stderr, "rank %d: wrong allreduce result %g\n", env.rank, t.data<float>()[2]);
+      return 1;
+    }
+    std::printf("rank %d: ping ok, store %s:%d (%s)\n", env.rank, env.master_host.c_str(), env.master_port,
+                env.store_host == parallel::StoreHost::kLauncher ? "launcher" : "rank0");
     return 0;
   }
 

@@ -20,7 +20,8 @@ namespace strata::parallel {
 
 namespace {
 
-// Rank 0 serves the store (server is null elsewhere); every rank joins it.
+// Rank 0 serves the store unless the launcher already does (server is null
+// elsewhere); every rank joins it.
 void open_store(const RankEnv& env, const char* backend, std::shared_ptr<StoreServer>& server,
                 std::shared_ptr<Store>& store) {
   if (env.master_host.empty() || env.master_port <= 0) {
@@ -32,7 +33,7 @@ void open_store(const RankEnv& env, const char* backend, std::shared_ptr<StoreSe
     fail<ConfigError>(env.describe(), ": the ", backend, " backend needs the shared STRATA_TOKEN for joining rank 0's "
                       "store (strata launch sets it; otherwise export the same value on every rank)");
   }
-  if (env.rank == 0) {
+  if (env.rank == 0 && env.store_host == StoreHost::kRankZero) {
     const std::string bind = is_loopback_host(env.master_host) ? "127.0.0.1" : "0.0.0.0";
     server = std::make_shared<StoreServer>(bind, env.master_port, env.token);
   }

@@ -24,8 +24,9 @@ struct CommunicatorOptions {
 };
 
 // tcp and nccl: rank 0 serves the store on env.master_port (on 127.0.0.1
-// when the master host is a loopback address, on every interface otherwise);
-// every rank joins it with env.token. tcp: the ranks exchange listening
+// when the master host is a loopback address, on every interface otherwise)
+// unless env.store_host says the launcher serves it already; every rank
+// joins it with env.token. tcp: the ranks exchange listening
 // addresses through it and connect to each other; nccl: rank 0's NCCL unique
 // id goes through it. The communicator owns the store client and rank 0's
 // server. Everything waits at most env.timeout; errors

@@ -46,28 +46,28 @@ HostStagingCommunicator::HostStagingCommunicator(std::unique_ptr<Communicator> i
   STRATA_CHECK(inner_ != nullptr, "HostStagingCommunicator needs a communicator to wrap");
 }
 
-void HostStagingCommunicator::broadcast(Tensor& t, int root) {
+void HostStagingCommunicator::do_broadcast(Tensor& t, int root) {
   if (on_host(t)) return inner_->broadcast(t, root);
   Tensor h = host_like(t, rank() == root);
   inner_->broadcast(h, root);
   t.copy_from(h);
 }
 
-void HostStagingCommunicator::allreduce(Tensor& t, ReduceOp op) {
+void HostStagingCommunicator::do_allreduce(Tensor& t, ReduceOp op) {
   if (on_host(t)) return inner_->allreduce(t, op);
   Tensor h = host_like(t, true);
   inner_->allreduce(h, op);
   t.copy_from(h);
 }
 
-void HostStagingCommunicator::reduce(Tensor& t, ReduceOp op, int root) {
+void HostStagingCommunicator::do_reduce(Tensor& t, ReduceOp op, int root) {
   if (on_host(t)) return inner_->reduce(t, op, root);
   Tensor h = host_like(t, true);
   inner_->reduce(h, op, root);
   if (rank() == root) t.copy_from(h);  // elsewhere the tensor is left as it was
 }
 
-void HostStagingCommunicator::allgather(const Tensor& in, Tensor& out) {
+void HostStagingCommunicator::do_allgather(const Tensor& in, Tensor& out) {
   if (on_host(in) && on_host(out)) return inner_->allgather(in, out);
   const Tensor hin = host_like(in, true);
   Tensor hout = on_host(out) ? out : host_like(out, false);
@@ -75,7 +75,7 @@ void HostStagingCommunicator::allgather(const Tensor& in, Tensor& out) {
   if (!on_host(out)) out.copy_from(hout);
 }
 
-void HostStagingCommunicator::gather(const Tensor& in, Tensor& out, int root) {
+void HostStagingCommunicator::do_gather(const Tensor& in, Tensor& out, int root) {
   if (on_host(in) && on_host(out)) return inner_->gather(in, out, root);
   const Tensor hin = host_like(in, true);
   Tensor hout = on_host(out) ? out : host_like(out, false);
@@ -83,7 +83,7 @@ void HostStagingCommunicator::gather(const Tensor& in, Tensor& out, int root) {
   if (!on_host(out) && rank() == root) out.copy_from(hout);
 }
 
-void HostStagingCommunicator::scatter(const Tensor& in, Tensor& out, int root) {
+void HostStagingCommunicator::do_scatter(const Tensor& in, Tensor& out, int root) {
   if (on_host(in) && on_host(out)) return inner_->scatter(in, out, root);
   const Tensor hin = on_host(in) ? in : host_like(in, rank() == root);
   Tensor hout = on_host(out) ? out : host_like(out, false);
@@ -91,7 +91,7 @@ void HostStagingCommunicator::scatter(const Tensor& in, Tensor& out, int root) {
   if (!on_host(out)) out.copy_from(hout);
 }
 
-void HostStagingCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
+void HostStagingCommunicator::do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
   if (on_host(in) && on_host(out)) return inner_->reduce_scatter(in, out, op);
   const Tensor hin = host_like(in, true);
   Tensor hout = on_host(out) ? out : host_like(out, false);
@@ -99,19 +99,19 @@ void HostStagingCommunicator::reduce_scatter(const Tensor& in, Tensor& out, Redu
   if (!on_host(out)) out.copy_from(hout);
 }
 
-void HostStagingCommunicator::send(const Tensor& t, int dst, int tag) {
+void HostStagingCommunicator::do_send(const Tensor& t, int dst, int tag) {
   if (on_host(t)) return inner_->send(t, dst, tag);
   inner_->send(host_like(t, true), dst, tag);
 }
 
-void HostStagingCommunicator::recv(Tensor& t, int src, int tag) {
+void HostStagingCommunicator::do_recv(Tensor& t, int src, int tag) {
   if (on_host(t)) return inner_->recv(t, src, tag);
   Tensor h = host_like(t, false);
   inner_->recv(h, src, tag);
   t.copy_from(h);
 }
 
-std::unique_ptr<CommWork> HostStagingCommunicator::allreduce_async(Tensor& t, ReduceOp op) {
+std::unique_ptr<CommWork> HostStagingCommunicator::do_allreduce_async(Tensor& t, ReduceOp op) {
   if (on_host(t)) return inner_->allreduce_async(t, op);
   auto h = std::make_shared<Tensor>(host_like(t, true));
   auto work = std::make_unique<StagedWork>(h, &t);
@@ -119,7 +119,7 @@ std::unique_ptr<CommWork> HostStagingCommunicator::allreduce_async(Tensor& t, Re
   return work;
 }
 
-std::unique_ptr<CommWork> HostStagingCommunicator::broadcast_async(Tensor& t, int root) {
+std::unique_ptr<CommWork> HostStagingCommunicator::do_broadcast_async(Tensor& t, int root) {
   if (on_host(t)) return inner_->broadcast_async(t, root);
   auto h = std::make_shared<Tensor>(host_like(t, rank() == root));
   auto work = std::make_unique<StagedWork>(h, &t);

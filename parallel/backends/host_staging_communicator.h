@@ -32,18 +32,24 @@ class HostStagingCommunicator final : public Communicator {
   std::string backend_name() const override { return inner_->backend_name(); }
   void set_timeout(std::chrono::milliseconds timeout) override { inner_->set_timeout(timeout); }
 
-  void broadcast(Tensor& t, int root) override;
-  void allreduce(Tensor& t, ReduceOp op) override;
-  void reduce(Tensor& t, ReduceOp op, int root) override;
-  void allgather(const Tensor& in, Tensor& out) override;
-  void gather(const Tensor& in, Tensor& out, int root) override;
-  void scatter(const Tensor& in, Tensor& out, int root) override;
-  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override;
-  void send(const Tensor& t, int dst, int tag) override;
-  void recv(Tensor& t, int src, int tag) override;
-  void barrier() override { inner_->barrier(); }
-  std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op) override;
-  std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root) override;
+  std::string describe() const override { return inner_->describe(); }
+  // Any device: CUDA tensors reach the inner backend as host copies.
+  std::string why_cannot_move(const Tensor&) const override { return {}; }
+  int max_tag() const override { return inner_->max_tag(); }
+
+ protected:
+  void do_broadcast(Tensor& t, int root) override;
+  void do_allreduce(Tensor& t, ReduceOp op) override;
+  void do_reduce(Tensor& t, ReduceOp op, int root) override;
+  void do_allgather(const Tensor& in, Tensor& out) override;
+  void do_gather(const Tensor& in, Tensor& out, int root) override;
+  void do_scatter(const Tensor& in, Tensor& out, int root) override;
+  void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override;
+  void do_send(const Tensor& t, int dst, int tag) override;
+  void do_recv(Tensor& t, int src, int tag) override;
+  void do_barrier() override { inner_->barrier(); }
+  std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) override;
+  std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override;
 
  private:
   std::unique_ptr<Communicator> inner_;

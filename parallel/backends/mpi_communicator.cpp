@@ -240,27 +240,31 @@ class MpiCommunicator final : public Communicator {
   int world_size() const override { return world_; }
   std::string backend_name() const override { return "mpi"; }
   void set_timeout(std::chrono::milliseconds timeout) override { timeout_ms_ = timeout.count(); }
+  std::string describe() const override { return who_; }
+  std::string why_cannot_move(const Tensor& t) const override {
+    if (t.device().is_cpu()) return {};
+    return "the mpi backend moves CPU tensors only; build it with create_communicator (which copies CUDA tensors "
+           "through the host) or copy the tensor to the host";
+  }
+  int max_tag() const override { return tag_ub_; }
 
-  void broadcast(Tensor& t, int root) override {
+ protected:
+
+  void do_broadcast(Tensor& t, int root) override {
     check_usable();
-    check_tensor(t, "broadcast");
-    check_root(root, "broadcast");
     auto reqs = start_broadcast(t, root);
-    complete(reqs, describe("MPI_Ibcast", t, root));
+    complete(reqs, call_text("MPI_Ibcast", t, root));
   }
 
-  void allreduce(Tensor& t, ReduceOp op) override {
+  void do_allreduce(Tensor& t, ReduceOp op) override {
     check_usable();
-    check_tensor(t, "allreduce");
     auto reqs = start_allreduce(t, op);
-    complete(reqs, describe_op("MPI_Iallreduce", t, op));
+    complete(reqs, call_text_op("MPI_Iallreduce", t, op));
     if (op == ReduceOp::kAverage) scale(t);
   }
 
-  void reduce(Tensor& t, ReduceOp op, int root) override {
+  void do_reduce(Tensor& t, ReduceOp op, int root) override {
     check_usable();
-    check_tensor(t, "reduce");
-    check_root(root, "reduce");
     const MPI_Datatype type = mpi_type(t.dtype());
     const MPI_Op mop = mpi_op(t.dtype(), op);
     auto* base = static_cast<char*>(data_or_dummy(t));
@@ -275,15 +279,12 @@ class MpiCommunicator final : public Communicator {
       check(rc, "MPI_Ireduce");
       reqs.push_back(r);
     });
-    complete(reqs, describe_op("MPI_Ireduce", t, op, root));
+    complete(reqs, call_text_op("MPI_Ireduce", t, op, root));
     if (op == ReduceOp::kAverage && rank_ == root) scale(t);
   }
 
-  void allgather(const Tensor& in, Tensor& out) override {
+  void do_allgather(const Tensor& in, Tensor& out) override {
     check_usable();
-    check_tensor(in, "allgather input");
-    check_tensor(out, "allgather output");
-    check_pair(in, out, "allgather", "out", "in");
     const int count = block_count(in.numel(), "allgather");
     MPI_Request r;
     {
@@ -293,17 +294,11 @@ class MpiCommunicator final : public Communicator {
             "MPI_Iallgather");
     }
     std::vector<MPI_Request> reqs{r};
-    complete(reqs, describe("MPI_Iallgather", in));
+    complete(reqs, call_text("MPI_Iallgather", in));
   }
 
-  void gather(const Tensor& in, Tensor& out, int root) override {
+  void do_gather(const Tensor& in, Tensor& out, int root) override {
     check_usable();
-    check_tensor(in, "gather input");
-    check_root(root, "gather");
-    if (rank_ == root) {
-      check_tensor(out, "gather output");
-      check_pair(in, out, "gather", "out", "in");
-    }
     const int count = block_count(in.numel(), "gather");
     void* recv = rank_ == root ? data_or_dummy(out) : nullptr;
     MPI_Request r;
@@ -314,17 +309,11 @@ class MpiCommunicator final : public Communicator {
             "MPI_Igather");
     }
     std::vector<MPI_Request> reqs{r};
-    complete(reqs, describe("MPI_Igather", in, root));
+    complete(reqs, call_text("MPI_Igather", in, root));
   }
 
-  void scatter(const Tensor& in, Tensor& out, int root) override {
+  void do_scatter(const Tensor& in, Tensor& out, int root) override {
     check_usable();
-    check_tensor(out, "scatter output");
-    check_root(root, "scatter");
-    if (rank_ == root) {
-      check_tensor(in, "scatter input");
-      check_pair(out, in, "scatter", "in", "out");
-    }
     const int count = block_count(out.numel(), "scatter");
     const void* send = rank_ == root ? data_or_dummy(in) : nullptr;
     MPI_Request r;
@@ -335,14 +324,11 @@ class MpiCommunicator final : public Communicator {
             "MPI_Iscatter");
     }
     std::vector<MPI_Request> reqs{r};
-    complete(reqs, describe("MPI_Iscatter", out, root));
+    complete(reqs, call_text("MPI_Iscatter", out, root));
   }
 
-  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
+  void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
     check_usable();
-    check_tensor(in, "reduce_scatter input");
-    check_tensor(out, "reduce_scatter output");
-    check_pair(out, in, "reduce_scatter", "in", "out");
     const int count = block_count(out.numel(), "reduce_scatter");
     MPI_Request r;
     {
@@ -352,14 +338,12 @@ class MpiCommunicator final : public Communicator {
             "MPI_Ireduce_scatter_block");
     }
     std::vector<MPI_Request> reqs{r};
-    complete(reqs, describe_op("MPI_Ireduce_scatter_block", out, op));
+    complete(reqs, call_text_op("MPI_Ireduce_scatter_block", out, op));
     if (op == ReduceOp::kAverage) scale(out);
   }
 
-  void send(const Tensor& t, int dst, int tag) override {
+  void do_send(const Tensor& t, int dst, int tag) override {
     check_usable();
-    check_tensor(t, "send");
-    check_peer(dst, tag, "send to");
     const MPI_Datatype type = mpi_type(t.dtype());
     const auto* base = static_cast<const char*>(data_or_dummy(t));
     std::vector<MPI_Request> reqs;
@@ -371,14 +355,12 @@ class MpiCommunicator final : public Communicator {
             "MPI_Isend");
       reqs.push_back(r);
     });
-    complete(reqs, describe("MPI_Isend", t, -1) + " to rank " + std::to_string(dst) + " (tag " +
+    complete(reqs, call_text("MPI_Isend", t, -1) + " to rank " + std::to_string(dst) + " (tag " +
                        std::to_string(tag) + ")");
   }
 
-  void recv(Tensor& t, int src, int tag) override {
+  void do_recv(Tensor& t, int src, int tag) override {
     check_usable();
-    check_tensor(t, "recv");
-    check_peer(src, tag, "recv from");
     const MPI_Datatype type = mpi_type(t.dtype());
     auto* base = static_cast<char*>(data_or_dummy(t));
     std::vector<MPI_Request> reqs;
@@ -393,7 +375,7 @@ class MpiCommunicator final : public Communicator {
       expected.push_back(count);
     });
     const std::string what =
-        describe("MPI_Irecv", t, -1) + " from rank " + std::to_string(src) + " (tag " + std::to_string(tag) + ")";
+        call_text("MPI_Irecv", t, -1) + " from rank " + std::to_string(src) + " (tag " + std::to_string(tag) + ")";
     const std::vector<MPI_Status> statuses = complete(reqs, what);
     for (size_t i = 0; i < statuses.size(); ++i) {
       int got = 0;
@@ -406,7 +388,7 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  void barrier() override {
+  void do_barrier() override {
     check_usable();
     MPI_Request r;
     {
@@ -417,22 +399,20 @@ class MpiCommunicator final : public Communicator {
     complete(reqs, "MPI_Ibarrier");
   }
 
-  std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op) override {
+  std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) override {
     check_usable();
-    check_tensor(t, "allreduce_async");
     auto reqs = start_allreduce(t, op);
-    return std::make_unique<MpiWork>(this, t, std::move(reqs), describe_op("MPI_Iallreduce", t, op),
+    return std::make_unique<MpiWork>(this, t, std::move(reqs), call_text_op("MPI_Iallreduce", t, op),
                                      op == ReduceOp::kAverage);
   }
 
-  std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root) override {
+  std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override {
     check_usable();
-    check_tensor(t, "broadcast_async");
-    check_root(root, "broadcast_async");
     auto reqs = start_broadcast(t, root);
-    return std::make_unique<MpiWork>(this, t, std::move(reqs), describe("MPI_Ibcast", t, root), false);
+    return std::make_unique<MpiWork>(this, t, std::move(reqs), call_text("MPI_Ibcast", t, root), false);
   }
 
+ public:
   // Polls the requests until all are done or the timeout passes. Returns their statuses.
   std::vector<MPI_Status> complete(std::vector<MPI_Request>& reqs, const std::string& what) {
     std::vector<MPI_Status> statuses(reqs.size());
@@ -493,43 +473,6 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  void check_tensor(const Tensor& t, const char* what) const {
-    if (!t.device().is_cpu()) {
-      fail<Error>(who_, ": ", what, ": the mpi backend handles CPU tensors only, got one on ", t.device().str());
-    }
-    if (!t.defined()) fail<Error>(who_, ": ", what, ": the tensor has no storage");
-  }
-
-  void check_root(int root, const char* what) const {
-    if (root < 0 || root >= world_) {
-      fail<Error>(who_, ": ", what, ": root ", root, " is not a rank of this world (0..", world_ - 1, ")");
-    }
-  }
-
-  void check_peer(int peer, int tag, const char* what) const {
-    if (peer < 0 || peer >= world_ || peer == rank_) {
-      fail<Error>(who_, ": ", what, " rank ", peer, ": the peer must be another rank of this world (0..", world_ - 1,
-                  ")");
-    }
-    if (tag < 0 || tag > tag_ub_) fail<Error>(who_, ": ", what, " rank ", peer, ": tag ", tag, " is outside 0..", tag_ub_);
-  }
-
-  // `big` must hold world_size blocks of `block`'s size and dtype.
-  void check_pair(const Tensor& block, const Tensor& big, const char* what, const char* big_name,
-                  const char* block_name) const {
-    if (block.dtype() != big.dtype()) {
-      fail<Error>(who_, ": ", what, ": ", block_name, " is ", dtype_name(block.dtype()), " but ", big_name, " is ",
-                  dtype_name(big.dtype()), "; they must match");
-    }
-    if (big.numel() != block.numel() * world_) {
-      fail<ShapeError>(who_, ": ", what, ": ", big_name, " has ", big.numel(), " elements, expected world size ",
-                       world_, " x ", block_name, "'s ", block.numel(), " = ", block.numel() * world_);
-    }
-    if (block.numel() > 0 && block.shares_storage_with(big)) {
-      fail<Error>(who_, ": ", what, ": ", block_name, " and ", big_name, " share storage; use separate tensors");
-    }
-  }
-
   int block_count(int64_t n, const char* what) const {
     if (n > INT_MAX) {
       fail<Error>(who_, ": ", what, ": blocks of ", n, " elements exceed MPI's int count (", INT_MAX,
@@ -581,13 +524,13 @@ class MpiCommunicator final : public Communicator {
   }
 
   // "MPI_Ibcast (1024 f32 elements, root 0)"
-  std::string describe(const char* call, const Tensor& t, int root = -1) const {
+  std::string call_text(const char* call, const Tensor& t, int root = -1) const {
     std::string s = std::string(call) + " (" + std::to_string(t.numel()) + " " + dtype_name(t.dtype()) + " elements";
     if (root >= 0) s += ", root " + std::to_string(root);
     return s + ")";
   }
   // "MPI_Iallreduce (sum of 1024 f32 elements)"
-  std::string describe_op(const char* call, const Tensor& t, ReduceOp op, int root = -1) const {
+  std::string call_text_op(const char* call, const Tensor& t, ReduceOp op, int root = -1) const {
     std::string s = std::string(call) + " (" + reduce_op_name(op) + " of " + std::to_string(t.numel()) + " " +
                     dtype_name(t.dtype()) + " elements";
     if (root >= 0) s += ", root " + std::to_string(root);

@@ -106,7 +106,7 @@ class Backoff {
 };
 
 // "allreduce (f32, 1000 elements)"
-std::string describe(const std::string& op, const Tensor& t) {
+std::string call_text(const std::string& op, const Tensor& t) {
   return op + " (" + dtype_name(t.dtype()) + ", " + std::to_string(t.numel()) + " elements)";
 }
 
@@ -283,22 +283,30 @@ class NcclCommunicator final : public Communicator {
     if (timeout.count() <= 0) fail<ConfigError>(s_->who, ": the nccl timeout must be positive");
     s_->timeout_ms = timeout.count();
   }
+  std::string describe() const override { return s_->who; }
+  std::string why_cannot_move(const Tensor& t) const override {
+    const Device d = t.device();
+    if (d.is_cpu()) {
+      return "the nccl backend moves CUDA device memory only, not CPU tensors: put it on cuda:" +
+             std::to_string(s_->device) + " (Tensor::to) or use the tcp backend for host tensors";
+    }
+    if (d.index != s_->device) return "this nccl communicator runs on cuda:" + std::to_string(s_->device);
+    return {};
+  }
 
-  void broadcast(Tensor& t, int root) override { broadcast_async(t, root)->wait(); }
-  void allreduce(Tensor& t, ReduceOp op) override { allreduce_async(t, op)->wait(); }
+ protected:
+  void do_broadcast(Tensor& t, int root) override { do_broadcast_async(t, root)->wait(); }
+  void do_allreduce(Tensor& t, ReduceOp op) override { do_allreduce_async(t, op)->wait(); }
 
-  std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op) override {
-    check_tensor(t, "allreduce", "tensor");
-    return launch(describe("allreduce", t), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
+  std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) override {
+    return launch(call_text("allreduce", t), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
       STRATA_NCCL_CHECK_STARTED(ncclAllReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
                                               nccl_dtype(t.dtype()), nccl_op(op), c, s));
     });
   }
 
-  std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root) override {
-    check_tensor(t, "broadcast", "tensor");
-    check_rank(root, "broadcast", "root");
-    return launch(describe("broadcast", t) + ", root " + std::to_string(root), t.numel(),
+  std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override {
+    return launch(call_text("broadcast", t) + ", root " + std::to_string(root), t.numel(),
                   [&](ncclComm_t c, cudaStream_t s) {
                     STRATA_NCCL_CHECK_STARTED(ncclBroadcast(t.raw_data(), t.raw_data(),
                                                             static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()),
@@ -306,48 +314,34 @@ class NcclCommunicator final : public Communicator {
                   });
   }
 
-  void reduce(Tensor& t, ReduceOp op, int root) override {
-    check_tensor(t, "reduce", "tensor");
-    check_rank(root, "reduce", "root");
-    launch(describe("reduce", t) + ", root " + std::to_string(root), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
+  void do_reduce(Tensor& t, ReduceOp op, int root) override {
+    launch(call_text("reduce", t) + ", root " + std::to_string(root), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
       STRATA_NCCL_CHECK_STARTED(ncclReduce(t.raw_data(), t.raw_data(), static_cast<size_t>(t.numel()),
                                            nccl_dtype(t.dtype()), nccl_op(op), root, c, s));
     })->wait();
   }
 
-  void allgather(const Tensor& in, Tensor& out) override {
-    check_tensor(in, "allgather", "in");
-    check_tensor(out, "allgather", "out");
-    check_blocks(out, "out", in, "in", "allgather");
-    launch(describe("allgather", in) + " per rank", in.numel(), [&](ncclComm_t c, cudaStream_t s) {
+  void do_allgather(const Tensor& in, Tensor& out) override {
+    launch(call_text("allgather", in) + " per rank", in.numel(), [&](ncclComm_t c, cudaStream_t s) {
       STRATA_NCCL_CHECK_STARTED(ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()),
                                               nccl_dtype(in.dtype()), c, s));
     })->wait();
   }
 
-  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
-    check_tensor(in, "reduce_scatter", "in");
-    check_tensor(out, "reduce_scatter", "out");
-    check_blocks(in, "in", out, "out", "reduce_scatter");
-    launch(describe("reduce_scatter", out) + " per rank", out.numel(), [&](ncclComm_t c, cudaStream_t s) {
+  void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
+    launch(call_text("reduce_scatter", out) + " per rank", out.numel(), [&](ncclComm_t c, cudaStream_t s) {
       STRATA_NCCL_CHECK_STARTED(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
                                                   nccl_dtype(in.dtype()), nccl_op(op), c, s));
     })->wait();
   }
 
   // The root receives every other rank's block in one NCCL group.
-  void gather(const Tensor& in, Tensor& out, int root) override {
-    check_tensor(in, "gather", "in");
-    check_rank(root, "gather", "root");
+  void do_gather(const Tensor& in, Tensor& out, int root) override {
     const bool is_root = s_->rank == root;
-    if (is_root) {
-      check_tensor(out, "gather", "out");
-      check_blocks(out, "out", in, "in", "gather");
-    }
     const size_t n = static_cast<size_t>(in.numel());
     const size_t bytes = in.nbytes();
     const ncclDataType_t dt = nccl_dtype(in.dtype());
-    launch(describe("gather", in) + " per rank, root " + std::to_string(root), in.numel(),
+    launch(call_text("gather", in) + " per rank, root " + std::to_string(root), in.numel(),
            [&](ncclComm_t c, cudaStream_t s) {
              if (is_root) {
                char* base = static_cast<char*>(out.raw_data());
@@ -365,18 +359,12 @@ class NcclCommunicator final : public Communicator {
   }
 
   // The root sends block r to rank r in one NCCL group.
-  void scatter(const Tensor& in, Tensor& out, int root) override {
-    check_tensor(out, "scatter", "out");
-    check_rank(root, "scatter", "root");
+  void do_scatter(const Tensor& in, Tensor& out, int root) override {
     const bool is_root = s_->rank == root;
-    if (is_root) {
-      check_tensor(in, "scatter", "in");
-      check_blocks(in, "in", out, "out", "scatter");
-    }
     const size_t n = static_cast<size_t>(out.numel());
     const size_t bytes = out.nbytes();
     const ncclDataType_t dt = nccl_dtype(out.dtype());
-    launch(describe("scatter", out) + " per rank, root " + std::to_string(root), out.numel(),
+    launch(call_text("scatter", out) + " per rank, root " + std::to_string(root), out.numel(),
            [&](ncclComm_t c, cudaStream_t s) {
              if (is_root) {
                const char* base = static_cast<const char*>(in.raw_data());
@@ -394,25 +382,21 @@ class NcclCommunicator final : public Communicator {
   }
 
   // NCCL has no tags: messages between two ranks match in call order.
-  void send(const Tensor& t, int dst, int /*tag*/) override {
-    check_tensor(t, "send", "tensor");
-    check_peer(dst, "send");
-    launch(describe("send", t) + " to rank " + std::to_string(dst), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
+  void do_send(const Tensor& t, int dst, int /*tag*/) override {
+    launch(call_text("send", t) + " to rank " + std::to_string(dst), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
       STRATA_NCCL_CHECK_STARTED(
           ncclSend(t.raw_data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()), dst, c, s));
     })->wait();
   }
 
-  void recv(Tensor& t, int src, int /*tag*/) override {
-    check_tensor(t, "recv", "tensor");
-    check_peer(src, "recv");
-    launch(describe("recv", t) + " from rank " + std::to_string(src), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
+  void do_recv(Tensor& t, int src, int /*tag*/) override {
+    launch(call_text("recv", t) + " from rank " + std::to_string(src), t.numel(), [&](ncclComm_t c, cudaStream_t s) {
       STRATA_NCCL_CHECK_STARTED(
           ncclRecv(t.raw_data(), static_cast<size_t>(t.numel()), nccl_dtype(t.dtype()), src, c, s));
     })->wait();
   }
 
-  void barrier() override {
+  void do_barrier() override {
     Tensor& b = s_->barrier_buffer;
     launch("barrier", 1, [&](ncclComm_t c, cudaStream_t s) {
       STRATA_NCCL_CHECK_STARTED(ncclAllReduce(b.raw_data(), b.raw_data(), 1, ncclInt32, ncclSum, c, s));
@@ -457,46 +441,6 @@ class NcclCommunicator final : public Communicator {
       fail<Error>(s_->who, ": nccl ", op, ": ", e.what());
     }
     return std::make_unique<NcclWork>(s_, done, op);
-  }
-
-  void check_tensor(const Tensor& t, const char* op, const char* what) const {
-    const Device d = t.device();
-    if (d.is_cpu()) {
-      fail<ConfigError>(s_->who, ": nccl ", op, ": the ", what, " is a CPU tensor; the nccl backend moves CUDA "
-                        "device memory only: put it on cuda:", s_->device,
-                        " (Tensor::to) or use the tcp backend for host tensors");
-    }
-    if (d.index != s_->device) {
-      fail<ConfigError>(s_->who, ": nccl ", op, ": the ", what, " is on ", d.str(),
-                        " but this communicator runs on cuda:", s_->device);
-    }
-    if (t.numel() > 0 && t.raw_data() == nullptr) {
-      fail<ShapeError>(s_->who, ": nccl ", op, ": the ", what, " has no storage");
-    }
-  }
-
-  // big.numel() must be world_size x small.numel(), same dtype.
-  void check_blocks(const Tensor& big, const char* big_name, const Tensor& small, const char* small_name,
-                    const char* op) const {
-    if (big.dtype() != small.dtype()) {
-      fail<ShapeError>(s_->who, ": nccl ", op, ": ", big_name, " is ", dtype_name(big.dtype()), " but ", small_name,
-                       " is ", dtype_name(small.dtype()));
-    }
-    if (big.numel() != small.numel() * s_->world_size) {
-      fail<ShapeError>(s_->who, ": nccl ", op, ": ", big_name, " must hold world_size (", s_->world_size, ") x ",
-                       small_name, " = ", small.numel() * s_->world_size, " elements, got ", big.numel());
-    }
-  }
-
-  void check_rank(int r, const char* op, const char* what) const {
-    if (r < 0 || r >= s_->world_size) {
-      fail<ConfigError>(s_->who, ": nccl ", op, ": ", what, " ", r, " is not a rank (0 to ", s_->world_size - 1, ")");
-    }
-  }
-
-  void check_peer(int r, const char* op) const {
-    check_rank(r, op, "peer");
-    if (r == s_->rank) fail<ConfigError>(s_->who, ": nccl ", op, ": a rank cannot send to or receive from itself");
   }
 
   std::shared_ptr<NcclState> s_;

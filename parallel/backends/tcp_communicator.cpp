@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "framework/io/wire_format.h"
 #include "parallel/collectives/collectives.h"
 #include "parallel/collectives/reduce_kernels.h"
 #include "parallel/transport/socket.h"
@@ -110,15 +111,6 @@ constexpr size_t kHeaderBytes = 32;
 constexpr char kCollectiveMagic[4] = {'S', 'T', 'R', 'C'};
 constexpr char kMessageMagic[4] = {'S', 'T', 'R', 'P'};
 
-void put(char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t get(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-
 void encode_call(const Call& c, char* h) {
   std::memset(h, 0, kHeaderBytes);
   std::memcpy(h, kCollectiveMagic, 4);
@@ -126,9 +118,9 @@ void encode_call(const Call& c, char* h) {
   h[5] = static_cast<char>(c.dtype);
   h[6] = static_cast<char>(c.op);
   h[7] = static_cast<char>(c.algorithm);
-  put(h + 8, static_cast<uint32_t>(c.root), 4);
-  put(h + 12, c.count, 8);
-  put(h + 20, c.seq, 8);
+  wire::store_u32(h + 8, static_cast<uint32_t>(c.root));
+  wire::store_u64(h + 12, c.count);
+  wire::store_u64(h + 20, c.seq);
 }
 
 Call decode_call(const char* h) {
@@ -137,9 +129,9 @@ Call decode_call(const char* h) {
   c.dtype = static_cast<DType>(static_cast<uint8_t>(h[5]));
   c.op = static_cast<ReduceOp>(static_cast<uint8_t>(h[6]));
   c.algorithm = static_cast<AllreduceAlgorithm>(static_cast<uint8_t>(h[7]));
-  c.root = static_cast<int32_t>(get(h + 8, 4));
-  c.count = get(h + 12, 8);
-  c.seq = get(h + 20, 8);
+  c.root = static_cast<int32_t>(wire::load_u32(h + 8));
+  c.count = wire::load_u64(h + 12);
+  c.seq = wire::load_u64(h + 20);
   return c;
 }
 
@@ -153,15 +145,15 @@ void encode_message(const Message& m, char* h) {
   std::memset(h, 0, kHeaderBytes);
   std::memcpy(h, kMessageMagic, 4);
   h[4] = static_cast<char>(m.dtype);
-  put(h + 8, static_cast<uint32_t>(m.tag), 4);
-  put(h + 12, m.count, 8);
+  wire::store_u32(h + 8, static_cast<uint32_t>(m.tag));
+  wire::store_u64(h + 12, m.count);
 }
 
 Message decode_message(const char* h) {
   Message m;
   m.dtype = static_cast<DType>(static_cast<uint8_t>(h[4]));
-  m.tag = static_cast<int32_t>(get(h + 8, 4));
-  m.count = get(h + 12, 8);
+  m.tag = static_cast<int32_t>(wire::load_u32(h + 8));
+  m.count = wire::load_u64(h + 12);
   return m;
 }
 
@@ -352,40 +344,6 @@ struct TcpCommunicator::Impl {
     }
   }
 
-  void check_tensor(const Tensor& t, const char* op, const char* name) const {
-    if (!t.device().is_cpu()) {
-      fail<Error>(self, ": ", op, ": ", name, " is on ", t.device().str(), "; the tcp backend moves CPU tensors only");
-    }
-    if (!t.defined()) fail<Error>(self, ": ", op, ": ", name, " has no storage");
-  }
-
-  void check_root(int root, const char* op) const {
-    if (root < 0 || root >= world)
-      fail<Error>(self, ": ", op, ": root ", root, " is not a rank of this world (0..", world - 1, ")");
-  }
-
-  void check_peer(int peer, const char* op) const {
-    if (peer < 0 || peer >= world)
-      fail<Error>(self, ": ", op, ": rank ", peer, " is not in this world (0..", world - 1, ")");
-    if (peer == rank) fail<Error>(self, ": ", op, ": rank ", peer, " is this rank; it cannot message itself");
-  }
-
-  void check_blocks(const Tensor& whole, const char* whole_name, const Tensor& block, const char* block_name,
-                    const char* op) const {
-    if (whole.dtype() != block.dtype()) {
-      fail<ShapeError>(self, ": ", op, ": ", whole_name, " is ", dtype_name(whole.dtype()), " but ", block_name, " is ",
-                       dtype_name(block.dtype()), "; they must have the same dtype");
-    }
-    if (whole.numel() != block.numel() * world) {
-      fail<ShapeError>(self, ": ", op, ": ", whole_name, " has ", whole.numel(), " elements ", shape_str(whole.shape()),
-                       ", expected world_size (", world, ") x ", block_name, " (", block.numel(), " elements ",
-                       shape_str(block.shape()), ") = ", block.numel() * world);
-    }
-    if (whole.numel() > 0 && block.numel() > 0 && whole.shares_storage_with(block)) {
-      fail<Error>(self, ": ", op, ": ", whole_name, " and ", block_name, " share storage; pass separate tensors");
-    }
-  }
-
   AllreduceAlgorithm algorithm_for(size_t bytes) const {
     if (options.algorithm != AllreduceAlgorithm::kAuto) return options.algorithm;
     return bytes < options.tree_threshold_bytes ? AllreduceAlgorithm::kTree : AllreduceAlgorithm::kRing;
@@ -395,7 +353,6 @@ struct TcpCommunicator::Impl {
 
   // Queues an allreduce of t (kept alive by the copy) and returns its state.
   std::shared_ptr<WorkState> queue_allreduce(Tensor t, ReduceOp op) {
-    check_tensor(t, "allreduce", "the tensor");
     Call call;
     call.kind = Kind::kAllreduce;
     call.dtype = t.dtype();
@@ -414,8 +371,6 @@ struct TcpCommunicator::Impl {
   }
 
   std::shared_ptr<WorkState> queue_broadcast(Tensor t, int root) {
-    check_tensor(t, "broadcast", "the tensor");
-    check_root(root, "broadcast");
     Call call;
     call.kind = Kind::kBroadcast;
     call.dtype = t.dtype();
@@ -430,7 +385,7 @@ struct TcpCommunicator::Impl {
 };
 
 namespace {
-std::string describe(const char* op, const Tensor& t) {
+std::string call_text(const char* op, const Tensor& t) {
   return std::string(op) + "(" + std::to_string(t.numel()) + " x " + dtype_name(t.dtype());
 }
 }  // namespace
@@ -467,29 +422,35 @@ void TcpCommunicator::set_timeout(std::chrono::milliseconds timeout) {
   if (impl_->transport) impl_->transport->set_timeout(timeout);
 }
 
-void TcpCommunicator::broadcast(Tensor& t, int root) { impl_->queue_broadcast(t, root)->wait(); }
+std::string TcpCommunicator::describe() const { return impl_->self; }
 
-void TcpCommunicator::allreduce(Tensor& t, ReduceOp op) { impl_->queue_allreduce(t, op)->wait(); }
+std::string TcpCommunicator::why_cannot_move(const Tensor& t) const {
+  if (t.device().is_cpu()) return {};
+  return "the tcp backend moves CPU tensors only; build it with create_communicator (which copies CUDA tensors "
+         "through the host) or copy the tensor to the host";
+}
 
-std::unique_ptr<CommWork> TcpCommunicator::allreduce_async(Tensor& t, ReduceOp op) {
+void TcpCommunicator::do_broadcast(Tensor& t, int root) { impl_->queue_broadcast(t, root)->wait(); }
+
+void TcpCommunicator::do_allreduce(Tensor& t, ReduceOp op) { impl_->queue_allreduce(t, op)->wait(); }
+
+std::unique_ptr<CommWork> TcpCommunicator::do_allreduce_async(Tensor& t, ReduceOp op) {
   return std::make_unique<Work>(impl_->queue_allreduce(t, op));
 }
 
-std::unique_ptr<CommWork> TcpCommunicator::broadcast_async(Tensor& t, int root) {
+std::unique_ptr<CommWork> TcpCommunicator::do_broadcast_async(Tensor& t, int root) {
   return std::make_unique<Work>(impl_->queue_broadcast(t, root));
 }
 
-void TcpCommunicator::reduce(Tensor& t, ReduceOp op, int root) {
+void TcpCommunicator::do_reduce(Tensor& t, ReduceOp op, int root) {
   Impl& m = *impl_;
-  m.check_tensor(t, "reduce", "the tensor");
-  m.check_root(root, "reduce");
   Call call;
   call.kind = Kind::kReduce;
   call.dtype = t.dtype();
   call.op = op;
   call.root = root;
   call.count = static_cast<uint64_t>(t.numel());
-  m.run_blocking(describe("reduce", t) + ", " + reduce_op_name(op) + ", root " + std::to_string(root) + ")",
+  m.run_blocking(call_text("reduce", t) + ", " + reduce_op_name(op) + ", root " + std::to_string(root) + ")",
                  [&m, &t, call]() mutable {
                    m.check_call(call);
                    reduce_tree(*m.transport, m.workspace, t.raw_data(), call.count, call.dtype, call.op, call.root,
@@ -497,57 +458,40 @@ void TcpCommunicator::reduce(Tensor& t, ReduceOp op, int root) {
                  });
 }
 
-void TcpCommunicator::allgather(const Tensor& in, Tensor& out) {
+void TcpCommunicator::do_allgather(const Tensor& in, Tensor& out) {
   Impl& m = *impl_;
-  m.check_tensor(in, "allgather", "in");
-  m.check_tensor(out, "allgather", "out");
-  m.check_blocks(out, "out", in, "in", "allgather");
   Call call;
   call.kind = Kind::kAllgather;
   call.dtype = in.dtype();
   call.count = static_cast<uint64_t>(in.numel());
-  m.run_blocking(describe("allgather", in) + " per rank)", [&m, &in, &out, call]() mutable {
+  m.run_blocking(call_text("allgather", in) + " per rank)", [&m, &in, &out, call]() mutable {
     m.check_call(call);
     allgather_ring(*m.transport, in.raw_data(), out.raw_data(), in.nbytes());
   });
 }
 
-void TcpCommunicator::gather(const Tensor& in, Tensor& out, int root) {
+void TcpCommunicator::do_gather(const Tensor& in, Tensor& out, int root) {
   Impl& m = *impl_;
-  m.check_tensor(in, "gather", "in");
-  m.check_root(root, "gather");
-  // Only the root's output is written, so only its size matters.
-  if (m.rank == root) {
-    m.check_tensor(out, "gather", "out");
-    m.check_blocks(out, "out", in, "in", "gather");
-  }
   Call call;
   call.kind = Kind::kGather;
   call.dtype = in.dtype();
   call.root = root;
   call.count = static_cast<uint64_t>(in.numel());
-  m.run_blocking(describe("gather", in) + " per rank, root " + std::to_string(root) + ")", [&m, &in, &out,
+  m.run_blocking(call_text("gather", in) + " per rank, root " + std::to_string(root) + ")", [&m, &in, &out,
                                                                                             call]() mutable {
     m.check_call(call);
     gather_linear(*m.transport, in.raw_data(), m.rank == call.root ? out.raw_data() : nullptr, in.nbytes(), call.root);
   });
 }
 
-void TcpCommunicator::scatter(const Tensor& in, Tensor& out, int root) {
+void TcpCommunicator::do_scatter(const Tensor& in, Tensor& out, int root) {
   Impl& m = *impl_;
-  m.check_tensor(out, "scatter", "out");
-  m.check_root(root, "scatter");
-  // Only the root's input is read, so only its size matters.
-  if (m.rank == root) {
-    m.check_tensor(in, "scatter", "in");
-    m.check_blocks(in, "in", out, "out", "scatter");
-  }
   Call call;
   call.kind = Kind::kScatter;
   call.dtype = out.dtype();
   call.root = root;
   call.count = static_cast<uint64_t>(out.numel());
-  m.run_blocking(describe("scatter", out) + " per rank, root " + std::to_string(root) + ")",
+  m.run_blocking(call_text("scatter", out) + " per rank, root " + std::to_string(root) + ")",
                  [&m, &in, &out, call]() mutable {
                    m.check_call(call);
                    scatter_linear(*m.transport, m.rank == call.root ? in.raw_data() : nullptr, out.raw_data(),
@@ -555,24 +499,21 @@ void TcpCommunicator::scatter(const Tensor& in, Tensor& out, int root) {
                  });
 }
 
-void TcpCommunicator::reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
+void TcpCommunicator::do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
   Impl& m = *impl_;
-  m.check_tensor(in, "reduce_scatter", "in");
-  m.check_tensor(out, "reduce_scatter", "out");
-  m.check_blocks(in, "in", out, "out", "reduce_scatter");
   Call call;
   call.kind = Kind::kReduceScatter;
   call.dtype = out.dtype();
   call.op = op;
   call.count = static_cast<uint64_t>(out.numel());
   m.run_blocking(
-      describe("reduce_scatter", out) + " per rank, " + reduce_op_name(op) + ")", [&m, &in, &out, call]() mutable {
+      call_text("reduce_scatter", out) + " per rank, " + reduce_op_name(op) + ")", [&m, &in, &out, call]() mutable {
         m.check_call(call);
         reduce_scatter_ring(*m.transport, m.workspace, in.raw_data(), out.raw_data(), call.count, call.dtype, call.op);
       });
 }
 
-void TcpCommunicator::barrier() {
+void TcpCommunicator::do_barrier() {
   Impl& m = *impl_;
   Call call;
   call.kind = Kind::kBarrier;
@@ -582,11 +523,9 @@ void TcpCommunicator::barrier() {
   });
 }
 
-void TcpCommunicator::send(const Tensor& t, int dst, int tag) {
+void TcpCommunicator::do_send(const Tensor& t, int dst, int tag) {
   Impl& m = *impl_;
-  m.check_tensor(t, "send", "the tensor");
-  m.check_peer(dst, "send");
-  m.run_blocking(describe("send", t) + " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag) + ")",
+  m.run_blocking(call_text("send", t) + " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag) + ")",
                  [&m, &t, dst, tag] {
                    Message msg;
                    msg.dtype = t.dtype();
@@ -599,11 +538,9 @@ void TcpCommunicator::send(const Tensor& t, int dst, int tag) {
                  });
 }
 
-void TcpCommunicator::recv(Tensor& t, int src, int tag) {
+void TcpCommunicator::do_recv(Tensor& t, int src, int tag) {
   Impl& m = *impl_;
-  m.check_tensor(t, "recv", "the tensor");
-  m.check_peer(src, "recv");
-  m.run_blocking(describe("recv", t) + " from rank " + std::to_string(src) + ", tag " + std::to_string(tag) + ")",
+  m.run_blocking(call_text("recv", t) + " from rank " + std::to_string(src) + ", tag " + std::to_string(tag) + ")",
                  [&m, &t, src, tag] {
                    char header[kHeaderBytes];
                    m.transport->recv(src, header, kHeaderBytes);

@@ -1,5 +1,5 @@
 // strata::Communicator over any Transport (TCP now): the collective
-// algorithms of parallel/collectives/collectives.h plus argument checks, call checking,
+// algorithms of parallel/collectives/collectives.h plus call checking,
 // tagged point-to-point messages and asynchronous execution.
 //
 // Execution: every operation, blocking or not, runs on one worker thread in
@@ -8,9 +8,9 @@
 // therefore also holds back later operations of the same communicator.
 //
 // Checks:
-// - Locally, before anything is queued (ShapeError / Error on the calling
-//   thread, communicator stays usable): CPU tensors, out = world x in sizes,
-//   matching dtypes, roots and peers in range.
+// - Locally, before anything is queued: the arguments, by the Communicator
+//   base class (framework/communicator_checks.h) on the calling thread; the
+//   communicator stays usable. This backend moves CPU tensors only.
 // - Across ranks (CallCheck::kOn): before each collective, every rank sends
 //   its ring successor a small description of the call (operation, dtype,
 //   element count, root, op, call number) and compares the one it receives,
@@ -79,19 +79,22 @@ class TcpCommunicator final : public Communicator {
   std::string backend_name() const override { return "tcp"; }
   void set_timeout(std::chrono::milliseconds timeout) override;
 
-  void broadcast(Tensor& t, int root) override;
-  void allreduce(Tensor& t, ReduceOp op) override;
-  void reduce(Tensor& t, ReduceOp op, int root) override;
-  void allgather(const Tensor& in, Tensor& out) override;
-  void gather(const Tensor& in, Tensor& out, int root) override;
-  void scatter(const Tensor& in, Tensor& out, int root) override;
-  void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override;
-  void send(const Tensor& t, int dst, int tag) override;
-  void recv(Tensor& t, int src, int tag) override;
-  void barrier() override;
+  std::string describe() const override;
+  std::string why_cannot_move(const Tensor& t) const override;
 
-  std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op) override;
-  std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root) override;
+ protected:
+  void do_broadcast(Tensor& t, int root) override;
+  void do_allreduce(Tensor& t, ReduceOp op) override;
+  void do_reduce(Tensor& t, ReduceOp op, int root) override;
+  void do_allgather(const Tensor& in, Tensor& out) override;
+  void do_gather(const Tensor& in, Tensor& out, int root) override;
+  void do_scatter(const Tensor& in, Tensor& out, int root) override;
+  void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override;
+  void do_send(const Tensor& t, int dst, int tag) override;
+  void do_recv(Tensor& t, int src, int tag) override;
+  void do_barrier() override;
+  std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) override;
+  std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override;
 
  private:
   struct Impl;

@@ -9,6 +9,8 @@
 
 #include "framework/dtype.h"
 #include "framework/error.h"
+#include "framework/hash.h"
+#include "framework/io/wire_format.h"
 #include "framework/optimizer.h"
 #include "framework/threads.h"
 
@@ -78,14 +80,6 @@ std::vector<std::string> param_signature(const Net& net) {
   return out;
 }
 
-uint64_t fnv1a(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 std::vector<std::string> split_lines(const char* p, size_t n) {
   std::vector<std::string> out;
   std::string cur;
@@ -100,47 +94,24 @@ std::vector<std::string> split_lines(const char* p, size_t n) {
   return out;
 }
 
-// Length-prefixed binary encoding of layer states (values may hold any byte).
-void put_string(std::string& out, const std::string& s) {
-  const uint64_t n = s.size();
-  char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  out.append(len, 8);
-  out += s;
-}
-
-bool get_string(const std::string& in, size_t& pos, std::string* s) {
-  if (in.size() - pos < 8) return false;
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(in[pos + i])) << (8 * i);
-  pos += 8;
-  if (in.size() - pos < n) return false;
-  *s = in.substr(pos, n);
-  pos += n;
-  return true;
-}
-
+// Layer states as framework/io/wire_format.h fields (values may hold any byte).
 void put_states(std::string& out, const std::map<std::string, std::string>& states) {
   size_t n = 0;
   for (const auto& kv : states) n += kv.first.empty() || kv.first[0] != '@';
-  put_string(out, std::to_string(n));
+  wire::put_bytes(out, std::to_string(n));
   for (const auto& [key, value] : states) {
     if (!key.empty() && key[0] == '@') continue;
-    put_string(out, key);
-    put_string(out, value);
+    wire::put_bytes(out, key);
+    wire::put_bytes(out, value);
   }
 }
 
-bool get_states(const std::string& in, size_t& pos, std::map<std::string, std::string>* states) {
-  std::string count;
-  if (!get_string(in, pos, &count)) return false;
-  const long n = std::strtol(count.c_str(), nullptr, 10);
+void get_states(wire::Reader& in, std::map<std::string, std::string>* states) {
+  const long n = std::strtol(in.bytes().c_str(), nullptr, 10);
   for (long i = 0; i < n; ++i) {
-    std::string key, value;
-    if (!get_string(in, pos, &key) || !get_string(in, pos, &value)) return false;
-    (*states)[key] = std::move(value);
+    std::string key = in.bytes();
+    (*states)[key] = in.bytes();
   }
-  return true;
 }
 
 }  // namespace
@@ -276,7 +247,7 @@ double DataParallel::take_comm_wait_seconds() {
 
 void DataParallel::check_parameters_match() {
   const std::vector<std::string> mine = param_signature(solver_.net());
-  uint64_t h = 0xcbf29ce484222325ull;
+  uint64_t h = kFnv1aOffset;
   for (const std::string& line : mine) h = fnv1a(line + "\n", h);
   Tensor digest({3}, DType::kI32);
   int32_t* d = digest.data<int32_t>();
@@ -519,10 +490,9 @@ void DataParallel::gather_layer_states(SolverState& state) {
     const std::string blob(static_cast<const char*>(all.raw_data()) + r * longest,
                            static_cast<size_t>(lens.data<int32_t>()[r]));
     std::map<std::string, std::string> train, test;
-    size_t pos = 0;
-    if (!get_states(blob, pos, &train) || !get_states(blob, pos, &test)) {
-      fail<Error>("data parallel: the layer states gathered from rank ", r, " are corrupt");
-    }
+    wire::Reader in(blob, "data parallel: the layer states gathered from rank " + std::to_string(r));
+    get_states(in, &train);
+    get_states(in, &test);
     const std::string prefix = rank_state_prefix(r);
     for (auto& [key, value] : train) state.layer_states[prefix + key] = std::move(value);
     for (auto& [key, value] : test) state.test_layer_states[prefix + key] = std::move(value);

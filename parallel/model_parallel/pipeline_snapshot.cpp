@@ -14,6 +14,7 @@
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/io/safetensors.h"
+#include "framework/io/wire_format.h"
 
 #include "parallel/model_parallel/pipeline_internal.h"
 
@@ -23,26 +24,9 @@ using namespace pipeline_internal;
 
 namespace {
 
-// Appends length-prefixed fields to a byte string (the snapshot message).
-void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); }
-void put_bytes(std::string& out, const void* p, size_t n) {
-  put_u64(out, n);
-  out.append(static_cast<const char*>(p), n);
-}
-uint64_t get_u64(const std::string& in, size_t& pos) {
-  STRATA_CHECK(pos + 8 <= in.size(), "truncated pipeline snapshot message");
-  uint64_t v;
-  std::memcpy(&v, in.data() + pos, 8);
-  pos += 8;
-  return v;
-}
-std::string get_bytes(const std::string& in, size_t& pos) {
-  const uint64_t n = get_u64(in, pos);
-  STRATA_CHECK(pos + n <= in.size(), "truncated pipeline snapshot message");
-  std::string s = in.substr(pos, n);
-  pos += n;
-  return s;
-}
+// The snapshot messages between ranks: framework/io/wire_format.h fields.
+using wire::put_bytes;
+using wire::put_u64;
 
 enum Record : uint64_t { kWeight = 0, kHistory = 1, kLayerState = 2 };
 
@@ -95,10 +79,10 @@ void PipelineParallel::gather_snapshot(SolverState& st) {
         Tensor body({std::max<int64_t>(1, len.data<int32_t>()[0])}, DType::kU8);
         dp_->recv(body, r, kSnapshotTag);
         const std::string msg(static_cast<const char*>(body.raw_data()), static_cast<size_t>(len.data<int32_t>()[0]));
-        size_t pos = 0;
-        while (pos < msg.size()) {
-          const std::string name = get_bytes(msg, pos);
-          states[rank_state_prefix(r) + name] = get_bytes(msg, pos);
+        wire::Reader in(msg, "the data cursors of dp rank " + std::to_string(r));
+        while (!in.done()) {
+          const std::string name = in.bytes();
+          states[rank_state_prefix(r) + name] = in.bytes();
         }
       }
     }
@@ -161,17 +145,17 @@ void PipelineParallel::gather_snapshot(SolverState& st) {
     Tensor body({len.data<int32_t>()[0]}, DType::kU8);
     act_.recv(body, s, kSnapshotTag);
     const std::string msg(static_cast<const char*>(body.raw_data()), body.nbytes());
-    size_t pos = 0;
-    while (pos < msg.size()) {
-      const uint64_t kind = get_u64(msg, pos);
-      const std::string name = get_bytes(msg, pos);
+    wire::Reader in(msg, "the pipeline snapshot message of stage " + std::to_string(s));
+    while (!in.done()) {
+      const uint64_t kind = in.u64();
+      const std::string name = in.bytes();
       if (kind == kLayerState) {
-        st.layer_states[name] = get_bytes(msg, pos);
+        st.layer_states[name] = in.bytes();
         continue;
       }
-      Shape shape(get_u64(msg, pos));
-      for (auto& d : shape) d = static_cast<int64_t>(get_u64(msg, pos));
-      const std::string data = get_bytes(msg, pos);
+      Shape shape(in.u64());
+      for (auto& d : shape) d = static_cast<int64_t>(in.u64());
+      const std::string data = in.bytes();
       Tensor t(shape);
       STRATA_CHECK(data.size() == t.nbytes(), "pipeline snapshot: '", name, "' has ", data.size(), " bytes");
       if (!data.empty()) std::memcpy(t.raw_data(), data.data(), data.size());

@@ -89,6 +89,14 @@ RankEnv detect_rank_env() {
     e.master_port = std::stoi(port);
   }
   if (const char* token = env("STRATA_TOKEN")) e.token = token;
+  if (const char* host = env("STRATA_STORE_HOST")) {
+    const std::string h = host;
+    if (h == "launcher") {
+      e.store_host = StoreHost::kLauncher;
+    } else if (h != "rank0") {
+      fail<ConfigError>("STRATA_STORE_HOST='", h, "' is not a store host; known: rank0, launcher");
+    }
+  }
   return e;
 }
 

@@ -7,6 +7,12 @@
 
 namespace strata::parallel {
 
+// Who serves the rendezvous store at STRATA_MASTER: rank 0 (mpirun, srun,
+// multi-node `strata launch --master`), or a process that started before the
+// ranks and already listens there (single-node `strata launch`, which binds
+// port 0 and so never races another launch for a port).
+enum class StoreHost { kRankZero, kLauncher };
+
 struct RankEnv {
   int rank = 0;
   int world_size = 1;
@@ -15,6 +21,7 @@ struct RankEnv {
   std::string master_host;   // where rank 0 serves the store ("" when world_size == 1)
   int master_port = 0;
   std::string token;         // shared secret for joining the store
+  StoreHost store_host = StoreHost::kRankZero;  // STRATA_STORE_HOST
   std::string launcher;      // "strata", "mpirun", "srun" or "none"
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // STRATA_TIMEOUT_S
   std::string hostname;      // this machine
@@ -26,7 +33,8 @@ struct RankEnv {
 
 // Environment variables read, in order of precedence:
 //   strata launch:  STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK,
-//                   STRATA_LOCAL_WORLD_SIZE, STRATA_MASTER (host:port), STRATA_TOKEN
+//                   STRATA_LOCAL_WORLD_SIZE, STRATA_MASTER (host:port), STRATA_TOKEN,
+//                   STRATA_STORE_HOST ("rank0", the default, or "launcher")
 //   mpirun:         OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
 //                   OMPI_COMM_WORLD_LOCAL_SIZE (plus STRATA_MASTER, STRATA_TOKEN from -x)
 //   srun:           SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE

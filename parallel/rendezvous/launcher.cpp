@@ -12,8 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "framework/error.h"
+#include "parallel/rendezvous/store.h"
 #include "parallel/transport/socket.h"
 
 extern char** environ;
@@ -256,9 +258,7 @@ LaunchOptions resolve_launch_options(LaunchOptions o) {
                         "every node, e.g. STRATA_TOKEN=$(openssl rand -hex 16)");
     }
   }
-  if (o.master.empty()) {
-    o.master = "127.0.0.1:" + std::to_string(pick_free_port("0.0.0.0"));
-  } else if (!valid_master(o.master)) {
+  if (!o.master.empty() && !valid_master(o.master)) {
     fail<ConfigError>("strata launch: --master '", o.master, "' is not HOST:PORT with a port in 1..65535");
   }
   if (o.token.empty()) o.token = random_token();
@@ -272,11 +272,39 @@ std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank
           "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(o.nproc),
           "STRATA_MASTER=" + o.master,
           "STRATA_TOKEN=" + o.token,
+          "STRATA_STORE_HOST=" + std::string(o.store_host == StoreHost::kLauncher ? "launcher" : "rank0"),
           "STRATA_TIMEOUT_S=" + std::to_string(o.timeout_s)};
 }
 
+namespace {
+
+// A single-node launch serves the store itself, on a port the system picks
+// as it binds: the ranks, started next, get that address. Its thread keeps
+// the launcher's signals blocked, so that they reach the main loop.
+std::unique_ptr<StoreServer> serve_store(LaunchOptions& o) {
+  sigset_t ours, previous;
+  sigemptyset(&ours);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM}) sigaddset(&ours, sig);
+  pthread_sigmask(SIG_BLOCK, &ours, &previous);
+  std::unique_ptr<StoreServer> server;
+  try {
+    server = std::make_unique<StoreServer>("127.0.0.1", 0, o.token);
+  } catch (...) {
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    throw;
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  o.master = "127.0.0.1:" + std::to_string(server->port());
+  o.store_host = StoreHost::kLauncher;
+  return server;
+}
+
+}  // namespace
+
 int launch(const LaunchOptions& options) {
-  const LaunchOptions o = resolve_launch_options(options);
+  LaunchOptions o = resolve_launch_options(options);
+  std::unique_ptr<StoreServer> store;  // outlives every rank (declared before them)
+  if (o.master.empty()) store = serve_store(o);
 
   std::vector<char*> argv;
   for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
@@ -289,7 +317,7 @@ int launch(const LaunchOptions& options) {
     const std::string name = kv.substr(0, kv.find('='));
     static const char* kOurs[] = {"STRATA_RANK",  "STRATA_WORLD_SIZE", "STRATA_LOCAL_RANK",
                                   "STRATA_LOCAL_WORLD_SIZE", "STRATA_MASTER", "STRATA_TOKEN",
-                                  "STRATA_TIMEOUT_S"};
+                                  "STRATA_STORE_HOST", "STRATA_TIMEOUT_S"};
     if (std::find(std::begin(kOurs), std::end(kOurs), name) == std::end(kOurs)) base_env.push_back(kv);
   }
 

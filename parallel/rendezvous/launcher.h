@@ -6,15 +6,21 @@
 #include <string>
 #include <vector>
 
+#include "parallel/rendezvous/env.h"
+
 namespace strata::parallel {
 
 struct LaunchOptions {
   int nproc = 1;      // processes on this node
   int nnodes = 1;
   int node_rank = 0;  // this node's index, 0 .. nnodes-1
-  // host:port where rank 0 serves the store. Empty: 127.0.0.1 and a free
-  // port (single node only).
+  // host:port where rank 0 serves the store (every node must reach it).
+  // Empty (single node only): the launcher serves the store itself, on
+  // 127.0.0.1 and a port the system picks when it binds (port 0), and hands
+  // that address to the ranks; so concurrent launches never race for a port.
   std::string master;
+  // Who serves the store: set by launch() (kLauncher when master was empty).
+  StoreHost store_host = StoreHost::kRankZero;
   // Shared secret for the store. Empty: STRATA_TOKEN from the environment,
   // else a random one (single node only; every node must share it).
   std::string token;
@@ -24,18 +30,18 @@ struct LaunchOptions {
   std::vector<std::string> command;  // program and arguments (searched in PATH)
 };
 
-// Checks the options and fills in master and token. Throws ConfigError
-// saying what to fix.
+// Checks the options and fills in the token. Throws ConfigError saying what
+// to fix.
 LaunchOptions resolve_launch_options(LaunchOptions options);
 
-// The STRATA_* variables for one local rank of resolved options, as
-// "NAME=value" strings.
+// The STRATA_* variables for one local rank of resolved options with the
+// store's address in `master`, as "NAME=value" strings.
 std::vector<std::string> rank_environment(const LaunchOptions& resolved, int local_rank);
 
 // 128 random bits from /dev/urandom as 32 hex digits.
 std::string random_token();
 
-// Runs the ranks and waits for them. Returns the exit status for the
+// Serves the store when no master was given, runs the ranks and waits for them. Returns the exit status for the
 // launcher: 0 when every rank exits 0; else the first failing rank's status
 // (128+N for signal N); 130 after Ctrl-C (SIGINT is forwarded to the ranks,
 // which write a snapshot and stop) unless a rank reported a failure.

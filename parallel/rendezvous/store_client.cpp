@@ -16,6 +16,7 @@
 #include "framework/error.h"
 #include "parallel/transport/socket.h"
 #include "parallel/rendezvous/store.h"
+#include "framework/io/wire_format.h"
 #include "parallel/rendezvous/store_protocol.h"
 
 namespace strata::parallel {
@@ -122,9 +123,9 @@ class TcpStore final : public Store {
       throw NetworkError(who_ + ": cannot reach " + where_ + ": " + e.what());
     }
     std::string hello(kMagic, 4);
-    put_u32(hello, kVersion);
-    put_u32(hello, static_cast<uint32_t>(rank_));
-    put_u32(hello, static_cast<uint32_t>(token_.size()));
+    wire::put_u32(hello, kVersion);
+    wire::put_u32(hello, static_cast<uint32_t>(rank_));
+    wire::put_u32(hello, static_cast<uint32_t>(token_.size()));
     hello += token_;
     char reply[8];
     try {
@@ -140,7 +141,7 @@ class TcpStore final : public Store {
       sock_.close();
       fail<NetworkError>(who_, ": ", where_, " is not a strata store (wrong greeting); check STRATA_MASTER");
     }
-    if (get_u32(reply + 4) != 0) {
+    if (wire::load_u32(reply + 4) != 0) {
       sock_.close();
       fail<NetworkError>(who_, ": ", where_, " refused the connection: bad token (STRATA_TOKEN must be the "
                          "same on every rank) or a different strata version");
@@ -155,9 +156,9 @@ class TcpStore final : public Store {
     std::string head;
     head.reserve(13 + key.size() + value.size());
     head.push_back(static_cast<char>(op));
-    put_u32(head, static_cast<uint32_t>(key.size()));
+    wire::put_u32(head, static_cast<uint32_t>(key.size()));
     head += key;
-    put_u64(head, value.size());
+    wire::put_u64(head, value.size());
     Response r;
     try {
       if (value.size() <= (64u << 10)) {
@@ -170,7 +171,7 @@ class TcpStore final : public Store {
       char rh[9];
       recv_all(sock_, rh, sizeof(rh), deadline, "store response");
       r.status = static_cast<uint8_t>(rh[0]);
-      const uint64_t len = get_u64(rh + 1);
+      const uint64_t len = wire::load_u64(rh + 1);
       if (len > kMaxValueBytes) {
         fail<NetworkError>("store response from ", sock_.peer(), ": value of ", len, " bytes is over the limit");
       }
@@ -194,7 +195,7 @@ class TcpStore final : public Store {
     for (;;) {
       const int ms = remaining_ms(deadline);
       std::string wait;
-      put_u64(wait, static_cast<uint64_t>(ms));
+      wire::put_u64(wait, static_cast<uint64_t>(ms));
       const Deadline io = ms >= INT32_MAX - 20000 ? Deadline::max() : deadline + kResponseSlack;
       Response r = request_locked(op, key, wait, io);
       if (r.status == kOk) {

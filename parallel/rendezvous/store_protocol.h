@@ -21,23 +21,7 @@ enum Status : uint8_t { kOk = 0, kNotFound = 1, kError = 2 };
 
 const char* op_name(uint8_t op);
 
-// Little-endian integers, as on the wire.
-inline void put_u32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-inline void put_u64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-inline uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
-inline uint64_t get_u64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
+// Integers on the wire are little-endian: framework/io/wire_format.h.
 
 bool parse_int64(const std::string& s, int64_t* out);
 

@@ -19,6 +19,7 @@
 #include "framework/error.h"
 #include "parallel/transport/socket.h"
 #include "parallel/rendezvous/store.h"
+#include "framework/io/wire_format.h"
 #include "parallel/rendezvous/store_protocol.h"
 
 namespace strata::parallel {
@@ -85,7 +86,7 @@ struct StoreServer::Impl {
 
   void respond(Conn& c, uint8_t status, const std::string& value) {
     c.out.push_back(static_cast<char>(status));
-    put_u64(c.out, value.size());
+    wire::put_u64(c.out, value.size());
     c.out += value;
   }
 
@@ -132,7 +133,7 @@ struct StoreServer::Impl {
           respond(c, kOk, op == kGet ? it->second : std::string());
           return;
         }
-        const uint64_t wait_ms = value.size() == 8 ? get_u64(value.data()) : 0;
+        const uint64_t wait_ms = value.size() == 8 ? wire::load_u64(value.data()) : 0;
         if (wait_ms == 0) {
           respond(c, kNotFound, "");
           return;
@@ -183,9 +184,9 @@ struct StoreServer::Impl {
           c.dead = true;
           return;
         }
-        const uint32_t version = get_u32(p + 4);
-        const uint32_t rank = get_u32(p + 8);
-        const uint32_t token_len = get_u32(p + 12);
+        const uint32_t version = wire::load_u32(p + 4);
+        const uint32_t rank = wire::load_u32(p + 8);
+        const uint32_t token_len = wire::load_u32(p + 12);
         if (token_len > kMaxTokenBytes) {
           std::fprintf(stderr, "store: refused connection from %s: token of %u bytes is over the %zu-byte limit\n",
                        c.host.c_str(), token_len, kMaxTokenBytes);
@@ -199,14 +200,14 @@ struct StoreServer::Impl {
         if (version != kVersion) {
           std::fprintf(stderr, "store: refused connection from %s: protocol version %u (this server speaks %u)\n",
                        c.host.c_str(), version, kVersion);
-          put_u32(reply, 1);
+          wire::put_u32(reply, 1);
           c.closing = true;
         } else if (!same_token(presented, token)) {
           std::fprintf(stderr, "store: refused connection from %s: bad token\n", c.host.c_str());
-          put_u32(reply, 1);
+          wire::put_u32(reply, 1);
           c.closing = true;
         } else {
-          put_u32(reply, 0);
+          wire::put_u32(reply, 0);
           c.hello_done = true;
           c.rank = static_cast<int>(rank);
         }
@@ -215,14 +216,14 @@ struct StoreServer::Impl {
       }
       if (avail < 5) break;
       const uint8_t op = static_cast<uint8_t>(p[0]);
-      const uint32_t key_len = get_u32(p + 1);
+      const uint32_t key_len = wire::load_u32(p + 1);
       if (key_len > kMaxKeyBytes) {
         drop(c, "key of " + std::to_string(key_len) + " bytes exceeds the " + std::to_string(kMaxKeyBytes) +
                     "-byte limit");
         return;
       }
       if (avail < 5 + key_len + 8) break;
-      const uint64_t value_len = get_u64(p + 5 + key_len);
+      const uint64_t value_len = wire::load_u64(p + 5 + key_len);
       if (value_len > kMaxValueBytes) {
         drop(c, "value of " + std::to_string(value_len) + " bytes exceeds the " + std::to_string(kMaxValueBytes) +
                     "-byte (256 MiB) limit");

@@ -350,27 +350,12 @@ class ShmTransport final : public Transport {
         closed(op, waiting_on, got < recv_bytes ? got : sent, got < recv_bytes ? recv_bytes : send_bytes,
                got < recv_bytes ? "received" : "sent");
       }
-      if (Clock::now() >= deadline) timed_out(op, send_peer, sent, send_bytes, recv_peer, got, recv_bytes, limit);
+      if (Clock::now() >= deadline) {
+        throw_transfer_timeout(*this, self(), {op, send_peer, sent, send_bytes, recv_peer, got, recv_bytes}, limit);
+      }
       sleep_on_peers(got < recv_bytes ? recv_peer : -1, sent < send_bytes ? send_peer : -1,
                      std::min(1000, 20 << std::min(6, (idle - 400) / 32)));
     }
-  }
-
-  [[noreturn]] void timed_out(const char* op, int send_peer, size_t sent, size_t send_bytes, int recv_peer, size_t got,
-                              size_t recv_bytes, std::chrono::milliseconds limit) const {
-    const bool recv_pending = got < recv_bytes;
-    const int waited = recv_pending ? recv_peer : send_peer;
-    std::string detail =
-        recv_pending
-            ? "received " + std::to_string(got) + " of " + std::to_string(recv_bytes) + " bytes"
-            : "sent " + std::to_string(sent) + " of " + std::to_string(send_bytes) + " bytes; the peer is not reading";
-    if (recv_pending && sent < send_bytes && send_peer != recv_peer) {
-      detail += "; " + peer_name(send_peer) + " has taken " + std::to_string(sent) + " of " +
-                std::to_string(send_bytes) + " bytes sent to it";
-    }
-    throw TimeoutError(self() + ": timed out after " + format_duration(limit) + " waiting for " + peer_name(waited) +
-                       " during " + op + " (" + detail +
-                       "); that rank is stuck, dead, or running a different operation");
   }
 
   std::unique_ptr<Transport> inner_;

@@ -95,7 +95,10 @@ void set_blocking(int fd);
 std::string peer_address(int fd);
 // The host alone ("1.2.3.4"), for log lines about refused clients.
 std::string peer_host(int fd);
-// A port that was free a moment ago (bound with port 0, then released).
+// A port that was free a moment ago (bound with port 0, then released):
+// for tests that need a port before anything listens on it. Another process
+// may take it meanwhile, so rendezvous never relies on it: servers bind port
+// 0 and publish the port they got (StoreServer::port, `strata launch`).
 int pick_free_port(const std::string& host);
 
 }  // namespace strata::parallel

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "framework/hash.h"
+#include "framework/io/wire_format.h"
 #include "parallel/transport/socket.h"
 #include "parallel/rendezvous/store.h"
 
@@ -36,32 +38,6 @@ std::string this_hostname() {
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0) return "?";
   return host;
-}
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-void put_u32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-void put_u64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint32_t get_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
-}
-uint64_t get_u64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
-  return v;
 }
 
 // Connecting side: magic, version, rank, world size, prefix hash.
@@ -219,28 +195,9 @@ class TcpTransport final : public Transport {
       const int r = ::poll(fds, nfds, deadline == Deadline::max() ? -1 : ms);
       if (r < 0 && errno != EINTR) fail<NetworkError>(self(), ": poll failed during ", op, ": ", std::strerror(errno));
       if (r == 0 && Clock::now() >= deadline) {
-        timed_out(op, send_peer, sent, send_bytes, recv_peer, got, recv_bytes, limit);
+        throw_transfer_timeout(*this, self(), {op, send_peer, sent, send_bytes, recv_peer, got, recv_bytes}, limit);
       }
     }
-  }
-
-  [[noreturn]] void timed_out(const char* op, int send_peer, size_t sent, size_t send_bytes, int recv_peer, size_t got,
-                              size_t recv_bytes, std::chrono::milliseconds limit) const {
-    // Name the peer we are waiting on: the sender if data is still due,
-    // otherwise the receiver that stopped taking our data.
-    const bool recv_pending = got < recv_bytes;
-    const int waited = recv_pending ? recv_peer : send_peer;
-    std::string detail =
-        recv_pending
-            ? "received " + std::to_string(got) + " of " + std::to_string(recv_bytes) + " bytes"
-            : "sent " + std::to_string(sent) + " of " + std::to_string(send_bytes) + " bytes; the peer is not reading";
-    if (recv_pending && sent < send_bytes && send_peer != recv_peer) {
-      detail += "; " + peer_name(send_peer) + " has taken " + std::to_string(sent) + " of " +
-                std::to_string(send_bytes) + " bytes sent to it";
-    }
-    throw TimeoutError(self() + ": timed out after " + format_duration(limit) + " waiting for " + peer_name(waited) +
-                       " during " + op + " (" + detail +
-                       "); that rank is stuck, dead, or running a different operation");
   }
 
   const int rank_;
@@ -342,10 +299,10 @@ std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int wor
       Socket s = connect_tcp(hp.host, hp.port, deadline);
       char hello[kHelloBytes];
       std::memcpy(hello, kMagic, 4);
-      put_u32(hello + 4, kVersion);
-      put_u32(hello + 8, static_cast<uint32_t>(rank));
-      put_u32(hello + 12, static_cast<uint32_t>(world_size));
-      put_u64(hello + 16, prefix_hash);
+      wire::store_u32(hello + 4, kVersion);
+      wire::store_u32(hello + 8, static_cast<uint32_t>(rank));
+      wire::store_u32(hello + 12, static_cast<uint32_t>(world_size));
+      wire::store_u64(hello + 16, prefix_hash);
       send_all(s, hello, sizeof(hello), deadline, "transport handshake");
       t->set_socket(p, std::move(s));
     }
@@ -371,13 +328,14 @@ std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int wor
       } catch (const NetworkError&) {
         continue;  // a stranger that hung up (a port scan, a stale run); keep waiting
       }
-      if (std::memcmp(hello, kMagic, 4) != 0 || get_u32(hello + 4) != kVersion || get_u64(hello + 16) != prefix_hash) {
+      if (std::memcmp(hello, kMagic, 4) != 0 || wire::load_u32(hello + 4) != kVersion ||
+          wire::load_u64(hello + 16) != prefix_hash) {
         std::fprintf(stderr, "%s: ignoring a connection from %s that is not a strata transport peer of this run\n",
                      self.c_str(), s.peer().c_str());
         continue;
       }
-      const int peer = static_cast<int>(get_u32(hello + 8));
-      const int peer_world = static_cast<int>(get_u32(hello + 12));
+      const int peer = static_cast<int>(wire::load_u32(hello + 8));
+      const int peer_world = static_cast<int>(wire::load_u32(hello + 12));
       if (peer_world != world_size) {
         fail<NetworkError>(self, ": rank ", peer, " (", s.peer(), ") runs with world size ", peer_world,
                            ", this rank with ", world_size, during);
@@ -392,7 +350,7 @@ std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int wor
       }
       char ack[kAckBytes];
       std::memcpy(ack, kMagic, 4);
-      put_u32(ack + 4, 0);
+      wire::store_u32(ack + 4, 0);
       send_all(s, ack, sizeof(ack), deadline, "transport handshake");
       t->set_address(peer, store.get(prefix + "/addr/" + std::to_string(peer)));
       t->set_socket(peer, std::move(s));
@@ -403,7 +361,7 @@ std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int wor
     for (int p = rank + 1; p < world_size; ++p) {
       char ack[kAckBytes];
       recv_all(t->socket(p), ack, sizeof(ack), deadline, "transport handshake");
-      if (std::memcmp(ack, kMagic, 4) != 0 || get_u32(ack + 4) != 0) {
+      if (std::memcmp(ack, kMagic, 4) != 0 || wire::load_u32(ack + 4) != 0) {
         fail<NetworkError>(self, ": ", t->peer_name(p), " refused the transport handshake", during);
       }
     }

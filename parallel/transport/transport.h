@@ -34,6 +34,22 @@ class Transport {
                          const std::function<void(size_t begin, size_t end)>& on_received) = 0;
 };
 
+// How far a send_recv got before it stalled, for its timeout message.
+struct TransferProgress {
+  const char* op;  // "allreduce_ring", ...
+  int send_peer;
+  size_t sent, send_bytes;
+  int recv_peer;
+  size_t got, recv_bytes;
+};
+
+// Throws the TimeoutError of a send_recv that moved nothing for `limit`
+// (parallel/transport/socket.h). It names the peer waited on: the sender if
+// data is still due, otherwise the receiver that stopped taking ours.
+// `self` is "rank 1 on host-a".
+[[noreturn]] void throw_transfer_timeout(const Transport& transport, const std::string& self,
+                                         const TransferProgress& progress, std::chrono::milliseconds limit);
+
 // Connects every pair of ranks over TCP (one connection per pair), exchanging
 // listening addresses through the store under `prefix`.
 std::unique_ptr<Transport> connect_tcp_transport(Store& store, int rank, int world_size,
