@@ -1,9 +1,11 @@
 #include "framework/finetune_policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "framework/error.h"
+#include "framework/layer_registry.h"
 #include "framework/net.h"
 
 namespace strata {
@@ -21,9 +23,8 @@ int block_index(const std::string& name) {
   return std::atoi(name.substr(start, i - start).c_str());
 }
 
-bool is_embedding_layer(const std::string& type) { return type == "PatchEmbed" || type == "PositionEmbedding"; }
-
-bool is_norm_layer(const std::string& type) { return type == "LayerNorm" || type == "BatchNorm" || type == "Scale"; }
+// What the layer's type declares about itself.
+LayerSchema schema_of(const Layer& layer) { return LayerRegistry::instance().find(layer.type()).schema(); }
 
 // The short name ("bias", "in_proj_bias", "class_token") of a net parameter.
 std::string short_name(const Net& net, const NetParam& p) {
@@ -58,7 +59,7 @@ LayerDepths vit_layer_depths(const Net& net) {
     const int b = block_index(l.name());
     if (b >= 0) {
       d.depth[i] = b + 1;
-    } else if (is_embedding_layer(l.type()) || i < first_block_layer) {
+    } else if (schema_of(l).kind == LayerKind::kEmbedding || i < first_block_layer) {
       d.depth[i] = 0;
     } else {
       d.depth[i] = d.blocks + 1;
@@ -82,12 +83,16 @@ void apply_finetune_policy(Net& net, const FinetunePolicy& policy) {
     }
   }
   if (policy.no_weight_decay == NoWeightDecay::kBiasesNormsEmbeddings) {
+    std::vector<LayerSchema> schemas;
+    for (int i = 0; i < net.num_layers(); ++i) schemas.push_back(schema_of(net.layer(i)));
     for (NetParam& p : net.params()) {
-      const Layer& owner = net.layer(p.owner_layer);
+      const LayerSchema& owner = schemas[static_cast<size_t>(p.owner_layer)];
       const std::string name = short_name(net, p);
       const bool bias = name == "bias" || ends_with(name, "_bias");
-      const bool embedding = owner.type() == "PositionEmbedding";  // class_token, pos_embedding
-      if (bias || embedding || is_norm_layer(owner.type())) p.decay_mult = 0.0f;
+      const bool norm = owner.kind == LayerKind::kNormalization;
+      const bool embedding = std::find(owner.embedding_params.begin(), owner.embedding_params.end(), name) !=
+                             owner.embedding_params.end();
+      if (bias || norm || embedding) p.decay_mult = 0.0f;
     }
   }
 }

@@ -2,12 +2,18 @@
 // parameters once the Solver has built it:
 //   layer_decay: F   (0 < F <= 1) layer-wise learning-rate decay for ViT: a
 //                    layer at depth d of L blocks gets lr_mult *= F^(L+1-d),
-//                    where PatchEmbed / PositionEmbedding layers (and layers
-//                    before the first block) are depth 0, layers named
-//                    block{i}_* depth i+1, and layers after the last block L+1.
+//                    where embedding layers (LayerKind::kEmbedding:
+//                    PatchEmbed, PositionEmbedding) and layers before the
+//                    first block are depth 0, layers named block{i}_* depth
+//                    i+1, and layers after the last block L+1.
 //   no_weight_decay: NONE | BIASES_NORMS_EMBEDDINGS
-//                    decay_mult 0 for biases, LayerNorm / BatchNorm / Scale
-//                    parameters, the class token and the position embedding.
+//                    decay_mult 0 for biases ("bias", "*_bias"), every
+//                    parameter of a normalisation layer
+//                    (LayerKind::kNormalization: LayerNorm, BatchNorm, Scale)
+//                    and the parameters a schema lists as embedding_params
+//                    (the class token and the position embedding).
+// Kinds come from each layer type's schema (framework/layer.h), so a new
+// norm or embedding layer is covered by declaring its kind.
 #pragma once
 
 #include <string>

@@ -9,6 +9,16 @@ namespace strata {
 
 const char* phase_name(Phase p) { return p == Phase::kTrain ? "TRAIN" : "TEST"; }
 
+const char* layer_kind_name(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kCompute: return "compute";
+    case LayerKind::kData: return "data";
+    case LayerKind::kNormalization: return "normalization";
+    case LayerKind::kEmbedding: return "embedding";
+  }
+  return "?";
+}
+
 Blob& Layer::add_param(const std::string& name, const Shape& shape, Learnable learnable) {
   params_.push_back(LayerParam{name, std::make_shared<Blob>(shape), learnable});
   return *params_.back().blob;
@@ -36,6 +46,10 @@ LayerRegistry& LayerRegistry::instance() {
 void LayerRegistry::add(LayerRegistration reg) {
   if (has(reg.type)) fail<Error>("layer type '", reg.type, "' registered twice");
   regs_.push_back(std::move(reg));
+}
+
+void LayerRegistry::remove(const std::string& type) noexcept {
+  regs_.erase(std::remove_if(regs_.begin(), regs_.end(), [&](const auto& r) { return r.type == type; }), regs_.end());
 }
 
 bool LayerRegistry::has(const std::string& type) const {

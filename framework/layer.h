@@ -111,10 +111,32 @@ struct ParamBlockSchema {
   std::vector<std::string> keys;   // keys inside it (sub-blocks such as weight_filler included)
 };
 
+// What kind of layer a type is, for the code outside it that treats kinds
+// differently: the fine-tuning policies (framework/finetune_policy.h) and
+// the tests that enrol every registered layer. Declared in schema(), never
+// guessed from the type's name.
+enum class LayerKind {
+  kCompute,        // the default: none of the kinds below
+  kData,           // produces the net's input (files, arrays, or blobs set from outside):
+                   // no bottoms, so no LayerExample and no golden case; the data- and
+                   // shape-layer tests cover it
+  kNormalization,  // normalises or rescales activations (BatchNorm, LayerNorm, Scale): its
+                   // parameters are scales, shifts and statistics, which
+                   // no_weight_decay: BIASES_NORMS_EMBEDDINGS leaves undecayed
+  kEmbedding,      // turns the input into tokens or adds embeddings to them (PatchEmbed,
+                   // PositionEmbedding): depth 0 of a ViT under layer_decay
+};
+const char* layer_kind_name(LayerKind kind);
+
 struct LayerSchema {
   std::vector<ParamBlockSchema> blocks;
-  std::vector<LayerExample> examples;  // empty only for data layers (tested elsewhere)
+  std::vector<LayerExample> examples;  // empty only for kData layers (tested elsewhere)
   std::string summary;                 // one line for docs and `strata layers`
+  LayerKind kind = LayerKind::kCompute;
+  // Parameters (short names) that are learned embeddings rather than the
+  // weights of a map, e.g. PositionEmbedding's class_token: like biases and
+  // norms, no weight decay under no_weight_decay: BIASES_NORMS_EMBEDDINGS.
+  std::vector<std::string> embedding_params;
 };
 
 class Layer {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/layer.h"
@@ -20,11 +21,25 @@ struct LayerRegistration {
   LayerSchema (*schema)();
 };
 
+// The registration of layer class L (constructor (spec, ctx), static schema()).
+template <class L>
+LayerRegistration layer_registration(std::string type) {
+  return LayerRegistration{
+      std::move(type),
+      [](const LayerSpec& spec, const LayerContext& ctx) -> std::unique_ptr<Layer> {
+        return std::make_unique<L>(spec, ctx);
+      },
+      &L::schema};
+}
+
 class LayerRegistry {
  public:
   static LayerRegistry& instance();
   // Error on a duplicate name (lists the known types).
   void add(LayerRegistration reg);
+  // Forgets a type; nothing if it is not registered. Only for
+  // ScopedLayerRegistration: a real layer stays registered for the process.
+  void remove(const std::string& type) noexcept;
   // ConfigError for an unknown type, listing the known ones and the nearest.
   const LayerRegistration& find(const std::string& type) const;
   bool has(const std::string& type) const;
@@ -35,9 +50,23 @@ class LayerRegistry {
 };
 
 struct LayerRegistrar {
-  LayerRegistrar(const char* type, LayerFactory create, LayerSchema (*schema)()) {
-    LayerRegistry::instance().add(LayerRegistration{type, std::move(create), schema});
+  explicit LayerRegistrar(LayerRegistration reg) { LayerRegistry::instance().add(std::move(reg)); }
+};
+
+// A type registered for as long as this object lives: for tests that need a
+// layer no real type provides (a new kind of norm, say) without enrolling it
+// in the tests that walk every registered type.
+class ScopedLayerRegistration {
+ public:
+  explicit ScopedLayerRegistration(LayerRegistration reg) : type_(reg.type) {
+    LayerRegistry::instance().add(std::move(reg));
   }
+  ~ScopedLayerRegistration() { LayerRegistry::instance().remove(type_); }
+  ScopedLayerRegistration(const ScopedLayerRegistration&) = delete;
+  ScopedLayerRegistration& operator=(const ScopedLayerRegistration&) = delete;
+
+ private:
+  std::string type_;
 };
 
 }  // namespace strata
@@ -46,7 +75,4 @@ struct LayerRegistrar {
 #define STRATA_LAYER_CONCAT(a, b) STRATA_LAYER_CONCAT_INNER(a, b)
 #define STRATA_REGISTER_LAYER(type_name, Class)                                          \
   static ::strata::LayerRegistrar STRATA_LAYER_CONCAT(strata_layer_registrar_, __LINE__)( \
-      type_name,                                                                         \
-      [](const ::strata::LayerSpec& spec, const ::strata::LayerContext& ctx)             \
-          -> std::unique_ptr<::strata::Layer> { return std::make_unique<Class>(spec, ctx); }, \
-      &Class::schema)
+      ::strata::layer_registration<Class>(type_name))

@@ -16,6 +16,7 @@ ArrayDataLayer::ArrayDataLayer(const LayerSpec& spec, const LayerContext& ctx)
 
 LayerSchema ArrayDataLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kData;
   std::vector<std::string> keys = {"source", "label_source"};
   keys.insert(keys.end(), data_option_keys().begin(), data_option_keys().end());
   s.blocks = {{"array_data_param", keys}, {"transform_param", transform_keys()}};

@@ -24,6 +24,7 @@ BatchNormLayer::BatchNormLayer(const LayerSpec& spec, const LayerContext& ctx) :
 
 LayerSchema BatchNormLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kNormalization;
   s.blocks = {{"batch_norm_param", {"use_global_stats", "moving_average_fraction", "eps"}}};
   LayerExample train2d = layer_example("", {{4, 3}});
   // The objective's finite difference moves the batch statistics too, so the

@@ -24,6 +24,7 @@ Cifar10DataLayer::Cifar10DataLayer(const LayerSpec& spec, const LayerContext& ct
 
 LayerSchema Cifar10DataLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kData;
   std::vector<std::string> keys = {"source"};
   keys.insert(keys.end(), data_option_keys().begin(), data_option_keys().end());
   s.blocks = {{"cifar10_data_param", keys}, {"transform_param", transform_keys()}};

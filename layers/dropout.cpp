@@ -12,7 +12,7 @@ constexpr int64_t kMinChunk = 32768;
 }
 
 DropoutLayer::DropoutLayer(const LayerSpec& spec, const LayerContext& ctx)
-    : Layer(spec, ctx), mask_(Shape{0}, DType::kU8) {
+    : NeuronLayer(spec, ctx), mask_(Shape{0}, DType::kU8) {
   const ConfigNode& p = block("dropout_param");
   const double ratio = p.get_double("dropout_ratio", 0.5);
   if (!(ratio >= 0.0 && ratio < 1.0)) {  // also rejects NaN
@@ -44,7 +44,7 @@ LayerSchema DropoutLayer::schema() {
 }
 
 void DropoutLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
-  if (top[0] != bottom[0]) top[0]->reshape_like(*bottom[0]);
+  NeuronLayer::reshape(bottom, top);
   if (!is_identity()) mask_.resize(bottom[0]->shape());
 }
 

@@ -5,17 +5,15 @@
 // May run in place (backward uses only the stored mask).
 #pragma once
 
-#include "framework/layer.h"
+#include "layers/neuron_layer.h"
 
 namespace strata {
 
-class DropoutLayer : public Layer {
+class DropoutLayer : public NeuronLayer {
  public:
   DropoutLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  bool supports_in_place() const override { return true; }
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

@@ -3,17 +3,42 @@
 // May run in place: then forward keeps a copy of the input for backward.
 #pragma once
 
-#include "framework/layer.h"
+#include "layers/neuron_layer.h"
 
 namespace strata {
 
-class GELULayer : public Layer {
+// The formulas, for gelu.cpp and gelu.cu. backward() takes the input x.
+struct GELUErfOp {
+  static constexpr float kInvSqrt2 = 0.70710678118654752f;
+  static constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+  STRATA_HOST_DEVICE float forward(float x) const { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
+  STRATA_HOST_DEVICE float backward(float x, float dy) const {
+    return dy * (0.5f * (1.0f + erff(x * kInvSqrt2)) + x * kInvSqrt2Pi * expf(-0.5f * x * x));
+  }
+};
+
+struct GELUTanhOp {
+  static constexpr float kSqrt2OverPi = 0.79788456080286536f;
+  static constexpr float kTanhCoeff = 0.044715f;
+  STRATA_HOST_DEVICE float forward(float x) const {
+    return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kTanhCoeff * x * x * x)));
+  }
+  STRATA_HOST_DEVICE float backward(float x, float dy) const {
+    const float t = tanhf(kSqrt2OverPi * (x + kTanhCoeff * x * x * x));
+    // (1 - t) (1 + t) rather than 1 - t^2: exact 0 once tanh saturates, so a
+    // huge |x| times it stays 0 instead of inf * 0.
+    const float sech2 = (1.0f - t) * (1.0f + t);
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kTanhCoeff * x * x);
+    const float tail = sech2 == 0.0f ? 0.0f : 0.5f * x * sech2 * du;
+    return dy * (0.5f * (1.0f + t) + tail);
+  }
+};
+
+class GELULayer : public NeuronLayer {
  public:
   GELULayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  bool supports_in_place() const override { return true; }
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -21,6 +46,11 @@ class GELULayer : public Layer {
 
  private:
   enum class Approximate { kNone, kTanh };
+
+  // The input backward reads: the bottom, or its copy when in place.
+  const float* saved_input(const BlobVec& top, const BlobVec& bottom) const {
+    return top[0] == bottom[0] ? input_copy_.data<float>() : bottom[0]->data.data<float>();
+  }
 
   Approximate approximate_;
   Tensor input_copy_;  // the input, kept only when running in place

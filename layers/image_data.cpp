@@ -84,6 +84,7 @@ ImageDataLayer::ImageDataLayer(const LayerSpec& spec, const LayerContext& ctx) :
 
 LayerSchema ImageDataLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kData;
   std::vector<std::string> keys = {"source", "root_folder", "skip_bad_images", "threads", "prefetch"};
   keys.insert(keys.end(), data_option_keys().begin(), data_option_keys().end());
   s.blocks = {{"image_data_param", keys}, {"transform_param", image_transform_keys()}};

@@ -30,9 +30,10 @@ InputLayer::InputLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(s
 
 LayerSchema InputLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kData;
   s.blocks = {{"input_param", {"shape"}}};
-  // No examples: a layer without bottoms is exempt from the generic test
-  // (it has nothing to differentiate); tests/shape_layers_test.cpp covers it.
+  // No examples: a data layer is exempt from the generic test (it has no
+  // bottoms, nothing to differentiate); tests/shape_layers_test.cpp covers it.
   s.summary = "Declares blobs (shape per top) whose values are set from outside the Net";
   return s;
 }

@@ -25,6 +25,7 @@ LayerNormLayer::LayerNormLayer(const LayerSpec& spec, const LayerContext& ctx) :
 
 LayerSchema LayerNormLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kNormalization;
   s.summary = "Layer normalisation over the dims from `axis` (default -1) with a learned weight and bias "
               "(PyTorch LayerNorm)";
   s.blocks = {{"layer_norm_param", {"eps", "axis", "weight_filler", "bias_filler"}}};

@@ -15,6 +15,7 @@ MnistDataLayer::MnistDataLayer(const LayerSpec& spec, const LayerContext& ctx)
 
 LayerSchema MnistDataLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kData;
   std::vector<std::string> keys = {"source", "label_source"};
   keys.insert(keys.end(), data_option_keys().begin(), data_option_keys().end());
   s.blocks = {{"mnist_data_param", keys}, {"transform_param", transform_keys()}};

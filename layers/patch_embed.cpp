@@ -29,6 +29,7 @@ PatchEmbedLayer::PatchEmbedLayer(const LayerSpec& spec, const LayerContext& ctx)
 
 LayerSchema PatchEmbedLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kEmbedding;
   s.summary = "ViT patch embedding: P x P patches of [N, C, H, W] projected to tokens [N, (H/P)*(W/P), D]";
   s.blocks = {{"patch_embed_param", {"patch_size", "num_output", "weight_filler", "bias_filler"}}};
   s.examples = {

@@ -23,6 +23,8 @@ PositionEmbeddingLayer::PositionEmbeddingLayer(const LayerSpec& spec, const Laye
 
 LayerSchema PositionEmbeddingLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kEmbedding;
+  s.embedding_params = {"class_token", "pos_embedding"};
   s.summary = "ViT token embedding: prepends a learned class token (optional) and adds a learned position "
               "embedding to [N, T, D]";
   s.blocks = {{"position_embedding_param", {"class_token", "filler"}}};

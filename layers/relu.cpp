@@ -2,18 +2,14 @@
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
-#include "framework/threads.h"
 
 namespace strata {
-namespace {
-constexpr int64_t kMinChunk = 32768;
-}
 
 ReLULayer::ReLULayer(const LayerSpec& spec, const LayerContext& ctx)
     : ReLULayer(spec, ctx, static_cast<float>(spec.node.block("relu_param").get_double("negative_slope", 0.0))) {}
 
 ReLULayer::ReLULayer(const LayerSpec& spec, const LayerContext& ctx, float negative_slope)
-    : Layer(spec, ctx), negative_slope_(negative_slope) {}
+    : NeuronLayer(spec, ctx), negative_slope_(negative_slope) {}
 
 LayerSchema ReLULayer::schema() {
   LayerSchema s;
@@ -39,32 +35,16 @@ void ReLULayer::setup(const BlobVec& bottom, const BlobVec& top) {
   }
 }
 
-void ReLULayer::reshape(const BlobVec& bottom, const BlobVec& top) {
-  if (top[0] != bottom[0]) top[0]->reshape_like(*bottom[0]);
-}
-
 void ReLULayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
-  const float slope = negative_slope_;
-  parallel_for(bottom[0]->numel(), kMinChunk, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = x[i] > 0.0f ? x[i] : slope * x[i];
-  });
+  neuron_forward_cpu(ReLUOp{negative_slope_}, bottom[0]->numel(), bottom[0]->data.data<float>(),
+                     top[0]->data.data<float>());
 }
 
 void ReLULayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  // For slope >= 0, y > 0 exactly when x > 0, so testing y is correct both
-  // out of place and in place (where x has been overwritten by y).
-  const float* y = top[0]->data.data<float>();
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = bottom[0]->diff.data<float>();
-  const float* sign_src = negative_slope_ < 0.0f ? bottom[0]->data.data<float>() : y;
-  const float slope = negative_slope_;
-  parallel_for(top[0]->numel(), kMinChunk, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dx[i] = sign_src[i] > 0.0f ? dy[i] : slope * dy[i];
-  });
+  neuron_backward_cpu(ReLUOp{negative_slope_}, top[0]->numel(), backward_saved(top, bottom),
+                      top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
 }
 
 STRATA_REGISTER_LAYER("ReLU", ReLULayer);

@@ -2,18 +2,25 @@
 // With negative_slope > 0 it is Caffe's leaky ReLU; LeakyReLULayer reuses it.
 #pragma once
 
-#include "framework/layer.h"
+#include "layers/neuron_layer.h"
 
 namespace strata {
 
-class ReLULayer : public Layer {
+// The formula, for relu.cpp and relu.cu. backward() reads the sign of
+// `saved`: the output when the slope is not negative (y > 0 exactly when
+// x > 0, so it also works in place), else the input.
+struct ReLUOp {
+  float slope;
+  STRATA_HOST_DEVICE float forward(float x) const { return x > 0.0f ? x : slope * x; }
+  STRATA_HOST_DEVICE float backward(float saved, float dy) const { return saved > 0.0f ? dy : slope * dy; }
+};
+
+class ReLULayer : public NeuronLayer {
  public:
   ReLULayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  bool supports_in_place() const override { return true; }
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
@@ -29,6 +36,11 @@ class ReLULayer : public Layer {
   ReLULayer(const LayerSpec& spec, const LayerContext& ctx, float negative_slope);
 
  private:
+  // What backward reads the sign from (see ReLUOp).
+  const float* backward_saved(const BlobVec& top, const BlobVec& bottom) const {
+    return negative_slope_ < 0.0f ? bottom[0]->data.data<float>() : top[0]->data.data<float>();
+  }
+
   float negative_slope_;
 };
 

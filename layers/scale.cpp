@@ -25,6 +25,7 @@ ScaleLayer::ScaleLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(s
 
 LayerSchema ScaleLayer::schema() {
   LayerSchema s;
+  s.kind = LayerKind::kNormalization;
   s.blocks = {{"scale_param", {"axis", "num_axes", "bias_term", "filler", "bias_filler"}}};
   const std::string random = "filler { type: \"gaussian\" mean: 1 std: 0.5 } ";
   s.examples = {

@@ -1,20 +1,29 @@
 // Sigmoid (Caffe "Sigmoid"): y = 1 / (1 + exp(-x)). May run in place.
 #pragma once
 
-#include "framework/layer.h"
+#include "layers/neuron_layer.h"
 
 namespace strata {
 
-class SigmoidLayer : public Layer {
+// The formula, for sigmoid.cpp and sigmoid.cu. expf() only ever sees a
+// non-positive argument, so it cannot overflow and large |x| saturate
+// cleanly to 0 or 1. Backward uses only the output, dx = dy * y * (1 - y),
+// so in place is correct.
+struct SigmoidOp {
+  STRATA_HOST_DEVICE float forward(float x) const {
+    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+    const float e = expf(x);
+    return e / (1.0f + e);
+  }
+  STRATA_HOST_DEVICE float backward(float y, float dy) const { return dy * y * (1.0f - y); }
+};
+
+class SigmoidLayer : public NeuronLayer {
  public:
-  using Layer::Layer;
+  using NeuronLayer::NeuronLayer;
   static LayerSchema schema();
 
-  bool supports_in_place() const override { return true; }
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  // Uses only the output: dx = dy * y * (1 - y), so in-place is correct.
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
 #ifdef STRATA_WITH_CUDA

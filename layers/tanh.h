@@ -1,20 +1,23 @@
 // Hyperbolic tangent (Caffe "TanH"). May run in place.
 #pragma once
 
-#include "framework/layer.h"
+#include "layers/neuron_layer.h"
 
 namespace strata {
 
-class TanHLayer : public Layer {
+// The formula, for tanh.cpp and tanh.cu. Backward uses only the output,
+// dx = dy * (1 - y^2), so in place is correct.
+struct TanHOp {
+  STRATA_HOST_DEVICE float forward(float x) const { return tanhf(x); }
+  STRATA_HOST_DEVICE float backward(float y, float dy) const { return dy * (1.0f - y * y); }
+};
+
+class TanHLayer : public NeuronLayer {
  public:
-  using Layer::Layer;
+  using NeuronLayer::NeuronLayer;
   static LayerSchema schema();
 
-  bool supports_in_place() const override { return true; }
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  // Uses only the output: dx = dy * (1 - y^2), so in-place is correct.
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
 #ifdef STRATA_WITH_CUDA

@@ -4,11 +4,12 @@
 // (BatchNorm's running statistics), the bottom gradients (overwritten: they
 // start as NaN) and the parameter gradients (accumulated: they start random)
 // must agree within a tolerance that fits the GPU math mode (FP32, TF32,
-// BF16). A zero batch must run on the GPU too. Also: every registered layer
-// has a CUDA implementation, in-place layers give the same results in place,
-// TRAIN Dropout keeps the right fraction, and ArrayData serves the same
-// batches on both devices.
+// BF16). A zero batch must run on the GPU too. Also: in-place layers give
+// the same results in place, TRAIN Dropout keeps the right fraction, and
+// ArrayData serves the same batches on both devices.
 // Skipped, with the reason, in a build without CUDA or on a machine without a GPU.
+// That every registered layer has a CUDA path at all needs no GPU: see
+// tests/layer_cuda_coverage_test.cpp.
 
 #include <gtest/gtest.h>
 
@@ -390,53 +391,6 @@ TEST(LayerCudaInPlace, MatchesCpuOutOfPlace) {
     }
   }
   EXPECT_GT(checked, 0) << "no in-place layer found";
-}
-
-// Every registered layer type can run on the GPU. A type is asked through an
-// instance built from its first example, or (data layers) from a minimal
-// config of its own param block; the file it names is never opened.
-TEST(LayerCudaCoverage, EveryLayerHasCuda) {
-  STRATA_SKIP_WITHOUT_GPU();
-  const LayerRegistry& reg = LayerRegistry::instance();
-  std::vector<std::string> missing, unbuildable;
-  for (const std::string& type : reg.types()) {
-    const LayerSchema schema = reg.find(type).schema();
-    std::vector<std::pair<std::string, int>> configs;  // config, bottoms
-    if (!schema.examples.empty()) {
-      configs.push_back({schema.examples[0].config, static_cast<int>(schema.examples[0].bottom_shapes.size())});
-    }
-    configs.push_back({"", 0});
-    for (const ParamBlockSchema& b : schema.blocks) {
-      if (b.block == "input_param") configs.push_back({"input_param { shape { dim: 1 } }", 0});
-      const std::string& n = b.block;
-      if (n.size() >= 10 && n.compare(n.size() - 10, 10, "data_param") == 0) {
-        configs.push_back({n + " { source: 'unused' batch_size: 1 }", 0});
-        // ImageData also needs a fixed output size.
-        configs.push_back({n + " { source: 'unused' batch_size: 1 } transform_param { crop_size: 1 }", 0});
-      }
-    }
-    std::unique_ptr<Layer> layer;
-    for (const auto& [config, bottoms] : configs) {
-      try {
-        LayerContext ctx;
-        ctx.device = gpu();
-        layer = reg.find(type).create(test_util::make_spec(type, config, bottoms, 1), ctx);
-        break;
-      } catch (const Error&) {
-      }
-    }
-    if (!layer) {
-      unbuildable.push_back(type);
-    } else if (!layer->has_cuda()) {
-      missing.push_back(type);
-    }
-  }
-  std::string list;
-  for (const std::string& t : missing) list += " " + t;
-  EXPECT_TRUE(missing.empty()) << "layer types without a CUDA implementation:" << list;
-  list.clear();
-  for (const std::string& t : unbuildable) list += " " + t;
-  EXPECT_TRUE(unbuildable.empty()) << "layer types this test cannot build to ask (add a config here):" << list;
 }
 
 // TRAIN Dropout: the GPU mask differs from the CPU's, so check its

@@ -44,6 +44,33 @@ LayerSpec make_spec(const std::string& type, const std::string& config, int num_
   return spec;
 }
 
+std::unique_ptr<Layer> build_any(const std::string& type, std::string* why) {
+  const LayerRegistration& reg = LayerRegistry::instance().find(type);
+  const LayerSchema schema = reg.schema();
+  std::vector<std::pair<std::string, int>> configs;  // config, bottoms
+  if (!schema.examples.empty()) {
+    configs.push_back({schema.examples[0].config, static_cast<int>(schema.examples[0].bottom_shapes.size())});
+  }
+  configs.push_back({"", 0});
+  for (const ParamBlockSchema& b : schema.blocks) {
+    const std::string& n = b.block;
+    if (n == "input_param") configs.push_back({"input_param { shape { dim: 1 } }", 0});
+    if (n.size() >= 10 && n.compare(n.size() - 10, 10, "data_param") == 0) {
+      configs.push_back({n + " { source: 'unused' batch_size: 1 }", 0});
+      // ImageData also needs a fixed output size.
+      configs.push_back({n + " { source: 'unused' batch_size: 1 } transform_param { crop_size: 1 }", 0});
+    }
+  }
+  for (const auto& [config, bottoms] : configs) {
+    try {
+      return reg.create(make_spec(type, config, bottoms, 1), LayerContext{});
+    } catch (const Error& e) {
+      if (why) *why = e.what();
+    }
+  }
+  return nullptr;
+}
+
 int default_num_tops(const Layer& layer) {
   if (layer.max_tops() >= 0) return layer.max_tops();
   return std::max(1, layer.min_tops());

@@ -50,6 +50,14 @@ LayerHarness make_harness(const std::string& type, const std::string& config,
 // The example's layer with bottoms filled from its InputKinds (seeded).
 LayerHarness make_harness(const std::string& type, const LayerExample& example, uint64_t seed = 1);
 
+// An instance of a registered type, to ask it what it is (has_cuda(),
+// min_bottoms(), its parameters): built from its first example, else from an
+// empty config, else (data layers) from a minimal config of its own
+// *data_param or input_param block; the file such a config names is never
+// opened. Null if none of these builds; then `why` (if given) holds the last
+// error.
+std::unique_ptr<Layer> build_any(const std::string& type, std::string* why = nullptr);
+
 // The input kind of bottom i (kGaussian when the example does not say).
 InputKind input_kind(const LayerExample& example, size_t i);
 
