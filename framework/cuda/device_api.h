@@ -43,7 +43,7 @@ void synchronize(int index);
 AllocatorStats memory_stats(int index);
 void reset_peak_memory_stats(int index);
 void empty_cache(int index);
-// "cuda:0 (NVIDIA H100): allocated ... reserved ...; device 79.1 GiB total, 78 GiB free".
+// "cuda:0 (NVIDIA H100): allocated ... reserved ...; device 79.10 GiB total, 78.00 GiB free".
 std::string memory_report(int index);
 
 }  // namespace strata::cuda

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/byte_size.h"
 #include "framework/cuda/allocator.h"
 #include "framework/cuda/device_api.h"
 #include "framework/cuda/streams.h"
@@ -159,13 +160,6 @@ DeviceContext& context(int index) {
 
 DeviceContext& current() { return context(current_device()); }
 
-std::string human(size_t b) {
-  std::ostringstream os;
-  os.precision(3);
-  os << b / double(size_t(1) << 30) << " GiB";
-  return os.str();
-}
-
 }  // namespace
 
 int current_device() {
@@ -251,7 +245,7 @@ void* device_malloc(size_t bytes, int index) {
       cudaMemGetInfo(&free_b, &total_b);
     }
     fail<Error>("CUDA out of memory on cuda:", index, ": could not allocate ", want, " bytes (", st.str(),
-                "; device ", human(free_b), " free of ", human(total_b),
+                "; device ", format_bytes(free_b), " free of ", format_bytes(total_b),
                 "); use a smaller batch size or a smaller model");
   });
   DeviceGuard g(index);
@@ -340,7 +334,7 @@ std::string memory_report(int index) {
   STRATA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   std::ostringstream os;
   os << "cuda:" << index << " (" << prop.name << "): " << ctx.cache->stats().str() << "; device "
-     << human(total_b) << " total, " << human(free_b) << " free";
+     << format_bytes(total_b) << " total, " << format_bytes(free_b) << " free";
   return os.str();
 }
 

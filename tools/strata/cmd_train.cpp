@@ -17,6 +17,7 @@
 #endif
 #include "framework/error.h"
 #include "framework/io/file_util.h"
+#include "framework/byte_size.h"
 #include "framework/memory_cap.h"
 #include "framework/solver.h"
 #include "framework/tensor.h"
