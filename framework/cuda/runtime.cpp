@@ -62,25 +62,6 @@ struct DeviceContext {
   std::mutex mu;  // handles and workspace
 };
 
-// Makes `index` current for the scope (and restores the previous device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int index) {
-    STRATA_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != index) STRATA_CUDA_CHECK(cudaSetDevice(index));
-    switched_ = prev_ != index;
-  }
-  ~DeviceGuard() {
-    if (switched_) cudaSetDevice(prev_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-  bool switched_ = false;
-};
-
 cudaStream_t stream_of(DeviceContext& ctx, int id) {
   return id == kCopyStream ? ctx.copy : id == kCommStream ? ctx.comm : ctx.compute;
 }
@@ -171,6 +152,21 @@ int current_device() {
 void set_device(int index) {
   check_device_index(index);
   STRATA_CUDA_CHECK(cudaSetDevice(index));
+}
+
+DeviceGuard::DeviceGuard(int index) {
+  STRATA_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != index) STRATA_CUDA_CHECK(cudaSetDevice(index));
+  switched_ = previous_ != index;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (!switched_) return;
+  try {
+    STRATA_CUDA_CHECK(cudaSetDevice(previous_));
+  } catch (const Error&) {
+    // Not rethrown (destructors must not throw); cudaGetLastError() still holds it.
+  }
 }
 
 int device_count() {
