@@ -4,13 +4,6 @@
 #include "layers/inner_product.h"
 
 namespace strata {
-namespace {
-
-__global__ void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y) {
-  STRATA_CUDA_LOOP(i, rows * cols) y[i] += b[i % cols];
-}
-
-}  // namespace
 
 void InnerProductLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (tp_.active()) {
@@ -23,12 +16,7 @@ void InnerProductLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) 
   float* y = top[0]->data.data<float>();
   const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
   cuda::gemm(Transpose::kNo, tw, m_, num_output_, k_, 1.0f, x, w, 0.0f, y);
-  if (bias_ == Bias::kYes) {
-    const int64_t n = m_ * num_output_;
-    add_row_bias<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        m_, num_output_, param(1).data.data<float>(), y);
-    STRATA_KERNEL_CHECK();
-  }
+  if (bias_ == Bias::kYes) cuda::add_row_bias(m_, num_output_, param(1).data.data<float>(), y);
 }
 
 void InnerProductLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,

@@ -57,17 +57,6 @@ void permute(Direction dir, int64_t n, int64_t t, int64_t s, int64_t h, int64_t 
   STRATA_KERNEL_CHECK();
 }
 
-__global__ void add_row_bias_kernel(int64_t rows, int64_t cols, const float* b, float* y) {
-  STRATA_CUDA_LOOP(i, rows * cols) y[i] += b[i % cols];
-}
-
-void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y) {
-  if (rows * cols == 0) return;
-  add_row_bias_kernel<<<cuda::blocks_for(rows * cols), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      rows, cols, b, y);
-  STRATA_KERNEL_CHECK();
-}
-
 }  // namespace
 
 void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
@@ -90,7 +79,7 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
   float* o = st.o_heads.data<float>();
 
   cuda::gemm(Transpose::kNo, Transpose::kYes, m, width, d_, 1.0f, x, param(in_w_).data.data<float>(), 0.0f, qkv);
-  if (in_b_ >= 0) add_row_bias(m, width, param(in_b_).data.data<float>(), qkv);
+  if (in_b_ >= 0) cuda::add_row_bias(m, width, param(in_b_).data.data<float>(), qkv);
   permute(Direction::kToHeads, n_, T, 3, lh, dh, qkv, q);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -104,7 +93,7 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
   cuda::gemm(Transpose::kNo, Transpose::kYes, m, d_, dl, 1.0f, ctx_.data<float>(), param(out_w_).data.data<float>(),
              0.0f, y);
   if (tp_.active()) tp_.comm->allreduce(top[0]->data, ReduceOp::kSum);  // every rank's heads
-  if (out_b_ >= 0) add_row_bias(m, d_, param(out_b_).data.data<float>(), y);
+  if (out_b_ >= 0) cuda::add_row_bias(m, d_, param(out_b_).data.data<float>(), y);
 }
 
 // Per (sample, head), batched, with dO the head's slice of d ctx:

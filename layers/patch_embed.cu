@@ -32,10 +32,6 @@ __global__ void scatter_patches(int64_t total, PatchGeom g, const float* dpatche
   STRATA_CUDA_LOOP(i, total) dx[image_offset(g, i / k, i % k)] = dpatches[i];
 }
 
-__global__ void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y) {
-  STRATA_CUDA_LOOP(i, rows * cols) y[i] += b[i % cols];
-}
-
 }  // namespace
 
 void PatchEmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
@@ -51,8 +47,7 @@ void PatchEmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   float* y = top[0]->data.data<float>();
   cuda::gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, patches_.data<float>(), param(0).data.data<float>(),
              0.0f, y);
-  add_row_bias<<<cuda::blocks_for(m * d), cuda::kThreadsPerBlock, 0, s>>>(m, d, param(1).data.data<float>(), y);
-  STRATA_KERNEL_CHECK();
+  cuda::add_row_bias(m, d, param(1).data.data<float>(), y);
 }
 
 void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,

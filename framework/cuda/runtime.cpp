@@ -16,6 +16,7 @@
 #include "framework/byte_size.h"
 #include "framework/cuda/allocator.h"
 #include "framework/cuda/device_api.h"
+#include "framework/cuda/math.h"
 #include "framework/cuda/streams.h"
 #include "framework/error.h"
 
@@ -293,6 +294,12 @@ void zero_bytes(void* ptr, size_t bytes, int index) {
   DeviceContext& ctx = context(index);
   DeviceGuard g(index);
   STRATA_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx.compute));
+}
+
+void fill_f32(float* ptr, int64_t n, float value, int index) {
+  if (n <= 0) return;
+  DeviceGuard g(index);
+  fill(n, value, ptr);  // framework/cuda/math.h, on the compute stream of `index`
 }
 
 void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index) {
