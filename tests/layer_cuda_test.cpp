@@ -48,13 +48,8 @@ using test_util::LayerHarness;
 
 constexpr uint64_t kSeed = 20240601;
 
-#define STRATA_SKIP_WITHOUT_GPU()                                                                 \
-  do {                                                                                            \
-    if (cuda::device_count() == 0) {                                                              \
-      GTEST_SKIP() << "no CUDA device: this machine has no GPU (or no driver), so the CUDA layer " \
-                      "comparison cannot run; the CPU suite covers the layers";                   \
-    }                                                                                             \
-  } while (0)
+// Why a test below skips on a machine without a GPU.
+constexpr const char* kNoGpuNote = "the CUDA layer comparison cannot run; the CPU suite covers the layers";
 
 Device gpu() { return Device::cuda(0); }
 
@@ -251,7 +246,7 @@ std::vector<std::vector<float>> top_weights(const LayerHarness& h, Rng& rng) {
 }
 
 TEST_P(LayerCudaTest, MatchesCpu) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const Case& c = GetParam();
   const MathModeScope mode(c.tol.mode);
   const LayerExample ex = example();
@@ -312,7 +307,7 @@ TEST_P(LayerCudaTest, MatchesCpu) {
 // A zero batch runs forward and backward on the GPU, from setup and after a
 // full batch, without NaN in the tops that do not follow the batch (losses).
 TEST_P(LayerCudaTest, ZeroBatch) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const Case& c = GetParam();
   if (c.tol.mode != cuda::MathMode::kFP32) GTEST_SKIP() << "zero batch: checked once, in FP32";
   const LayerExample ex = example();
@@ -352,7 +347,7 @@ INSTANTIATE_TEST_SUITE_P(AllLayers, LayerCudaTest, ::testing::ValuesIn(all_cases
 // Layers that may run in place give the same results in place on the GPU as
 // out of place on the CPU.
 TEST(LayerCudaInPlace, MatchesCpuOutOfPlace) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const LayerRegistry& reg = LayerRegistry::instance();
   int checked = 0;
   for (const std::string& type : reg.types()) {
@@ -396,7 +391,7 @@ TEST(LayerCudaInPlace, MatchesCpuOutOfPlace) {
 // instance built from its first example, or (data layers) from a minimal
 // config of its own param block; the file it names is never opened.
 TEST(LayerCudaCoverage, EveryLayerHasCuda) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const LayerRegistry& reg = LayerRegistry::instance();
   std::vector<std::string> missing, unbuildable;
   for (const std::string& type : reg.types()) {
@@ -443,7 +438,7 @@ TEST(LayerCudaCoverage, EveryLayerHasCuda) {
 // statistics: the kept fraction, the scaling, and a backward that uses the
 // same mask; a restored RNG state replays the same mask.
 TEST(LayerCudaDropout, TrainMaskStatistics) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const float ratio = 0.3f;
   LayerExample ex = layer_example("dropout_param { dropout_ratio: 0.3 }", {{64, 1000}});
   LayerHarness h = test_util::make_harness("Dropout", ex.config, ex.bottom_shapes, Phase::kTrain, kSeed);
@@ -478,7 +473,7 @@ TEST(LayerCudaDropout, TrainMaskStatistics) {
 
 // ArrayData serves the same batches (data and labels) on both devices.
 TEST(LayerCudaData, ArrayDataMatchesCpu) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   test::TempDir dir("strata_cuda_data");
   std::vector<float> x(10 * 3);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
@@ -516,7 +511,7 @@ TEST(LayerCudaData, ArrayDataMatchesCpu) {
 // ImageData serves the same batches (decoded images and labels) on both
 // devices: random crops and flips depend only on the seed and sample.
 TEST(LayerCudaData, ImageDataMatchesCpu) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   test::TempDir dir("strata_cuda_images");
   const std::string images = std::string(STRATA_SOURCE_DIR) + "/tests/golden/images/";
   test::write_text(dir.file("list.txt"), images + "rgb.png 0\n" + images + "small.bmp 1\n" + images +
