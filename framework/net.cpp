@@ -366,7 +366,7 @@ float Net::forward(int from, int to) {
       const float w = loss_weights_[i][t];
       if (w == 0.0f) continue;
       if (on_cuda()) {
-        device_losses.push_back(tops_[i][t]->data.data<float>());
+        device_losses.push_back(tops_[i][t]->data.device_data<float>());
         device_weights.push_back(w);
         continue;
       }

@@ -42,11 +42,11 @@ void GELULayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   // In place the input is gone after forward; backward needs it.
   if (top[0] == bottom[0]) {
     cuda::ensure_on_device(input_copy_, bottom[0]->shape(), DType::kF32, device());
-    cuda::copy(n, bottom[0]->data.data<float>(), input_copy_.data<float>());
+    cuda::copy(n, bottom[0]->data.device_data<float>(), input_copy_.device_data<float>());
   }
   if (n == 0) return;
   gelu_forward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, approximate_ == Approximate::kTanh ? 1 : 0, bottom[0]->data.data<float>(), top[0]->data.data<float>());
+      n, approximate_ == Approximate::kTanh ? 1 : 0, bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 
@@ -54,9 +54,9 @@ void GELULayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propa
   if (!propagate_down[0]) return;
   const int64_t n = bottom[0]->numel();
   if (n == 0) return;
-  const float* x = top[0] == bottom[0] ? input_copy_.data<float>() : bottom[0]->data.data<float>();
+  const float* x = top[0] == bottom[0] ? input_copy_.device_data<float>() : bottom[0]->data.device_data<float>();
   gelu_backward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, approximate_ == Approximate::kTanh ? 1 : 0, x, top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
+      n, approximate_ == Approximate::kTanh ? 1 : 0, x, top[0]->diff.device_data<float>(), bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

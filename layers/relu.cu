@@ -22,7 +22,7 @@ void ReLULayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t n = bottom[0]->numel();
   if (n == 0) return;
   relu_forward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, negative_slope_, bottom[0]->data.data<float>(), top[0]->data.data<float>());
+      n, negative_slope_, bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 
@@ -32,9 +32,9 @@ void ReLULayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propa
   if (n == 0) return;
   // As on the CPU: the output's sign equals the input's unless the slope is
   // negative (which setup() forbids in place).
-  const float* sign_src = negative_slope_ < 0.0f ? bottom[0]->data.data<float>() : top[0]->data.data<float>();
+  const float* sign_src = negative_slope_ < 0.0f ? bottom[0]->data.device_data<float>() : top[0]->data.device_data<float>();
   relu_backward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, negative_slope_, sign_src, top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
+      n, negative_slope_, sign_src, top[0]->diff.device_data<float>(), bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

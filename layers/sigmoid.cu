@@ -29,7 +29,7 @@ void SigmoidLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t n = bottom[0]->numel();
   if (n == 0) return;
   sigmoid_forward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, bottom[0]->data.data<float>(), top[0]->data.data<float>());
+      n, bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 
@@ -39,7 +39,7 @@ void SigmoidLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& pr
   const int64_t n = top[0]->numel();
   if (n == 0) return;
   sigmoid_backward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, top[0]->data.data<float>(), top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
+      n, top[0]->data.device_data<float>(), top[0]->diff.device_data<float>(), bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

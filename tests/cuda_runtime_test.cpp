@@ -236,6 +236,14 @@ TEST(CudaRuntimeTest, NewStorageIsZeroAndFillZeroWorkOnTheDevice) {
   EXPECT_EQ(test::values(dev.to(Device::cpu())), std::vector<float>(3000, 0.0f));
 }
 
+TEST(CudaRuntimeTest, HostAccessorRefusesDeviceMemoryThatTheDeviceAccessorServes) {
+  STRATA_SKIP_WITHOUT_GPU("the CUDA path is compile-tested only");
+  Tensor dev({4}, DType::kF32, Device::cuda(0));
+  EXPECT_CONTAINS(test::error_of<Error>([&] { dev.data<float>(); }), "copy it to the host with .to(Device::cpu())");
+  EXPECT_NE(dev.device_data<float>(), nullptr);
+  EXPECT_EQ(dev.device_data<float>(), dev.raw_data());
+}
+
 TEST(CudaRuntimeTest, TensorsReuseCachedDeviceMemory) {
   STRATA_SKIP_WITHOUT_GPU("the CUDA path is compile-tested only");
   { Tensor warm({1 << 20}, DType::kF32, Device::cuda(0)); }

@@ -54,12 +54,13 @@ constexpr const char* kNoGpuNote = "the CUDA layer comparison cannot run; the CP
 Device gpu() { return Device::cuda(0); }
 
 // Host <-> device through plain synchronous copies after a device-wide
-// synchronisation, so the test depends only on data<>() being a device pointer.
+// synchronisation, so the test depends only on device_data<>() being a device pointer.
 std::vector<float> download(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   if (!v.empty()) {
-    EXPECT_EQ(cudaMemcpy(v.data(), t.data<float>(), v.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(v.data(), t.device_data<float>(), v.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
   }
   return v;
 }
@@ -68,7 +69,8 @@ void upload(Tensor& t, const std::vector<float>& v) {
   ASSERT_EQ(static_cast<size_t>(t.numel()), v.size());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   if (!v.empty()) {
-    ASSERT_EQ(cudaMemcpy(t.data<float>(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(t.device_data<float>(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
