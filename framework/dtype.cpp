@@ -106,4 +106,25 @@ float f16_to_float(uint16_t h) {
   return f;
 }
 
+bool convert_to_f32(DType from, const void* src, float* dst, int64_t n) {
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (from) {
+    case DType::kF32:
+      if (n > 0) std::memcpy(dst, bytes, static_cast<size_t>(n) * sizeof(float));
+      return true;
+    case DType::kF16:
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        dst[i] = from == DType::kF16 ? f16_to_float(h) : bf16_to_float(h);
+      }
+      return true;
+    case DType::kI32:
+    case DType::kU8:
+      break;
+  }
+  return false;
+}
+
 }  // namespace strata

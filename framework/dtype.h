@@ -39,4 +39,10 @@ inline float bf16_to_float(uint16_t h) {
 uint16_t float_to_f16(float f);
 float f16_to_float(uint16_t h);
 
+// Converts `n` elements of type `from` (f32, f16 or bf16) at `src` to f32 at
+// `dst`. `src` need not be aligned (a tensor inside a mapped weights file).
+// Returns false, converting nothing, for the integer types: the caller's
+// error names the tensor and the file.
+bool convert_to_f32(DType from, const void* src, float* dst, int64_t n);
+
 }  // namespace strata

@@ -175,7 +175,8 @@ class Layer {
   // ---- CUDA path: layers/<name>.cu, compiled when the build has CUDA ----
   // A layer with a CUDA implementation overrides these three inside
   // `#ifdef STRATA_WITH_CUDA` in its header. On a CUDA net every blob and
-  // parameter lives on the device (data<float>() is a device pointer);
+  // parameter lives on the device: the CUDA code takes device_data<float>(),
+  // and data<float>() throws there, as the host cannot read that memory.
   // setup() and reshape() still run on the host and only touch shapes. The
   // Net refuses to put a layer without a CUDA implementation on a GPU and
   // names it: there is no silent fallback to the CPU.

@@ -2,7 +2,6 @@
 
 #include <atomic>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 
 #include "framework/error.h"
@@ -54,16 +53,6 @@ size_t parse_memory_size(const std::string& text, const std::string& where) {
     fail<ConfigError>(where, ": expected a size in bytes such as 64M, 1.5G or 1048576, got '", text, "'");
   }
   return static_cast<size_t>(v * mult);
-}
-
-std::string format_bytes(size_t bytes) {
-  char buf[32];
-  const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024.0 * 1024.0));
-  else if (b >= 1024.0 * 1024.0) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024.0));
-  else if (b >= 1024.0) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%zu B", bytes);
-  return buf;
 }
 
 }  // namespace strata

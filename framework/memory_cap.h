@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <string>
 
+#include "framework/byte_size.h"  // format_bytes, which the cap's messages and reports use
+
 namespace strata {
 
 // 0 = no cap (the default).
@@ -24,7 +26,5 @@ void memory_cap_release(size_t bytes);
 // "64M", "1.5G", "512K", "1000000" (bytes; K/M/G are powers of 1024).
 // ConfigError naming `where` otherwise.
 size_t parse_memory_size(const std::string& text, const std::string& where);
-// "1.5 MiB"
-std::string format_bytes(size_t bytes);
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 #include <set>
 #include <sstream>
 
+#include "framework/byte_size.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/layer_registry.h"
@@ -30,28 +31,13 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
-std::string human_bytes(size_t b) {
-  std::ostringstream os;
-  os.precision(3);
-  if (b >= (1u << 30)) {
-    os << b / double(1u << 30) << " GiB";
-  } else if (b >= (1u << 20)) {
-    os << b / double(1u << 20) << " MiB";
-  } else if (b >= 1024) {
-    os << b / 1024.0 << " KiB";
-  } else {
-    os << b << " B";
-  }
-  return os.str();
-}
-
 }  // namespace
 
 std::string MemoryReport::str() const {
   std::ostringstream os;
-  os << "parameters " << human_bytes(param_bytes) << ", gradients " << human_bytes(grad_bytes)
-     << ", buffers " << human_bytes(buffer_bytes) << ", activations " << human_bytes(activation_bytes)
-     << ", total " << human_bytes(param_bytes + grad_bytes + buffer_bytes + activation_bytes);
+  os << "parameters " << format_bytes(param_bytes) << ", gradients " << format_bytes(grad_bytes)
+     << ", buffers " << format_bytes(buffer_bytes) << ", activations " << format_bytes(activation_bytes)
+     << ", total " << format_bytes(param_bytes + grad_bytes + buffer_bytes + activation_bytes);
   return os.str();
 }
 
@@ -380,7 +366,7 @@ float Net::forward(int from, int to) {
       const float w = loss_weights_[i][t];
       if (w == 0.0f) continue;
       if (on_cuda()) {
-        device_losses.push_back(tops_[i][t]->data.data<float>());
+        device_losses.push_back(tops_[i][t]->data.device_data<float>());
         device_weights.push_back(w);
         continue;
       }

@@ -32,8 +32,8 @@ std::vector<cuda::FusedTensor> fused_table(std::vector<NetParam>& params,
   for (NetParam& p : params) {
     if (!is_updated(p)) continue;
     cuda::FusedTensor t;
-    t.w = p.blob->data.data<float>();
-    t.g = p.blob->diff.data<float>();
+    t.w = p.blob->data.device_data<float>();
+    t.g = p.blob->diff.device_data<float>();
     t.n = p.blob->numel();
     t.lr_mult = p.lr_mult;
     t.decay_mult = p.decay_mult;
@@ -44,8 +44,8 @@ std::vector<cuda::FusedTensor> fused_table(std::vector<NetParam>& params,
       std::vector<Tensor>& slots = it->second;
       STRATA_CHECK(slots.front().shape() == p.blob->shape(), "history of '", p.name, "' has shape ",
                    shape_str(slots.front().shape()), ", parameter has ", shape_str(p.blob->shape()));
-      if (slots.size() > 0) t.s0 = slots[0].data<float>();
-      if (slots.size() > 1) t.s1 = slots[1].data<float>();
+      if (slots.size() > 0) t.s0 = slots[0].device_data<float>();
+      if (slots.size() > 1) t.s1 = slots[1].device_data<float>();
     }
     out.push_back(t);
   }

@@ -115,10 +115,14 @@ int64_t Tensor::count(int start, int end) const {
   return n;
 }
 
-void Tensor::check_type(DType expected) const {
-  if (dtype_ != expected) {
-    fail<Error>("tensor holds ", dtype_name(dtype_), " but was accessed as ", dtype_name(expected));
-  }
+void Tensor::fail_type(DType accessed_as) const {
+  fail<Error>("tensor holds ", dtype_name(dtype_), " but was accessed as ", dtype_name(accessed_as));
+}
+
+void Tensor::fail_host_access() const {
+  fail<Error>("tensor ", shape_str(shape_), " ", dtype_name(dtype_), " on ", device_.str(),
+              " was read from the host with data<T>(), but its memory is on the device; copy it to the host "
+              "with .to(Device::cpu()) first, or hand device_data<T>() to CUDA code");
 }
 
 void Tensor::reshape(const Shape& shape) {
@@ -152,7 +156,7 @@ void Tensor::zero() {
 }
 
 void Tensor::fill(float value) {
-  float* p = data<float>();
+  float* p = device_data<float>();  // either side: the branch below picks the writer
   if (!device_.is_cpu()) {
 #ifdef STRATA_WITH_CUDA
     cuda::fill_f32(p, numel_, value, device_.index);

@@ -79,9 +79,18 @@ class Tensor {
   bool defined() const { return storage_ != nullptr || numel_ == 0; }
   bool shares_storage_with(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
 
-  // Typed access; checks that T matches dtype().
+  // Typed host access, for CPU code; checks that T matches dtype(). On a
+  // tensor that lives on a CUDA device it throws Error instead of handing
+  // out a device address the host cannot read: copy the tensor to the host
+  // with to(Device::cpu()), or, in CUDA code, use device_data<T>().
   template <typename T> T* data();
   template <typename T> const T* data() const;
+  // The storage address wherever the tensor lives, for code that gives it to
+  // the device (kernels, cuBLAS and cuDNN, NCCL, copies); checks T only.
+  template <typename T> T* device_data();
+  template <typename T> const T* device_data() const;
+  // Untyped, wherever it lives, unchecked: for copies that name the device
+  // (cuda::copy_bytes) and for telling storages apart.
   void* raw_data() { return storage_ ? storage_->data() : nullptr; }
   const void* raw_data() const { return storage_ ? storage_->data() : nullptr; }
 
@@ -102,7 +111,14 @@ class Tensor {
   Tensor to(Device device) const;
 
  private:
-  void check_type(DType expected) const;
+  // The accessors' checks: one inline compare on a member each, the message
+  // built only when it fails (data<T>() runs inside hot CPU loops).
+  template <typename T> void check_element_type() const;
+  void check_on_host() const {
+    if (device_.kind != DeviceKind::kCPU) fail_host_access();
+  }
+  [[noreturn]] void fail_type(DType accessed_as) const;
+  [[noreturn]] void fail_host_access() const;
 
   Shape shape_;
   int64_t numel_ = 0;
@@ -118,15 +134,36 @@ template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kU8;
 template <> struct DTypeOf<uint16_t> { static constexpr DType value = DType::kF16; };  // raw bits
 
 template <typename T>
-T* Tensor::data() {
+void Tensor::check_element_type() const {
   // uint16_t is the raw bit pattern of either 16-bit float type.
-  if (!(std::is_same_v<T, uint16_t> && dtype_ == DType::kBF16)) check_type(DTypeOf<T>::value);
+  if (dtype_ != DTypeOf<T>::value && !(std::is_same_v<T, uint16_t> && dtype_ == DType::kBF16)) {
+    fail_type(DTypeOf<T>::value);
+  }
+}
+
+template <typename T>
+T* Tensor::data() {
+  check_on_host();
+  check_element_type<T>();
   return static_cast<T*>(raw_data());
 }
 
 template <typename T>
 const T* Tensor::data() const {
-  if (!(std::is_same_v<T, uint16_t> && dtype_ == DType::kBF16)) check_type(DTypeOf<T>::value);
+  check_on_host();
+  check_element_type<T>();
+  return static_cast<const T*>(raw_data());
+}
+
+template <typename T>
+T* Tensor::device_data() {
+  check_element_type<T>();
+  return static_cast<T*>(raw_data());
+}
+
+template <typename T>
+const T* Tensor::device_data() const {
+  check_element_type<T>();
   return static_cast<const T*>(raw_data());
 }
 

@@ -74,7 +74,7 @@ void AccuracyLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   }
   const int64_t positions = outer_ * inner_;
   cuda::ensure_on_device(st.counts, {2 + 2 * channels_}, DType::kI32, device());
-  int32_t* counts = st.counts.data<int32_t>();
+  int32_t* counts = st.counts.device_data<int32_t>();
   STRATA_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(int32_t) * static_cast<size_t>(2 + 2 * channels_),
                                     cuda::compute_stream()));
   unsigned long long* bad_slot = st.bad_label.arm();
@@ -82,14 +82,15 @@ void AccuracyLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   st.checked_classes = channels_;
   if (positions > 0) {
     accuracy_count_kernel<<<cuda::blocks_for(positions), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        positions, channels_, inner_, top_k_, bottom[0]->data.data<float>(), bottom[1]->data.data<float>(),
-        ignore_label_ ? 1 : 0, ignore_label_ ? static_cast<float>(*ignore_label_) : 0.0f, counts, bad_slot);
+        positions, channels_, inner_, top_k_, bottom[0]->data.device_data<float>(),
+        bottom[1]->data.device_data<float>(), ignore_label_ ? 1 : 0,
+        ignore_label_ ? static_cast<float>(*ignore_label_) : 0.0f, counts, bad_slot);
     STRATA_KERNEL_CHECK();
   }
   st.bad_label.record();
-  float* per_class = top.size() > 1 ? top[1]->data.data<float>() : nullptr;
+  float* per_class = top.size() > 1 ? top[1]->data.device_data<float>() : nullptr;
   accuracy_finish_kernel<<<cuda::blocks_for(channels_), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      channels_, counts, top[0]->data.data<float>(), per_class);
+      channels_, counts, top[0]->data.device_data<float>(), per_class);
   STRATA_KERNEL_CHECK();
 }
 

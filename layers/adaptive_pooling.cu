@@ -104,10 +104,11 @@ void AdaptivePoolingLayer::forward_cuda(const BlobVec& bottom, const BlobVec& to
   cudaStream_t s = cuda::compute_stream();
   if (pool_ == Pool::kMax) {
     adaptive_max_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
-        total, g, bottom[0]->data.data<float>(), top[0]->data.data<float>(), argmax_.data<int32_t>());
+        total, g, bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>(),
+        argmax_.device_data<int32_t>());
   } else {
     adaptive_ave_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
-        total, g, bottom[0]->data.data<float>(), top[0]->data.data<float>());
+        total, g, bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>());
   }
   STRATA_KERNEL_CHECK();
 }
@@ -118,9 +119,9 @@ void AdaptivePoolingLayer::backward_cuda(const BlobVec& top, const std::vector<b
   const Geom g{h_, w_, out_h_, out_w_};
   const int64_t total = n_ * c_ * h_ * w_;
   if (total == 0) return;
-  const int32_t* arg = pool_ == Pool::kMax ? argmax_.data<int32_t>() : nullptr;
+  const int32_t* arg = pool_ == Pool::kMax ? argmax_.device_data<int32_t>() : nullptr;
   adaptive_backward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      total, g, top[0]->diff.data<float>(), arg, bottom[0]->diff.data<float>());
+      total, g, top[0]->diff.device_data<float>(), arg, bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

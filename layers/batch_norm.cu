@@ -109,14 +109,14 @@ void BatchNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   cuda::ensure_on_device(inv_std_, {channels_}, DType::kF32, dev);
   const int64_t m = num_ * spatial_;
   const int64_t total = num_ * channels_ * spatial_;
-  const float* x = bottom[0]->data.data<float>();
+  const float* x = bottom[0]->data.device_data<float>();
   cudaStream_t s = cuda::compute_stream();
   if (channels_ == 0) return;
 
   if (stats_ == Stats::kGlobal) {
     global_stats_kernel<<<cuda::blocks_for(channels_), cuda::kThreadsPerBlock, 0, s>>>(
-        channels_, param(0).data.data<float>(), param(1).data.data<float>(), eps_, mean_.data<float>(),
-        inv_std_.data<float>());
+        channels_, param(0).data.device_data<float>(), param(1).data.device_data<float>(), eps_,
+        mean_.device_data<float>(), inv_std_.device_data<float>());
     STRATA_KERNEL_CHECK();
   } else {
     if (m == 1 && phase() == Phase::kTrain) {
@@ -128,14 +128,16 @@ void BatchNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
     // Only TRAIN updates the running statistics (see forward_cpu).
     const int update = phase() == Phase::kTrain && m > 1 ? 1 : 0;
     batch_stats_kernel<<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(
-        num_, channels_, spatial_, x, eps_, update, moving_average_fraction_, mean_.data<float>(),
-        var_.data<float>(), inv_std_.data<float>(), param(0).data.data<float>(), param(1).data.data<float>());
+        num_, channels_, spatial_, x, eps_, update, moving_average_fraction_, mean_.device_data<float>(),
+        var_.device_data<float>(), inv_std_.device_data<float>(), param(0).data.device_data<float>(),
+        param(1).data.device_data<float>());
     STRATA_KERNEL_CHECK();
   }
   if (total == 0) return;
-  float* xn = stats_ == Stats::kBatch ? x_norm_.data<float>() : nullptr;
+  float* xn = stats_ == Stats::kBatch ? x_norm_.device_data<float>() : nullptr;
   normalize_kernel<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
-      total, channels_, spatial_, x, mean_.data<float>(), inv_std_.data<float>(), xn, top[0]->data.data<float>());
+      total, channels_, spatial_, x, mean_.device_data<float>(), inv_std_.device_data<float>(), xn,
+      top[0]->data.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 
@@ -144,9 +146,9 @@ void BatchNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& 
   if (!propagate_down[0]) return;
   const int64_t total = num_ * channels_ * spatial_;
   if (total == 0) return;
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = bottom[0]->diff.data<float>();  // may be dy itself when in place
-  const float* inv_std = inv_std_.data<float>();
+  const float* dy = top[0]->diff.device_data<float>();
+  float* dx = bottom[0]->diff.device_data<float>();  // may be dy itself when in place
+  const float* inv_std = inv_std_.device_data<float>();
   cudaStream_t s = cuda::compute_stream();
   if (stats_ == Stats::kGlobal) {
     global_grad_kernel<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(total, channels_, spatial_, dy,
@@ -155,9 +157,9 @@ void BatchNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& 
     return;
   }
   cuda::ensure_on_device(grad_means_, {2, channels_}, DType::kF32, device());
-  float* mean_dy = grad_means_.data<float>();
+  float* mean_dy = grad_means_.device_data<float>();
   float* mean_dy_xn = mean_dy + channels_;
-  const float* xn = x_norm_.data<float>();
+  const float* xn = x_norm_.device_data<float>();
   // Both means are complete before dx (possibly dy's memory) is written.
   grad_means_kernel<<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(num_, channels_, spatial_, dy, xn,
                                                                               mean_dy, mean_dy_xn);

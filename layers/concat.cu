@@ -14,12 +14,12 @@ void move_slices_cuda(Direction dir, const BlobVec& parts, const std::vector<boo
                       Tensor Blob::*field, int64_t outer, int64_t inner, int64_t axis) {
   const int a = static_cast<int>(axis);
   const int64_t top_row = whole.data.dim(a) * inner;
-  float* w = (whole.*field).data<float>();
+  float* w = (whole.*field).device_data<float>();
   int64_t offset = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const int64_t row = parts[i]->data.dim(a) * inner;
     if (enabled[i] && row > 0 && outer > 0) {
-      float* p = (parts[i]->*field).data<float>();
+      float* p = (parts[i]->*field).device_data<float>();
       const size_t wide = sizeof(float) * static_cast<size_t>(top_row);
       const size_t narrow = sizeof(float) * static_cast<size_t>(row);
       if (dir == Direction::kGather) {

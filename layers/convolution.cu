@@ -158,12 +158,12 @@ void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
   void* ws = st.algos->fwd_bytes > 0 ? cuda::workspace(st.algos->fwd_bytes) : nullptr;
-  STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, st.x, bottom[0]->data.data<float>(), st.w,
-                                             param(0).data.data<float>(), st.conv, st.algos->fwd, ws,
-                                             st.algos->fwd_bytes, &zero, st.y, top[0]->data.data<float>()));
+  STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, st.x, bottom[0]->data.device_data<float>(), st.w,
+                                             param(0).data.device_data<float>(), st.conv, st.algos->fwd, ws,
+                                             st.algos->fwd_bytes, &zero, st.y, top[0]->data.device_data<float>()));
   if (bias_ == Bias::kYes) {
-    STRATA_CUDNN_CHECK(
-        cudnnAddTensor(h, &one, st.bias, param(1).data.data<float>(), &one, st.y, top[0]->data.data<float>()));
+    STRATA_CUDNN_CHECK(cudnnAddTensor(h, &one, st.bias, param(1).data.device_data<float>(), &one, st.y,
+                                      top[0]->data.device_data<float>()));
   }
 }
 
@@ -178,20 +178,21 @@ void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
-  const float* dy = top[0]->diff.data<float>();
+  const float* dy = top[0]->diff.device_data<float>();
   // Parameter gradients accumulate (beta = 1); the input gradient is overwritten.
   if (bias_ == Bias::kYes) {
-    STRATA_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, st.y, dy, &one, st.bias, param(1).diff.data<float>()));
+    STRATA_CUDNN_CHECK(
+        cudnnConvolutionBackwardBias(h, &one, st.y, dy, &one, st.bias, param(1).diff.device_data<float>()));
   }
   void* ws = st.algos->bwd_filter_bytes > 0 ? cuda::workspace(st.algos->bwd_filter_bytes) : nullptr;
-  STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, bottom[0]->data.data<float>(), st.y, dy, st.conv,
-                                                    st.algos->bwd_filter, ws, st.algos->bwd_filter_bytes, &one, st.w,
-                                                    param(0).diff.data<float>()));
+  STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, bottom[0]->data.device_data<float>(), st.y, dy,
+                                                    st.conv, st.algos->bwd_filter, ws, st.algos->bwd_filter_bytes, &one,
+                                                    st.w, param(0).diff.device_data<float>()));
   if (propagate_down[0]) {
     ws = st.algos->bwd_data_bytes > 0 ? cuda::workspace(st.algos->bwd_data_bytes) : nullptr;
-    STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, param(0).data.data<float>(), st.y, dy, st.conv,
-                                                    st.algos->bwd_data, ws, st.algos->bwd_data_bytes, &zero, st.x,
-                                                    bottom[0]->diff.data<float>()));
+    STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, param(0).data.device_data<float>(), st.y, dy,
+                                                    st.conv, st.algos->bwd_data, ws, st.algos->bwd_data_bytes, &zero,
+                                                    st.x, bottom[0]->diff.device_data<float>()));
   }
 }
 

@@ -40,7 +40,7 @@ __global__ void dropout_backward(int64_t n, float scale, const uint8_t* mask, co
 void DropoutLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t n = bottom[0]->numel();
   if (is_identity()) {
-    cuda::copy(n, bottom[0]->data.data<float>(), top[0]->data.data<float>());
+    cuda::copy(n, bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>());
     return;
   }
   cuda::ensure_on_device(mask_, bottom[0]->shape(), DType::kU8, device());
@@ -49,8 +49,8 @@ void DropoutLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const uint64_t seed = rng_.next_u64();
   if (n == 0) return;
   dropout_forward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, seed, 1.0f - ratio_, scale_, bottom[0]->data.data<float>(), top[0]->data.data<float>(),
-      mask_.data<uint8_t>());
+      n, seed, 1.0f - ratio_, scale_, bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>(),
+      mask_.device_data<uint8_t>());
   STRATA_KERNEL_CHECK();
 }
 
@@ -59,14 +59,14 @@ void DropoutLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& pr
   if (!propagate_down[0]) return;
   const int64_t n = top[0]->numel();
   if (is_identity()) {
-    cuda::copy(n, top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
+    cuda::copy(n, top[0]->diff.device_data<float>(), bottom[0]->diff.device_data<float>());
     return;
   }
   STRATA_CHECK(mask_.numel() == n, "Dropout backward before forward (mask has ", mask_.numel(),
                " elements, gradient has ", n, ")");
   if (n == 0) return;
   dropout_backward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, scale_, mask_.data<uint8_t>(), top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
+      n, scale_, mask_.device_data<uint8_t>(), top[0]->diff.device_data<float>(), bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

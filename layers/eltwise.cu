@@ -45,29 +45,29 @@ void EltwiseLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t n = top[0]->numel();
   if (op_ == Op::kMax) cuda::ensure_on_device(argmax_, top[0]->shape(), DType::kI32, device());
   if (n == 0) return;
-  float* y = top[0]->data.data<float>();
+  float* y = top[0]->data.device_data<float>();
   const unsigned blocks = cuda::blocks_for(n);
   cudaStream_t s = cuda::compute_stream();
   switch (op_) {
     case Op::kSum:
-      scaled_copy<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, coeffs_[0], bottom[0]->data.data<float>(), y);
+      scaled_copy<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, coeffs_[0], bottom[0]->data.device_data<float>(), y);
       STRATA_KERNEL_CHECK();
-      for (size_t i = 1; i < bottom.size(); ++i) cuda::axpy(n, coeffs_[i], bottom[i]->data.data<float>(), y);
+      for (size_t i = 1; i < bottom.size(); ++i) cuda::axpy(n, coeffs_[i], bottom[i]->data.device_data<float>(), y);
       break;
     case Op::kProd:
-      cuda::copy(n, bottom[0]->data.data<float>(), y);
+      cuda::copy(n, bottom[0]->data.device_data<float>(), y);
       for (size_t i = 1; i < bottom.size(); ++i) {
-        multiply_into<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, bottom[i]->data.data<float>(), y);
+        multiply_into<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, bottom[i]->data.device_data<float>(), y);
         STRATA_KERNEL_CHECK();
       }
       break;
     case Op::kMax: {
-      int32_t* arg = argmax_.data<int32_t>();
-      max_first<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, bottom[0]->data.data<float>(), y, arg);
+      int32_t* arg = argmax_.device_data<int32_t>();
+      max_first<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, bottom[0]->data.device_data<float>(), y, arg);
       STRATA_KERNEL_CHECK();
       for (size_t i = 1; i < bottom.size(); ++i) {
-        max_next<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, static_cast<int32_t>(i), bottom[i]->data.data<float>(),
-                                                          y, arg);
+        max_next<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, static_cast<int32_t>(i),
+                                                           bottom[i]->data.device_data<float>(), y, arg);
         STRATA_KERNEL_CHECK();
       }
       break;
@@ -79,13 +79,13 @@ void EltwiseLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& pr
                                  const BlobVec& bottom) {
   const int64_t n = top[0]->numel();
   if (n == 0) return;
-  const float* dy = top[0]->diff.data<float>();
-  const float* y = top[0]->data.data<float>();
+  const float* dy = top[0]->diff.device_data<float>();
+  const float* y = top[0]->data.device_data<float>();
   const unsigned blocks = cuda::blocks_for(n);
   cudaStream_t s = cuda::compute_stream();
   for (size_t i = 0; i < bottom.size(); ++i) {
     if (!propagate_down[i]) continue;
-    float* dx = bottom[i]->diff.data<float>();
+    float* dx = bottom[i]->diff.device_data<float>();
     switch (op_) {
       case Op::kSum:
         scaled_copy<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, coeffs_[i], dy, dx);
@@ -97,17 +97,18 @@ void EltwiseLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& pr
           cuda::copy(n, dy, dx);
           for (size_t o = 0; o < bottom.size(); ++o) {
             if (o == i) continue;
-            multiply_into<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, bottom[o]->data.data<float>(), dx);
+            multiply_into<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, bottom[o]->data.device_data<float>(), dx);
             STRATA_KERNEL_CHECK();
           }
         } else {
-          prod_divide_grad<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, dy, y, bottom[i]->data.data<float>(), dx);
+          prod_divide_grad<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, dy, y, bottom[i]->data.device_data<float>(),
+                                                                     dx);
           STRATA_KERNEL_CHECK();
         }
         break;
       case Op::kMax:
-        max_grad<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, static_cast<int32_t>(i), argmax_.data<int32_t>(), dy,
-                                                          dx);
+        max_grad<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, static_cast<int32_t>(i), argmax_.device_data<int32_t>(),
+                                                           dy, dx);
         STRATA_KERNEL_CHECK();
         break;
     }

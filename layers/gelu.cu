@@ -9,10 +9,10 @@ void GELULayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   // In place the input is gone after forward; backward needs it.
   if (top[0] == bottom[0]) {
     cuda::ensure_on_device(input_copy_, bottom[0]->shape(), DType::kF32, device());
-    cuda::copy(n, bottom[0]->data.data<float>(), input_copy_.data<float>());
+    cuda::copy(n, bottom[0]->data.device_data<float>(), input_copy_.device_data<float>());
   }
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
+  const float* x = bottom[0]->data.device_data<float>();
+  float* y = top[0]->data.device_data<float>();
   if (approximate_ == Approximate::kTanh) {
     neuron_forward_cuda(GELUTanhOp{}, n, x, y);
   } else {
@@ -24,8 +24,8 @@ void GELULayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propa
   if (!propagate_down[0]) return;
   const int64_t n = bottom[0]->numel();
   const float* x = saved_input(top, bottom);
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = bottom[0]->diff.data<float>();
+  const float* dy = top[0]->diff.device_data<float>();
+  float* dx = bottom[0]->diff.device_data<float>();
   if (approximate_ == Approximate::kTanh) {
     neuron_backward_cuda(GELUTanhOp{}, n, x, dy, dx);
   } else {

@@ -28,8 +28,8 @@ void ImageDataLayer::forward_cuda(const BlobVec& /*bottom*/, const BlobVec& top)
   float* host = cuda_->uploader.stage(data_floats, label_floats);
   if (data_floats > 0) std::memcpy(host, batch_.data.data(), data_floats * sizeof(float));
   if (label_floats > 0) std::memcpy(host + data_floats, batch_.labels.data(), label_floats * sizeof(float));
-  cuda_->uploader.upload(data_floats > 0 ? top[0]->data.data<float>() : nullptr,
-                         label_floats > 0 ? top[1]->data.data<float>() : nullptr);
+  cuda_->uploader.upload(data_floats > 0 ? top[0]->data.device_data<float>() : nullptr,
+                         label_floats > 0 ? top[1]->data.device_data<float>() : nullptr);
 }
 
 void ImageDataLayer::backward_cuda(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,

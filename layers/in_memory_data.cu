@@ -17,8 +17,8 @@ void InMemoryDataLayer::forward_cuda(const BlobVec& /*bottom*/, const BlobVec& t
   const int64_t label_floats = top.size() > 1 ? top[1]->numel() : 0;
   float* host = cuda_->uploader.stage(static_cast<size_t>(data_floats), static_cast<size_t>(label_floats));
   source_->next_batch(host, label_floats > 0 ? host + data_floats : nullptr);
-  cuda_->uploader.upload(data_floats > 0 ? top[0]->data.data<float>() : nullptr,
-                         label_floats > 0 ? top[1]->data.data<float>() : nullptr);
+  cuda_->uploader.upload(data_floats > 0 ? top[0]->data.device_data<float>() : nullptr,
+                         label_floats > 0 ? top[1]->data.device_data<float>() : nullptr);
 }
 
 void InMemoryDataLayer::backward_cuda(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,

@@ -4,13 +4,6 @@
 #include "layers/inner_product.h"
 
 namespace strata {
-namespace {
-
-__global__ void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y) {
-  STRATA_CUDA_LOOP(i, rows * cols) y[i] += b[i % cols];
-}
-
-}  // namespace
 
 void InnerProductLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (tp_.active()) {
@@ -18,17 +11,12 @@ void InnerProductLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) 
                       "or drop the split");
   }
   if (m_ == 0) return;
-  const float* x = bottom[0]->data.data<float>();
-  const float* w = param(0).data.data<float>();
-  float* y = top[0]->data.data<float>();
+  const float* x = bottom[0]->data.device_data<float>();
+  const float* w = param(0).data.device_data<float>();
+  float* y = top[0]->data.device_data<float>();
   const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
   cuda::gemm(Transpose::kNo, tw, m_, num_output_, k_, 1.0f, x, w, 0.0f, y);
-  if (bias_ == Bias::kYes) {
-    const int64_t n = m_ * num_output_;
-    add_row_bias<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        m_, num_output_, param(1).data.data<float>(), y);
-    STRATA_KERNEL_CHECK();
-  }
+  if (bias_ == Bias::kYes) cuda::add_row_bias(m_, num_output_, param(1).data.device_data<float>(), y);
 }
 
 void InnerProductLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -39,19 +27,19 @@ void InnerProductLayer::backward_cuda(const BlobVec& top, const std::vector<bool
   }
   // A zero batch adds nothing to the parameter gradients and has no input gradient.
   if (m_ == 0) return;
-  const float* dy = top[0]->diff.data<float>();
-  const float* x = bottom[0]->data.data<float>();
-  const float* w = param(0).data.data<float>();
-  float* dw = param(0).diff.data<float>();
+  const float* dy = top[0]->diff.device_data<float>();
+  const float* x = bottom[0]->data.device_data<float>();
+  const float* w = param(0).data.device_data<float>();
+  float* dw = param(0).diff.device_data<float>();
   if (layout_ == WeightLayout::kOutputMajor) {
     cuda::gemm(Transpose::kYes, Transpose::kNo, num_output_, k_, m_, 1.0f, dy, x, 1.0f, dw);
   } else {
     cuda::gemm(Transpose::kYes, Transpose::kNo, k_, num_output_, m_, 1.0f, x, dy, 1.0f, dw);
   }
-  if (bias_ == Bias::kYes) cuda::column_sums(m_, num_output_, dy, 1.0f, param(1).diff.data<float>());
+  if (bias_ == Bias::kYes) cuda::column_sums(m_, num_output_, dy, 1.0f, param(1).diff.device_data<float>());
   if (propagate_down[0]) {
     const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kNo : Transpose::kYes;
-    cuda::gemm(Transpose::kNo, tw, m_, k_, num_output_, 1.0f, dy, w, 0.0f, bottom[0]->diff.data<float>());
+    cuda::gemm(Transpose::kNo, tw, m_, k_, num_output_, 1.0f, dy, w, 0.0f, bottom[0]->diff.device_data<float>());
   }
 }
 

@@ -126,8 +126,9 @@ void LayerNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   cuda::ensure_on_device(rstd_, {rows_}, DType::kF32, dev);
   if (rows_ == 0) return;
   layer_norm_forward<<<row_blocks(rows_), row_threads(d_), 0, cuda::compute_stream()>>>(
-      rows_, d_, eps_, bottom[0]->data.data<float>(), param(0).data.data<float>(), param(1).data.data<float>(),
-      top[0]->data.data<float>(), mean_.data<float>(), rstd_.data<float>());
+      rows_, d_, eps_, bottom[0]->data.device_data<float>(), param(0).data.device_data<float>(),
+      param(1).data.device_data<float>(), top[0]->data.device_data<float>(), mean_.device_data<float>(),
+      rstd_.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 
@@ -136,10 +137,10 @@ void LayerNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& 
   // A zero batch adds nothing to the parameter gradients and has no input gradient.
   if (rows_ == 0) return;
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
-  const float* x = bottom[0]->data.data<float>();
-  const float* dy = top[0]->diff.data<float>();
-  const float* mean = mean_.data<float>();
-  const float* rstd = rstd_.data<float>();
+  const float* x = bottom[0]->data.device_data<float>();
+  const float* dy = top[0]->diff.device_data<float>();
+  const float* mean = mean_.device_data<float>();
+  const float* rstd = rstd_.device_data<float>();
   cudaStream_t s = cuda::compute_stream();
 
   // Enough chunks to fill the GPU, each of at least 64 rows.
@@ -150,15 +151,16 @@ void LayerNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& 
   cuda::ensure_on_device(cuda_->partials, {2, chunks, d_}, DType::kF32, device());
   layer_norm_param_partials<<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)),
                               dim3(kColTile, kRowLanes), 0, s>>>(rows_, d_, chunk_rows, x, dy, mean, rstd,
-                                                                 cuda_->partials.data<float>());
+                                                                 cuda_->partials.device_data<float>());
   STRATA_KERNEL_CHECK();
   layer_norm_param_finish<<<cuda::blocks_for(d_), cuda::kThreadsPerBlock, 0, s>>>(
-      chunks, d_, cuda_->partials.data<float>(), param(0).diff.data<float>(), param(1).diff.data<float>());
+      chunks, d_, cuda_->partials.device_data<float>(), param(0).diff.device_data<float>(),
+      param(1).diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 
   if (!propagate_down[0]) return;
   layer_norm_backward_input<<<row_blocks(rows_), row_threads(d_), 0, s>>>(
-      rows_, d_, x, dy, param(0).data.data<float>(), mean, rstd, bottom[0]->diff.data<float>());
+      rows_, d_, x, dy, param(0).data.device_data<float>(), mean, rstd, bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

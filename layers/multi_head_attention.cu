@@ -57,17 +57,6 @@ void permute(Direction dir, int64_t n, int64_t t, int64_t s, int64_t h, int64_t 
   STRATA_KERNEL_CHECK();
 }
 
-__global__ void add_row_bias_kernel(int64_t rows, int64_t cols, const float* b, float* y) {
-  STRATA_CUDA_LOOP(i, rows * cols) y[i] += b[i % cols];
-}
-
-void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y) {
-  if (rows * cols == 0) return;
-  add_row_bias_kernel<<<cuda::blocks_for(rows * cols), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      rows, cols, b, y);
-  STRATA_KERNEL_CHECK();
-}
-
 }  // namespace
 
 void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
@@ -81,16 +70,16 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
   cuda::ensure_on_device(ctx_, {n_, t_, dl}, DType::kF32, dev);
   cuda::ensure_on_device(st.heads, {3, n_, lh, t_, dh}, DType::kF32, dev);
   cuda::ensure_on_device(st.o_heads, {n_, lh, t_, dh}, DType::kF32, dev);
-  const float* x = bottom[0]->data.data<float>();
-  float* qkv = qkv_.data<float>();
-  float* probs = probs_.data<float>();
-  float* q = st.heads.data<float>();
+  const float* x = bottom[0]->data.device_data<float>();
+  float* qkv = qkv_.device_data<float>();
+  float* probs = probs_.device_data<float>();
+  float* q = st.heads.device_data<float>();
   float* k = q + m * dl;
   float* v = k + m * dl;
-  float* o = st.o_heads.data<float>();
+  float* o = st.o_heads.device_data<float>();
 
-  cuda::gemm(Transpose::kNo, Transpose::kYes, m, width, d_, 1.0f, x, param(in_w_).data.data<float>(), 0.0f, qkv);
-  if (in_b_ >= 0) add_row_bias(m, width, param(in_b_).data.data<float>(), qkv);
+  cuda::gemm(Transpose::kNo, Transpose::kYes, m, width, d_, 1.0f, x, param(in_w_).data.device_data<float>(), 0.0f, qkv);
+  if (in_b_ >= 0) cuda::add_row_bias(m, width, param(in_b_).data.device_data<float>(), qkv);
   permute(Direction::kToHeads, n_, T, 3, lh, dh, qkv, q);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -98,13 +87,13 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
   cuda::gemm_strided_batched(Transpose::kNo, Transpose::kYes, T, T, dh, scale, q, td, k, td, 0.0f, probs, tt, items);
   cuda::softmax_channels(items * T, T, 1, probs, probs, nullptr, nullptr);
   cuda::gemm_strided_batched(Transpose::kNo, Transpose::kNo, T, dh, T, 1.0f, probs, tt, v, td, 0.0f, o, td, items);
-  permute(Direction::kFromHeads, n_, T, 1, lh, dh, o, ctx_.data<float>());
+  permute(Direction::kFromHeads, n_, T, 1, lh, dh, o, ctx_.device_data<float>());
 
-  float* y = top[0]->data.data<float>();
-  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d_, dl, 1.0f, ctx_.data<float>(), param(out_w_).data.data<float>(),
-             0.0f, y);
+  float* y = top[0]->data.device_data<float>();
+  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d_, dl, 1.0f, ctx_.device_data<float>(),
+             param(out_w_).data.device_data<float>(), 0.0f, y);
   if (tp_.active()) tp_.comm->allreduce(top[0]->data, ReduceOp::kSum);  // every rank's heads
-  if (out_b_ >= 0) add_row_bias(m, d_, param(out_b_).data.data<float>(), y);
+  if (out_b_ >= 0) cuda::add_row_bias(m, d_, param(out_b_).data.device_data<float>(), y);
 }
 
 // Per (sample, head), batched, with dO the head's slice of d ctx:
@@ -121,27 +110,27 @@ void MultiHeadAttentionLayer::backward_cuda(const BlobVec& top, const std::vecto
   cuda::ensure_on_device(dctx_, {n_, t_, dl}, DType::kF32, dev);
   cuda::ensure_on_device(dqkv_, {n_, t_, width}, DType::kF32, dev);
   cuda::ensure_on_device(st.dprobs, {n_, lh, t_, t_}, DType::kF32, dev);
-  const float* dy = top[0]->diff.data<float>();
-  const float* x = bottom[0]->data.data<float>();
-  const float* probs = probs_.data<float>();
-  const float* q = st.heads.data<float>();
+  const float* dy = top[0]->diff.device_data<float>();
+  const float* x = bottom[0]->data.device_data<float>();
+  const float* probs = probs_.device_data<float>();
+  const float* q = st.heads.device_data<float>();
   const float* k = q + m * dl;
   const float* v = k + m * dl;
-  float* dout = st.o_heads.data<float>();
-  float* dp = st.dprobs.data<float>();
-  float* dctx = dctx_.data<float>();
-  float* dqkv = dqkv_.data<float>();
+  float* dout = st.o_heads.device_data<float>();
+  float* dp = st.dprobs.device_data<float>();
+  float* dctx = dctx_.device_data<float>();
+  float* dqkv = dqkv_.device_data<float>();
   // qkv_ is only an intermediate of forward on the GPU (the heads keep q, k
   // and v), so it holds the head-major dQ, dK, dV here.
-  float* dq = qkv_.data<float>();
+  float* dq = qkv_.device_data<float>();
   float* dk = dq + m * dl;
   float* dv = dk + m * dl;
 
   // Output projection.
-  cuda::gemm(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dy, ctx_.data<float>(), 1.0f,
-             param(out_w_).diff.data<float>());
-  if (out_b_ >= 0) cuda::column_sums(m, d_, dy, 1.0f, param(out_b_).diff.data<float>());
-  cuda::gemm(Transpose::kNo, Transpose::kNo, m, dl, d_, 1.0f, dy, param(out_w_).data.data<float>(), 0.0f, dctx);
+  cuda::gemm(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dy, ctx_.device_data<float>(), 1.0f,
+             param(out_w_).diff.device_data<float>());
+  if (out_b_ >= 0) cuda::column_sums(m, d_, dy, 1.0f, param(out_b_).diff.device_data<float>());
+  cuda::gemm(Transpose::kNo, Transpose::kNo, m, dl, d_, 1.0f, dy, param(out_w_).data.device_data<float>(), 0.0f, dctx);
   permute(Direction::kToHeads, n_, T, 1, lh, dh, dctx, dout);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -155,11 +144,12 @@ void MultiHeadAttentionLayer::backward_cuda(const BlobVec& top, const std::vecto
   permute(Direction::kFromHeads, n_, T, 3, lh, dh, dq, dqkv);
 
   // Input projection.
-  cuda::gemm(Transpose::kYes, Transpose::kNo, width, d_, m, 1.0f, dqkv, x, 1.0f, param(in_w_).diff.data<float>());
-  if (in_b_ >= 0) cuda::column_sums(m, width, dqkv, 1.0f, param(in_b_).diff.data<float>());
+  cuda::gemm(Transpose::kYes, Transpose::kNo, width, d_, m, 1.0f, dqkv, x, 1.0f,
+             param(in_w_).diff.device_data<float>());
+  if (in_b_ >= 0) cuda::column_sums(m, width, dqkv, 1.0f, param(in_b_).diff.device_data<float>());
   if (propagate_down[0]) {
-    cuda::gemm(Transpose::kNo, Transpose::kNo, m, d_, width, 1.0f, dqkv, param(in_w_).data.data<float>(), 0.0f,
-               bottom[0]->diff.data<float>());
+    cuda::gemm(Transpose::kNo, Transpose::kNo, m, d_, width, 1.0f, dqkv, param(in_w_).data.device_data<float>(), 0.0f,
+               bottom[0]->diff.device_data<float>());
     if (tp_.active()) tp_.comm->allreduce(bottom[0]->diff, ReduceOp::kSum);  // every rank's heads
   }
 }

@@ -32,10 +32,6 @@ __global__ void scatter_patches(int64_t total, PatchGeom g, const float* dpatche
   STRATA_CUDA_LOOP(i, total) dx[image_offset(g, i / k, i % k)] = dpatches[i];
 }
 
-__global__ void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y) {
-  STRATA_CUDA_LOOP(i, rows * cols) y[i] += b[i % cols];
-}
-
 }  // namespace
 
 void PatchEmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
@@ -45,14 +41,13 @@ void PatchEmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (m == 0) return;
   cudaStream_t s = cuda::compute_stream();
   const PatchGeom g{channels_, h_, w_, patch_};
-  gather_patches<<<cuda::blocks_for(m * k), cuda::kThreadsPerBlock, 0, s>>>(m * k, g, bottom[0]->data.data<float>(),
-                                                                           patches_.data<float>());
+  gather_patches<<<cuda::blocks_for(m * k), cuda::kThreadsPerBlock, 0, s>>>(
+      m * k, g, bottom[0]->data.device_data<float>(), patches_.device_data<float>());
   STRATA_KERNEL_CHECK();
-  float* y = top[0]->data.data<float>();
-  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, patches_.data<float>(), param(0).data.data<float>(),
-             0.0f, y);
-  add_row_bias<<<cuda::blocks_for(m * d), cuda::kThreadsPerBlock, 0, s>>>(m, d, param(1).data.data<float>(), y);
-  STRATA_KERNEL_CHECK();
+  float* y = top[0]->data.device_data<float>();
+  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, patches_.device_data<float>(),
+             param(0).data.device_data<float>(), 0.0f, y);
+  cuda::add_row_bias(m, d, param(1).data.device_data<float>(), y);
 }
 
 void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -60,17 +55,17 @@ void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>&
   const int64_t m = patches_.dim(0), k = patches_.dim(1), d = num_output_;
   // A zero batch adds nothing to the parameter gradients and has no input gradient.
   if (m == 0) return;
-  const float* dy = top[0]->diff.data<float>();
-  cuda::gemm(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dy, patches_.data<float>(), 1.0f,
-             param(0).diff.data<float>());
-  cuda::column_sums(m, d, dy, 1.0f, param(1).diff.data<float>());
+  const float* dy = top[0]->diff.device_data<float>();
+  cuda::gemm(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dy, patches_.device_data<float>(), 1.0f,
+             param(0).diff.device_data<float>());
+  cuda::column_sums(m, d, dy, 1.0f, param(1).diff.device_data<float>());
   if (!propagate_down[0]) return;
   cuda::ensure_on_device(dpatches_, {m, k}, DType::kF32, device());
-  cuda::gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dy, param(0).data.data<float>(), 0.0f,
-             dpatches_.data<float>());
+  cuda::gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dy, param(0).data.device_data<float>(), 0.0f,
+             dpatches_.device_data<float>());
   const PatchGeom g{channels_, h_, w_, patch_};
   scatter_patches<<<cuda::blocks_for(m * k), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      m * k, g, dpatches_.data<float>(), bottom[0]->diff.data<float>());
+      m * k, g, dpatches_.device_data<float>(), bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

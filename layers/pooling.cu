@@ -121,11 +121,11 @@ void PoolingLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t total = num_ * channels_ * out_h_ * out_w_;
   if (method_ == Method::kMax) cuda::ensure_on_device(mask_, top[0]->shape(), DType::kI32, device());
   if (total == 0) return;
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
+  const float* x = bottom[0]->data.device_data<float>();
+  float* y = top[0]->data.device_data<float>();
   if (method_ == Method::kMax) {
     max_pool_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        total, g, x, y, mask_.data<int32_t>());
+        total, g, x, y, mask_.device_data<int32_t>());
   } else {
     ave_pool_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(total, g, x,
                                                                                                      y);
@@ -142,8 +142,8 @@ void PoolingLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& pr
   if (total == 0) return;
   const bool max_pool = method_ == Method::kMax;
   pool_backward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      total, g, max_pool ? 1 : 0, top[0]->diff.data<float>(), max_pool ? mask_.data<int32_t>() : nullptr,
-      bottom[0]->diff.data<float>());
+      total, g, max_pool ? 1 : 0, top[0]->diff.device_data<float>(), max_pool ? mask_.device_data<int32_t>() : nullptr,
+      bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

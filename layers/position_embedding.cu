@@ -32,10 +32,10 @@ __global__ void add_strided_column_sums(int64_t rows, int64_t cols, int64_t ld, 
 void PositionEmbeddingLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t total = n_ * (t_ + extra()) * d_;
   if (total == 0) return;
-  const float* cls = class_token_ == ClassToken::kYes ? param(0).data.data<float>() : nullptr;
+  const float* cls = class_token_ == ClassToken::kYes ? param(0).data.device_data<float>() : nullptr;
   position_embedding_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n_, t_, d_, extra(), bottom[0]->data.data<float>(), pos_embedding().data.data<float>(), cls,
-      top[0]->data.data<float>());
+      n_, t_, d_, extra(), bottom[0]->data.device_data<float>(), pos_embedding().data.device_data<float>(), cls,
+      top[0]->data.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 
@@ -44,22 +44,22 @@ void PositionEmbeddingLayer::backward_cuda(const BlobVec& top, const std::vector
   // A zero batch adds nothing to the parameter gradients and has no input gradient.
   if (n_ == 0) return;
   const int64_t E = extra(), per = (t_ + E) * d_;
-  const float* dy = top[0]->diff.data<float>();
+  const float* dy = top[0]->diff.device_data<float>();
   cudaStream_t s = cuda::compute_stream();
   if (per > 0) {
     add_strided_column_sums<<<cuda::blocks_for(per), cuda::kThreadsPerBlock, 0, s>>>(
-        n_, per, per, dy, pos_embedding().diff.data<float>());
+        n_, per, per, dy, pos_embedding().diff.device_data<float>());
     STRATA_KERNEL_CHECK();
   }
   if (class_token_ == ClassToken::kYes && d_ > 0) {
     add_strided_column_sums<<<cuda::blocks_for(d_), cuda::kThreadsPerBlock, 0, s>>>(n_, d_, per, dy,
-                                                                                    param(0).diff.data<float>());
+                                                                                    param(0).diff.device_data<float>());
     STRATA_KERNEL_CHECK();
   }
   if (!propagate_down[0] || t_ * d_ == 0) return;
   // dx[n] = dy[n] without its class-token row: N rows of T * D floats.
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(t_ * d_);
-  STRATA_CUDA_CHECK(cudaMemcpy2DAsync(bottom[0]->diff.data<float>(), row_bytes, dy + E * d_,
+  STRATA_CUDA_CHECK(cudaMemcpy2DAsync(bottom[0]->diff.device_data<float>(), row_bytes, dy + E * d_,
                                       sizeof(float) * static_cast<size_t>(per), row_bytes, static_cast<size_t>(n_),
                                       cudaMemcpyDeviceToDevice, s));
 }

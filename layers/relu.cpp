@@ -43,7 +43,7 @@ void ReLULayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
 void ReLULayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  neuron_backward_cpu(ReLUOp{negative_slope_}, top[0]->numel(), backward_saved(top, bottom),
+  neuron_backward_cpu(ReLUOp{negative_slope_}, top[0]->numel(), backward_saved(top, bottom).data<float>(),
                       top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
 }
 

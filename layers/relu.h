@@ -37,8 +37,8 @@ class ReLULayer : public NeuronLayer {
 
  private:
   // What backward reads the sign from (see ReLUOp).
-  const float* backward_saved(const BlobVec& top, const BlobVec& bottom) const {
-    return negative_slope_ < 0.0f ? bottom[0]->data.data<float>() : top[0]->data.data<float>();
+  const Tensor& backward_saved(const BlobVec& top, const BlobVec& bottom) const {
+    return negative_slope_ < 0.0f ? bottom[0]->data : top[0]->data;
   }
 
   float negative_slope_;

@@ -123,17 +123,17 @@ void SoftmaxWithLossLayer::forward_cuda(const BlobVec& bottom, const BlobVec& to
   cuda::ensure_on_device(st.valid, {positions}, DType::kF32, dev);
   cuda::ensure_on_device(st.normalizer, {1}, DType::kF32, dev);
 
-  const float* x = bottom[0]->data.data<float>();
-  float* prob = prob_.data<float>();
-  cuda::softmax_channels(outer, C, inner, x, prob, row_max_.data<float>(), row_sum_.data<float>());
+  const float* x = bottom[0]->data.device_data<float>();
+  float* prob = prob_.device_data<float>();
+  cuda::softmax_channels(outer, C, inner, x, prob, row_max_.device_data<float>(), row_sum_.device_data<float>());
   unsigned long long* bad_slot = st.bad_label.arm();
   st.checked_inner = inner > 0 ? inner : 1;
   st.checked_classes = C;
   if (positions > 0) {
     label_loss_kernel<<<cuda::blocks_for(positions), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        positions, C, inner, x, bottom[1]->data.data<float>(), row_max_.data<float>(), row_sum_.data<float>(),
-        ignore_label_ ? 1 : 0, ignore_label_ ? static_cast<float>(*ignore_label_) : 0.0f, st.labels.data<int32_t>(),
-        st.loss.data<float>(), st.valid.data<float>(), bad_slot);
+        positions, C, inner, x, bottom[1]->data.device_data<float>(), row_max_.device_data<float>(),
+        row_sum_.device_data<float>(), ignore_label_ ? 1 : 0, ignore_label_ ? static_cast<float>(*ignore_label_) : 0.0f,
+        st.labels.device_data<int32_t>(), st.loss.device_data<float>(), st.valid.device_data<float>(), bad_slot);
     STRATA_KERNEL_CHECK();
   }
   st.bad_label.record();
@@ -141,11 +141,11 @@ void SoftmaxWithLossLayer::forward_cuda(const BlobVec& bottom, const BlobVec& to
                    : normalization_ == Normalization::kBatchSize ? kBatchSize
                    : normalization_ == Normalization::kFull      ? kFull
                                                                  : kNone;
-  loss_reduce_kernel<<<1, 1024, 0, cuda::compute_stream()>>>(positions, outer, code, st.loss.data<float>(),
-                                                             st.valid.data<float>(), top[0]->data.data<float>(),
-                                                             st.normalizer.data<float>());
+  loss_reduce_kernel<<<1, 1024, 0, cuda::compute_stream()>>>(
+      positions, outer, code, st.loss.device_data<float>(), st.valid.device_data<float>(),
+      top[0]->data.device_data<float>(), st.normalizer.device_data<float>());
   STRATA_KERNEL_CHECK();
-  if (top.size() > 1) cuda::copy(prob_.numel(), prob, top[1]->data.data<float>());
+  if (top.size() > 1) cuda::copy(prob_.numel(), prob, top[1]->data.device_data<float>());
 }
 
 void SoftmaxWithLossLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -155,17 +155,17 @@ void SoftmaxWithLossLayer::backward_cuda(const BlobVec& top, const std::vector<b
   const int64_t C = geom_.channels, inner = geom_.inner, outer = geom_.outer;
   const int64_t total = outer * C * inner;
   if (total == 0) return;
-  float* dx = bottom[0]->diff.data<float>();
-  const float* prob = prob_.data<float>();
+  float* dx = bottom[0]->diff.device_data<float>();
+  const float* prob = prob_.device_data<float>();
   // The loss weight is top[0]'s diff, read on the device.
   loss_backward_kernel<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      total, C, inner, prob, cuda_->labels.data<int32_t>(), top[0]->diff.data<float>(),
-      cuda_->normalizer.data<float>(), dx);
+      total, C, inner, prob, cuda_->labels.device_data<int32_t>(), top[0]->diff.device_data<float>(),
+      cuda_->normalizer.device_data<float>(), dx);
   STRATA_KERNEL_CHECK();
   if (top.size() > 1) {
     const int64_t positions = outer * inner;
     prob_backward_kernel<<<cuda::blocks_for(positions), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        outer, C, inner, prob, top[1]->diff.data<float>(), dx);
+        outer, C, inner, prob, top[1]->diff.device_data<float>(), dx);
     STRATA_KERNEL_CHECK();
   }
 }

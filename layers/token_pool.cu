@@ -37,7 +37,8 @@ void TokenPoolLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t total = n_ * d_;
   if (total == 0) return;
   token_pool_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n_, t_, d_, pool_ == Pool::kMean ? 1 : 0, bottom[0]->data.data<float>(), top[0]->data.data<float>());
+      n_, t_, d_, pool_ == Pool::kMean ? 1 : 0, bottom[0]->data.device_data<float>(),
+      top[0]->data.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 
@@ -47,7 +48,8 @@ void TokenPoolLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& 
   const int64_t total = n_ * t_ * d_;
   if (total == 0) return;
   token_pool_backward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n_, t_, d_, pool_ == Pool::kMean ? 1 : 0, top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
+      n_, t_, d_, pool_ == Pool::kMean ? 1 : 0, top[0]->diff.device_data<float>(),
+      bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

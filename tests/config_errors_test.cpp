@@ -7,14 +7,14 @@
 // config_test.cpp.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "framework/config.h"
 #include "framework/error.h"
+#include "tests/caffe_lenet.h"
 #include "tests/config_test_util.h"
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
@@ -131,23 +131,16 @@ TEST(NearestKey, PicksClosePlausibleTypos) {
 // ------------------------------------------------------------------- files
 
 TEST(Files, ReadsFileAndRecordsPath) {
-  char path[] = "/tmp/strata_config_test_XXXXXX";
-  const int fd = mkstemp(path);
-  ASSERT_GE(fd, 0);
-  const std::string body = "name: \"lenet\"\nlayer {\n  bad = 1\n}\n";
-  ASSERT_EQ(write(fd, body.data(), body.size()), static_cast<ssize_t>(body.size()));
-  close(fd);
+  const test::TempDir dir("strata_config_test");
+  const std::string path = dir.file("net.prototxt");
+  test::write_text(path, "name: \"lenet\"\nlayer {\n  bad = 1\n}\n");
   std::string m = message_of([&] { parse_config_file(path); });
-  EXPECT_CONTAINS(m, std::string(path) + ":3:7: expected ':' or '{' after key 'bad', found '='");
+  EXPECT_CONTAINS(m, path + ":3:7: expected ':' or '{' after key 'bad', found '='");
 
-  FILE* f = std::fopen(path, "w");
-  ASSERT_NE(f, nullptr);
-  std::fputs("name: \"lenet\"\n", f);
-  std::fclose(f);
+  test::write_text(path, "name: \"lenet\"\n");
   ConfigNode root = parse_config_file(path);
   EXPECT_EQ(root.get_string("name"), "lenet");
-  EXPECT_EQ(root.find("name")->loc().str(), std::string(path) + ":1:1");
-  std::remove(path);
+  EXPECT_EQ(root.find("name")->loc().str(), path + ":1:1");
 }
 
 TEST(Files, MissingFileIsIoError) {
@@ -159,119 +152,12 @@ TEST(Files, MissingFileIsIoError) {
 
 // ------------------------------------------------------------ Caffe LeNet
 
-const char* const kLeNetTrainVal = R"(name: "LeNet"
-layer {
-  name: "mnist"
-  type: "Data"
-  top: "data"
-  top: "label"
-  include {
-    phase: TRAIN
-  }
-  transform_param {
-    scale: 0.00390625
-  }
-  data_param {
-    source: "examples/mnist/mnist_train_lmdb"
-    batch_size: 64
-    backend: LMDB
-  }
-}
-layer {
-  name: "mnist"
-  type: "Data"
-  top: "data"
-  top: "label"
-  include {
-    phase: TEST
-  }
-  transform_param {
-    scale: 0.00390625
-  }
-  data_param {
-    source: "examples/mnist/mnist_test_lmdb"
-    batch_size: 100
-    backend: LMDB
-  }
-}
-layer {
-  name: "conv1"
-  type: "Convolution"
-  bottom: "data"
-  top: "conv1"
-  param {
-    lr_mult: 1
-  }
-  param {
-    lr_mult: 2
-  }
-  convolution_param {
-    num_output: 20
-    kernel_size: 5
-    stride: 1
-    weight_filler {
-      type: "xavier"
-    }
-    bias_filler {
-      type: "constant"
-    }
-  }
-}
-layer {
-  name: "pool1"
-  type: "Pooling"
-  bottom: "conv1"
-  top: "pool1"
-  pooling_param {
-    pool: MAX
-    kernel_size: 2
-    stride: 2
-  }
-}
-layer {
-  name: "ip1"
-  type: "InnerProduct"
-  bottom: "pool1"
-  top: "ip1"
-  param { lr_mult: 1 }
-  param { lr_mult: 2 }
-  inner_product_param {
-    num_output: 500
-    weight_filler { type: "xavier" }
-    bias_filler { type: "constant" }
-  }
-}
-layer {
-  name: "relu1"
-  type: "ReLU"
-  bottom: "ip1"
-  top: "ip1"
-}
-layer {
-  name: "accuracy"
-  type: "Accuracy"
-  bottom: "ip1"
-  bottom: "label"
-  top: "accuracy"
-  include {
-    phase: TEST
-  }
-}
-layer {
-  name: "loss"
-  type: "SoftmaxWithLoss"
-  bottom: "ip1"
-  bottom: "label"
-  top: "loss"
-}
-)";
-
 TEST(LeNet, TrainValPrototxt) {
-  ConfigNode net = parse_config_text(kLeNetTrainVal, "examples/mnist/lenet_train_test.prototxt");
+  ConfigNode net = parse_config_text(test::kCaffeLeNetTrainTest, "examples/mnist/lenet_train_test.prototxt");
   EXPECT_EQ(net.get_string("name"), "LeNet");
   EXPECT_NO_THROW(net.check_keys({"name", "layer"}, "net"));
   std::vector<const ConfigNode*> layers = net.all("layer");
-  ASSERT_EQ(layers.size(), 8u);
+  ASSERT_EQ(layers.size(), 11u);
 
   const ConfigNode& train_data = *layers[0];
   EXPECT_EQ(train_data.get_string("type"), "Data");
@@ -304,10 +190,12 @@ TEST(LeNet, TrainValPrototxt) {
                   "and examples/mnist/lenet_train_test.prototxt:44:3); expected once");
 
   EXPECT_EQ(layers[3]->block("pooling_param").get_enum("pool", {"MAX", "AVE", "STOCHASTIC"}, "MAX"), "MAX");
-  EXPECT_EQ(layers[4]->block("inner_product_param").get_int("num_output"), 500);
-  EXPECT_EQ(layers[4]->count("param"), 2);
-  EXPECT_EQ(layers[6]->get_strings("bottom"), (std::vector<std::string>{"ip1", "label"}));
-  EXPECT_TRUE(layers[7]->block("include").children().empty());  // absent: applies to every phase
+  EXPECT_EQ(layers[6]->get_string("name"), "ip1");
+  EXPECT_EQ(layers[6]->block("inner_product_param").get_int("num_output"), 500);
+  EXPECT_EQ(layers[6]->count("param"), 2);
+  EXPECT_EQ(layers[9]->get_string("name"), "accuracy");
+  EXPECT_EQ(layers[9]->get_strings("bottom"), (std::vector<std::string>{"ip2", "label"}));
+  EXPECT_TRUE(layers[10]->block("include").children().empty());  // absent: applies to every phase
 
   expect_same_tree(net, parse(net.to_string()));
 }

@@ -195,12 +195,9 @@ TEST(CudaRuntimeTest, CpuOnlyBuildRejectsCudaTensorsClearly) {
 
 #else
 
-#define SKIP_WITHOUT_GPU()                                                                   \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: this machine has no GPU " \
-                                                 "(or no driver); the CUDA path is compile-tested only"
 
 TEST(CudaRuntimeTest, CopiesRoundTripThroughTheDevice) {
-  SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU("the CUDA path is compile-tested only");
   Tensor host({3, 5});
   float* h = host.data<float>();
   for (int i = 0; i < 15; ++i) h[i] = 0.5f * static_cast<float>(i) - 3.0f;
@@ -215,7 +212,7 @@ TEST(CudaRuntimeTest, CopiesRoundTripThroughTheDevice) {
 }
 
 TEST(CudaRuntimeTest, CopyElementsMovesRangesToFromAndBetweenDevices) {
-  SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU("the CUDA path is compile-tested only");
   Tensor host({8});
   for (int i = 0; i < 8; ++i) host.data<float>()[i] = static_cast<float>(10 + i);
   Tensor dev({8}, DType::kF32, Device::cuda(0));
@@ -228,7 +225,7 @@ TEST(CudaRuntimeTest, CopyElementsMovesRangesToFromAndBetweenDevices) {
 }
 
 TEST(CudaRuntimeTest, NewStorageIsZeroAndFillZeroWorkOnTheDevice) {
-  SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU("the CUDA path is compile-tested only");
   Tensor dev({1000}, DType::kF32, Device::cuda(0));
   EXPECT_EQ(test::values(dev.to(Device::cpu())), std::vector<float>(1000, 0.0f));
   dev.fill(2.5f);
@@ -239,8 +236,16 @@ TEST(CudaRuntimeTest, NewStorageIsZeroAndFillZeroWorkOnTheDevice) {
   EXPECT_EQ(test::values(dev.to(Device::cpu())), std::vector<float>(3000, 0.0f));
 }
 
+TEST(CudaRuntimeTest, HostAccessorRefusesDeviceMemoryThatTheDeviceAccessorServes) {
+  STRATA_SKIP_WITHOUT_GPU("the CUDA path is compile-tested only");
+  Tensor dev({4}, DType::kF32, Device::cuda(0));
+  EXPECT_CONTAINS(test::error_of<Error>([&] { dev.data<float>(); }), "copy it to the host with .to(Device::cpu())");
+  EXPECT_NE(dev.device_data<float>(), nullptr);
+  EXPECT_EQ(dev.device_data<float>(), dev.raw_data());
+}
+
 TEST(CudaRuntimeTest, TensorsReuseCachedDeviceMemory) {
-  SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU("the CUDA path is compile-tested only");
   { Tensor warm({1 << 20}, DType::kF32, Device::cuda(0)); }
   const AllocatorStats before = cuda::memory_stats(0);
   for (int it = 0; it < 10; ++it) {
@@ -255,7 +260,7 @@ TEST(CudaRuntimeTest, TensorsReuseCachedDeviceMemory) {
 }
 
 TEST(CudaRuntimeTest, UnknownDeviceIsAConfigErrorNamingTheDevices) {
-  SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU("the CUDA path is compile-tested only");
   const std::string msg = test::error_of<ConfigError>([] { Tensor t({4}, DType::kF32, Device::cuda(99)); });
   EXPECT_CONTAINS(msg, "cuda:99 does not exist");
 }

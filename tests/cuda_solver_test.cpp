@@ -151,7 +151,7 @@ std::vector<NetParam> make_params(Device device, uint32_t seed) {
 class FusedOptimizerTest : public ::testing::TestWithParam<SolverType> {};
 
 TEST_P(FusedOptimizerTest, MatchesTheCpuOptimizer) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: fused optimizer kernels are compile-tested only";
+  STRATA_SKIP_WITHOUT_GPU("the fused optimizer kernels are compile-tested only");
   OptimizerOptions o;
   o.type = GetParam();
   o.momentum = 0.9;
@@ -182,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(AllRules, FusedOptimizerTest,
                          [](const auto& info) { return std::string(solver_type_name(info.param)); });
 
 TEST(FusedGradientsTest, ClipAndOverflowCheckMatchTheCpu) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: fused gradient kernels are compile-tested only";
+  STRATA_SKIP_WITHOUT_GPU("the fused gradient kernels are compile-tested only");
   std::vector<NetParam> cpu = make_params(Device::cpu(), 3), gpu = make_params(Device::cuda(0), 3);
   const double nc = clip_gradients(cpu, 1.0), ng = clip_gradients(gpu, 1.0);
   EXPECT_NEAR(ng, nc, 1e-9 * nc);

@@ -1,6 +1,5 @@
 #include "framework/io/file_util.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -13,57 +12,24 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "in: " << (text)
+using test::error_of;
 
-// A fresh directory per test, removed (with its plain files) afterwards.
+// A fresh directory per test, removed afterwards.
 class FileUtilTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "strata_file_util_XXXXXX";
-    ASSERT_NE(::mkdtemp(&tmpl[0]), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    for (const std::string& name : list()) {
-      const std::string p = dir_ + "/" + name;
-      if (::unlink(p.c_str()) != 0) ::rmdir(p.c_str());
-    }
-    ::rmdir(dir_.c_str());
-  }
-  std::vector<std::string> list() const {
-    std::vector<std::string> names;
-    DIR* d = ::opendir(dir_.c_str());
-    if (!d) return names;
-    while (dirent* e = ::readdir(d)) {
-      const std::string n = e->d_name;
-      if (n != "." && n != "..") names.push_back(n);
-    }
-    ::closedir(d);
-    return names;
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::vector<std::string> list() const { return dir_.list(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
   static void write(const std::string& p, const std::string& text) {
     write_file_atomically(p, [&](std::FILE* f) { fwrite_checked(f, text.data(), text.size()); });
   }
 
-  std::string dir_;
+  test::TempDir dir_{"strata_file_util"};
 };
-
-template <typename E, typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception thrown";
-  return "";
-}
 
 TEST_F(FileUtilTest, WritesNewFileAndLeavesNoTemp) {
   write(path("a.bin"), std::string("hello\0world", 11));
@@ -161,7 +127,7 @@ TEST_F(FileUtilTest, ReadMissingFileNamesPathAndReason) {
 }
 
 TEST_F(FileUtilTest, ReadDirectoryIsAnError) {
-  const std::string msg = error_of<IoError>([&] { read_file_bytes(dir_); });
+  const std::string msg = error_of<IoError>([&] { read_file_bytes(dir_.path()); });
   EXPECT_CONTAINS(msg, "is a directory");
 }
 
@@ -176,7 +142,7 @@ TEST_F(FileUtilTest, FileExists) {
   EXPECT_FALSE(file_exists(path("f")));
   write(path("f"), "");
   EXPECT_TRUE(file_exists(path("f")));
-  EXPECT_TRUE(file_exists(dir_));
+  EXPECT_TRUE(file_exists(dir_.path()));
 }
 
 TEST(PathTest, DirnameOf) {

@@ -49,23 +49,19 @@ using test_util::LayerHarness;
 
 constexpr uint64_t kSeed = 20240601;
 
-#define STRATA_SKIP_WITHOUT_GPU()                                                                 \
-  do {                                                                                            \
-    if (cuda::device_count() == 0) {                                                              \
-      GTEST_SKIP() << "no CUDA device: this machine has no GPU (or no driver), so the CUDA layer " \
-                      "comparison cannot run; the CPU suite covers the layers";                   \
-    }                                                                                             \
-  } while (0)
+// Why a test below skips on a machine without a GPU.
+constexpr const char* kNoGpuNote = "the CUDA layer comparison cannot run; the CPU suite covers the layers";
 
 Device gpu() { return Device::cuda(0); }
 
 // Host <-> device through plain synchronous copies after a device-wide
-// synchronisation, so the test depends only on data<>() being a device pointer.
+// synchronisation, so the test depends only on device_data<>() being a device pointer.
 std::vector<float> download(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   if (!v.empty()) {
-    EXPECT_EQ(cudaMemcpy(v.data(), t.data<float>(), v.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(v.data(), t.device_data<float>(), v.size() * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
   }
   return v;
 }
@@ -74,7 +70,8 @@ void upload(Tensor& t, const std::vector<float>& v) {
   ASSERT_EQ(static_cast<size_t>(t.numel()), v.size());
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   if (!v.empty()) {
-    ASSERT_EQ(cudaMemcpy(t.data<float>(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(t.device_data<float>(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
   }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
@@ -252,7 +249,7 @@ std::vector<std::vector<float>> top_weights(const LayerHarness& h, Rng& rng) {
 }
 
 TEST_P(LayerCudaTest, MatchesCpu) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const Case& c = GetParam();
   const MathModeScope mode(c.tol.mode);
   const LayerExample ex = example();
@@ -313,7 +310,7 @@ TEST_P(LayerCudaTest, MatchesCpu) {
 // A zero batch runs forward and backward on the GPU, from setup and after a
 // full batch, without NaN in the tops that do not follow the batch (losses).
 TEST_P(LayerCudaTest, ZeroBatch) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const Case& c = GetParam();
   if (c.tol.mode != cuda::MathMode::kFP32) GTEST_SKIP() << "zero batch: checked once, in FP32";
   const LayerExample ex = example();
@@ -353,7 +350,7 @@ INSTANTIATE_TEST_SUITE_P(AllLayers, LayerCudaTest, ::testing::ValuesIn(all_cases
 // Layers that may run in place give the same results in place on the GPU as
 // out of place on the CPU.
 TEST(LayerCudaInPlace, MatchesCpuOutOfPlace) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const LayerRegistry& reg = LayerRegistry::instance();
   int checked = 0;
   for (const std::string& type : reg.types()) {
@@ -397,7 +394,7 @@ TEST(LayerCudaInPlace, MatchesCpuOutOfPlace) {
 // statistics: the kept fraction, the scaling, and a backward that uses the
 // same mask; a restored RNG state replays the same mask.
 TEST(LayerCudaDropout, TrainMaskStatistics) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const float ratio = 0.3f;
   LayerExample ex = layer_example("dropout_param { dropout_ratio: 0.3 }", {{64, 1000}});
   LayerHarness h = test_util::make_harness("Dropout", ex.config, ex.bottom_shapes, Phase::kTrain, kSeed);
@@ -432,7 +429,7 @@ TEST(LayerCudaDropout, TrainMaskStatistics) {
 
 // ArrayData serves the same batches (data and labels) on both devices.
 TEST(LayerCudaData, ArrayDataMatchesCpu) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   test::TempDir dir("strata_cuda_data");
   std::vector<float> x(10 * 3);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
@@ -470,7 +467,7 @@ TEST(LayerCudaData, ArrayDataMatchesCpu) {
 // ImageData serves the same batches (decoded images and labels) on both
 // devices: random crops and flips depend only on the seed and sample.
 TEST(LayerCudaData, ImageDataMatchesCpu) {
-  STRATA_SKIP_WITHOUT_GPU();
+  STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   test::TempDir dir("strata_cuda_images");
   const std::string images = std::string(STRATA_SOURCE_DIR) + "/tests/golden/images/";
   test::write_text(dir.file("list.txt"), images + "rgb.png 0\n" + images + "small.bmp 1\n" + images +

@@ -19,8 +19,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "framework/config.h"
 #include "framework/net.h"
 #include "framework/net_spec.h"
@@ -28,6 +26,7 @@
 #include "framework/io/json.h"
 #include "framework/solver_config.h"
 #include "transfer/pretrained.h"
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
@@ -156,14 +155,12 @@ TEST(ModelGoldenStrataNames, SavedWeightsReloadAsStrataFormat) {
   options.phase = Phase::kTest;
   std::unique_ptr<Net> a = Net::from_file(kGolden + "vgg_narrow_bn.prototxt", options);
   transfer::load_pretrained(*a, kGolden + "vgg_narrow_bn.safetensors", {});
-  const fs::path tmp = fs::temp_directory_path() / ("strata_model_golden_" + std::to_string(::getpid()));
-  fs::create_directories(tmp);
-  const std::string path = (tmp / "vgg.safetensors").string();
+  const test::TempDir tmp("strata_model_golden");
+  const std::string path = tmp.file("vgg.safetensors");
   save_weights(*a, path);
   std::unique_ptr<Net> b = Net::from_file(kGolden + "vgg_narrow_bn.prototxt", options);
   const LoadReport report = transfer::load_pretrained(*b, path, {});
   EXPECT_TRUE(report.missing.empty()) << report.str();
-  fs::remove_all(tmp);
 
   const NpyArray input = read_npy(kGolden + "input.npy");
   for (Net* net : {a.get(), b.get()}) {

@@ -14,6 +14,7 @@
 #include "framework/error.h"
 #include "framework/net.h"
 #include "framework/tensor.h"
+#include "tests/caffe_lenet.h"
 #include "tests/net_test_util.h"
 #include "tests/test_util.h"
 
@@ -307,151 +308,9 @@ layers { name: "relu1" type: RELU bottom: "conv1" top: "conv1" }
 
 // ----------------------------------------------- Caffe LeNet excerpt ----
 
-// examples/mnist/lenet_train_test.prototxt with Input layers in place of the
-// LMDB Data layers (batch 4 instead of 64/100).
-const char* kLeNet = R"(
-name: "LeNet"
-layer {
-  name: "mnist"
-  type: "Input"
-  top: "data"
-  top: "label"
-  input_param { shape { dim: 4 dim: 1 dim: 28 dim: 28 } shape { dim: 4 } }
-}
-layer {
-  name: "conv1"
-  type: "Convolution"
-  bottom: "data"
-  top: "conv1"
-  param {
-    lr_mult: 1
-  }
-  param {
-    lr_mult: 2
-  }
-  convolution_param {
-    num_output: 20
-    kernel_size: 5
-    stride: 1
-    weight_filler {
-      type: "xavier"
-    }
-    bias_filler {
-      type: "constant"
-    }
-  }
-}
-layer {
-  name: "pool1"
-  type: "Pooling"
-  bottom: "conv1"
-  top: "pool1"
-  pooling_param {
-    pool: MAX
-    kernel_size: 2
-    stride: 2
-  }
-}
-layer {
-  name: "conv2"
-  type: "Convolution"
-  bottom: "pool1"
-  top: "conv2"
-  param {
-    lr_mult: 1
-  }
-  param {
-    lr_mult: 2
-  }
-  convolution_param {
-    num_output: 50
-    kernel_size: 5
-    stride: 1
-    weight_filler {
-      type: "xavier"
-    }
-    bias_filler {
-      type: "constant"
-    }
-  }
-}
-layer {
-  name: "pool2"
-  type: "Pooling"
-  bottom: "conv2"
-  top: "pool2"
-  pooling_param {
-    pool: MAX
-    kernel_size: 2
-    stride: 2
-  }
-}
-layer {
-  name: "ip1"
-  type: "InnerProduct"
-  bottom: "pool2"
-  top: "ip1"
-  param {
-    lr_mult: 1
-  }
-  param {
-    lr_mult: 2
-  }
-  inner_product_param {
-    num_output: 500
-    weight_filler {
-      type: "xavier"
-    }
-    bias_filler {
-      type: "constant"
-    }
-  }
-}
-layer {
-  name: "relu1"
-  type: "ReLU"
-  bottom: "ip1"
-  top: "ip1"
-}
-layer {
-  name: "ip2"
-  type: "InnerProduct"
-  bottom: "ip1"
-  top: "ip2"
-  param {
-    lr_mult: 1
-  }
-  param {
-    lr_mult: 2
-  }
-  inner_product_param {
-    num_output: 10
-    weight_filler {
-      type: "xavier"
-    }
-    bias_filler {
-      type: "constant"
-    }
-  }
-}
-layer {
-  name: "accuracy"
-  type: "Accuracy"
-  bottom: "ip2"
-  bottom: "label"
-  top: "accuracy"
-  include {
-    phase: TEST
-  }
-}
-layer {
-  name: "loss"
-  type: "SoftmaxWithLoss"
-  bottom: "ip2"
-  bottom: "label"
-  top: "loss"
-}
-)";
+// examples/mnist/lenet_train_test.prototxt with an Input layer in place of
+// the LMDB Data layers (batch 4 instead of 64/100).
+const std::string kLeNet = test::caffe_lenet_with_input(4);
 
 void fill_lenet_inputs(Net& net) {
   float* x = net.blob("data").data.data<float>();

@@ -25,6 +25,7 @@
 #include "parallel/backends/communicator_factory.h"
 #include "parallel/rendezvous/env.h"
 #include "parallel/rendezvous/launcher.h"
+#include "tests/test_util.h"
 
 extern char** environ;
 
@@ -170,20 +171,7 @@ std::vector<std::string> launch_args(const std::vector<std::string>& flags, cons
   return a;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/strata_launch_test_XXXXXX";
-    const char* p = mkdtemp(tmpl);
-    if (!p) throw std::runtime_error("mkdtemp failed");
-    path_ = p;
-  }
-  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using strata::test::TempDir;
 
 bool alive(pid_t pid) { return kill(pid, 0) == 0 || errno != ESRCH; }
 
@@ -322,7 +310,7 @@ TEST(ParallelLaunch, PartialLinesAreJoinedNotInterleaved) {
 }
 
 TEST(ParallelLaunch, FailingRankStopsTheOthers) {
-  TempDir dir;
+  TempDir dir("strata_launch_test");
   // Ranks 0 and 2 record their pid and sleep; rank 1 waits until they have,
   // then fails with status 3.
   const std::string d = dir.path();
@@ -352,7 +340,7 @@ TEST(ParallelLaunch, FailingRankStopsTheOthers) {
 }
 
 TEST(ParallelLaunch, RankIgnoringSigtermIsKilledAfterTheGracePeriod) {
-  TempDir dir;
+  TempDir dir("strata_launch_test");
   const std::string d = dir.path();
   const std::string script =
       "if [ \"$STRATA_RANK\" = 1 ]; then "

@@ -363,7 +363,7 @@ std::string read_text(const std::string& path) {
 // host to NCCL (NCCL_HOSTID), so they talk over sockets on loopback instead
 // of refusing to share a GPU.
 void run_two_ranks(const std::string& mode) {
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: the NCCL tests need a GPU";
+  STRATA_SKIP_WITHOUT_GPU("the NCCL tests need one");
   const std::string self = self_path();
   ASSERT_FALSE(self.empty());
   test::TempDir dir("strata_nccl");

@@ -22,6 +22,7 @@
 
 #include "parallel/rendezvous/store.h"
 #include "tests/process_util.h"
+#include "tests/test_util.h"
 
 #ifndef STRATA_PARALLEL_WORKER
 #error "STRATA_PARALLEL_WORKER (path of strata_parallel_worker) must be defined by the build"
@@ -31,21 +32,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/strata_parallel_XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
-    path = buf.data();
-  }
-  ~TempDir() {
-    const std::string cmd = "rm -rf '" + path + "'";
-    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", path.c_str());
-  }
-};
+using strata::test::TempDir;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -60,10 +47,10 @@ bool strata_launch_available() {
   static const bool available = [] {
     const char* direct = std::getenv("STRATA_TEST_SPAWN_DIRECTLY");
     if (direct && std::string(direct) == "1") return false;
-    TempDir dir;
-    const pid_t pid = strata::test::spawn_process({STRATA_BINARY, "launch", "--help"}, {}, dir.path + "/help.txt");
+    TempDir dir("strata_parallel");
+    const pid_t pid = strata::test::spawn_process({STRATA_BINARY, "launch", "--help"}, {}, dir.path() + "/help.txt");
     return strata::test::wait_for_process(pid, Clock::now() + std::chrono::seconds(20)) == 0 &&
-           read_file(dir.path + "/help.txt").find("--nproc") != std::string::npos;
+           read_file(dir.path() + "/help.txt").find("--nproc") != std::string::npos;
   }();
   return available;
 }
@@ -100,13 +87,13 @@ std::vector<RankResult> run_ranks_directly(int n, const std::vector<std::string>
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> env = rank_env(r, n, port, timeout_s);
     env.insert(env.end(), extra_env.begin(), extra_env.end());
-    pids.push_back(strata::test::spawn_process(argv, env, dir.path + "/rank" + std::to_string(r) + ".log"));
+    pids.push_back(strata::test::spawn_process(argv, env, dir.path() + "/rank" + std::to_string(r) + ".log"));
   }
   const auto deadline = Clock::now() + std::chrono::seconds(timeout_s + 30);
   std::vector<RankResult> results(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     results[r].status = strata::test::wait_for_process(pids[r], deadline);
-    results[r].output = read_file(dir.path + "/rank" + std::to_string(r) + ".log");
+    results[r].output = read_file(dir.path() + "/rank" + std::to_string(r) + ".log");
   }
   return results;
 }
@@ -120,15 +107,15 @@ TEST_P(ProcessTest, EveryCollectiveExact) {
   const std::string algorithm = std::get<1>(GetParam());
   const std::vector<std::string> extra_env =
       std::get<2>(GetParam()) == "tcp" ? std::vector<std::string>{"STRATA_SHM=0"} : std::vector<std::string>{};
-  TempDir dir;
+  TempDir dir("strata_parallel");
   const std::vector<std::string> worker_args = {"check", algorithm};
   if (strata_launch_available()) {
     std::vector<std::string> argv = {STRATA_BINARY, "launch", "--nproc", std::to_string(n),
                                      "--timeout",   "30",     "--",      STRATA_PARALLEL_WORKER};
     argv.insert(argv.end(), worker_args.begin(), worker_args.end());
-    const pid_t pid = strata::test::spawn_process(argv, extra_env, dir.path + "/launch.log");
+    const pid_t pid = strata::test::spawn_process(argv, extra_env, dir.path() + "/launch.log");
     const int status = strata::test::wait_for_process(pid, Clock::now() + std::chrono::seconds(90));
-    const std::string out = read_file(dir.path + "/launch.log");
+    const std::string out = read_file(dir.path() + "/launch.log");
     EXPECT_EQ(status, 0) << out;
     for (int r = 0; r < n; ++r) {
       EXPECT_NE(out.find("rank " + std::to_string(r) + ": all checks passed (" + algorithm + ", tcp backend)"),
@@ -159,22 +146,22 @@ INSTANTIATE_TEST_SUITE_P(Loopback, ProcessTest,
 TEST(ProcessFailure, KilledRankMakesTheOthersFailWithinTheTimeout) {
   const int n = 3;
   const int timeout_s = 10;
-  TempDir dir;
+  TempDir dir("strata_parallel");
   // Port 0: the system picks a free one as the server binds it.
   const strata::parallel::StoreServer store("127.0.0.1", 0, kToken);
   const int port = store.port();
   std::vector<pid_t> pids;
   for (int r = 0; r < n; ++r) {
-    pids.push_back(strata::test::spawn_process({STRATA_PARALLEL_WORKER, "loop", "ring", dir.path},
+    pids.push_back(strata::test::spawn_process({STRATA_PARALLEL_WORKER, "loop", "ring", dir.path()},
                                                rank_env(r, n, port, timeout_s),
-                                               dir.path + "/rank" + std::to_string(r) + ".log"));
+                                               dir.path() + "/rank" + std::to_string(r) + ".log"));
   }
   // Wait until every rank has finished one allreduce, i.e. they are connected
   // and looping.
   const auto ready_deadline = Clock::now() + std::chrono::seconds(30);
   for (int r = 0; r < n; ++r) {
     struct stat st {};
-    while (stat((dir.path + "/rank" + std::to_string(r)).c_str(), &st) != 0 && Clock::now() < ready_deadline) {
+    while (stat((dir.path() + "/rank" + std::to_string(r)).c_str(), &st) != 0 && Clock::now() < ready_deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
@@ -187,7 +174,7 @@ TEST(ProcessFailure, KilledRankMakesTheOthersFailWithinTheTimeout) {
   const double took = std::chrono::duration<double>(Clock::now() - killed_at).count();
   EXPECT_EQ(status[1], 128 + SIGKILL);
   for (int r : {0, 2}) {
-    const std::string out = read_file(dir.path + "/rank" + std::to_string(r) + ".log");
+    const std::string out = read_file(dir.path() + "/rank" + std::to_string(r) + ".log");
     EXPECT_EQ(status[r], 1) << "rank " << r << ":\n" << out;
     const bool closed = out.find("closed the connection") != std::string::npos;
     const bool timed_out = out.find("timed out after") != std::string::npos;
@@ -196,9 +183,9 @@ TEST(ProcessFailure, KilledRankMakesTheOthersFailWithinTheTimeout) {
   }
   // Rank 2 receives from rank 1 in the ring, through shared memory (the
   // default between local ranks): it must name the dead rank.
-  EXPECT_NE(read_file(dir.path + "/rank2.log").find("rank 1 (127.0.0.1:"), std::string::npos)
-      << read_file(dir.path + "/rank2.log");
-  EXPECT_NE(read_file(dir.path + "/rank2.log").find("[shm]"), std::string::npos) << read_file(dir.path + "/rank2.log");
+  EXPECT_NE(read_file(dir.path() + "/rank2.log").find("rank 1 (127.0.0.1:"), std::string::npos)
+      << read_file(dir.path() + "/rank2.log");
+  EXPECT_NE(read_file(dir.path() + "/rank2.log").find("[shm]"), std::string::npos) << read_file(dir.path() + "/rank2.log");
   EXPECT_LT(took, timeout_s + 1.0);
 }
 

@@ -1,6 +1,7 @@
 // Helpers used across the test files: the message of an expected exception,
 // a substring assertion, a temp folder removed afterwards, small file writers,
-// and running one registered layer by hand (no Net).
+// skipping a GPU test on a machine without one, and running one registered
+// layer by hand (no Net).
 #pragma once
 
 #include <stdlib.h>
@@ -23,10 +24,25 @@
 #include "framework/layer.h"
 #include "framework/layer_registry.h"
 #include "framework/tensor.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#endif
 
 #ifndef EXPECT_CONTAINS
 #define EXPECT_CONTAINS(text, part) \
   EXPECT_NE(std::string(text).find(part), std::string::npos) << "missing '" << (part) << "' in: " << (text)
+#endif
+
+#ifdef STRATA_WITH_CUDA
+// Skips the running test, saying why, where this build has CUDA but the
+// machine has no GPU (or no driver); `unchecked` says what then goes
+// untested. The CUDA code itself is still compiled.
+#define STRATA_SKIP_WITHOUT_GPU(unchecked)                                                         \
+  do {                                                                                             \
+    if (::strata::cuda::device_count() == 0) {                                                     \
+      GTEST_SKIP() << "no CUDA device: this machine has no GPU (or no driver); " << (unchecked);   \
+    }                                                                                              \
+  } while (0)
 #endif
 
 namespace strata {

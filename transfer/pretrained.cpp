@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
-#include <cstring>
 #include <map>
 
 #include "framework/io/checkpoint.h"
@@ -47,23 +46,7 @@ std::string join(const std::vector<std::string>& v, size_t limit = 8) {
 // The file tensor as f32, converting 16-bit floats; false for other dtypes.
 bool to_f32(const TensorView& v, Tensor* out) {
   *out = Tensor(v.shape);
-  float* dst = out->data<float>();
-  const int64_t n = out->numel();
-  switch (v.dtype) {
-    case DType::kF32:
-      if (n > 0) std::memcpy(dst, v.data, static_cast<size_t>(n) * sizeof(float));
-      return true;
-    case DType::kF16:
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, v.data + 2 * i, 2);  // the view need not be 2-byte aligned
-        out->data<float>()[i] = v.dtype == DType::kF16 ? f16_to_float(h) : bf16_to_float(h);
-      }
-      return true;
-    default:
-      return false;
-  }
+  return convert_to_f32(v.dtype, v.data, out->data<float>(), out->numel());
 }
 
 // The NetParam a routed name stands for: the parameter of that name, or the

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "framework/byte_size.h"
+
 namespace strata::cuda {
 
 namespace {
@@ -11,28 +13,13 @@ constexpr size_t kSmallLimit = size_t(1) << 20;
 constexpr size_t kSmallRound = 512;
 constexpr size_t kLargeRound = size_t(2) << 20;
 
-std::string human(size_t b) {
-  std::ostringstream os;
-  os.precision(3);
-  if (b >= (size_t(1) << 30)) {
-    os << b / double(size_t(1) << 30) << " GiB";
-  } else if (b >= (size_t(1) << 20)) {
-    os << b / double(size_t(1) << 20) << " MiB";
-  } else if (b >= 1024) {
-    os << b / 1024.0 << " KiB";
-  } else {
-    os << b << " B";
-  }
-  return os.str();
-}
-
 }  // namespace
 
 std::string AllocatorStats::str() const {
   std::ostringstream os;
-  os << "allocated " << human(allocated_bytes) << " (peak " << human(peak_allocated_bytes) << "), reserved "
-     << human(reserved_bytes) << " (peak " << human(peak_reserved_bytes) << "), " << device_mallocs
-     << " device allocations, " << cache_hits << " cache hits";
+  os << "allocated " << format_bytes(allocated_bytes) << " (peak " << format_bytes(peak_allocated_bytes)
+     << "), reserved " << format_bytes(reserved_bytes) << " (peak " << format_bytes(peak_reserved_bytes) << "), "
+     << device_mallocs << " device allocations, " << cache_hits << " cache hits";
   return os.str();
 }
 

@@ -32,7 +32,7 @@ void device_free(void* ptr, int index) noexcept;
 void copy_bytes(void* dst, int dst_device, const void* src, int src_device, size_t bytes);
 // Queued on the compute stream of `index`.
 void zero_bytes(void* ptr, size_t bytes, int index);
-void fill_f32(float* ptr, int64_t n, float value, int index);  // framework/cuda/tensor_kernels.cu
+void fill_f32(float* ptr, int64_t n, float value, int index);
 // Reads n device floats (each at its own address) into out[0..n) with one
 // synchronisation: what the Net does with its loss values once per step.
 void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index);
@@ -43,7 +43,7 @@ void synchronize(int index);
 AllocatorStats memory_stats(int index);
 void reset_peak_memory_stats(int index);
 void empty_cache(int index);
-// "cuda:0 (NVIDIA H100): allocated ... reserved ...; device 79.1 GiB total, 78 GiB free".
+// "cuda:0 (NVIDIA H100): allocated ... reserved ...; device 79.10 GiB total, 78.00 GiB free".
 std::string memory_report(int index);
 
 }  // namespace strata::cuda

@@ -42,6 +42,10 @@ __global__ void scale_kernel(int64_t n, float alpha, float* x) {
   STRATA_CUDA_LOOP(i, n) x[i] *= alpha;
 }
 
+__global__ void add_row_bias_kernel(int64_t rows, int64_t cols, const float* b, float* y) {
+  STRATA_CUDA_LOOP(i, rows * cols) y[i] += b[i % cols];
+}
+
 // One thread per column, rows summed in order: coalesced across threads.
 __global__ void column_sums_kernel(int64_t rows, int64_t cols, const float* a, float beta, float* y) {
   STRATA_CUDA_LOOP(c, cols) {
@@ -211,6 +215,12 @@ void axpy(int64_t n, float alpha, const float* x, float* y) {
 void scale(int64_t n, float alpha, float* x) {
   if (n <= 0) return;
   scale_kernel<<<blocks_for(n), kThreadsPerBlock, 0, compute_stream()>>>(n, alpha, x);
+  STRATA_KERNEL_CHECK();
+}
+
+void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y) {
+  if (rows * cols <= 0) return;
+  add_row_bias_kernel<<<blocks_for(rows * cols), kThreadsPerBlock, 0, compute_stream()>>>(rows, cols, b, y);
   STRATA_KERNEL_CHECK();
 }
 

@@ -46,6 +46,8 @@ void fill(int64_t n, float value, float* x);
 void copy(int64_t n, const float* x, float* y);  // y = x (may alias: no-op)
 void axpy(int64_t n, float alpha, const float* x, float* y);  // y += alpha * x
 void scale(int64_t n, float alpha, float* x);                 // x *= alpha
+// y[r][c] += b[c] for row-major y [rows, cols]: a bias added to every row.
+void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y);
 // Sums of [rows, cols] row-major A: y[c] = sum_r A[r][c] + beta * y[c]
 // (beta 0 overwrites, 1 accumulates). Deterministic.
 void column_sums(int64_t rows, int64_t cols, const float* A, float beta, float* y);

@@ -98,23 +98,6 @@ DeviceTable& table_for(const std::vector<FusedTensor>& all, int index) {
   return *g_tables.back();
 }
 
-// Makes `index` current while a fused call runs.
-class DeviceScope {
- public:
-  explicit DeviceScope(int index) : prev_(current_device()), switched_(prev_ != index) {
-    if (switched_) set_device(index);
-  }
-  ~DeviceScope() {
-    if (switched_) cudaSetDevice(prev_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int prev_;
-  bool switched_;
-};
-
 // The tensor owning chunk `c`: the last t with offsets[t] <= c.
 __device__ int find_tensor(const int64_t* offsets, int count, int64_t c) {
   int lo = 0, hi = count - 1;
@@ -237,7 +220,7 @@ __global__ void sum_partials_kernel(const double* partials, int64_t n, double* o
 }  // namespace
 
 void fused_sgd(const std::vector<FusedTensor>& tensors, const FusedSgdArgs& a, int index) {
-  DeviceScope scope(index);
+  DeviceGuard device(index);
   DeviceTable& t = table_for(tensors, index);
   if (t.chunks == 0) return;
   sgd_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, compute_stream()>>>(
@@ -246,7 +229,7 @@ void fused_sgd(const std::vector<FusedTensor>& tensors, const FusedSgdArgs& a, i
 }
 
 void fused_adam(const std::vector<FusedTensor>& tensors, const FusedAdamArgs& a, int index) {
-  DeviceScope scope(index);
+  DeviceGuard device(index);
   DeviceTable& t = table_for(tensors, index);
   if (t.chunks == 0) return;
   const double tt = static_cast<double>(a.step);
@@ -264,7 +247,7 @@ GradStats fused_scale_gradients(const std::vector<FusedTensor>& tensors, float f
   GradStats out;
   const bool stats = read_back == ReadBack::kYes;
   if (factor == 1.0f && !stats) return out;
-  DeviceScope scope(index);
+  DeviceGuard device(index);
   DeviceTable& t = table_for(tensors, index);
   if (t.chunks == 0) return out;
   cudaStream_t stream = compute_stream();

@@ -13,8 +13,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "framework/byte_size.h"
 #include "framework/cuda/allocator.h"
 #include "framework/cuda/device_api.h"
+#include "framework/cuda/math.h"
 #include "framework/cuda/streams.h"
 #include "framework/error.h"
 
@@ -59,25 +61,6 @@ struct DeviceContext {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   std::mutex mu;  // handles and workspace
-};
-
-// Makes `index` current for the scope (and restores the previous device).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int index) {
-    STRATA_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != index) STRATA_CUDA_CHECK(cudaSetDevice(index));
-    switched_ = prev_ != index;
-  }
-  ~DeviceGuard() {
-    if (switched_) cudaSetDevice(prev_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-  bool switched_ = false;
 };
 
 cudaStream_t stream_of(DeviceContext& ctx, int id) {
@@ -159,13 +142,6 @@ DeviceContext& context(int index) {
 
 DeviceContext& current() { return context(current_device()); }
 
-std::string human(size_t b) {
-  std::ostringstream os;
-  os.precision(3);
-  os << b / double(size_t(1) << 30) << " GiB";
-  return os.str();
-}
-
 }  // namespace
 
 int current_device() {
@@ -177,6 +153,21 @@ int current_device() {
 void set_device(int index) {
   check_device_index(index);
   STRATA_CUDA_CHECK(cudaSetDevice(index));
+}
+
+DeviceGuard::DeviceGuard(int index) {
+  STRATA_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != index) STRATA_CUDA_CHECK(cudaSetDevice(index));
+  switched_ = previous_ != index;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (!switched_) return;
+  try {
+    STRATA_CUDA_CHECK(cudaSetDevice(previous_));
+  } catch (const Error&) {
+    // Not rethrown (destructors must not throw); cudaGetLastError() still holds it.
+  }
 }
 
 int device_count() {
@@ -251,7 +242,7 @@ void* device_malloc(size_t bytes, int index) {
       cudaMemGetInfo(&free_b, &total_b);
     }
     fail<Error>("CUDA out of memory on cuda:", index, ": could not allocate ", want, " bytes (", st.str(),
-                "; device ", human(free_b), " free of ", human(total_b),
+                "; device ", format_bytes(free_b), " free of ", format_bytes(total_b),
                 "); use a smaller batch size or a smaller model");
   });
   DeviceGuard g(index);
@@ -305,6 +296,12 @@ void zero_bytes(void* ptr, size_t bytes, int index) {
   STRATA_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx.compute));
 }
 
+void fill_f32(float* ptr, int64_t n, float value, int index) {
+  if (n <= 0) return;
+  DeviceGuard g(index);
+  fill(n, value, ptr);  // framework/cuda/math.h, on the compute stream of `index`
+}
+
 void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index) {
   if (device_ptrs.empty()) return;
   DeviceContext& ctx = context(index);
@@ -340,7 +337,7 @@ std::string memory_report(int index) {
   STRATA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   std::ostringstream os;
   os << "cuda:" << index << " (" << prop.name << "): " << ctx.cache->stats().str() << "; device "
-     << human(total_b) << " total, " << human(free_b) << " free";
+     << format_bytes(total_b) << " total, " << format_bytes(free_b) << " free";
   return os.str();
 }
 

@@ -51,6 +51,25 @@ int current_device();
 void set_device(int index);
 int device_count();  // 0 when no GPU or no driver; never throws
 
+// Makes device `index` current for a scope and restores the previous device
+// on exit. The current device belongs to the calling thread, and library
+// entry points may be called from any thread, so every function that works
+// on a device it was given (not the current one) opens one of these.
+// The constructor throws strata::Error when the switch fails; the destructor
+// never throws (a failed switch back stays in cudaGetLastError(), where the
+// next launch check reports it).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
 // Streams and handles of the current device, created on first use.
 cudaStream_t compute_stream();
 cudaStream_t copy_stream();

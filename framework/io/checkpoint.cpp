@@ -29,26 +29,6 @@ std::string join(const std::vector<std::string>& v, size_t limit = 20) {
   return s;
 }
 
-// Copies a file tensor into an f32 destination, converting 16-bit floats.
-// Returns false when the file's dtype cannot be converted.
-bool copy_to_f32(const TensorView& v, float* dst, int64_t n) {
-  switch (v.dtype) {
-    case DType::kF32:
-      if (n > 0) std::memcpy(dst, v.data, static_cast<size_t>(n) * sizeof(float));
-      return true;
-    case DType::kF16:
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, v.data + 2 * i, 2);  // the view need not be 2-byte aligned
-        dst[i] = v.dtype == DType::kF16 ? f16_to_float(h) : bf16_to_float(h);
-      }
-      return true;
-    default:
-      return false;
-  }
-}
-
 std::string hex_encode(const std::string& bytes) {
   static const char* digits = "0123456789abcdef";
   std::string out;
@@ -296,7 +276,7 @@ LoadReport load_weights(Net& net, const std::string& path, const LoadOptions& op
     const bool on_device = !p.blob->data.device().is_cpu();
     Tensor host_param = on_device ? Tensor(p.blob->shape()) : p.blob->data;
     float* dst = shard.split() ? staged.data<float>() : host_param.data<float>();
-    if (copy_to_f32(*v, dst, shard.split() ? staged.numel() : p.blob->numel())) {
+    if (convert_to_f32(v->dtype, v->data, dst, shard.split() ? staged.numel() : p.blob->numel())) {
       if (shard.split()) {
         copy_shard_out(staged.data<float>(), full, shard, host_param.data<float>());
       }

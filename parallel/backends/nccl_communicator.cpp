@@ -26,6 +26,7 @@ std::unique_ptr<Communicator> create_nccl_communicator(const RankEnv& env, std::
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -71,24 +72,6 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   fail<Error>("unknown reduce op");
 }
 
-// Makes `device` current for a scope (calls may come from any thread).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) : device_(device) {
-    STRATA_CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device_) STRATA_CUDA_CHECK(cudaSetDevice(device_));
-  }
-  ~DeviceGuard() {
-    if (previous_ != device_) cudaSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int device_;
-  int previous_ = 0;
-};
-
 // Polling back-off: spin a little (small collectives finish in microseconds),
 // then sleep so a long wait does not burn a core.
 class Backoff {
@@ -131,9 +114,12 @@ struct NcclState {
 
   ~NcclState() {
     if (!comm) return;
-    int previous = 0;
-    cudaGetDevice(&previous);
-    cudaSetDevice(device);
+    std::optional<cuda::DeviceGuard> guard;
+    try {
+      guard.emplace(device);
+    } catch (const Error&) {
+      // Not rethrown (destructors must not throw): the teardown below does what it still can.
+    }
     // Flush and free; if a peer is gone the flush never ends, so abort after the timeout.
     const ncclResult_t finalized = ncclCommFinalize(comm);
     bool clean = finalized == ncclSuccess || finalized == ncclInProgress;
@@ -154,7 +140,6 @@ struct NcclState {
     } else {
       ncclCommAbort(comm);
     }
-    cudaSetDevice(previous);
   }
 
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(timeout_ms.load()); }
@@ -249,7 +234,7 @@ class NcclWork final : public CommWork {
 
   void wait() override {
     if (finished_) return;
-    DeviceGuard guard(state_->device);
+    cuda::DeviceGuard guard(state_->device);
     state_->wait_event(done_, op_);
     finished_ = true;
   }
@@ -420,7 +405,7 @@ class NcclCommunicator final : public Communicator {
   // far; returns the handle whose wait() blocks until it is done.
   template <typename Fn>
   std::unique_ptr<CommWork> launch(const std::string& op, int64_t numel, Fn&& enqueue) {
-    DeviceGuard guard(s_->device);
+    cuda::DeviceGuard guard(s_->device);
     std::lock_guard<std::mutex> lock(s_->mu);
     s_->check_usable(op);
     if (numel == 0) return std::make_unique<NcclWork>(s_, nullptr, op);  // same on every rank: nothing to do
@@ -466,7 +451,7 @@ std::unique_ptr<Communicator> create_nccl_communicator(const RankEnv& env, std::
   }
   state->device = options.device >= 0 ? options.device : cuda::current_device();
   cuda::check_device_index(state->device);
-  DeviceGuard guard(state->device);
+  cuda::DeviceGuard guard(state->device);
 
   // Rendezvous: rank 0's unique id through the store.
   ncclUniqueId id;
