@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages strata needs to build and test, if missing.
 # Runs apt-get only when something is absent, so repeated calls are quick.
+# Arguments name further packages to install the same way (tools/run_tests.sh
+# adds the sanitizer and fuzzing builds' compilers).
 set -euo pipefail
 
 # libopenmpi-dev + openmpi-bin: the mpi communication backend and its tests (mpirun).
 # The CUDA backend is optional and not installed here: CMake builds it when it
 # finds nvcc, and then needs cuBLAS and cuDNN 9 (CUDA toolkit + cudnn packages
 # from NVIDIA); without nvcc, or with -DSTRATA_CUDA=OFF, the build is CPU-only.
-packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev libopenmpi-dev openmpi-bin)
+packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev libopenmpi-dev openmpi-bin "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

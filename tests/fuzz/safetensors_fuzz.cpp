@@ -1,9 +1,10 @@
 // libFuzzer target for the safetensors header parser and validator. Any input
 // must either load or throw strata::Error; crashes, sanitizer reports and
-// other exception types are bugs. Build (clang):
-//   clang++ -std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -I. -o st_fuzz
-//     framework/{dtype,file_util,json,safetensors}.cpp tests/fuzz/safetensors_fuzz.cpp
-//   ./st_fuzz -max_total_time=60 tests/fuzz/corpus_safetensors
+// other exception types are bugs. `bash tools/run_tests.sh fuzz` builds it
+// with clang (tests/fuzz/CMakeLists.txt) and runs it over the seeds; by hand:
+//   cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DSTRATA_FUZZ=ON -DSTRATA_CUDA=OFF
+//   cmake --build build-fuzz --target strata_fuzz_safetensors
+//   mkdir -p /tmp/st_new && build-fuzz/strata_fuzz_safetensors -max_total_time=60 /tmp/st_new tests/fuzz/corpus_safetensors
 // Seeds (tests/fuzz/corpus_safetensors; tests/transfer_weights_files_test.cpp
 // replays each one on every test run and checks its error message):
 //   valid_empty, valid_two_tensors, valid_zero_elem   files that load

@@ -10,6 +10,7 @@ On a GPU: --device cuda --precision FP32|TF32|BF16 (BF16 = torch.autocast
 with bfloat16, TF32 = allow_tf32 for matmul and cuDNN); also reports
 torch.cuda.max_memory_allocated / max_memory_reserved."""
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -77,11 +78,18 @@ def bench(name, iters, warmup, repeats, device="cpu", precision="FP32", batch=0)
     x = torch.randn(batch, *shape, device=device)
     y = torch.randint(0, 10, (batch,), device=device)
     loss_fn = nn.CrossEntropyLoss()
-    autocast = on_gpu and precision == "BF16"
+    # BF16 is CUDA autocast; everything else runs without autocast. A plain
+    # nullcontext rather than torch.autocast("cuda", enabled=False), which
+    # asserts on a PyTorch built without CUDA (Debian's 1.13).
+    if on_gpu and precision == "BF16":
+        def precision_scope():
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+    else:
+        precision_scope = contextlib.nullcontext
 
     def step():
         opt.zero_grad(set_to_none=False)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        with precision_scope():
             loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
