@@ -100,7 +100,8 @@ if wants default; then
   : > "$log"
   stage_begin default "Release build in build/ (CUDA when nvcc is found), every ctest test"
   step "configure" "$log" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-  grep -E "CUDA|NCCL|MPI [0-9]|OpenBLAS" "$log" | grep -- "^-- " | sed 's/^/    /' || true
+  # What this machine gave the build: the backends on or off, and why.
+  grep -E "^-- (CUDA [0-9]|CUDA not|STRATA_CUDA|NCCL|no CUDA|MPI [0-9]|MPI not)" "$log" | sed 's/^/    /' || true
   step "build (all targets, benchmarks included)" "$log" cmake --build build -j "$jobs"
   run_ctest build "$log"
   stage_end default
