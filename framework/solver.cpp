@@ -250,10 +250,7 @@ float Solver::step() {
             << ", update skipped, loss scale lowered to " << scaler_->scale();
         notice_(msg.str());
       }
-      ++iter_;
-      loss_window_.push_back(static_cast<float>(loss));
-      while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
-      return static_cast<float>(loss);
+      return finish_step(loss);
     }
   } else {
     // One pass scales and checks: a NaN/inf step never reaches the weights.
@@ -270,16 +267,18 @@ float Solver::step() {
       ++nonfinite_skipped_;
       if (notice_) notice_(what + "; update skipped (nonfinite: SKIP), " + std::to_string(nonfinite_skipped_) +
                            " so far");
-      ++iter_;
-      loss_window_.push_back(static_cast<float>(loss));
-      while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
-      return static_cast<float>(loss);
+      return finish_step(loss);
     }
   }
   clip_gradients(params, config_.clip_gradients);
   optimizer_->update(params, last_lr_);
-  ++iter_;
+  return finish_step(loss);
+}
 
+// The end of every step, updated or skipped: the iteration counts and its
+// loss joins the window the progress lines average.
+float Solver::finish_step(double loss) {
+  ++iter_;
   loss_window_.push_back(static_cast<float>(loss));
   while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
   return static_cast<float>(loss);

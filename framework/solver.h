@@ -171,6 +171,7 @@ class Solver {
   void run_test_and_report();
   void report_iteration();
   void reduce_outputs(NamedValues& values);
+  float finish_step(double loss);
   bool stop_now() const;
   template <typename Pred>
   TrainingStrategy* owner(Pred owns) const;
