@@ -96,6 +96,8 @@ std::string first_nonfinite(Net& net) {
 
 // Reserved layer-state key holding the FP16 loss scaler ("<scale> <good steps>").
 constexpr const char* kLossScaleStateKey = "@loss_scale";
+// Reserved layer-state key holding snapshot_best's record ("<iteration> <value>").
+constexpr const char* kBestStateKey = "@best";
 
 // Precision -> GEMM/convolution math on the GPU; ConfigError on the CPU.
 void apply_precision(const SolverConfig& config, Device device) {
@@ -313,6 +315,32 @@ void Solver::run_test_and_report() {
   info.outputs = test();
   info.elapsed_seconds = elapsed_seconds();
   for (TrainingObserver* o : observers_) o->on_test(info);
+  if (!config_.snapshot_best.empty()) snapshot_if_best(info.outputs);
+}
+
+// Every rank sees the same (reduced) test outputs, so every rank decides the
+// same and reaches the snapshot's collective work together.
+void Solver::snapshot_if_best(const NamedValues& outputs) {
+  const auto it = std::find_if(outputs.begin(), outputs.end(),
+                               [&](const auto& kv) { return kv.first == config_.snapshot_best; });
+  if (it == outputs.end()) {
+    std::string names;
+    for (const auto& kv : outputs) names += (names.empty() ? "'" : ", '") + kv.first + "'";
+    fail<ConfigError>("snapshot_best: '", config_.snapshot_best, "' is not an output of the TEST net (",
+                      names.empty() ? std::string("it has no scalar outputs") : "its outputs: " + names,
+                      "); name one of them in the solver file");
+  }
+  const double v = it->second;
+  if (!std::isfinite(v)) return;
+  const bool better = best_iter_ < 0 || (config_.snapshot_best_is == BestIs::kHigher ? v > best_value_ : v < best_value_);
+  if (!better) return;
+  best_value_ = v;
+  best_iter_ = iter_;
+  if (last_snapshot_iter_ == iter_) {
+    apply_retention();  // written before this test (e.g. a resume point): protect it now
+    return;
+  }
+  write_snapshot_if_enabled();
 }
 
 void Solver::report_iteration() {
@@ -347,6 +375,7 @@ SolverState Solver::capture_state(const SnapshotPaths& paths) {
   if (test_net_) st.test_layer_states = test_net_->save_layer_states();
   st.loss_window.assign(loss_window_.begin(), loss_window_.end());
   st.config_fingerprint = config_.fingerprint();
+  st.settings = config_.training_settings();
   st.weights_file = basename_of(paths.weights);
   if (options_.world_size > 1) st.layer_states[kWorldSizeStateKey] = std::to_string(options_.world_size);
   if (scaler_) {
@@ -354,6 +383,12 @@ SolverState Solver::capture_state(const SnapshotPaths& paths) {
     ls.precision(17);
     ls << scaler_->scale() << ' ' << scaler_->good_steps();
     st.layer_states[kLossScaleStateKey] = ls.str();
+  }
+  if (best_iter_ >= 0) {
+    std::ostringstream best;
+    best.precision(17);
+    best << best_iter_ << ' ' << best_value_ << ' ' << config_.snapshot_best;
+    st.layer_states[kBestStateKey] = best.str();
   }
   return st;
 }
@@ -397,18 +432,28 @@ SnapshotPaths Solver::write_snapshot(const SolverState& st, const SnapshotPaths&
 
   last_snapshot_iter_ = iter_;
   last_snapshot_ = paths.state;
-  if (config_.snapshot_keep > 0) {
-    // Retention: this run's older pairs go once the new one is in place.
-    written_.push_back(paths);
-    while (static_cast<int64_t>(written_.size()) > config_.snapshot_keep) {
-      std::remove(written_.front().state.c_str());  // the state first: it points at the weights
-      std::remove(written_.front().weights.c_str());
-      written_.pop_front();
-    }
-  }
+  written_.push_back(paths);
+  apply_retention();
   SnapshotInfo info{iter_, paths.weights, paths.state, elapsed_seconds()};
   for (TrainingObserver* o : observers_) o->on_snapshot(info);
   return paths;
+}
+
+// This run's older pairs go once a new one is in place: the newest
+// snapshot_keep stay, and of the older ones the best (snapshot_best).
+void Solver::apply_retention() {
+  if (config_.snapshot_keep <= 0) return;
+  const std::string best = best_iter_ >= 0 ? snapshot_paths(config_.snapshot_prefix, best_iter_).state : "";
+  auto it = written_.begin();
+  while (static_cast<int64_t>(written_.end() - it) > config_.snapshot_keep) {
+    if (it->state == best) {
+      ++it;
+      continue;
+    }
+    std::remove(it->state.c_str());  // the state first: it points at the weights
+    std::remove(it->weights.c_str());
+    it = written_.erase(it);
+  }
 }
 
 std::string Solver::write_snapshot_if_enabled() {
@@ -465,6 +510,8 @@ ResumeInfo Solver::restore(const std::string& state_path) {
   // The FP16 loss scaler's state; absent in snapshots of other precisions.
   std::string loss_scale_state;
   if (auto ls = st.layer_states.find(kLossScaleStateKey); ls != st.layer_states.end()) loss_scale_state = ls->second;
+  std::string best_state;  // snapshot_best's record, when the run had one
+  if (auto b = st.layer_states.find(kBestStateKey); b != st.layer_states.end()) best_state = b->second;
   adapt_layer_states(st, info);
   const std::string mine = solver_type_name(config_.optimizer.type);
   if (st.solver_type != mine) {
@@ -530,6 +577,13 @@ ResumeInfo Solver::restore(const std::string& state_path) {
     ls >> scale >> good;
     scaler_->set_state(scale, good);
   }
+  if (!best_state.empty() && !config_.snapshot_best.empty()) {
+    // Only a record of the same metric carries over.
+    std::istringstream best(best_state);
+    std::string metric;
+    best >> best_iter_ >> best_value_ >> metric;
+    if (best.fail() || metric != config_.snapshot_best) best_iter_ = -1;
+  }
   net_->load_layer_states(st.layer_states);
   if (test_net_) test_net_->load_layer_states(st.test_layer_states);
   iter_ = st.iter;
@@ -541,6 +595,9 @@ ResumeInfo Solver::restore(const std::string& state_path) {
   info.iter = iter_;
   info.weights_path = weights;
   info.config_changed = st.config_fingerprint != config_.fingerprint();
+  if (info.config_changed && !st.settings.empty()) {
+    info.settings_change = describe_settings_change(st.settings, config_.training_settings());
+  }
   return info;
 }
 
@@ -648,6 +705,11 @@ SolveResult Solver::solve() {
   }
   result.iter = iter_;
   result.last_snapshot = last_snapshot_;
+  if (best_iter_ >= 0) {
+    result.best_iter = best_iter_;
+    result.best_value = best_value_;
+    result.best_weights = snapshot_paths(config_.snapshot_prefix, best_iter_).weights;
+  }
   FinishInfo fin;
   fin.iter = iter_;
   fin.reason = result.status == SolveStatus::kInterrupted ? FinishReason::kInterrupted : FinishReason::kCompleted;

@@ -58,6 +58,11 @@ struct SolveResult {
   SolveStatus status = SolveStatus::kCompleted;
   int64_t iter = 0;            // iterations completed
   std::string last_snapshot;   // state file of the last snapshot written ("" if none)
+  // snapshot_best: the best test value, its iteration and weights file
+  // (best_iter -1: no test gave a finite value).
+  double best_value = 0.0;
+  int64_t best_iter = -1;
+  std::string best_weights;
 };
 
 struct ResumeInfo {
@@ -67,6 +72,9 @@ struct ResumeInfo {
   // The solver settings that shape training (SolverConfig::fingerprint)
   // differ from those of the run that wrote the snapshot.
   bool config_changed = false;
+  // Which settings, with old and new values ("" when the snapshot is older
+  // than this record, or nothing changed).
+  std::string settings_change;
   // Ranks of the run that wrote the snapshot. When it differs from this
   // run's world size, the data layers' states (cursor, order; layers without
   // bottoms) cannot be split per rank: they are not restored, and reading
@@ -169,6 +177,8 @@ class Solver {
  private:
   void build_nets();
   void run_test_and_report();
+  void snapshot_if_best(const NamedValues& outputs);
+  void apply_retention();
   void report_iteration();
   void reduce_outputs(NamedValues& values);
   float finish_step(double loss);
@@ -200,6 +210,8 @@ class Solver {
   std::deque<float> loss_window_;
   int64_t last_snapshot_iter_ = -1;
   std::deque<SnapshotPaths> written_;  // this run's snapshots, oldest first (snapshot_keep)
+  double best_value_ = 0.0;            // snapshot_best, when best_iter_ >= 0
+  int64_t best_iter_ = -1;
   std::string last_snapshot_;
 
   using Clock = std::chrono::steady_clock;

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "framework/error.h"
@@ -20,7 +22,7 @@ const std::vector<std::string>& solver_keys() {
       "lr_policy", "gamma", "power", "stepsize", "stepvalue", "min_lr", "warmup_iter", "warmup_start_factor",
       "type", "solver_type", "momentum", "momentum2", "delta", "weight_decay", "regularization_type",
       "clip_gradients", "nonfinite", "layer_decay", "no_weight_decay",
-      "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_keep", "snapshot_format", "log",
+      "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_keep", "snapshot_best", "snapshot_best_mode", "snapshot_format", "log",
       "random_seed", "solver_mode", "device_id", "debug_info", "parallel",
       "precision", "initial_loss_scale", "loss_scale_growth_interval"};
   return keys;
@@ -254,6 +256,20 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
       root.get_bool("snapshot_after_train", true) ? SnapshotAfterTrain::kYes : SnapshotAfterTrain::kNo;
   c.snapshot_keep = root.get_int("snapshot_keep", 0);
   if (c.snapshot_keep < 0) bad(root, "snapshot_keep", "must be >= 0 (0: keep every snapshot), got ", c.snapshot_keep);
+  c.snapshot_best = root.get_string("snapshot_best", "");
+  {
+    // AUTO: losses and errors improve downwards, everything else (accuracy, top-5) upwards.
+    const std::string mode = root.get_enum("snapshot_best_mode", {"AUTO", "MAX", "MIN"}, "AUTO");
+    const std::string name = lower(c.snapshot_best);
+    const bool lower_is_better = mode == "MIN" || (mode == "AUTO" && (name.find("loss") != std::string::npos ||
+                                                                      name.find("error") != std::string::npos));
+    c.snapshot_best_is = lower_is_better ? BestIs::kLower : BestIs::kHigher;
+  }
+  if (!c.snapshot_best.empty() && (c.test_interval <= 0 || !has_test_net)) {
+    bad(root, "snapshot_best", "names a TEST net output ('", c.snapshot_best,
+        "'), but this solver never tests; set test_interval and test_iter (and a TEST phase in the net), "
+        "or remove snapshot_best");
+  }
   root.get_enum("snapshot_format", {"HDF5", "BINARYPROTO"}, "BINARYPROTO");  // accepted; we write safetensors
   const std::string log = root.get_string("log", "");
   c.log = log.empty() ? c.snapshot_prefix + "_log.jsonl" : resolve(c.base_dir, log);
@@ -296,30 +312,86 @@ const char* precision_name(Precision p) {
   return "?";
 }
 
-std::string SolverConfig::fingerprint() const {
-  std::ostringstream os;
-  os.precision(17);
-  os << "type=" << solver_type_name(optimizer.type) << ";momentum=" << optimizer.momentum
-     << ";momentum2=" << optimizer.momentum2 << ";delta=" << optimizer.delta
-     << ";weight_decay=" << optimizer.weight_decay
-     << ";reg=" << (optimizer.regularization == Regularization::kL1 ? "L1" : "L2")
-     << ";base_lr=" << lr.base_lr << ";policy=" << lr_policy_name(lr.policy) << ";gamma=" << lr.gamma
-     << ";power=" << lr.power << ";stepsize=" << lr.stepsize << ";stepvalue=";
-  for (int64_t v : lr.stepvalues) os << v << ',';
+std::vector<std::pair<std::string, std::string>> SolverConfig::training_settings() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](const std::string& key, const auto& value) {
+    std::ostringstream os;
+    os.precision(17);
+    os << value;
+    out.emplace_back(key, os.str());
+  };
+  add("type", solver_type_name(optimizer.type));
+  add("momentum", optimizer.momentum);
+  add("momentum2", optimizer.momentum2);
+  add("delta", optimizer.delta);
+  add("weight_decay", optimizer.weight_decay);
+  add("reg", optimizer.regularization == Regularization::kL1 ? "L1" : "L2");
+  add("base_lr", lr.base_lr);
+  add("policy", lr_policy_name(lr.policy));
+  add("gamma", lr.gamma);
+  add("power", lr.power);
+  add("stepsize", lr.stepsize);
+  std::string steps;
+  for (int64_t v : lr.stepvalues) steps += std::to_string(v) + ',';
+  add("stepvalue", steps);
   // max_iter shapes only the schedules that span it; extending a run is normal.
-  if (lr.policy == LrPolicy::kPoly || lr.policy == LrPolicy::kCosine) os << ";max_iter=" << max_iter;
-  os << ";min_lr=" << lr.min_lr << ";warmup_iter=" << lr.warmup_iter
-     << ";warmup_start_factor=" << lr.warmup_start_factor << ";clip=" << clip_gradients
-     << (finetune.active() ? ";layer_decay=" + std::to_string(finetune.layer_decay) + ";no_wd=" +
-                                 std::to_string(static_cast<int>(finetune.no_weight_decay))
-                           : std::string())
-     << ";iter_size=" << iter_size << ";seed=" << random_seed << ";net=" << net << ";train_net=" << train_net
-     << ";net_param=" << (has_net_param ? net_param.to_string() : std::string());
+  if (lr.policy == LrPolicy::kPoly || lr.policy == LrPolicy::kCosine) add("max_iter", max_iter);
+  add("min_lr", lr.min_lr);
+  add("warmup_iter", lr.warmup_iter);
+  add("warmup_start_factor", lr.warmup_start_factor);
+  add("clip", clip_gradients);
+  if (finetune.active()) {
+    add("layer_decay", std::to_string(finetune.layer_decay));
+    add("no_wd", static_cast<int>(finetune.no_weight_decay));
+  }
+  add("iter_size", iter_size);
+  add("seed", random_seed);
+  add("net", net);
+  add("train_net", train_net);
+  add("net_param", has_net_param ? net_param.to_string() : std::string());
   // Only when not the default, so FP32 runs keep the fingerprints of older snapshots.
-  if (precision != Precision::kFP32) os << ";precision=" << precision_name(precision);
+  if (precision != Precision::kFP32) add("precision", precision_name(precision));
+  return out;
+}
+
+std::string SolverConfig::fingerprint() const {
+  std::string text;
+  for (const auto& [key, value] : training_settings()) text += (text.empty() ? "" : ";") + key + "=" + value;
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(os.str())));
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(fnv1a(text)));
   return buf;
+}
+
+std::string describe_settings_change(const std::vector<std::pair<std::string, std::string>>& before,
+                                     const std::vector<std::pair<std::string, std::string>>& now) {
+  auto shown = [](const std::string& key, const std::string& v) {
+    if (v.empty()) return std::string("(none)");
+    if (key == "net_param" || v.size() > 60) return std::string("(") + std::to_string(v.size()) + " characters)";
+    // Numbers were written with 17 digits: show the shortest form that reads back the same.
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (end && *end == '\0') {
+      char buf[32];
+      for (int digits = 6; digits <= 17; ++digits) {
+        std::snprintf(buf, sizeof buf, "%.*g", digits, d);
+        if (std::strtod(buf, nullptr) == d) return std::string(buf);
+      }
+    }
+    return v;
+  };
+  std::map<std::string, std::string> old(before.begin(), before.end());
+  std::string out;
+  for (const auto& [key, value] : now) {
+    auto it = old.find(key);
+    const std::string was = it == old.end() ? std::string() : it->second;
+    if (it != old.end()) old.erase(it);
+    if (was == value) continue;
+    out += (out.empty() ? "" : ", ") + key + " " + shown(key, was) + " -> " + shown(key, value);
+  }
+  for (const auto& [key, value] : old) {
+    out += (out.empty() ? "" : ", ") + key + " " + shown(key, value) + " -> (none)";
+  }
+  return out;
 }
 
 std::string SolverConfig::summary() const {

@@ -31,6 +31,9 @@ enum class NonFiniteAction { kStop, kSkip };
 
 enum class SnapshotAfterTrain { kNo, kYes };
 
+// Which way a snapshot_best metric improves.
+enum class BestIs { kHigher, kLower };
+
 struct SolverConfig {
   // ---- nets: either `net` (both phases from one file), an inline
   // `net_param { }`, or `train_net` (+ optional `test_net`) ----
@@ -63,6 +66,10 @@ struct SolverConfig {
   std::string snapshot_prefix; // resolved; default: the solver file's path without extension
   SnapshotAfterTrain snapshot_after_train = SnapshotAfterTrain::kYes;
   int64_t snapshot_keep = 0;   // keep the newest this many periodic snapshots; 0: all
+  // A TEST net output (e.g. "accuracy"): a snapshot is written whenever it
+  // reaches a new best, and snapshot_keep never removes the best one.
+  std::string snapshot_best;
+  BestIs snapshot_best_is = BestIs::kHigher;
   std::string log;             // JSON-lines log; default "<snapshot_prefix>_log.jsonl"
 
   // ---- run ----
@@ -87,6 +94,9 @@ struct SolverConfig {
   // (update rule, schedule, iter_size, seed, nets). Stored in snapshots so a
   // resume can tell the user the settings changed since.
   std::string fingerprint() const;
+  // The settings the fingerprint covers, as (key, value) in a fixed order:
+  // kept in solver states so a resume can say which of them changed.
+  std::vector<std::pair<std::string, std::string>> training_settings() const;
   // Human summary of the settings for logs.
   std::string summary() const;
 };
@@ -99,5 +109,10 @@ const std::vector<std::string>& solver_keys();
 SolverConfig parse_solver_config(const ConfigNode& root, const std::string& source);
 // parse_config_file + parse_solver_config.
 SolverConfig load_solver_config(const std::string& path);
+
+// "base_lr 0.01 -> 0.02, momentum 0.9 -> 0.95": the settings that differ
+// ("" when none). Long values (the inline net) are shown by their length.
+std::string describe_settings_change(const std::vector<std::pair<std::string, std::string>>& before,
+                                     const std::vector<std::pair<std::string, std::string>>& now);
 
 }  // namespace strata

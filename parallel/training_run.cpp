@@ -27,7 +27,11 @@ namespace {
 void print_resume(const ResumeInfo& info, int world_size) {
   std::printf("resumed from %s at iteration %lld\n", info.state_path.c_str(), static_cast<long long>(info.iter));
   if (info.config_changed) {
-    std::printf("note: the solver settings differ from those of the run that wrote this snapshot\n");
+    if (info.settings_change.empty()) {
+      std::printf("note: the solver settings differ from those of the run that wrote this snapshot\n");
+    } else {
+      std::printf("note: solver settings changed since the snapshot was written: %s\n", info.settings_change.c_str());
+    }
   }
   if (info.snapshot_world_size != world_size) {
     std::printf("note: the snapshot was written by %d data-parallel rank%s and this run has %d; %s\n",
@@ -75,13 +79,19 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   if (env.distributed()) world = create_communicator(env, {options.data.backend, options.data.algorithm, device});
   const bool lead = env.rank == 0;
   if (!options.weights.empty()) check_not_a_snapshot_of(options.weights, "--weights", config.snapshot_prefix);
+  const bool resumed = !options.snapshot.empty();
   std::unique_ptr<SnapshotPrefixLock> lock;
+  EarlierRun earlier;  // replaced (--overwrite) only once the run is set up
   if (lead) {
     create_snapshot_folder(config.snapshot_prefix);
     lock = std::make_unique<SnapshotPrefixLock>(config.snapshot_prefix);
     if (const int n = remove_snapshot_debris(config.snapshot_prefix)) {
       std::printf("removed %d unfinished snapshot file%s left by an interrupted run of '%s'\n", n, n == 1 ? "" : "s",
                   config.snapshot_prefix.c_str());
+    }
+    if (!(resumed && is_snapshot_of(options.snapshot, config.snapshot_prefix))) {
+      earlier = find_earlier_run(config.snapshot_prefix, config.log);
+      if (options.earlier_run == EarlierRunFiles::kKeep) check_no_earlier_run(earlier, config.snapshot_prefix);
     }
   }
   SolverOptions solver_options;
@@ -117,7 +127,6 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   // 4. Every rank reads the same snapshot (a pipeline stage restores its
   // part). Weights: rank 0 reads them and data parallelism broadcasts them;
   // pipeline stages read their own layers, tensor-parallel ranks their blocks.
-  const bool resumed = !options.snapshot.empty();
   if (resumed) {
     const ResumeInfo info = mp.pipe ? mp.pipe->restore(options.snapshot) : solver.restore(options.snapshot);
     if (lead) print_resume(info, solver.options().world_size);
@@ -150,6 +159,10 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   std::unique_ptr<TrainingObserver> console;
   std::unique_ptr<JsonLinesLog> log;
   if (lead) {
+    if (const int n = earlier.empty() ? 0 : remove_earlier_run(earlier)) {
+      std::printf("removed %d file%s of an earlier run under '%s' (--overwrite)\n", n, n == 1 ? "" : "s",
+                  config.snapshot_prefix.c_str());
+    }
     if (dp) {
       console = std::make_unique<DataParallelConsole>(std::cout, *dp);
     } else {
@@ -167,6 +180,10 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   if (lead) {
     std::printf("log: %s\n", log->path().c_str());
     if (!result.last_snapshot.empty()) std::printf("snapshot: %s\n", result.last_snapshot.c_str());
+    if (result.best_iter >= 0) {
+      std::printf("best %s %g at iteration %lld: %s\n", config.snapshot_best.c_str(), result.best_value,
+                  static_cast<long long>(result.best_iter), result.best_weights.c_str());
+    }
     if (solver.nonfinite_skipped() > 0) {
       std::printf("%lld update(s) skipped for a non-finite loss or gradient (nonfinite: SKIP)\n",
                   static_cast<long long>(solver.nonfinite_skipped()));

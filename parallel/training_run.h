@@ -20,7 +20,8 @@
 //      killed snapshot write removed, console and log; solve, per-rank
 //      time and memory lines.
 // A run never writes over its --weights file: one that is a snapshot of the
-// run's own prefix is refused before anything starts.
+// run's own prefix is refused before anything starts; nor over an earlier
+// run's snapshots and log (EarlierRunFiles).
 // Strategies attach to the Solver through TrainingStrategy
 // (framework/training_strategy.h): a new one (a parameter server) is built
 // in step 5's place and attaches the same way.
@@ -39,12 +40,21 @@
 
 namespace strata::parallel {
 
+// What to do with the snapshots and log an earlier run left under the
+// solver's snapshot_prefix (a run continued with --snapshot from that prefix
+// is not "earlier": it goes on with them).
+enum class EarlierRunFiles {
+  kKeep,     // refuse to start, saying how to continue, replace or avoid them
+  kReplace,  // --overwrite: delete them before starting
+};
+
 struct TrainingRunOptions {
   Device device;                   // where this rank's nets run (--device, resolved per local rank)
   DataParallelConfig data;         // used when there is more than one replica
   ModelParallelConfig model;       // pp and tp sizes, micro-batches, schedule
   std::string snapshot;            // resume from this .solverstate.safetensors ("": start afresh)
   std::string weights;             // the file load_weights reads (never written over by this run)
+  EarlierRunFiles earlier_run = EarlierRunFiles::kKeep;
   // Every rank, once the nets exist and before strategies lay out their
   // buffers: e.g. freezing layers. Returns a line for the console ("": none).
   std::function<std::string(Net&)> freeze;

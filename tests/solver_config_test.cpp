@@ -202,6 +202,45 @@ TEST(SolverConfigTest, FingerprintFollowsTrainingSettingsOnly) {
             parse_solver("net: \"n\" base_lr: 0.1 max_iter: 500 lr_policy: \"cosine\"").fingerprint());
 }
 
+TEST(SolverConfigTest, FingerprintOfOlderSnapshotsStaysTheSame) {
+  // Snapshots written before the settings were kept by name hold this value
+  // for this solver; a changed value would call every resume "changed".
+  EXPECT_EQ(parse_solver("net: \"n\" base_lr: 0.1 max_iter: 100", "/w/s.prototxt").fingerprint(), "762f509919541b97");
+  EXPECT_EQ(parse_solver("net: \"n\" type: \"AdamW\" base_lr: 0.001 lr_policy: \"cosine\" max_iter: 300 "
+                         "warmup_iter: 10 layer_decay: 0.75 stepvalue: 5 stepvalue: 9",
+                         "/w/s.prototxt")
+                .fingerprint(),
+            "f4928bfc17a8926e");
+}
+
+TEST(SolverConfigTest, SettingsChangeNamesEachSettingWithBothValues) {
+  const SolverConfig a = parse_solver("net: \"n\" base_lr: 0.1 momentum: 0.9 max_iter: 100");
+  const SolverConfig b = parse_solver("net: \"n\" base_lr: 0.05 momentum: 0.9 max_iter: 100 clip_gradients: 5");
+  EXPECT_EQ(describe_settings_change(a.training_settings(), a.training_settings()), "");
+  EXPECT_EQ(describe_settings_change(a.training_settings(), b.training_settings()),
+            "base_lr 0.1 -> 0.05, clip -1 -> 5");
+  // A setting only one side has (max_iter counts for cosine only).
+  const SolverConfig cos = parse_solver("net: \"n\" base_lr: 0.1 momentum: 0.9 max_iter: 100 lr_policy: \"cosine\"");
+  EXPECT_EQ(describe_settings_change(a.training_settings(), cos.training_settings()),
+            "policy fixed -> cosine, max_iter (none) -> 100");
+  EXPECT_EQ(describe_settings_change(cos.training_settings(), a.training_settings()),
+            "policy cosine -> fixed, max_iter 100 -> (none)");
+}
+
+TEST(SolverConfigTest, SnapshotBestDirection) {
+  const std::string tested = "net: \"n\" base_lr: 0.1 test_iter: 1 test_interval: 10 ";
+  EXPECT_EQ(parse_solver(tested + "snapshot_best: \"accuracy\"").snapshot_best_is, BestIs::kHigher);
+  EXPECT_EQ(parse_solver(tested + "snapshot_best: \"test_loss\"").snapshot_best_is, BestIs::kLower);
+  EXPECT_EQ(parse_solver(tested + "snapshot_best: \"top1_error\"").snapshot_best_is, BestIs::kLower);
+  EXPECT_EQ(parse_solver(tested + "snapshot_best: \"loss\" snapshot_best_mode: MAX").snapshot_best_is,
+            BestIs::kHigher);
+  EXPECT_EQ(parse_solver(tested + "snapshot_best: \"accuracy\" snapshot_best_mode: MIN").snapshot_best_is,
+            BestIs::kLower);
+  const std::string err = error_of<ConfigError>([] { parse_solver("net: \"n\" base_lr: 0.1 snapshot_best: \"accuracy\""); });
+  EXPECT_NE(err.find("snapshot_best"), std::string::npos) << err;
+  EXPECT_NE(err.find("test_interval"), std::string::npos) << err;
+}
+
 TEST(SolverConfigTest, LoadFromFileResolvesAgainstItsFolder) {
   TempDir dir;
   write_text(dir.file("s.prototxt"), "net: \"net.prototxt\" base_lr: 0.1");

@@ -241,6 +241,49 @@ TEST(SolverTest, SnapshotWritingCanBeDisabledForOtherRanks) {
   EXPECT_TRUE(dir.list().empty());
 }
 
+// The loss falls steadily on this problem, so "best" by MAX loss is the
+// initial test: kept, with the newest, while snapshot_keep: 1 removes the rest.
+TEST(SolverTest, SnapshotBestIsKeptBesideTheNewestAndSurvivesResume) {
+  TempDir dir;
+  const std::string extra =
+      "display: 0 test_interval: 2 test_iter: 1 snapshot: 2 snapshot_keep: 1 "
+      "snapshot_best: \"loss\" snapshot_best_mode: MAX ";
+  SolveResult r;
+  {
+    Solver solver(parse_solver(linear_solver(extra + "max_iter: 6"), dir.file("s.prototxt")));
+    fill_inputs(solver.net());
+    fill_inputs(*solver.test_net());
+    r = solver.solve();
+  }
+  EXPECT_EQ(r.best_iter, 0);
+  EXPECT_EQ(r.best_weights, dir.file("s_iter_0.safetensors"));
+  EXPECT_EQ(dir.list(), (std::vector<std::string>{"s_iter_0.safetensors", "s_iter_0.solverstate.safetensors",
+                                                  "s_iter_6.safetensors", "s_iter_6.solverstate.safetensors"}));
+  // Resumed, the record carries over: iteration 0 stays the best.
+  Solver resumed(parse_solver(linear_solver(extra + "max_iter: 10"), dir.file("s.prototxt")));
+  fill_inputs(resumed.net());
+  fill_inputs(*resumed.test_net());
+  resumed.restore(dir.file("s_iter_6.solverstate.safetensors"));
+  const SolveResult r2 = resumed.solve();
+  EXPECT_EQ(r2.best_iter, 0);
+  EXPECT_DOUBLE_EQ(r2.best_value, r.best_value);
+  EXPECT_TRUE(file_exists(dir.file("s_iter_0.safetensors")));
+  EXPECT_TRUE(file_exists(dir.file("s_iter_10.safetensors")));
+  EXPECT_FALSE(file_exists(dir.file("s_iter_8.safetensors")));
+}
+
+TEST(SolverTest, SnapshotBestOfAnOutputTheTestNetLacksNamesItsOutputs) {
+  TempDir dir;
+  Solver solver(parse_solver(linear_solver("max_iter: 4 display: 0 test_interval: 2 test_iter: 1 "
+                                           "snapshot_best: \"accuracy\""),
+                             dir.file("s.prototxt")));
+  fill_inputs(solver.net());
+  fill_inputs(*solver.test_net());
+  const std::string err = test::error_of<ConfigError>([&] { solver.solve(); });
+  EXPECT_NE(err.find("'accuracy' is not an output of the TEST net"), std::string::npos) << err;
+  EXPECT_NE(err.find("'loss'"), std::string::npos) << err;
+}
+
 TEST(SolverTest, StopFlagSnapshotsAndReportsInterruption) {
   TempDir dir;
   Solver solver(parse_solver(linear_solver("max_iter: 100 display: 0 snapshot_after_train: false"),

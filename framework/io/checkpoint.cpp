@@ -347,6 +347,7 @@ void save_solver_state(const std::string& path, const SolverState& state) {
   md["test_layer_states"] = encode_states(state.test_layer_states);
   md["loss_window"] = encode_floats(state.loss_window);
   md["config_fingerprint"] = state.config_fingerprint;
+  md["settings"] = encode_states({state.settings.begin(), state.settings.end()});
   md["weights_file"] = state.weights_file;
   write_safetensors(path, tensors, md);
 }
@@ -377,6 +378,10 @@ SolverState load_solver_state(const std::string& path) {
   s.test_layer_states = decode_states(get("test_layer_states"), path + ": test_layer_states");
   s.loss_window = decode_floats(get("loss_window"), path + ": loss_window");
   s.config_fingerprint = get("config_fingerprint");
+  if (auto settings = md.find("settings"); settings != md.end()) {
+    const auto decoded = decode_states(settings->second, path + ": settings");
+    s.settings.assign(decoded.begin(), decoded.end());
+  }
   s.weights_file = get("weights_file");
   for (const TensorView& v : reader.tensors()) {
     if (v.dtype != DType::kF32) {

@@ -101,6 +101,9 @@ struct SolverState {
   std::map<std::string, std::string> test_layer_states;  // TEST net (data cursor)
   std::vector<float> loss_window;  // recent losses, oldest first (display smoothing)
   std::string config_fingerprint;
+  // SolverConfig::training_settings() as written (empty in older snapshots),
+  // so a resume can name the settings that changed.
+  std::vector<std::pair<std::string, std::string>> settings;
   std::string weights_file;        // base name of the weights file, in the same folder
 };
 

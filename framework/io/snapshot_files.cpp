@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -73,19 +74,83 @@ int remove_snapshot_debris(const std::string& prefix) {
   return removed;
 }
 
-void check_not_a_snapshot_of(const std::string& input, const std::string& flag, const std::string& prefix) {
+bool is_snapshot_of(const std::string& input, const std::string& prefix) {
   std::error_code ec;
   const fs::path in = fs::weakly_canonical(fs::absolute(input), ec);
-  if (ec) return;
+  if (ec) return false;
   const auto [dir, stem] = iter_stem(prefix);
   const fs::path own_dir = fs::weakly_canonical(fs::absolute(dir), ec);
-  if (ec || in.parent_path() != own_dir) return;
+  if (ec || in.parent_path() != own_dir) return false;
   const std::string name = in.filename().string();
-  if (name.rfind(stem, 0) != 0) return;
-  if (!is_iter_number_then(name, stem.size(), ".safetensors") &&
-      !is_iter_number_then(name, stem.size(), ".solverstate.safetensors")) {
-    return;
+  if (name.rfind(stem, 0) != 0) return false;
+  return is_iter_number_then(name, stem.size(), ".safetensors") ||
+         is_iter_number_then(name, stem.size(), ".solverstate.safetensors");
+}
+
+EarlierRun find_earlier_run(const std::string& prefix, const std::string& log_path) {
+  const auto [dir, stem] = iter_stem(prefix);
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(stem, 0) != 0) continue;
+    if (!is_iter_number_then(name, stem.size(), ".safetensors") &&
+        !is_iter_number_then(name, stem.size(), ".solverstate.safetensors")) {
+      continue;
+    }
+    found.emplace_back(std::strtoll(name.c_str() + stem.size(), nullptr, 10), (dir / name).string());
   }
+  std::sort(found.begin(), found.end());
+  EarlierRun run;
+  for (const auto& [iter, path] : found) {
+    run.snapshot_files.push_back(path);
+    run.newest_iter = iter;
+  }
+  // Worth resuming: the state file of the newest iteration, when it is there.
+  const std::string newest_state = (dir / (stem + std::to_string(run.newest_iter) + ".solverstate.safetensors")).string();
+  for (const std::string& path : run.snapshot_files) {
+    if (path == newest_state) run.newest_state = path;
+  }
+  if (fs::file_size(log_path, ec) > 0 && !ec) run.log = log_path;
+  return run;
+}
+
+int remove_earlier_run(const EarlierRun& run) {
+  int removed = 0;
+  std::vector<std::string> order = run.snapshot_files;
+  std::stable_partition(order.begin(), order.end(), [](const std::string& p) {
+    return p.find(".solverstate.safetensors") != std::string::npos;
+  });
+  if (!run.log.empty()) order.push_back(run.log);
+  for (const std::string& path : order) {
+    std::error_code ec;
+    if (fs::remove(path, ec)) {
+      ++removed;
+    } else if (ec) {
+      fail<IoError>("cannot remove '", path, "' of the earlier run (--overwrite): ", ec.message());
+    }
+  }
+  return removed;
+}
+
+void check_no_earlier_run(const EarlierRun& run, const std::string& prefix) {
+  if (run.empty()) return;
+  std::string what;
+  if (!run.snapshot_files.empty()) {
+    what = std::to_string(run.snapshot_files.size()) + " snapshot file" + (run.snapshot_files.size() == 1 ? "" : "s") +
+           " (up to iteration " + std::to_string(run.newest_iter) + ")";
+  }
+  if (!run.log.empty()) what += (what.empty() ? "" : " and ") + std::string("the log ") + run.log;
+  const std::string resume =
+      run.newest_state.empty() ? std::string() : "continue it with --snapshot " + run.newest_state + ", ";
+  fail<ConfigError>("an earlier run with the snapshot_prefix '", prefix, "' left ", what,
+                    "; this run would replace them. To keep them, ", resume,
+                    "set another snapshot_prefix in the solver file, or move them away; "
+                    "to replace them, pass --overwrite");
+}
+
+void check_not_a_snapshot_of(const std::string& input, const std::string& flag, const std::string& prefix) {
+  if (!is_snapshot_of(input, prefix)) return;
   fail<ConfigError>(flag, " ", input, " is a snapshot of this solver's own snapshot_prefix '", prefix,
                     "': this run would write its snapshots over it. Set another snapshot_prefix in the solver "
                     "(or copy the file elsewhere first)");

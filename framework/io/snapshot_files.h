@@ -3,7 +3,9 @@
 // written over a file the run was started from.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -33,5 +35,30 @@ int remove_snapshot_debris(const std::string& prefix);
 // ConfigError when `input` (given with `flag`, e.g. "--weights") is a
 // snapshot file of `prefix`: this run would write its own snapshots over it.
 void check_not_a_snapshot_of(const std::string& input, const std::string& flag, const std::string& prefix);
+
+// The files an earlier run left under a snapshot prefix: its snapshot files
+// ("<prefix>_iter_<N>.safetensors" and ".solverstate.safetensors") and its
+// log when that is not empty. A new run would replace them, so it is refused
+// unless the user says so (--overwrite).
+struct EarlierRun {
+  std::vector<std::string> snapshot_files;  // sorted by iteration
+  int64_t newest_iter = -1;
+  std::string newest_state;  // its .solverstate.safetensors ("" if only weights files)
+  std::string log;           // "" when there is none, or it is empty
+  bool empty() const { return snapshot_files.empty() && log.empty(); }
+};
+EarlierRun find_earlier_run(const std::string& prefix, const std::string& log_path);
+
+// Deletes what find_earlier_run found (snapshot states first, as they point
+// at their weights files; then the weights, then the log). Returns the count.
+int remove_earlier_run(const EarlierRun& run);
+
+// Whether `input` is one of the snapshot files of `prefix`.
+bool is_snapshot_of(const std::string& input, const std::string& prefix);
+
+// ConfigError naming what an earlier run left under `prefix` (see
+// EarlierRun) and the three ways on: continue it, replace it, or use
+// another prefix. Does nothing when there is nothing.
+void check_no_earlier_run(const EarlierRun& run, const std::string& prefix);
 
 }  // namespace strata

@@ -133,6 +133,8 @@ int train_main(int argc, char** argv) {
             {{"solver", FlagKind::kValue, "solver prototxt", ""},
              {"weights", FlagKind::kValue, "initialise from a .safetensors weights file", ""},
              {"snapshot", FlagKind::kValue, "resume from a .solverstate.safetensors snapshot", ""},
+             {"overwrite", FlagKind::kSwitch,
+              "replace the snapshots and log an earlier run left under the solver's snapshot_prefix", ""},
              {"reinit", FlagKind::kRepeated, "with --weights: layers (comma-separated) left as initialised",
               ""},
              {"weights-format", FlagKind::kValue,
@@ -184,6 +186,7 @@ int train_main(int argc, char** argv) {
   }
   run.device = device_flag(args);
   run.snapshot = args.get("snapshot", "");
+  if (args.has("overwrite")) run.earlier_run = parallel::EarlierRunFiles::kReplace;
   if (args.has("freeze")) {
     std::vector<std::string> patterns;
     for (const std::string& p : split_list(args.get_all("freeze"))) patterns.push_back(p);
