@@ -255,13 +255,19 @@ std::string ConfigNode::as_string() const {
   return text_;
 }
 
-double ConfigNode::as_double() const {
+double ConfigNode::as_double_or_nonfinite() const {
   require_scalar(*this, "a number");
   require_unquoted(*this, "a number");
   const Number n = parse_number(text_);
   if (!n.ok) fail_value(*this, "expected a number, found ", shown(*this));
   if (n.double_overflow) fail_value(*this, "expected a number within double range, found '", text_, "' (too large)");
   return n.d;
+}
+
+double ConfigNode::as_double() const {
+  const double d = as_double_or_nonfinite();
+  if (!std::isfinite(d)) fail_value(*this, "expected a finite number, found '", text_, "'");
+  return d;
 }
 
 int64_t ConfigNode::as_int() const {

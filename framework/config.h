@@ -43,7 +43,11 @@ class ConfigNode {
   bool is_quoted() const { return quoted_; }
   // Conversions; each throws ConfigError naming key, value and location.
   std::string as_string() const;  // quoted or bare identifier
-  double as_double() const;       // accepts ints, floats, 1e-4, inf, -inf, nan
+  // A finite number: ints, floats, 1e-4, 0x1F, 1.5f. inf and nan are errors
+  // here (no setting means anything with them, and a NaN passes every `<`
+  // range check); as_double_or_nonfinite() also takes inf, -inf and nan.
+  double as_double() const;
+  double as_double_or_nonfinite() const;
   int64_t as_int() const;         // rejects fractions and out-of-range values
   bool as_bool() const;           // true/false (also True/False, 1/0)
   // An identifier (unquoted) or string that must be one of `allowed`;
@@ -70,7 +74,7 @@ class ConfigNode {
   // Every error names the key, the enclosing block and the location.
   std::string get_string(const std::string& key) const;
   std::string get_string(const std::string& key, const std::string& def) const;
-  double get_double(const std::string& key) const;
+  double get_double(const std::string& key) const;  // finite (as_double)
   double get_double(const std::string& key, double def) const;
   int64_t get_int(const std::string& key) const;
   int64_t get_int(const std::string& key, int64_t def) const;

@@ -89,7 +89,9 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
       std::printf("removed %d unfinished snapshot file%s left by an interrupted run of '%s'\n", n, n == 1 ? "" : "s",
                   config.snapshot_prefix.c_str());
     }
-    if (!(resumed && is_snapshot_of(options.snapshot, config.snapshot_prefix))) {
+    // A resumed run continues: it appends to the log and numbers its
+    // snapshots on from the state's iteration.
+    if (!resumed) {
       earlier = find_earlier_run(config.snapshot_prefix, config.log);
       if (options.earlier_run == EarlierRunFiles::kKeep) check_no_earlier_run(earlier, config.snapshot_prefix);
     }

@@ -41,8 +41,8 @@
 namespace strata::parallel {
 
 // What to do with the snapshots and log an earlier run left under the
-// solver's snapshot_prefix (a run continued with --snapshot from that prefix
-// is not "earlier": it goes on with them).
+// solver's snapshot_prefix when starting afresh (a run resumed with
+// --snapshot continues: it appends to the log and keeps the files).
 enum class EarlierRunFiles {
   kKeep,     // refuse to start, saying how to continue, replace or avoid them
   kReplace,  // --overwrite: delete them before starting

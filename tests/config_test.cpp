@@ -127,15 +127,19 @@ TEST(Conversions, Doubles) {
   EXPECT_DOUBLE_EQ(root.get_double("b"), 0.5);
   EXPECT_DOUBLE_EQ(root.get_double("c"), 5.0);
   EXPECT_DOUBLE_EQ(root.get_double("d"), 31.0);
-  EXPECT_EQ(root.get_double("e"), std::numeric_limits<double>::infinity());
-  EXPECT_EQ(root.get_double("f"), -std::numeric_limits<double>::infinity());
-  EXPECT_TRUE(std::isnan(root.get_double("g")));
+  EXPECT_EQ(root.find("e")->as_double_or_nonfinite(), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(root.find("f")->as_double_or_nonfinite(), -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(root.find("g")->as_double_or_nonfinite()));
+  // A setting is a finite number: inf and nan are named errors.
+  for (const char* key : {"e", "f", "g", "m"}) {
+    EXPECT_CONTAINS(message_of([&] { root.get_double(key); }), "expected a finite number");
+  }
   EXPECT_DOUBLE_EQ(root.get_double("h"), 1.5);
   EXPECT_DOUBLE_EQ(root.get_double("i"), -3.0);
   EXPECT_DOUBLE_EQ(root.get_double("j"), 1000.0);
   EXPECT_DOUBLE_EQ(root.get_double("k"), 2.5);
   EXPECT_DOUBLE_EQ(root.get_double("l"), -0.25);
-  EXPECT_TRUE(std::isinf(root.get_double("m")));
+  EXPECT_TRUE(std::isinf(root.find("m")->as_double_or_nonfinite()));
   EXPECT_EQ(root.get_double("n"), 0.0);  // underflow is harmless
   // Integer literals beyond int64 are still fine as doubles.
   EXPECT_DOUBLE_EQ(root.get_double("o"), 1e20);

@@ -54,6 +54,28 @@ layer { name: "q" type: "Zzzzzzzzzzzz" bottom: "x" top: "y" }
   EXPECT_CONTAINS(far, "known types: ");
 }
 
+// NaN passes every range check written as `v < 0`, so a NaN multiplier
+// would train silently to a NaN net: every float key refuses inf and nan.
+TEST(NetErrors, NonFiniteNumbersAreRefusedWithTheKey) {
+  for (const char* bad : {"lr_mult: nan", "decay_mult: inf", "lr_mult: -inf"}) {
+    const std::string msg = build_error(std::string(R"(
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "fc" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { num_output: 2 }
+        param { )") + bad + R"( } }
+)");
+    EXPECT_CONTAINS(msg, "expected a finite number");
+    EXPECT_CONTAINS(msg, std::string(bad).substr(0, std::string(bad).find(':')));
+    EXPECT_CONTAINS(msg, "net.prototxt:4:");
+  }
+  const std::string filler = build_error(R"(
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "fc" type: "InnerProduct" bottom: "x" top: "y"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: nan } } }
+)");
+  EXPECT_CONTAINS(filler, "expected a finite number");
+  EXPECT_CONTAINS(filler, "std");
+}
+
 TEST(NetErrors, UnknownKeyInLayerNamesKeyLocationAndLayer) {
   const std::string msg = build_error(R"(
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }

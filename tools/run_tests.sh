@@ -72,11 +72,36 @@ stage_end() {
   echo "<== $line"
 }
 
+# ctest's list of the tests that did not run (hundreds of GPU tests on a
+# machine without one) folded into a count by reason, and its summary line
+# repeated last, so the result is the last thing on the screen.
+fold_ctest_output() {
+  awk -v logfile="$1" '
+    function flush() {
+      if (!skipping) return
+      line = "    " skipped " test" (skipped == 1 ? "" : "s") " did not run:"
+      sep = " "
+      for (r in reasons) { line = line sep reasons[r] " " tolower(r); sep = ", " }
+      print line " (listed in " logfile ")"
+      skipping = 0
+    }
+    /^The following tests did not run:/ { skipping = 1; skipped = 0; delete reasons; next }
+    skipping && /^[ \t]+[0-9]+ - / {
+      skipped++
+      reason = $0; sub(/^.*\(/, "", reason); sub(/\).*$/, "", reason)
+      reasons[reason]++
+      next
+    }
+    { flush(); print }
+    /tests passed, [0-9]+ tests failed out of/ { result = $0 }
+    END { flush(); if (result != "") print "    ctest: " result }'
+}
+
 # ctest in DIR, its output shown as it runs (one line per test) and kept in LOG.
 run_ctest() {
   local dir=$1 log=$2 t0=$SECONDS
   echo "    ctest in $dir ..."
-  if ! (cd "$dir" && ctest --output-on-failure -j "$jobs") 2>&1 | tee -a "$log"; then
+  if ! (cd "$dir" && ctest --output-on-failure -j "$jobs") 2>&1 | tee -a "$log" | fold_ctest_output "$log"; then
     echo "    FAILED: ctest in $dir after $(elapsed $((SECONDS - t0))) (the failing tests' output is above)"
     exit 1
   fi

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "framework/error.h"
@@ -29,6 +30,20 @@ bool is_iter_number_then(const std::string& name, size_t from, const std::string
   size_t i = from;
   while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
   return i > from && name.compare(i, std::string::npos, rest) == 0;
+}
+
+// Whether a JSON-lines training log ends with its run's "finish" event (the
+// last line; only the file's tail is read, logs can be long).
+bool log_has_finish(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff tail = std::min<std::streamoff>(size, 4096);
+  std::string text(static_cast<size_t>(tail), '\0');
+  in.seekg(size - tail);
+  in.read(text.data(), tail);
+  return text.find("\"event\":\"finish\"") != std::string::npos;
 }
 
 }  // namespace
@@ -111,7 +126,9 @@ EarlierRun find_earlier_run(const std::string& prefix, const std::string& log_pa
   for (const std::string& path : run.snapshot_files) {
     if (path == newest_state) run.newest_state = path;
   }
-  if (fs::file_size(log_path, ec) > 0 && !ec) run.log = log_path;
+  if (fs::file_size(log_path, ec) > 0 && !ec && (!run.snapshot_files.empty() || log_has_finish(log_path))) {
+    run.log = log_path;
+  }
   return run;
 }
 

@@ -38,13 +38,15 @@ void check_not_a_snapshot_of(const std::string& input, const std::string& flag, 
 
 // The files an earlier run left under a snapshot prefix: its snapshot files
 // ("<prefix>_iter_<N>.safetensors" and ".solverstate.safetensors") and its
-// log when that is not empty. A new run would replace them, so it is refused
-// unless the user says so (--overwrite).
+// log. A new run would replace them, so it is refused unless the user says
+// so (--overwrite). A log alone counts only when its run finished: the log
+// of a run that failed at once (a wrong label, a missing file) and wrote no
+// snapshot would otherwise block every corrected attempt.
 struct EarlierRun {
   std::vector<std::string> snapshot_files;  // sorted by iteration
   int64_t newest_iter = -1;
   std::string newest_state;  // its .solverstate.safetensors ("" if only weights files)
-  std::string log;           // "" when there is none, or it is empty
+  std::string log;           // "" when there is none, it is empty, or (without snapshots) its run never finished
   bool empty() const { return snapshot_files.empty() && log.empty(); }
 };
 EarlierRun find_earlier_run(const std::string& prefix, const std::string& log_path);

@@ -54,8 +54,8 @@ rm -rf "$work/models/digits/snapshots"
 cp -r "$src/data/digits" "$work/data/digits"
 dir="$work/models/digits"
 data="$work/data/digits"
-# 10 iterations, one snapshot at the end, no tests after the first.
-sed -e 's|^max_iter:.*|max_iter: 10|' -e 's|^snapshot:.*|snapshot: 10|' -e 's|^test_interval:.*|test_interval: 0|' \
+# 10 iterations, snapshots at 5 and 10, no tests after the first.
+sed -e 's|^max_iter:.*|max_iter: 10|' -e 's|^snapshot:.*|snapshot: 5|' -e 's|^test_interval:.*|test_interval: 0|' \
   "$dir/solver.prototxt" > "$dir/s10.prototxt"
 grep -q '^max_iter: 10$' "$dir/s10.prototxt" || { echo "FAIL: could not rewrite the solver"; exit 1; }
 
@@ -182,27 +182,31 @@ no_temp_files() {
 # Other runs differ from the good one (another seed), so an overwrite shows.
 sed 's|^random_seed:.*|random_seed: 2|' "$dir/s10.prototxt" > "$dir/s10_seed2.prototxt"
 
-# (a) Fails on its data: a truncated image file (while building the net),
-# labels out of range (in the first iteration).
-head -c 5000 "$data/train_images.npy.good" > "$data/train_images.npy"
-expect_error "rerun with a truncated data file" "train_images.npy" -- "$strata" train --solver "$dir/s10_seed2.prototxt"
-cp "$data/train_images.npy.good" "$data/train_images.npy"
+# (a) A fresh run over the good run's files is refused before anything
+# (they are an earlier run's); with --overwrite, one that fails on its data
+# while building the net (a truncated image file) has not removed them yet.
 cp "$work/bad_labels.npy" "$data/train_labels.npy"
-expect_error "rerun with bad labels" "label 99" -- "$strata" train --solver "$dir/s10_seed2.prototxt"
+expect_error "fresh run over an earlier run" "an earlier run" "--snapshot $snap.solverstate.safetensors" "--overwrite" -- \
+  "$strata" train --solver "$dir/s10_seed2.prototxt"
 cp "$data/train_labels.npy.good" "$data/train_labels.npy"
+head -c 5000 "$data/train_images.npy.good" > "$data/train_images.npy"
+expect_error "--overwrite run with a truncated data file" "train_images.npy" -- \
+  "$strata" train --solver "$dir/s10_seed2.prototxt" --overwrite
+cp "$data/train_images.npy.good" "$data/train_images.npy"
 [ "$(sums)" = "$good" ] || fail "a run that failed on its data changed the snapshot"
 no_temp_files "bad data"
 
-# (b) Fails while writing its first snapshot (at 5): that path is a folder.
-sed 's|^snapshot:.*|snapshot: 5|' "$dir/s10_seed2.prototxt" > "$dir/s10_every5.prototxt"
-mkdir -p "$dir/snapshots/digits_iter_5.safetensors/occupied"
-expect_error "snapshot path taken by a folder" "digits_iter_5.safetensors" -- \
-  "$strata" train --solver "$dir/s10_every5.prototxt"
-[ "$(sums)" = "$good" ] || fail "a run that failed writing a snapshot at 5 changed the snapshot at 10"
+# (b) A resumed run (from 10) fails while writing its first snapshot (at 15):
+# that path is a folder.
+sed -e 's|^max_iter:.*|max_iter: 20|' "$dir/s10_seed2.prototxt" > "$dir/s20.prototxt"
+mkdir -p "$dir/snapshots/digits_iter_15.safetensors/occupied"
+expect_error "snapshot path taken by a folder" "digits_iter_15.safetensors" -- \
+  "$strata" train --solver "$dir/s20.prototxt" --snapshot "$snap.solverstate.safetensors"
+[ "$(sums)" = "$good" ] || fail "a run that failed writing a snapshot at 15 changed the snapshot at 10"
 no_temp_files "snapshot path taken"
-rm -rf "$dir/snapshots/digits_iter_5.safetensors"
+rm -rf "$dir/snapshots/digits_iter_15.safetensors"
 
-# (c) Fails while writing the snapshot at 10 itself, as on a full disk: a
+# (c) A run resumed from 5 fails while writing the snapshot at 10 itself, as on a full disk: a
 # file size limit between the sizes of the weights file and the (larger)
 # solver state file lets the weights be written but not the state. The good
 # snapshot's weights file must not be replaced either, or its state would
@@ -212,7 +216,8 @@ s_size=$(wc -c < "$snap.solverstate.safetensors")
 if [ "$s_size" -gt $((w_size + 8192)) ]; then
   limit=$(((w_size + s_size) / 2 / 1024))
   expect_error "disk full while writing the solver state" "digits_iter_10.solverstate.safetensors" -- \
-    bash -c 'ulimit -f "$1"; trap "" XFSZ; exec "$2" train --solver "$3"' _ "$limit" "$strata" "$dir/s10_seed2.prototxt"
+    bash -c 'ulimit -f "$1"; trap "" XFSZ; exec "$2" train --solver "$3" --snapshot "$4"' _ "$limit" "$strata" \
+    "$dir/s10_seed2.prototxt" "$dir/snapshots/digits_iter_5.solverstate.safetensors"
   [ "$(sums)" = "$good" ] ||
     fail "a run that failed writing its solver state replaced the good snapshot's weights file (state and weights now come from different runs)"
   no_temp_files "disk full while writing the solver state"
@@ -227,6 +232,23 @@ if "$strata" train --solver "$dir/s12.prototxt" --snapshot "$snap.solverstate.sa
 else
   fail "the good snapshot no longer resumes: $(tail -n 2 "$work/resume.txt")"
 fi
+
+# ---- messages a terminal can show ----
+# Control bytes a config holds are shown as \xNN, not sent to the terminal.
+printf 'base_lr: 0.1\nnet: abc\001\033[2J\n' > "$work/garbage.prototxt"
+expect_error "control bytes in a config" 'abc\x01\x1B' -- "$strata" train --solver "$work/garbage.prototxt"
+if grep -q $'\033' "$work/out.txt"; then fail "control bytes in a config: an escape byte reached the terminal"; fi
+# A command a letter off gets a suggestion (usage errors exit 2).
+"$strata" trian > "$work/out.txt" 2>&1 && fail "strata trian: exit 0"
+grep -q "did you mean 'train'" "$work/out.txt" || fail "strata trian: no suggestion: $(head -n 1 "$work/out.txt")"
+# The command is named once, not again by the message.
+expect_error "launch with --nproc 0" "--nproc must be at least 1" -- "$strata" launch --nproc 0 -- true
+if grep -q "strata launch: error: strata launch:" "$work/out.txt"; then fail "the prefix is repeated: $(cat "$work/out.txt")"; fi
+# strata test reads the test set once by default (360 images, batches of 120).
+"$strata" test --model "$dir/train.prototxt" --weights "$snap.safetensors" > "$work/once.txt" 2>&1 ||
+  fail "strata test without --iterations failed: $(tail -n 2 "$work/once.txt")"
+grep -q "scoring one pass: 360 samples of layer 'data' in batches of 120" "$work/once.txt" &&
+  grep -q "scored 3 batches" "$work/once.txt" || fail "strata test did not score one pass: $(cat "$work/once.txt")"
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"

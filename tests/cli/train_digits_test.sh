@@ -9,6 +9,7 @@ trap 'rm -rf "$work"' EXIT
 cp -r "$src/models/digits" "$work/digits"
 mkdir -p "$work/data" && cp -r "$src/data/digits" "$work/data/digits"
 mkdir -p "$work/models" && mv "$work/digits" "$work/models/digits"
+rm -rf "$work/models/digits/snapshots"  # a local run's, not part of the model
 "$strata" train --solver "$work/models/digits/solver.prototxt" --threads 2 | tee "$work/out.txt"
 acc=$(grep -o 'accuracy = [0-9.]*' "$work/out.txt" | tail -n 1 | awk '{print $3}')
 echo "final test accuracy: $acc"

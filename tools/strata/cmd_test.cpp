@@ -7,6 +7,7 @@
 #include "framework/error.h"
 #include "framework/net.h"
 #include "framework/threads.h"
+#include "layers/in_memory_data.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 #include "transfer/pretrained.h"
@@ -22,6 +23,26 @@ std::string join_names(const std::vector<std::string>& names, size_t limit = 20)
   return s;
 }
 
+// Batches for one pass over the TEST data (the largest data layer's, when
+// the net reads from data layers that know their size); 0 when none does.
+int64_t batches_per_pass(const Net& net, std::string* what) {
+  int64_t best = 0;
+  for (int i = 0; i < net.num_layers(); ++i) {
+    const auto* data = dynamic_cast<const InMemoryDataLayer*>(&net.layer(i));
+    if (!data) continue;
+    const DataSource& source = data->source();
+    const int64_t samples = static_cast<int64_t>(source.shard().size());
+    const int64_t batches = (samples + source.batch_size() - 1) / source.batch_size();
+    if (batches > best) {
+      best = batches;
+      *what = std::to_string(samples) + " samples of layer '" + net.layer(i).name() + "' in batches of " +
+              std::to_string(source.batch_size()) +
+              (samples % source.batch_size() ? " (the last batch wraps around to the first samples)" : "");
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 int test_main(int argc, char** argv) {
@@ -30,11 +51,11 @@ int test_main(int argc, char** argv) {
                      {"weights-format", FlagKind::kValue,
                       "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit",
                       "auto"},
-                     {"iterations", FlagKind::kValue, "batches to score", "50"},
+                     {"iterations", FlagKind::kValue, "batches to score",
+                      "one pass over the TEST data, else 50"},
                      {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)", "cpu"},
                      {"threads", FlagKind::kValue, "CPU threads (0 = all cores)", "all cores"}});
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
-  const int iterations = iterations_flag(args);
   NetOptions options;
   options.phase = Phase::kTest;
   options.device = device_flag(args);
@@ -47,6 +68,16 @@ int test_main(int argc, char** argv) {
   if (!report.missing.empty()) {  // scoring random values would mislead
     fail<IoError>(weights, ": ", report.missing.size(), " parameters of net '", net->name(),
                   "' are not in the file: ", join_names(report.missing));
+  }
+
+  // Not a fixed count: 50 batches of 120 read a 360-image test set 16.7 times.
+  std::string pass;
+  const int64_t per_pass = batches_per_pass(*net, &pass);
+  const int iterations = args.has("iterations") || per_pass == 0 ? iterations_flag(args) : static_cast<int>(per_pass);
+  if (!args.has("iterations")) {
+    std::printf("%s\n", per_pass > 0 ? ("scoring one pass: " + pass).c_str()
+                                      : "the net's data layers do not say how many samples they hold: scoring 50 "
+                                        "batches (--iterations N to choose)");
   }
 
   std::map<std::string, double> sums;

@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "framework/config.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "tools/strata/commands.h"
@@ -22,6 +23,45 @@ void usage() {
       "  embed   features of images: strata embed --model M --weights W --layer B --images DIR --out F.npy\n"
       "  layers  list the registered layer types\n\n"
       "`strata COMMAND --help` lists a command's flags.\n");
+}
+
+// "strata train: error: strata train: ..." reads as a stutter: messages
+// that already name the command keep their own prefix only.
+std::string without_prefix(const std::string& message, const std::string& cmd) {
+  const std::string own = "strata " + cmd + ": ";
+  return message.compare(0, own.size(), own) == 0 ? message.substr(own.size()) : message;
+}
+
+// Error text quotes what it found, and what it found may be binary (a
+// weights file passed as --solver): control bytes and invalid UTF-8 are
+// shown as \xNN rather than sent to the terminal, where an escape sequence
+// would act instead of print.
+std::string printable(const std::string& text) {
+  std::string out;
+  auto hex = [&](unsigned char u) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02X", static_cast<unsigned>(u));
+    out += buf;
+  };
+  for (size_t i = 0; i < text.size();) {
+    const auto u = static_cast<unsigned char>(text[i]);
+    if (u == '\n' || u == '\t' || (u >= 0x20 && u < 0x7f)) {
+      out += text[i++];
+      continue;
+    }
+    // A well-formed UTF-8 sequence (2-4 bytes) passes as it is.
+    const size_t len = (u & 0xE0) == 0xC0 ? 2 : (u & 0xF0) == 0xE0 ? 3 : (u & 0xF8) == 0xF0 ? 4 : 0;
+    bool ok = len > 0 && i + len <= text.size() && u >= 0xC2 && u <= 0xF4;
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+    if (ok) {
+      out.append(text, i, len);
+      i += len;
+    } else {
+      hex(u);
+      ++i;
+    }
+  }
+  return out;
 }
 
 int layers_main() {
@@ -53,14 +93,17 @@ int main(int argc, char** argv) {
     if (cmd == "launch") return strata::cli::launch_main(argc, argv);
     if (cmd == "embed") return strata::cli::embed_main(argc, argv);
     if (cmd == "layers") return layers_main();
-    std::fprintf(stderr, "strata: unknown command '%s'\n\n", cmd.c_str());
+    const std::string near = strata::nearest_key(cmd, {"train", "test", "time", "launch", "embed", "layers"});
+    std::fprintf(stderr, "strata: unknown command '%s'%s\n\n", printable(cmd).c_str(),
+                 near.empty() ? "" : ("; did you mean '" + near + "'?").c_str());
     usage();
     return 2;
   } catch (const strata::Error& e) {
-    std::fprintf(stderr, "strata %s: error: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "strata %s: error: %s\n", cmd.c_str(), printable(without_prefix(e.what(), cmd)).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "strata %s: internal error: %s\n", cmd.c_str(), e.what());
+    std::fprintf(stderr, "strata %s: internal error: %s\n", cmd.c_str(),
+                 printable(without_prefix(e.what(), cmd)).c_str());
     return 1;
   }
 }
