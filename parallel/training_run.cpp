@@ -204,7 +204,9 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   } catch (const JobFailedError&) {
     throw;  // another rank's failure, already recorded
   } catch (const NetworkError& e) {
-    if (heartbeat) heartbeat->report_failure(e.what(), FailureOrigin::kCommunication);
+    // Usually the echo of the other rank's failure: name that failure.
+    const std::string cause = heartbeat ? heartbeat->report_failure(e.what(), FailureOrigin::kCommunication) : "";
+    if (!cause.empty()) throw JobFailedError(cause + " (seen here as: " + e.what() + ")");
     throw;
   } catch (const std::exception& e) {
     if (heartbeat) heartbeat->report_failure(e.what(), FailureOrigin::kThisRank);

@@ -156,10 +156,25 @@ TEST(ParallelHeartbeat, CommunicationErrorDefersToTheFailureAlreadyRecorded) {
   auto hb1 = heartbeat(server, 1, r1);
   client(server, 1)->report_failure("the real cause");
   // Rank 0's transfer with rank 1 failed as a consequence: not a new cause.
-  hb0->report_failure("rank 1 closed the connection", FailureOrigin::kCommunication);
+  const std::string cause = hb0->report_failure("rank 1 closed the connection", FailureOrigin::kCommunication);
+  EXPECT_TRUE(contains(cause, "rank 1 on ")) << cause;
+  EXPECT_TRUE(contains(cause, "failed: the real cause")) << cause;
   const std::optional<JobFailure> f = server.failure();
   ASSERT_TRUE(f.has_value());
   EXPECT_TRUE(contains(f->message, "the real cause")) << f->message;
+}
+
+TEST(ParallelHeartbeat, CommunicationErrorWithNoKnownCauseIsReported) {
+  StoreServer server("127.0.0.1", 0, kToken);
+  Reported r0, r1;
+  auto hb0 = heartbeat(server, 0, r0);
+  auto hb1 = heartbeat(server, 1, r1);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(hb0->report_failure("recv from rank 1 timed out", FailureOrigin::kCommunication), "");
+  EXPECT_GE(seconds_since(t0), 0.8 * std::chrono::duration<double>(kInterval).count());
+  const std::string msg = r1.wait(seconds(2));
+  EXPECT_TRUE(contains(msg, "rank 0 on ")) << msg;
+  EXPECT_TRUE(contains(msg, "failed: recv from rank 1 timed out")) << msg;
 }
 
 TEST(ParallelHeartbeat, ConnectionClosedWithoutGoodbyeFailsTheJob) {

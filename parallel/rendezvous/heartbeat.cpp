@@ -87,7 +87,7 @@ void Heartbeat::run() {
   }
 }
 
-void Heartbeat::report_failure(const std::string& what, FailureOrigin origin) {
+std::string Heartbeat::report_failure(const std::string& what, FailureOrigin origin) {
   this_rank_failed_.store(true);
   try {
     if (origin == FailureOrigin::kCommunication) {
@@ -97,8 +97,8 @@ void Heartbeat::report_failure(const std::string& what, FailureOrigin origin) {
       for (;;) {
         try {
           store_->heartbeat(HeartbeatPhase::kBeat, limit_);
-        } catch (const JobFailedError&) {
-          return;
+        } catch (const JobFailedError& e) {
+          return e.what();
         }
         if (Clock::now() >= until) break;
         std::unique_lock<std::mutex> lock(mu_);
@@ -109,6 +109,7 @@ void Heartbeat::report_failure(const std::string& what, FailureOrigin origin) {
   } catch (const std::exception&) {
     // The store is unreachable: the other ranks find out from its silence.
   }
+  return "";
 }
 
 std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string& program) {

@@ -64,10 +64,12 @@ class Heartbeat {
 
   // This rank failed: the store records `what` (with this rank and host) and
   // every other rank stops naming it; this rank's own error goes on to be
-  // reported as usual. A communication error is reported only when, after
-  // one interval, the store knows of no other failure (the rank at the other
-  // end usually failed first, and it is the one to name). Never throws.
-  void report_failure(const std::string& what, FailureOrigin origin);
+  // reported as usual. A communication error is reported only when, within
+  // one interval, the store knows of no other failure: the rank at the other
+  // end usually failed first, and then its failure (the store's message
+  // naming it) is returned, for this rank's error to name the cause. Returns
+  // "" otherwise. Never throws.
+  std::string report_failure(const std::string& what, FailureOrigin origin);
 
  private:
   void run();
