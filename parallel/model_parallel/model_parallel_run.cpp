@@ -111,7 +111,8 @@ std::string pipeline_memory_summary(const ModelParallelRun& run, Communicator& w
     size_t v[4];
     for (int i = 0; i < 4; ++i) {
       const int32_t* p = all.data<int32_t>() + r * 8 + 2 * i;
-      v[i] = static_cast<size_t>(static_cast<uint32_t>(p[0]) | (static_cast<uint64_t>(static_cast<uint32_t>(p[1])) << 32));
+      const uint64_t low = static_cast<uint32_t>(p[0]), high = static_cast<uint32_t>(p[1]);
+      v[i] = static_cast<size_t>(low | (high << 32));
     }
     const MemoryReport sm{v[0], v[1], v[2], v[3]};
     total += v[0] + v[1] + v[2] + v[3];

@@ -292,16 +292,19 @@ std::string seconds_value(double s) {
 }  // namespace
 
 std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank) {
+  const std::string store_host = o.store_host == StoreHost::kLauncher ? "launcher" : "rank0";
   std::vector<std::string> env = {"STRATA_RANK=" + std::to_string(o.node_rank * o.nproc + local_rank),
-          "STRATA_WORLD_SIZE=" + std::to_string(o.nproc * o.nnodes),
-          "STRATA_LOCAL_RANK=" + std::to_string(local_rank),
-          "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(o.nproc),
-          "STRATA_MASTER=" + o.master,
-          "STRATA_TOKEN=" + o.token,
-          "STRATA_STORE_HOST=" + std::string(o.store_host == StoreHost::kLauncher ? "launcher" : "rank0"),
-          "STRATA_TIMEOUT_S=" + std::to_string(o.timeout_s)};
+                                  "STRATA_WORLD_SIZE=" + std::to_string(o.nproc * o.nnodes),
+                                  "STRATA_LOCAL_RANK=" + std::to_string(local_rank),
+                                  "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(o.nproc),
+                                  "STRATA_MASTER=" + o.master,
+                                  "STRATA_TOKEN=" + o.token,
+                                  "STRATA_STORE_HOST=" + store_host,
+                                  "STRATA_TIMEOUT_S=" + std::to_string(o.timeout_s)};
   if (o.heartbeat_s >= 0) env.push_back("STRATA_HEARTBEAT_S=" + seconds_value(o.heartbeat_s));
-  if (o.heartbeat_timeout_s >= 0) env.push_back("STRATA_HEARTBEAT_TIMEOUT_S=" + seconds_value(o.heartbeat_timeout_s));
+  if (o.heartbeat_timeout_s >= 0) {
+    env.push_back("STRATA_HEARTBEAT_TIMEOUT_S=" + seconds_value(o.heartbeat_timeout_s));
+  }
   return env;
 }
 

@@ -222,7 +222,8 @@ struct StoreServer::Impl {
 
   void handle_request(uint64_t id, Conn& c, uint8_t op, const std::string& key, const std::string& value) {
     if (op == kFail && !failed()) {
-      record_failure(c.rank, JobFailureKind::kReported, "rank " + std::to_string(c.rank) + " on " + key + " failed: " + value);
+      record_failure(c.rank, JobFailureKind::kReported,
+                     "rank " + std::to_string(c.rank) + " on " + key + " failed: " + value);
       respond(c, kOk, "");
       return;
     }
@@ -460,8 +461,9 @@ struct StoreServer::Impl {
       }
     }
     for (const auto& [rank, host] : lost) {
-      record_failure(rank, JobFailureKind::kConnectionLost, "rank " + std::to_string(rank) + " on " + host + " closed its connection to the store "
-                     "without finishing: its process exited or was killed");
+      record_failure(rank, JobFailureKind::kConnectionLost,
+                     "rank " + std::to_string(rank) + " on " + host +
+                         " closed its connection to the store without finishing: its process exited or was killed");
     }
   }
 
