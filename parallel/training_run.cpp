@@ -19,6 +19,8 @@
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/model_parallel/model_parallel_run.h"
 #include "parallel/rendezvous/env.h"
+#include "parallel/rendezvous/heartbeat.h"
+#include "parallel/transport/socket.h"
 
 namespace strata::parallel {
 
@@ -64,19 +66,10 @@ void print_rank_summaries(const RankEnv& env, const ModelParallelRun& mp, Commun
   }
 }
 
-}  // namespace
-
-SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& options) {
-  const RankEnv env = detect_rank_env();
+// Everything after the ranks have met; `world` is null in one process.
+SolveResult train(const SolverConfig& config, const TrainingRunOptions& options, const RankEnv& env,
+                  const std::unique_ptr<Communicator>& world) {
   const Device device = options.device;
-  if (env.distributed() && !device.is_cpu() && (options.model.pipeline.stages > 1 || options.model.tensor_size > 1)) {
-    fail<ConfigError>("--device ", device.str(), ": pipeline and tensor parallelism run on the CPU only so far; "
-                      "on GPUs use data parallelism (strata launch without --pp/--tp), or use --device cpu");
-  }
-  // 1. With a GPU, backend auto is nccl (when built with it): the gradients
-  // are reduced on the device; tcp and mpi stage them through host memory.
-  std::unique_ptr<Communicator> world;
-  if (env.distributed()) world = create_communicator(env, {options.data.backend, options.data.algorithm, device});
   const bool lead = env.rank == 0;
   if (!options.weights.empty()) check_not_a_snapshot_of(options.weights, "--weights", config.snapshot_prefix);
   const bool resumed = !options.snapshot.empty();
@@ -113,9 +106,12 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   std::unique_ptr<Solver> own_solver;
   if (!mp.pipe) own_solver = std::make_unique<Solver>(config, solver_options);
   Solver& solver = mp.pipe ? mp.pipe->solver() : *own_solver;
+  // Under a pipeline every stage's memory, gathered to rank 0.
+  const std::string net_memory =
+      mp.pipe ? pipeline_memory_summary(mp, *world) : solver.net().memory_report().str();
   if (lead) {
     std::printf("strata train: %s, %d threads, net '%s' (%s)\n", config.source.c_str(), num_threads(),
-                solver.net().name().c_str(), solver.net().memory_report().str().c_str());
+                solver.net().name().c_str(), net_memory.c_str());
   }
 
   // 3. Every rank freezes the same layers, before the optimizer history and
@@ -201,6 +197,40 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
 #endif
   }
   return result;
+}
+
+}  // namespace
+
+SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& options) {
+  const RankEnv env = detect_rank_env();
+  if (env.distributed() && !options.device.is_cpu() &&
+      (options.model.pipeline.stages > 1 || options.model.tensor_size > 1)) {
+    fail<ConfigError>("--device ", options.device.str(), ": pipeline and tensor parallelism run on the CPU only so "
+                      "far; on GPUs use data parallelism (strata launch without --pp/--tp), or use --device cpu");
+  }
+  // 1. With a GPU, backend auto is nccl (when built with it): the gradients
+  // are reduced on the device; tcp and mpi stage them through host memory.
+  std::unique_ptr<Communicator> world;
+  if (env.distributed()) {
+    world = create_communicator(env, {options.data.backend, options.data.algorithm, options.device});
+  }
+  // A rank that fails, stops or hangs ends every rank within seconds, named
+  // (parallel/rendezvous/heartbeat.h); destroyed before `world`, whose store
+  // server (on rank 0) waits for every rank's goodbye.
+  const std::unique_ptr<Heartbeat> heartbeat = start_heartbeat(env, "strata train");
+  try {
+    return train(config, options, env, world);
+  } catch (const JobFailedError&) {
+    throw;  // another rank's failure, already recorded
+  } catch (const NetworkError& e) {
+    // Usually the echo of the other rank's failure: name that failure.
+    const std::string cause = heartbeat ? heartbeat->report_failure(e.what(), FailureOrigin::kCommunication) : "";
+    if (!cause.empty()) throw JobFailedError(cause + " (seen here as: " + e.what() + ")");
+    throw;
+  } catch (const std::exception& e) {
+    if (heartbeat) heartbeat->report_failure(e.what(), FailureOrigin::kThisRank);
+    throw;
+  }
 }
 
 }  // namespace strata::parallel

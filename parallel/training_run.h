@@ -8,7 +8,9 @@
 //
 // What it does, in order (every step on every rank unless said):
 //   1. ranks: one process, or N under `strata launch` / mpirun / srun
-//      (parallel/rendezvous/env.h), and their communicator;
+//      (parallel/rendezvous/env.h), their communicator, and their heartbeats
+//      (parallel/rendezvous/heartbeat.h): an error on one rank is reported to
+//      the store, and a failed, silent or vanished rank ends every rank;
 //   2. model parallel (pp or tp > 1): the dp x pp x tp grid and this rank's
 //      pipeline stage (parallel/model_parallel/model_parallel_run.h); else a Solver;
 //   3. freeze (before any strategy lays out its gradient buckets);

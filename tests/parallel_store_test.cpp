@@ -201,9 +201,30 @@ TEST(ParallelStore, WrongTokenIsRefusedAndServerKeepsServing) {
   EXPECT_NE(log.find("store: refused connection from 127.0.0.1: bad token"), std::string::npos) << log;
   // An empty token is refused too.
   EXPECT_THROW(connect_store("127.0.0.1", server.port(), "", 2, seconds(5)), NetworkError);
-  EXPECT_EQ(good->get("k"), "v");
+  // The server keeps serving, and what it serves now is the job's failure:
+  // a rank of this protocol with a wrong token is a rank of this job that
+  // cannot join, so every other rank hears of it at once
+  // (parallel_heartbeat_test.cpp has the rest).
+  const std::string failed = error_of([&] { good->get("k"); });
+  EXPECT_NE(failed.find("rank 2 on 127.0.0.1 presented a wrong STRATA_TOKEN"), std::string::npos) << failed;
   auto another = connect_store("127.0.0.1", server.port(), kToken, 1, seconds(5));
-  EXPECT_EQ(another->get("k"), "v");
+  EXPECT_THROW(another->get("k"), JobFailedError);
+}
+
+TEST(ParallelStore, GarbageDoesNotFailTheJob) {
+  StoreServer server("127.0.0.1", 0, kToken);
+  auto good = connect_store("127.0.0.1", server.port(), kToken, 0, seconds(5));
+  good->set("k", "v");
+  testing::internal::CaptureStderr();
+  {
+    Socket raw = connect_tcp("127.0.0.1", server.port(), deadline_after(seconds(5)));
+    const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_all(raw, junk.data(), junk.size(), deadline_after(seconds(5)), "junk");
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  testing::internal::GetCapturedStderr();
+  EXPECT_EQ(good->get("k"), "v");
+  EXPECT_FALSE(server.failure().has_value());
 }
 
 std::string hello(const std::string& token) {

@@ -43,6 +43,35 @@ std::vector<int> balanced_cut(const SolverConfig& config, int stages, Communicat
   return std::vector<int>(cut.data<int32_t>(), cut.data<int32_t>() + layers);
 }
 
+// Whether any node under `n` is a `split:` key other than NONE (the split
+// keys live in the layers' parameter blocks).
+bool has_split_key(const ConfigNode& n) {
+  for (const ConfigNode& c : n.children()) {
+    if (c.is_block()) {
+      if (has_split_key(c)) return true;
+    } else if (c.key() == "split" && c.as_string() != "NONE") {
+      return true;
+    }
+  }
+  return false;
+}
+
+// pp x tp ranks are the least a grid needs; one process started by hand
+// (no strata launch, mpirun or srun) is the usual way to have fewer.
+void check_enough_ranks(const SolverConfig& config, const ModelParallelConfig& mp, const RankEnv& env) {
+  const int needed = mp.pipeline.stages * mp.tensor_size;
+  if (env.world_size > 1 || env.launcher != "none" || needed <= 1) return;
+  std::string flags;
+  if (mp.pipeline.stages > 1) flags += " --pp " + std::to_string(mp.pipeline.stages);
+  if (mp.tensor_size > 1) flags += " --tp " + std::to_string(mp.tensor_size);
+  fail<ConfigError>("pp ", mp.pipeline.stages, " x tp ", mp.tensor_size, " needs at least ", needed,
+                    " ranks (one process per pipeline stage and tensor-parallel rank), and this is one process "
+                    "started without a launcher. Start the ranks with: strata launch --nproc ", needed,
+                    " -- strata train --solver ", config.source, flags,
+                    " (plus your other flags; a multiple of ", needed, " ranks adds data parallelism), or under "
+                    "mpirun -np ", needed, " / srun -n ", needed);
+}
+
 }  // namespace
 
 std::string pipeline_memory_line(int world_rank, const ProcessGrid& grid, PipelineParallel& pipe) {
@@ -61,16 +90,55 @@ std::string pipeline_memory_line(int world_rank, const ProcessGrid& grid, Pipeli
   return buf;
 }
 
+std::string pipeline_memory_summary(const ModelParallelRun& run, Communicator& world) {
+  STRATA_CHECK(run.pipe && run.grid, "pipeline_memory_summary without a pipeline");
+  const MemoryReport m = run.pipe->memory_report();
+  // Four byte counts as eight 32-bit halves (tensors carry no 64-bit integers).
+  const uint64_t mine[4] = {m.param_bytes, m.grad_bytes, m.buffer_bytes, m.activation_bytes};
+  Tensor in({8}, DType::kI32);
+  for (int i = 0; i < 4; ++i) {
+    in.data<int32_t>()[2 * i] = static_cast<int32_t>(static_cast<uint32_t>(mine[i]));
+    in.data<int32_t>()[2 * i + 1] = static_cast<int32_t>(static_cast<uint32_t>(mine[i] >> 32));
+  }
+  Tensor all({world.world_size() * 8}, DType::kI32);
+  world.gather(in, all, 0);
+  if (world.rank() != 0) return "";
+  const GridShape& shape = run.grid->shape();
+  std::string s;
+  size_t total = 0;
+  for (int stage = 0; stage < shape.pp; ++stage) {
+    const int r = grid_rank(shape, GridCoord{0, stage, 0});
+    size_t v[4];
+    for (int i = 0; i < 4; ++i) {
+      const int32_t* p = all.data<int32_t>() + r * 8 + 2 * i;
+      const uint64_t low = static_cast<uint32_t>(p[0]), high = static_cast<uint32_t>(p[1]);
+      v[i] = static_cast<size_t>(low | (high << 32));
+    }
+    const MemoryReport sm{v[0], v[1], v[2], v[3]};
+    total += v[0] + v[1] + v[2] + v[3];
+    s += (stage ? "; stage " : "stage ") + std::to_string(stage) + ": " + sm.str();
+  }
+  return s + "; all stages " + format_bytes(total);
+}
+
 ModelParallelRun start_model_parallel(const SolverConfig& config, const ModelParallelConfig& mp, const RankEnv& env,
                                       Communicator* world, SolverOptions& solver_options, std::ostream& out) {
   ModelParallelRun run;
   if (mp.pipeline.stages == 1 && mp.tensor_size == 1) return run;
+  check_enough_ranks(config, mp, env);
   LocalCommunicator local;
   Communicator& w = world ? *world : local;
   const GridShape shape = make_grid_shape(w.world_size(), mp.pipeline.stages, mp.tensor_size);
   run.grid = std::make_unique<ProcessGrid>(w, shape, env);
   ProcessGrid& grid = *run.grid;
   if (w.rank() == 0) out << grid.describe();
+  if (w.rank() == 0 && shape.tp > 1 && !has_split_key(net_config_of(config).first)) {
+    out << "warning: tp " << shape.tp << ": no layer of the net has a `split:` key, so each tensor-parallel "
+        << "group of " << shape.tp << " ranks runs the whole net replicated (every rank holds every parameter "
+        << "and does the same work). Mark the layers to split: InnerProduct `split: COLUMN` then `split: ROW`, "
+        << "Convolution `split: OUTPUT_CHANNELS`, MultiHeadAttention `split: HEADS` in their parameter blocks "
+        << "(docs/config.md, Tensor parallel); or drop --tp and let the ranks run data parallel\n";
+  }
   solver_options.rank = grid.dp_rank();
   solver_options.world_size = shape.dp;
   solver_options.comm = &grid.tp();

@@ -36,6 +36,13 @@ ModelParallelRun start_model_parallel(const SolverConfig& config, const ModelPar
                                       const RankEnv& env, Communicator* world, SolverOptions& solver_options,
                                       std::ostream& out);
 
+// The net's memory for the start line under pipeline parallelism: every
+// stage's (its nets, micro-batch slots included), gathered to rank 0 from
+// the ranks at dp 0, tp 0: "stage 0: parameters ..., total 6.1 MiB; stage
+// 1: ...; all stages 12.3 MiB". Every rank of `world`
+// calls it; ranks other than 0 get "".
+std::string pipeline_memory_summary(const ModelParallelRun& run, Communicator& world);
+
 // "rank 1 (dp 0, pp 1, tp 0) memory: params 1.2 MiB, grads 1.2 MiB, optimizer state 1.2 MiB,
 //  activations 3.4 MiB (2 micro-batch slots)"
 std::string pipeline_memory_line(int world_rank, const ProcessGrid& grid, PipelineParallel& pipe);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -26,6 +27,24 @@ int env_int(const char* name, int fallback) {
     fail<ConfigError>("environment variable ", name, "='", v, "' is not a non-negative integer");
   }
   return static_cast<int>(n);
+}
+
+// Seconds with decimals ("0.5"), as milliseconds.
+std::chrono::milliseconds env_seconds(const char* name, std::chrono::milliseconds fallback) {
+  const char* v = env(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  if (*end != '\0' || !(s >= 0) || s > 86400.0 * 365) {
+    fail<ConfigError>("environment variable ", name, "='", v, "' is not a number of seconds (e.g. 5 or 0.5)");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000 + 0.5));
+}
+
+std::string format_seconds(std::chrono::milliseconds d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
 }
 
 }  // namespace
@@ -71,6 +90,16 @@ RankEnv detect_rank_env() {
                       " environment)");
   }
   e.timeout = std::chrono::seconds(env_int("STRATA_TIMEOUT_S", 300));
+  e.heartbeat_interval = env_seconds("STRATA_HEARTBEAT_S", e.heartbeat_interval);
+  e.heartbeat_timeout = env_seconds("STRATA_HEARTBEAT_TIMEOUT_S", e.heartbeat_timeout);
+  if (e.heartbeat_interval.count() < 10) {
+    fail<ConfigError>("STRATA_HEARTBEAT_S must be at least 0.01 (seconds between a rank's heartbeats)");
+  }
+  if (e.heartbeat_timeout.count() > 0 && e.heartbeat_timeout < 2 * e.heartbeat_interval) {
+    fail<ConfigError>("STRATA_HEARTBEAT_TIMEOUT_S (", format_seconds(e.heartbeat_timeout),
+                      ") must be at least twice STRATA_HEARTBEAT_S (", format_seconds(e.heartbeat_interval),
+                      "), so that one late heartbeat does not fail the job; 0 turns heartbeats off");
+  }
   if (!e.distributed()) return e;
 
   // The tcp backend needs rank 0's store address and the shared token; the

@@ -24,6 +24,11 @@ struct RankEnv {
   StoreHost store_host = StoreHost::kRankZero;  // STRATA_STORE_HOST
   std::string launcher;      // "strata", "mpirun", "srun" or "none"
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};  // STRATA_TIMEOUT_S
+  // Liveness (parallel/rendezvous/heartbeat.h): every rank tells the store it
+  // is alive this often, and a rank silent for heartbeat_timeout fails the
+  // job naming it (0: no heartbeats).
+  std::chrono::milliseconds heartbeat_interval{1000};  // STRATA_HEARTBEAT_S
+  std::chrono::milliseconds heartbeat_timeout{5000};   // STRATA_HEARTBEAT_TIMEOUT_S
   std::string hostname;      // this machine
 
   bool distributed() const { return world_size > 1; }
@@ -38,7 +43,10 @@ struct RankEnv {
 //   mpirun:         OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
 //                   OMPI_COMM_WORLD_LOCAL_SIZE (plus STRATA_MASTER, STRATA_TOKEN from -x)
 //   srun:           SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
-//   always:         STRATA_TIMEOUT_S (seconds; default 300)
+//   always:         STRATA_TIMEOUT_S (seconds; default 300), STRATA_HEARTBEAT_S
+//                   (seconds, decimals allowed; default 1), STRATA_HEARTBEAT_TIMEOUT_S
+//                   (seconds; default 5; 0 turns heartbeats off; at least twice
+//                   STRATA_HEARTBEAT_S)
 // Throws ConfigError naming the variable when a value is malformed, or when
 // a multi-rank run has no STRATA_MASTER / STRATA_TOKEN.
 RankEnv detect_rank_env();

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "framework/error.h"
 #include "parallel/rendezvous/store.h"
@@ -175,8 +176,8 @@ bool valid_master(const std::string& m) {
 
 // Starts one rank. Everything the child needs is prepared before fork, so
 // that between fork and exec it only makes system calls.
-pid_t spawn(const std::vector<char*>& argv, const std::vector<char*>& envp, int out_w, int err_w,
-            const std::string& exec_error_prefix) {
+pid_t spawn(const char* program, const std::vector<char*>& argv, const std::vector<char*>& envp, int out_w,
+            int err_w, const std::string& exec_error_prefix) {
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid != 0) return pid;
@@ -198,7 +199,7 @@ pid_t spawn(const std::vector<char*>& argv, const std::vector<char*>& envp, int 
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  execvpe(argv[0], argv.data(), envp.data());
+  execvpe(program, argv.data(), envp.data());
   const int err = errno;
   const char* reason = strerror(err);
   [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, exec_error_prefix.data(), exec_error_prefix.size());
@@ -261,19 +262,50 @@ LaunchOptions resolve_launch_options(LaunchOptions o) {
   if (!o.master.empty() && !valid_master(o.master)) {
     fail<ConfigError>("strata launch: --master '", o.master, "' is not HOST:PORT with a port in 1..65535");
   }
+  if (o.heartbeat_s >= 0 && o.heartbeat_s < 0.01) {
+    fail<ConfigError>("strata launch: --heartbeat must be at least 0.01 seconds, got ", o.heartbeat_s);
+  }
+  if (o.heartbeat_timeout_s > 0) {
+    double interval = o.heartbeat_s;
+    if (interval < 0) {
+      const char* v = std::getenv("STRATA_HEARTBEAT_S");
+      interval = v && *v ? std::atof(v) : 1.0;
+    }
+    if (o.heartbeat_timeout_s < 2 * interval) {
+      fail<ConfigError>("strata launch: --heartbeat-timeout ", o.heartbeat_timeout_s,
+                        " must be at least twice the heartbeat interval (", interval,
+                        " s), so that one late heartbeat does not fail the job; 0 turns heartbeats off");
+    }
+  }
   if (o.token.empty()) o.token = random_token();
   return o;
 }
 
+namespace {
+
+std::string seconds_value(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+}  // namespace
+
 std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank) {
-  return {"STRATA_RANK=" + std::to_string(o.node_rank * o.nproc + local_rank),
-          "STRATA_WORLD_SIZE=" + std::to_string(o.nproc * o.nnodes),
-          "STRATA_LOCAL_RANK=" + std::to_string(local_rank),
-          "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(o.nproc),
-          "STRATA_MASTER=" + o.master,
-          "STRATA_TOKEN=" + o.token,
-          "STRATA_STORE_HOST=" + std::string(o.store_host == StoreHost::kLauncher ? "launcher" : "rank0"),
-          "STRATA_TIMEOUT_S=" + std::to_string(o.timeout_s)};
+  const std::string store_host = o.store_host == StoreHost::kLauncher ? "launcher" : "rank0";
+  std::vector<std::string> env = {"STRATA_RANK=" + std::to_string(o.node_rank * o.nproc + local_rank),
+                                  "STRATA_WORLD_SIZE=" + std::to_string(o.nproc * o.nnodes),
+                                  "STRATA_LOCAL_RANK=" + std::to_string(local_rank),
+                                  "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(o.nproc),
+                                  "STRATA_MASTER=" + o.master,
+                                  "STRATA_TOKEN=" + o.token,
+                                  "STRATA_STORE_HOST=" + store_host,
+                                  "STRATA_TIMEOUT_S=" + std::to_string(o.timeout_s)};
+  if (o.heartbeat_s >= 0) env.push_back("STRATA_HEARTBEAT_S=" + seconds_value(o.heartbeat_s));
+  if (o.heartbeat_timeout_s >= 0) {
+    env.push_back("STRATA_HEARTBEAT_TIMEOUT_S=" + seconds_value(o.heartbeat_timeout_s));
+  }
+  return env;
 }
 
 namespace {
@@ -309,6 +341,10 @@ int launch(const LaunchOptions& options) {
   std::vector<char*> argv;
   for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // In the child, /proc/self/exe is still the launcher's executable (fork
+  // keeps it), even if the file was replaced since it started.
+  const bool own = !o.own_command.empty() && o.command[0] == o.own_command;
+  const char* program = own ? "/proc/self/exe" : o.command[0].c_str();
 
   // The inherited environment minus any STRATA_* variables we set.
   std::vector<std::string> base_env;
@@ -318,7 +354,10 @@ int launch(const LaunchOptions& options) {
     static const char* kOurs[] = {"STRATA_RANK",  "STRATA_WORLD_SIZE", "STRATA_LOCAL_RANK",
                                   "STRATA_LOCAL_WORLD_SIZE", "STRATA_MASTER", "STRATA_TOKEN",
                                   "STRATA_STORE_HOST", "STRATA_TIMEOUT_S"};
-    if (std::find(std::begin(kOurs), std::end(kOurs), name) == std::end(kOurs)) base_env.push_back(kv);
+    const bool ours = std::find(std::begin(kOurs), std::end(kOurs), name) != std::end(kOurs) ||
+                      (name == "STRATA_HEARTBEAT_S" && o.heartbeat_s >= 0) ||
+                      (name == "STRATA_HEARTBEAT_TIMEOUT_S" && o.heartbeat_timeout_s >= 0);
+    if (!ours) base_env.push_back(kv);
   }
 
   int sig_pipe[2];
@@ -354,7 +393,7 @@ int launch(const LaunchOptions& options) {
       }
       const std::string exec_error =
           "strata launch: rank " + std::to_string(c.rank) + ": cannot run '" + o.command[0] + "': ";
-      const pid_t pid = spawn(argv, envp, out_p[1], err_p[1], exec_error);
+      const pid_t pid = spawn(program, argv, envp, out_p[1], err_p[1], exec_error);
       const int fork_errno = errno;
       ::close(out_p[1]);
       ::close(err_p[1]);
@@ -383,7 +422,7 @@ int launch(const LaunchOptions& options) {
   }
 
   int failed_rank = -1, failed_status = 0;
-  bool interrupted = false, terminated = false, killed = false;
+  bool interrupted = false, terminated = false, killed = false, silent_handled = false;
   int first_nonzero = 0;
   Deadline kill_at = Deadline::max();
 
@@ -405,9 +444,18 @@ int launch(const LaunchOptions& options) {
       if (c.status == 0) continue;
       if (first_nonzero == 0) first_nonzero = c.status;
       if (failed_rank < 0 && !interrupted && !terminated) {
-        failed_rank = c.rank;
+        // The store may already know the cause: another rank that reported
+        // its error (this one stopped because of it) or went silent.
+        const std::optional<JobFailure> cause = store ? store->failure() : std::nullopt;
         failed_status = c.status;
-        say("rank " + std::to_string(c.rank) + " " + what + "; stopping the other ranks");
+        if (cause && cause->rank != c.rank && cause->kind != JobFailureKind::kConnectionLost) {
+          failed_rank = cause->rank;
+          say("rank " + std::to_string(c.rank) + " " + what + " after the job failed: " + cause->message +
+              "; stopping the other ranks");
+        } else {
+          failed_rank = c.rank;
+          say("rank " + std::to_string(c.rank) + " " + what + "; stopping the other ranks");
+        }
         stop_others();
       }
     }
@@ -416,6 +464,21 @@ int launch(const LaunchOptions& options) {
       if (!c.exited || c.out.fd >= 0 || c.err.fd >= 0) all_done = false;
     }
     if (all_done) break;
+
+    // A rank whose heartbeats stopped cannot stop itself: kill it now (its
+    // exit then stops the others, which also hear of it from the store).
+    if (store && !silent_handled && !interrupted && !terminated) {
+      const std::optional<JobFailure> f = store->failure();
+      if (f && f->kind == JobFailureKind::kSilent) {
+        silent_handled = true;
+        for (auto& c : children) {
+          if (c.rank == f->rank && !c.exited) {
+            say(f->message + "; killing it");
+            ::kill(-c.pid, SIGKILL);
+          }
+        }
+      }
+    }
 
     const Deadline now = Clock::now();
     if (!killed && now >= kill_at) {
@@ -446,8 +509,10 @@ int launch(const LaunchOptions& options) {
       }
       if (c.exited) next = std::min(next, c.drain_until);
     }
-    // SIGCHLD lands in the signal pipe, so exits wake the poll; the cap is a safety net.
-    const int timeout = std::min(next == Deadline::max() ? 1000 : std::max(1, remaining_ms(next)), 1000);
+    // SIGCHLD lands in the signal pipe, so exits wake the poll; the cap is a
+    // safety net, and how often the store's failure record is looked at.
+    const int cap = store ? 250 : 1000;
+    const int timeout = std::min(next == Deadline::max() ? cap : std::max(1, remaining_ms(next)), cap);
     const int r = ::poll(fds.data(), fds.size(), timeout);
     if (r < 0 && errno != EINTR) fail<Error>("strata launch: poll: ", std::strerror(errno));
     if (r <= 0) continue;

@@ -27,7 +27,18 @@ struct LaunchOptions {
   int timeout_s = 300;  // STRATA_TIMEOUT_S for the ranks
   // After the first failure: SIGTERM to the other ranks, SIGKILL this much later.
   std::chrono::milliseconds kill_grace{std::chrono::seconds(5)};
+  // Heartbeats (parallel/rendezvous/heartbeat.h): STRATA_HEARTBEAT_S and
+  // STRATA_HEARTBEAT_TIMEOUT_S for the ranks. Negative: not set here, so the
+  // ranks take them from the launcher's environment, or their defaults.
+  double heartbeat_s = -1;
+  double heartbeat_timeout_s = -1;
   std::vector<std::string> command;  // program and arguments (searched in PATH)
+  // A command whose program is spelled exactly this runs the launcher's own
+  // executable (/proc/self/exe) instead of the first of that name in PATH
+  // (`strata launch` sets "strata"): the ranks then run the very build that
+  // serves their store and sets their environment, also when it is not on
+  // PATH or an older strata is. A path (./build/strata) is taken as given.
+  std::string own_command;
 };
 
 // Checks the options and fills in the token. Throws ConfigError saying what
@@ -45,6 +56,10 @@ std::string random_token();
 // launcher: 0 when every rank exits 0; else the first failing rank's status
 // (128+N for signal N); 130 after Ctrl-C (SIGINT is forwarded to the ranks,
 // which write a snapshot and stop) unless a rank reported a failure.
+// When it serves the store, the failure the store recorded names the cause
+// (a rank that reported an error is named even when another exits first),
+// and a rank whose heartbeats stopped is killed at once (SIGKILL: a stopped
+// process does not act on SIGTERM).
 // The ranks' stdin is /dev/null: each runs in its own process group, so that
 // the terminal's Ctrl-C reaches them once, through the launcher.
 int launch(const LaunchOptions& options);

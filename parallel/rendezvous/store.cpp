@@ -28,22 +28,25 @@ class MemoryStore final : public Store {
   void set(const std::string& key, const std::string& value) override {
     check_sizes(key, value.size());
     std::lock_guard<std::mutex> lock(mu_);
+    throw_if_failed_locked();
     data_[key] = value;
     cv_.notify_all();
   }
 
   std::string get(const std::string& key) override {
     std::unique_lock<std::mutex> lock(mu_);
-    if (!wait_locked(lock, [&] { return data_.count(key) > 0; })) {
+    if (!wait_locked(lock, [&] { return failed_ || data_.count(key) > 0; })) {
       throw TimeoutError("timed out after " + format_duration(timeout_) + " waiting for key '" + key +
                          "' in the in-process store");
     }
+    throw_if_failed_locked();
     return data_.at(key);
   }
 
   int64_t add(const std::string& key, int64_t delta) override {
     check_sizes(key, 0);
     std::lock_guard<std::mutex> lock(mu_);
+    throw_if_failed_locked();
     auto it = data_.find(key);
     std::string result;
     if (!add_to(it == data_.end() ? nullptr : &it->second, key, delta, &result)) fail<Error>(result);
@@ -54,18 +57,23 @@ class MemoryStore final : public Store {
 
   bool check(const std::string& key) override {
     std::lock_guard<std::mutex> lock(mu_);
+    throw_if_failed_locked();
     return data_.count(key) > 0;
   }
 
   void wait(const std::vector<std::string>& keys) override {
     std::unique_lock<std::mutex> lock(mu_);
     auto all_present = [&] {
+      if (failed_) return true;
       for (const auto& k : keys) {
         if (!data_.count(k)) return false;
       }
       return true;
     };
-    if (wait_locked(lock, all_present)) return;
+    if (wait_locked(lock, all_present)) {
+      throw_if_failed_locked();
+      return;
+    }
     std::vector<std::string> missing;
     for (const auto& k : keys) {
       if (!data_.count(k)) missing.push_back(k);
@@ -80,7 +88,24 @@ class MemoryStore final : public Store {
     timeout_ = timeout;
   }
 
+  // The in-process store knows no ranks: `what` is recorded as given.
+  void report_failure(const std::string& what) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_) failure_ = what;
+    failed_ = true;
+    cv_.notify_all();
+  }
+
+  void heartbeat(HeartbeatPhase, std::chrono::milliseconds) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    throw_if_failed_locked();
+  }
+
  private:
+  void throw_if_failed_locked() const {
+    if (failed_) throw JobFailedError("the job failed: " + failure_);
+  }
+
   template <typename Pred>
   bool wait_locked(std::unique_lock<std::mutex>& lock, Pred pred) {
     const Deadline deadline = deadline_after(timeout_);
@@ -96,6 +121,8 @@ class MemoryStore final : public Store {
   std::condition_variable cv_;
   std::map<std::string, std::string> data_;
   std::chrono::milliseconds timeout_;
+  bool failed_ = false;
+  std::string failure_;
 };
 
 }  // namespace

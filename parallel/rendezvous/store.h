@@ -6,18 +6,52 @@
 // per connection:
 //   client hello:  "STRS" u32 version, u32 rank, u32 token_len, token bytes
 //   server hello:  "STRS" u32 status (0 ok, 1 refused)
-//   request:       u8 op (SET=1 GET=2 ADD=3 CHECK=4 DELETE=5), u32 key_len, key,
-//                  u64 value_len, value          (sizes checked before reading)
-//   response:      u8 status (0 ok, 1 not found, 2 error), u64 value_len, value
+//   request:       u8 op (SET=1 GET=2 ADD=3 CHECK=4 DELETE=5 HEARTBEAT=6 FAIL=7),
+//                  u32 key_len, key, u64 value_len, value   (sizes checked before reading)
+//   response:      u8 status (0 ok, 1 not found, 2 error, 3 job failed), u64 value_len, value
+//
+// Job failure: the server records the first failure of the job (a rank's
+// FAIL report, a rank whose heartbeats stop, a heartbeat connection that
+// closes without a goodbye, a client presenting a wrong token) and from then
+// on answers every request, and every request it holds, with "job failed"
+// and the message naming that rank: so one failure ends every rank at once
+// instead of leaving the others waiting for their timeout.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "framework/error.h"
+
 namespace strata::parallel {
+
+// Another rank of the job failed (or went silent) and the store says so; the
+// message names that rank, its host and what happened.
+class JobFailedError : public Error {
+ public:
+  using Error::Error;
+};
+
+// How the store learnt of a failure.
+enum class JobFailureKind {
+  kReported,        // the rank reported its own error (FAIL)
+  kSilent,          // no heartbeat within the rank's limit: stopped or hung
+  kConnectionLost,  // its heartbeat connection closed without a goodbye: it exited or was killed
+  kWrongToken,      // it presented another STRATA_TOKEN and was refused
+};
+
+// The first failure the store recorded.
+struct JobFailure {
+  int rank = -1;        // the rank that failed
+  JobFailureKind kind = JobFailureKind::kReported;
+  std::string message;  // "rank 1 on host-a failed: ...", a whole sentence
+};
+
+enum class HeartbeatPhase { kBeat, kGoodbye };
 
 // What the collectives and launch code need from a store. A TCP client and
 // an in-process store (for ranks-as-threads tests) implement it.
@@ -33,6 +67,17 @@ class Store {
   // Waits until every key exists; the timeout error lists the missing keys.
   virtual void wait(const std::vector<std::string>& keys) = 0;
   virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
+
+  // Records that this rank failed and why (`what`; the store adds the rank and
+  // host): every rank's next request, and every request held, fails with
+  // JobFailedError naming it. The first failure recorded is kept.
+  virtual void report_failure(const std::string& what) = 0;
+  // One heartbeat of this rank (parallel/rendezvous/heartbeat.h), on a
+  // connection of its own: kBeat says "alive, and fail the job if nothing more
+  // comes within `limit`"; kGoodbye says this rank ends normally. Throws
+  // JobFailedError when the job has failed, NetworkError/TimeoutError when
+  // the store does not answer. The in-process store only reports failures.
+  virtual void heartbeat(HeartbeatPhase phase, std::chrono::milliseconds limit) = 0;
 };
 
 // Every rank sets "<name>/<rank>" and waits for all; a timeout names the
@@ -43,8 +88,12 @@ void store_barrier(Store& store, const std::string& name, int rank, int world_si
 std::shared_ptr<Store> make_memory_store(std::chrono::milliseconds timeout);
 
 // Rank 0's server: listens on `port` (0 = any free port), accepts clients
-// presenting `token`, refuses and logs others. Serves from a background
-// thread until destroyed.
+// presenting `token`, refuses and logs others; a strata client presenting a
+// wrong token fails the job (it is one of this job's ranks, misconfigured).
+// Serves from a background thread until destroyed; the destructor first
+// waits (up to the longest heartbeat limit) for the ranks that send
+// heartbeats to say goodbye, so that a rank finishing last, or learning of a
+// failure, still finds the store.
 class StoreServer {
  public:
   StoreServer(const std::string& bind_host, int port, std::string token);
@@ -52,6 +101,9 @@ class StoreServer {
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
   int port() const;
+  // The first failure the server recorded, if any (the launcher names that
+  // rank as the cause when it serves the store).
+  std::optional<JobFailure> failure() const;
 
  private:
   struct Impl;

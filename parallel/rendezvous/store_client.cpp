@@ -9,6 +9,7 @@
 // client whose deadline passes still has a connection in a known state.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -46,7 +47,8 @@ class TcpStore final : public Store {
  public:
   TcpStore(std::string host, int port, std::string token, int rank, std::chrono::milliseconds timeout)
       : host_(std::move(host)), port_(port), token_(std::move(token)), rank_(rank), timeout_(timeout) {
-    who_ = "rank " + std::to_string(rank_) + " on " + this_host();
+    host_name_ = this_host();
+    who_ = "rank " + std::to_string(rank_) + " on " + host_name_;
     where_ = "the store at " + host_ + ":" + std::to_string(port_);
     std::lock_guard<std::mutex> lock(mu_);
     connect_locked(deadline_after(timeout_));
@@ -111,6 +113,24 @@ class TcpStore final : public Store {
   void set_timeout(std::chrono::milliseconds timeout) override {
     std::lock_guard<std::mutex> lock(mu_);
     timeout_ = timeout;
+  }
+
+  void report_failure(const std::string& what) override {
+    const std::string text = what.size() > kMaxValueBytes ? what.substr(0, 4096) : what;
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+      expect_ok(request_locked(kFail, host_name_, text, deadline_after(timeout_)), kFail, "");
+    } catch (const JobFailedError&) {
+      // Another failure was recorded first; it is the one every rank reports.
+    }
+  }
+
+  void heartbeat(HeartbeatPhase phase, std::chrono::milliseconds limit) override {
+    std::string value;
+    value.push_back(static_cast<char>(phase == HeartbeatPhase::kBeat ? kBeat : kGoodbye));
+    wire::put_u64(value, static_cast<uint64_t>(std::max<int64_t>(0, limit.count())));
+    std::lock_guard<std::mutex> lock(mu_);
+    expect_ok(request_locked(kHeartbeat, host_name_, value, deadline_after(timeout_)), kHeartbeat, "");
   }
 
  private:
@@ -186,6 +206,7 @@ class TcpStore final : public Store {
       throw NetworkError(who_ + ": " + op_name(op) + " '" + key + "' in " + where_ + " failed: " + e.what() +
                          " (rank 0, which serves the store, may have exited)");
     }
+    if (r.status == kJobFailed) throw JobFailedError(who_ + ": the job failed: " + r.value);
     return r;
   }
 
@@ -219,7 +240,7 @@ class TcpStore final : public Store {
   std::string token_;
   int rank_;
   std::chrono::milliseconds timeout_;
-  std::string who_, where_;
+  std::string who_, where_, host_name_;
   Socket sock_;
   std::string last_value_;
 };

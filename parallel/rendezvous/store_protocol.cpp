@@ -15,6 +15,8 @@ const char* op_name(uint8_t op) {
     case kAdd: return "ADD";
     case kCheck: return "CHECK";
     case kDelete: return "DELETE";
+    case kHeartbeat: return "HEARTBEAT";
+    case kFail: return "FAIL";
     default: return "unknown operation";
   }
 }

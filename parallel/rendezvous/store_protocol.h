@@ -16,8 +16,15 @@ inline constexpr size_t kMaxKeyBytes = 4096;
 inline constexpr size_t kMaxTokenBytes = 4096;
 inline constexpr uint64_t kMaxValueBytes = 256ull << 20;
 
-enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kDelete = 5 };
-enum Status : uint8_t { kOk = 0, kNotFound = 1, kError = 2 };
+enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kDelete = 5, kHeartbeat = 6, kFail = 7 };
+// kJobFailed: the job failed (the value says which rank and why); the server
+// answers every request so from then on, and answers requests it held.
+enum Status : uint8_t { kOk = 0, kNotFound = 1, kError = 2, kJobFailed = 3 };
+
+// The value of a HEARTBEAT request: u8 phase, u64 limit in milliseconds (how
+// long the server may hear nothing more from this rank before it fails the
+// job). The key is the rank's host name, for the message.
+enum BeatPhase : uint8_t { kBeat = 1, kGoodbye = 2 };
 
 const char* op_name(uint8_t op);
 

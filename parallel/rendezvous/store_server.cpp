@@ -1,7 +1,8 @@
 // The store's TCP server (rank 0): one thread polls every connection, serves
 // requests from a map, and parks GET/CHECK requests for missing keys until a
 // SET or ADD creates them or the time the client allowed is up (see the
-// waiting protocol in store_client.cpp).
+// waiting protocol in store_client.cpp). The same thread watches the ranks'
+// heartbeats and records the job's first failure (store.h).
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -14,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "framework/error.h"
@@ -30,6 +33,18 @@ using namespace store_protocol;
 
 // A client that connects but never says hello is dropped after this long.
 constexpr auto kHelloTimeout = std::chrono::seconds(30);
+// While ranks send heartbeats the loop wakes at least this often.
+constexpr auto kWatchTick = std::chrono::milliseconds(250);
+// A loop round this much later than the tick means the server itself did not
+// run (its process was stopped or the machine suspended): the silence it saw
+// is its own, so the ranks' heartbeat clocks restart instead of failing them.
+constexpr auto kServerStall = std::chrono::seconds(2);
+
+std::string seconds_text(Clock::duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", std::chrono::duration<double>(d).count());
+  return buf;
+}
 
 // Constant-time comparison, so the token cannot be guessed byte by byte from timings.
 bool same_token(const std::string& presented, const std::string& expected) {
@@ -63,17 +78,103 @@ struct StoreServer::Impl {
     uint8_t parked_op = 0;
     std::string parked_key;
     Deadline parked_until;
+    int beat_rank = -1;  // the rank whose heartbeats come on this connection
+  };
+
+  // A rank that sends heartbeats: silent for longer than `limit`, or its
+  // connection closed without a goodbye, fails the job.
+  struct Beat {
+    uint64_t conn = 0;
+    std::string host;
+    std::chrono::milliseconds limit{0};
+    Deadline last;
   };
 
   Socket listener;
   std::string token;
   int wake[2] = {-1, -1};
-  std::atomic<bool> stop{false};
   std::thread thread;
   std::map<std::string, std::string> data;
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::multimap<std::string, uint64_t> waiters;
   uint64_t next_id = 1;
+  std::map<int, Beat> beats;
+  Deadline last_round = Clock::now();
+  // The destructor's wait for the heartbeat ranks' goodbyes.
+  std::atomic<bool> draining{false};
+  Deadline drain_until = Deadline::max();   // written before draining is set
+  std::atomic<int64_t> drain_limit_ms{0};   // the longest heartbeat limit seen
+  mutable std::mutex failure_mu;  // failure is read by other threads (the launcher)
+  std::optional<JobFailure> failure;
+  std::string failure_message;    // the loop's own copy, read without the lock
+
+  // The job's first failure: every request held is answered with it, and so
+  // is every request from now on.
+  void record_failure(int rank, JobFailureKind kind, const std::string& message) {
+    {
+      std::lock_guard<std::mutex> lock(failure_mu);
+      if (failure) return;
+      failure = JobFailure{rank, kind, message};
+    }
+    failure_message = message;
+    beats.erase(rank);  // the failed rank will not hear of it; no need to wait for it
+    std::vector<uint64_t> held;
+    for (auto& [id, cp] : conns) {
+      if (cp->parked && !cp->dead) held.push_back(id);
+    }
+    for (uint64_t id : held) {
+      Conn& c = *conns.at(id);
+      unpark(id, c);
+      respond(c, kJobFailed, failure_message);
+      process_input(id, c);
+    }
+  }
+
+  bool failed() const { return !failure_message.empty(); }
+
+  void forget_beat(uint64_t id, Conn& c) {
+    auto it = beats.find(c.rank);
+    if (it != beats.end() && it->second.conn == id) beats.erase(it);
+    c.beat_rank = -1;
+  }
+
+  void handle_heartbeat(uint64_t id, Conn& c, const std::string& host, const std::string& value) {
+    if (value.size() != 9 || c.rank < 0) {
+      respond(c, kError, "HEARTBEAT: malformed request");
+      return;
+    }
+    const uint8_t phase = static_cast<uint8_t>(value[0]);
+    const auto limit = std::chrono::milliseconds(std::min<uint64_t>(wire::load_u64(value.data() + 1), INT32_MAX));
+    if (phase == kGoodbye || limit.count() == 0) {
+      forget_beat(id, c);
+    } else {
+      Beat& b = beats[c.rank];
+      b.conn = id;
+      b.host = host;
+      b.limit = limit;
+      b.last = Clock::now();
+      c.beat_rank = c.rank;
+      if (limit.count() > drain_limit_ms.load()) drain_limit_ms.store(limit.count());
+    }
+    respond(c, kOk, "");
+  }
+
+  // Heartbeats that stopped coming.
+  void check_beats(const Deadline now) {
+    if (now - last_round > kServerStall) {
+      for (auto& [rank, b] : beats) b.last = now;
+    }
+    last_round = now;
+    if (failed()) return;
+    for (const auto& [rank, b] : beats) {
+      if (now - b.last <= b.limit) continue;
+      const std::string message = "rank " + std::to_string(rank) + " on " + b.host + " sent no heartbeat for " +
+                                  seconds_text(now - b.last) + " (the limit, STRATA_HEARTBEAT_TIMEOUT_S, is " +
+                                  seconds_text(b.limit) + "): it is stopped (SIGSTOP, Ctrl-Z, a debugger) or hung";
+      record_failure(rank, JobFailureKind::kSilent, message);  // erases from beats: leave the loop
+      return;
+    }
+  }
 
   std::string describe(const Conn& c) const {
     return c.rank >= 0 ? c.host + " (rank " + std::to_string(c.rank) + ")" : c.host;
@@ -120,7 +221,22 @@ struct StoreServer::Impl {
   }
 
   void handle_request(uint64_t id, Conn& c, uint8_t op, const std::string& key, const std::string& value) {
+    if (op == kFail && !failed()) {
+      record_failure(c.rank, JobFailureKind::kReported,
+                     "rank " + std::to_string(c.rank) + " on " + key + " failed: " + value);
+      respond(c, kOk, "");
+      return;
+    }
+    if (failed()) {
+      // This rank has heard of the failure now: nothing more to wait for from it.
+      if (op == kHeartbeat) forget_beat(id, c);
+      respond(c, kJobFailed, failure_message);
+      return;
+    }
     switch (op) {
+      case kHeartbeat:
+        handle_heartbeat(id, c, key, value);
+        return;
       case kSet:
         data[key] = value;
         respond(c, kOk, "");
@@ -206,6 +322,13 @@ struct StoreServer::Impl {
           std::fprintf(stderr, "store: refused connection from %s: bad token\n", c.host.c_str());
           wire::put_u32(reply, 1);
           c.closing = true;
+          // A strata client of this protocol version: one of this job's
+          // ranks, started with another STRATA_TOKEN. The job cannot
+          // complete without it, so every rank hears of it now.
+          record_failure(static_cast<int>(rank), JobFailureKind::kWrongToken,
+                         "rank " + std::to_string(rank) + " on " + c.host + " presented a wrong STRATA_TOKEN and "
+                         "was refused by the store: every rank of a job must have the same STRATA_TOKEN (with "
+                         "several nodes, export the same value on every node)");
         } else {
           wire::put_u32(reply, 0);
           c.hello_done = true;
@@ -322,20 +445,33 @@ struct StoreServer::Impl {
   }
 
   void sweep() {
+    std::vector<std::pair<int, std::string>> lost;
     for (auto it = conns.begin(); it != conns.end();) {
       if (it->second->dead) {
-        if (it->second->parked) unpark(it->first, *it->second);
+        Conn& c = *it->second;
+        if (c.parked) unpark(it->first, c);
+        auto b = c.beat_rank >= 0 ? beats.find(c.beat_rank) : beats.end();
+        if (b != beats.end() && b->second.conn == it->first) {
+          lost.emplace_back(b->first, b->second.host);
+          beats.erase(b);
+        }
         it = conns.erase(it);
       } else {
         ++it;
       }
+    }
+    for (const auto& [rank, host] : lost) {
+      record_failure(rank, JobFailureKind::kConnectionLost,
+                     "rank " + std::to_string(rank) + " on " + host +
+                         " closed its connection to the store without finishing: its process exited or was killed");
     }
   }
 
   void loop() {
     std::vector<pollfd> fds;
     std::vector<uint64_t> ids;
-    while (!stop.load()) {
+    for (;;) {
+      if (draining.load() && (beats.empty() || Clock::now() >= drain_until)) return;
       fds.clear();
       ids.clear();
       fds.push_back({wake[0], POLLIN, 0});
@@ -350,6 +486,8 @@ struct StoreServer::Impl {
         if (c.parked) next = std::min(next, c.parked_until);
         if (!c.hello_done) next = std::min(next, c.hello_deadline);
       }
+      if (!beats.empty()) next = std::min(next, deadline_after(kWatchTick));
+      if (draining.load()) next = std::min(next, drain_until);
       const int timeout = next == Deadline::max() ? -1 : std::max(1, remaining_ms(next));
       const int r = ::poll(fds.data(), fds.size(), timeout);
       if (r < 0) {
@@ -362,7 +500,6 @@ struct StoreServer::Impl {
         while (::read(wake[0], b, sizeof(b)) > 0) {
         }
       }
-      if (stop.load()) return;
       if (fds[1].revents & POLLIN) accept_all();
       for (size_t i = 0; i < ids.size(); ++i) {
         const short re = fds[i + 2].revents;
@@ -374,6 +511,7 @@ struct StoreServer::Impl {
         if (!c.dead && (re & POLLOUT)) write_to(c);
       }
       expire(Clock::now());
+      check_beats(Clock::now());
       // Answers produced while serving other connections go out now rather
       // than after the next poll round.
       for (auto& [id, cp] : conns) {
@@ -404,7 +542,12 @@ StoreServer::StoreServer(const std::string& bind_host, int port, std::string tok
 }
 
 StoreServer::~StoreServer() {
-  impl_->stop.store(true);
+  // Ranks still sending heartbeats finish, or learn of the failure, before the
+  // store goes: the loop ends once every one of them has said goodbye (or its
+  // connection closed), or after the longest limit any of them asked for.
+  impl_->drain_until =
+      deadline_after(std::chrono::milliseconds(impl_->drain_limit_ms.load()) + std::chrono::seconds(1));
+  impl_->draining.store(true);
   const char b = 1;
   [[maybe_unused]] ssize_t n = ::write(impl_->wake[1], &b, 1);
   if (impl_->thread.joinable()) impl_->thread.join();
@@ -413,5 +556,10 @@ StoreServer::~StoreServer() {
 }
 
 int StoreServer::port() const { return local_port(impl_->listener); }
+
+std::optional<JobFailure> StoreServer::failure() const {
+  std::lock_guard<std::mutex> lock(impl_->failure_mu);
+  return impl_->failure;
+}
 
 }  // namespace strata::parallel

@@ -1,5 +1,6 @@
 // strata launch: start the ranks of a multi-process run on this node.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -13,6 +14,17 @@ namespace strata::cli {
 
 namespace {
 
+// A number of seconds (decimals allowed) from a flag.
+double seconds_flag(const Args& args, const std::string& name) {
+  const std::string v = args.get(name);
+  char* end = nullptr;
+  const double s = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(s >= 0) || s > 86400.0 * 365) {
+    fail<ConfigError>("--", name, " '", v, "' is not a number of seconds (e.g. 5 or 0.5)");
+  }
+  return s;
+}
+
 const char* kLaunchUsage =
     "\nusage: strata launch --nproc N [--nnodes M --node-rank R --master HOST:PORT] [--timeout S] "
     "-- COMMAND ARGS...\n\n"
@@ -22,6 +34,8 @@ const char* kLaunchUsage =
     "STRATA_STORE_HOST, STRATA_TOKEN and STRATA_TIMEOUT_S.\n"
     "When a rank fails, the others are stopped (SIGTERM, then SIGKILL after 5 s) and the launcher\n"
     "exits with that rank's status. Ctrl-C is forwarded to the ranks, which snapshot and stop.\n"
+    "Ranks of strata train send heartbeats: one silent for --heartbeat-timeout seconds (stopped or\n"
+    "hung) fails the job at once, naming it. A COMMAND spelled `strata` runs this strata binary.\n"
     "With --nnodes > 1, run the same command on every node with its --node-rank, the same\n"
     "--master, and the same STRATA_TOKEN exported.\n\n"
     "example: strata launch --nproc 4 -- strata train --solver models/digits/solver.prototxt\n";
@@ -35,7 +49,13 @@ int launch_main(int argc, char** argv) {
              {"node-rank", FlagKind::kValue, "this node's index, 0 .. nnodes-1", "0"},
              {"master", FlagKind::kValue, "HOST:PORT of node 0's store (required with --nnodes > 1)",
               "127.0.0.1 and a free port"},
-             {"timeout", FlagKind::kValue, "seconds any rank waits for the others (STRATA_TIMEOUT_S)", "300"}});
+             {"timeout", FlagKind::kValue, "seconds any rank waits for the others (STRATA_TIMEOUT_S)", "300"},
+             {"heartbeat", FlagKind::kValue, "seconds between a rank's heartbeats (STRATA_HEARTBEAT_S)",
+              "STRATA_HEARTBEAT_S, else 1"},
+             {"heartbeat-timeout", FlagKind::kValue,
+              "seconds without a heartbeat after which a rank is named as stopped or hung and the job fails; "
+              "0 = off, e.g. to debug a rank (STRATA_HEARTBEAT_TIMEOUT_S)",
+              "STRATA_HEARTBEAT_TIMEOUT_S, else 5"}});
   // Flags end at "--"; everything after it is the command, untouched.
   int dash = argc;
   for (int i = 2; i < argc; ++i) {
@@ -56,6 +76,9 @@ int launch_main(int argc, char** argv) {
   options.node_rank = args.get_int("node-rank", 0);
   options.master = args.get("master", "");
   options.timeout_s = args.get_int("timeout", 300);
+  if (args.has("heartbeat")) options.heartbeat_s = seconds_flag(args, "heartbeat");
+  if (args.has("heartbeat-timeout")) options.heartbeat_timeout_s = seconds_flag(args, "heartbeat-timeout");
+  options.own_command = "strata";
   for (int i = dash + 1; i < argc; ++i) options.command.push_back(argv[i]);
   if (dash == argc) {
     fail<ConfigError>("strata launch: no command given; put it after --, e.g. strata launch --nproc 2 -- "
