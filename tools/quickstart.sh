@@ -3,13 +3,15 @@
 # program (only it, on every core, with progress), and train the digits
 # convnet on the bundled data. Arguments go to `strata train`.
 #
-# Where there is no GPU driver (no working nvidia-smi, no /dev/nvidia0),
+# Where there is no GPU driver (nvidia-smi lists no GPU; without nvidia-smi,
+# there is no /dev/nvidiaN),
 # compiling the CUDA code would double the build for nothing: the build is
 # then CPU-only, in build-cpu/, configured exactly as tools/run_tests.sh's
 # cpu stage configures it (so the two share their work), and build/, whose
 # CUDA code the tests and CI compile, is left alone. STRATA_CUDA=ON asks for
 # build/ (CUDA compiled when nvcc is found) anyway; STRATA_CUDA=OFF for the
-# CPU-only build on a machine with a GPU.
+# CPU-only build on a machine with a GPU. STRATA_QUICKSTART_DRY_RUN=1 prints
+# the choice and the build command without running them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,16 +33,22 @@ case "${STRATA_CUDA:-auto}" in
   *) echo "quickstart.sh: STRATA_CUDA must be ON or OFF, got '$STRATA_CUDA'" >&2; exit 2 ;;
 esac
 
-t0=$SECONDS
 if [ "$cuda" -eq 1 ]; then
   echo "quickstart: building build/strata with CUDA when nvcc is found ($why)"
   dir=build
-  bash tools/build.sh --dir build --target strata
+  build=(bash tools/build.sh --dir build --target strata)
 else
   echo "quickstart: building build-cpu/strata, CPU-only ($why; STRATA_CUDA=ON builds the CUDA code too)"
   dir=build-cpu
-  bash tools/build.sh --dir build-cpu --target strata -DSTRATA_CUDA=OFF -DSTRATA_BUILD_BENCH=OFF
+  build=(bash tools/build.sh --dir build-cpu --target strata -DSTRATA_CUDA=OFF -DSTRATA_BUILD_BENCH=OFF)
 fi
+# STRATA_QUICKSTART_DRY_RUN=1: say what would be built, and stop.
+if [ "${STRATA_QUICKSTART_DRY_RUN:-0}" = 1 ]; then
+  echo "would run: ${build[*]}"
+  exit 0
+fi
+t0=$SECONDS
+"${build[@]}"
 build_s=$((SECONDS - t0))
 
 echo "==> train: $dir/strata train --solver models/digits/solver.prototxt $*"
