@@ -9,8 +9,9 @@
 namespace strata {
 
 const std::vector<std::string>& net_keys() {
-  static const std::vector<std::string> keys = {"name",      "layer",     "input",
-                                                "input_shape", "input_dim", "force_backward"};
+  // preset: the image transform the net's input expects (read by `strata embed`).
+  static const std::vector<std::string> keys = {"name",      "layer",     "input",          "input_shape",
+                                                "input_dim", "force_backward", "preset"};
   return keys;
 }
 
@@ -217,6 +218,8 @@ std::vector<LayerSpec> net_layer_specs(const ConfigNode& root, Phase phase) {
                       "types as strings (type: \"Convolution\")");
   }
   root.check_keys(net_keys(), "net");
+  // Checked here too, so a misspelt value fails whichever command reads the net.
+  root.get_enum("preset", {"NONE", "IMAGENET", "VIT_EVAL"}, "");
   std::vector<LayerSpec> specs;
   add_legacy_inputs(root, specs);
   std::set<std::string> names;

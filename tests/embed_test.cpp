@@ -7,6 +7,9 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -216,6 +219,179 @@ TEST(Embed, PoolingModes) {
   EXPECT_EQ(embed_dim({5, 7}, EmbedPool::kAvg, "x"), 7);
   EXPECT_EQ(embed_dim({5, 4, 3, 3}, EmbedPool::kNone, "x"), 36);
   EXPECT_EQ(npy_f32_header({7, 3}).size() % 64, 0u);
+}
+
+// A fine-tuned snapshot (the deploy net's layers, a 5-class head) loads into
+// the 2-class deploy net only with --reinit head; the rows come from the file.
+TEST(Embed, ReinitLeavesAFineTunedHeadAsInitialised) {
+  Fixture f;
+  std::string tuned_text = kDeploy;
+  tuned_text.replace(tuned_text.find("num_output: 2"), 13, "num_output: 5");
+  test::write_text(f.dir.file("tuned.prototxt"), tuned_text);
+  NetOptions opts;
+  opts.phase = Phase::kTest;
+  auto tuned = Net::from_file(f.dir.file("tuned.prototxt"), opts);
+  for (NetParam& p : tuned->params()) {
+    p.blob->data.zero();
+    if (p.name == "conv.weight") {
+      for (int c = 0; c < 3; ++c) p.blob->data.data<float>()[c * 3 + c] = 3.0f;  // 3 x identity
+    }
+  }
+  const std::string snapshot = f.dir.file("tuned_iter_100.safetensors");
+  save_weights(*tuned, snapshot);
+
+  std::filesystem::create_directories(f.dir.file("imgs"));
+  write_bmp(f.dir.file("imgs/a.bmp"), 8, 8, {51, 102, 153});
+  EmbedOptions o = f.options(f.dir.file("out.npy"));
+  o.images = f.dir.file("imgs");
+  o.weights = snapshot;
+  test::expect_error<ShapeError>([&] { run_embed(o); }, {"head.weight", "[5, 3]", "--reinit head"});
+  EXPECT_FALSE(std::filesystem::exists(o.out));
+
+  o.reinit = {"head"};
+  LoadReport report;
+  o.on_loaded = [&](const LoadReport& r) { report = r; };
+  const EmbedResult r = run_embed(o);
+  EXPECT_EQ(r.rows, 1);
+  EXPECT_EQ(report.reinitialized, (std::vector<std::string>{"head.weight", "head.bias"}));
+  const NpyArray a = read_npy(o.out);
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(a.as<float>()[c], 3.0f * (51 * (c + 1)) / 255.0f, 1e-5f);
+
+  o.reinit = {"nosuchlayer"};
+  test::expect_error<ConfigError>([&] { run_embed(o); }, {"nosuchlayer"});
+}
+
+// Unreadable images: without kSkip the first one stops the run, names its
+// path and the flag; with it they are left out, listed, and the .npy holds
+// exactly the readable ones, row i on line i of the paths file.
+TEST(Embed, SkipBadImagesCountsAndListsThem) {
+  Fixture f;
+  std::filesystem::create_directories(f.dir.file("imgs"));
+  const std::vector<std::string> names = {"a.bmp", "b.bmp", "c.bmp", "d.bmp", "e.bmp", "f.bmp"};
+  const std::set<std::string> bad = {"b.bmp", "e.bmp", "f.bmp"};  // the last two: a bad tail
+  std::map<std::string, int> value;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string path = f.dir.file("imgs/" + names[i]);
+    if (bad.count(names[i])) {
+      test::write_text(path, "not a bitmap");
+    } else {
+      value[path] = static_cast<int>(30 * i + 10);
+      const uint8_t v = static_cast<uint8_t>(value[path]);
+      write_bmp(path, 8, 8, {v, v, v});
+    }
+  }
+  EmbedOptions o = f.options(f.dir.file("out.npy"));
+  o.images = f.dir.file("imgs");
+  o.batch = 2;
+  test::expect_error<IoError>([&] { run_embed(o); }, {f.dir.file("imgs/b.bmp"), "--skip-bad-images"});
+  EXPECT_FALSE(std::filesystem::exists(o.out));
+
+  o.bad_images = BadImages::kSkip;
+  std::vector<std::string> notes;
+  std::mutex notes_mu;
+  o.on_note = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(notes_mu);
+    notes.push_back(line);
+  };
+  std::vector<std::pair<int64_t, int64_t>> progress;
+  o.progress = [&](int64_t done, int64_t total) { progress.push_back({done, total}); };
+  const EmbedResult r = run_embed(o);
+  EXPECT_EQ(r.rows, 3);
+  EXPECT_EQ(r.skipped, (std::vector<std::string>{f.dir.file("imgs/b.bmp"), f.dir.file("imgs/e.bmp"),
+                                                 f.dir.file("imgs/f.bmp")}));
+  EXPECT_EQ(r.skipped_file, f.dir.file("out.skipped.txt"));
+  EXPECT_EQ(read_lines(r.skipped_file), r.skipped);
+  const NpyArray a = read_npy(o.out);
+  ASSERT_EQ(a.shape, (std::vector<int64_t>{3, 3}));
+  const std::vector<std::string> paths = read_lines(r.paths_file);
+  ASSERT_EQ(paths, (std::vector<std::string>{f.dir.file("imgs/a.bmp"), f.dir.file("imgs/c.bmp"),
+                                             f.dir.file("imgs/d.bmp")}));
+  for (size_t i = 0; i < paths.size(); ++i) {
+    for (int c = 0; c < 3; ++c) EXPECT_NEAR(a.as<float>()[i * 3 + c], 2.0f * value[paths[i]] / 255.0f, 1e-5f);
+  }
+  int skip_notes = 0;
+  for (const std::string& n : notes) skip_notes += n.find("unreadable image") != std::string::npos;
+  EXPECT_EQ(skip_notes, 3);
+  EXPECT_EQ(progress.back(), (std::pair<int64_t, int64_t>{6, 6}));
+
+  // Nothing skipped: an empty list (not the last run's); without the flag the
+  // old list, which described the replaced .npy, goes.
+  for (const std::string& b : bad) {
+    const uint8_t v = 7;
+    write_bmp(f.dir.file("imgs/" + b), 8, 8, {v, v, v});
+  }
+  EXPECT_EQ(run_embed(o).rows, 6);
+  EXPECT_TRUE(read_lines(f.dir.file("out.skipped.txt")).empty());
+  o.bad_images = BadImages::kError;
+  EXPECT_TRUE(run_embed(o).skipped_file.empty());
+  EXPECT_FALSE(std::filesystem::exists(f.dir.file("out.skipped.txt")));
+
+  // All unreadable: an error, not an empty file.
+  for (const std::string& n : names) test::write_text(f.dir.file("imgs/" + n), "garbage");
+  o.bad_images = BadImages::kSkip;
+  test::expect_error<IoError>([&] { run_embed(o); }, {"all 6 images are unreadable"});
+}
+
+// The transform comes from --preset, else from the net's `preset:` key, else
+// IMAGENET; each case is said, and a --preset that differs is a warning.
+TEST(Embed, PresetDeclaredByTheModel) {
+  Fixture f;
+  std::string text = kDeploy;
+  text.insert(text.find('\n') + 1, "preset: VIT_EVAL\n");
+  const std::string declared = f.dir.file("vit.prototxt");
+  test::write_text(declared, text);
+  std::filesystem::create_directories(f.dir.file("imgs"));
+  write_bmp(f.dir.file("imgs/a.bmp"), 8, 8, {51, 102, 153});
+
+  std::vector<std::string> notes;
+  auto run = [&](const std::string& model, std::optional<TransformPreset> preset) {
+    EmbedOptions o = f.options(f.dir.file("out.npy"));
+    o.images = f.dir.file("imgs");
+    o.model = model;
+    o.preset = preset;
+    o.resize = 0;  // the 8x8 image as it is, under every preset
+    o.crop = 8;
+    notes.clear();
+    o.on_note = [&](const std::string& line) { notes.push_back(line); };
+    const EmbedResult r = run_embed(o);
+    const NpyArray a = read_npy(o.out);
+    return std::make_pair(r.preset, std::vector<float>(a.as<float>(), a.as<float>() + 3));
+  };
+  auto noted = [&](const std::string& part) {
+    for (const std::string& n : notes) {
+      if (n.find(part) != std::string::npos) return true;
+    }
+    return false;
+  };
+
+  // Declared, no --preset: VIT_EVAL, (x - 0.5) / 0.5.
+  auto [name, row] = run(declared, std::nullopt);
+  EXPECT_EQ(name, "VIT_EVAL");
+  for (int c = 0; c < 3; ++c) EXPECT_NEAR(row[c], 2.0f * ((51 * (c + 1)) / 255.0f - 0.5f) / 0.5f, 1e-5f);
+  EXPECT_TRUE(noted("declared by the model (" + declared + ":2:")) << (notes.empty() ? "" : notes[0]);
+
+  // --preset differing from the model's: used, with a warning naming both.
+  std::tie(name, row) = run(declared, TransformPreset::kNone);
+  EXPECT_EQ(name, "NONE");
+  EXPECT_NEAR(row[0], 2.0f * 51 / 255.0f, 1e-5f);
+  EXPECT_TRUE(noted("--preset none differs from the model's preset: VIT_EVAL")) << (notes.empty() ? "" : notes[0]);
+  std::tie(name, row) = run(declared, TransformPreset::kVitEval);
+  EXPECT_FALSE(noted("differs"));
+
+  // Nothing declared, no --preset: IMAGENET, and a note that says so.
+  std::tie(name, row) = run(f.model, std::nullopt);
+  EXPECT_EQ(name, "IMAGENET");
+  EXPECT_NEAR(row[0], 2.0f * (51 / 255.0f - 0.485f) / 0.229f, 1e-4f);
+  EXPECT_TRUE(noted("declares none"));
+
+  // The key's values are checked wherever the net is read; other keys stay unknown.
+  text = kDeploy;
+  test::write_text(declared, "preset: VIT\n" + text);
+  NetOptions opts;
+  opts.phase = Phase::kTest;
+  test::expect_error<ConfigError>([&] { Net::from_file(declared, opts); }, {"NONE, IMAGENET, VIT_EVAL", ":1:"});
+  test::write_text(declared, "presets: IMAGENET\n" + text);
+  test::expect_error<ConfigError>([&] { Net::from_file(declared, opts); }, {"unknown key 'presets'", "preset"});
 }
 
 }  // namespace

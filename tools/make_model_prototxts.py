@@ -159,8 +159,13 @@ def input_layer(shape, top="data"):
     return layer("data", "Input", tops=[top], body="input_param { shape { %s } }" % dims)
 
 
-def deploy_net(name, comment, body, shape=(1, 3, 224, 224)):
-    return "# %s\nname: \"%s\"\n\n%s%s" % (comment, name, input_layer(shape), body)
+def deploy_net(name, comment, body, shape=(1, 3, 224, 224), preset=None, preset_note=""):
+    """preset: the image transform the weights were trained with (the net's
+    `preset:` key, which `strata embed` uses when --preset is not given)."""
+    head = "# %s\nname: \"%s\"\n" % (comment, name)
+    if preset:
+        head += "%spreset: %s\n" % ("# %s\n" % preset_note if preset_note else "", preset)
+    return "%s\n%s%s" % (head, input_layer(shape), body)
 
 
 def image_data_layers(preset, train_batch, test_batch):
@@ -251,11 +256,12 @@ README_COMMON = """
 
 ```sh
 ./build/strata embed --model models/{name}/deploy.prototxt --weights {name}.safetensors \\
-    --layer {embed_layer} --images data/images/val --preset {embed_preset} --out {name}_features.npy
+    --layer {embed_layer} --images data/images/val --out {name}_features.npy
 ```
 
 writes one {embed_dim}-wide row per image ({embed_what}) and, beside it, `{name}_features.paths.txt`
 with the image paths in row order. `--layer {logits}` gives the 1000 ImageNet logits instead.
+Images are transformed with the preset `deploy.prototxt` declares ({embed_preset}).
 
 ## Fine-tune on your own classes
 
@@ -317,7 +323,7 @@ IMAGENET: resize 256, centre crop 224, ImageNet mean/std).
 """.format(name=name, fn=fn, what=what, weights=weights,
            bn=", `bn{b}_{i}` + `scale{b}_{i}`" if name.endswith("_bn") else "")
     return head + README_COMMON.format(
-        name=name, embed_layer="fc7", embed_preset="imagenet", embed_dim=4096,
+        name=name, embed_layer="fc7", embed_preset="`preset: IMAGENET`", embed_dim=4096,
         embed_what="fc7 after ReLU", logits="fc8", formats="torchvision's `features.N` / `classifier.N`",
         freeze_example="`--freeze 'conv*'` keeps the convolutions fixed",
         solver_note="The solver is SGD with momentum 0.9, lr 0.001 and a cosine schedule, the usual "
@@ -371,7 +377,9 @@ patches (196 tokens + a class token), LayerNorm eps 1e-6, exact GELU. Layers `pa
                               dim=dim, heads=heads, mlp=mlp, depth=depth, last=depth - 1, preset=preset,
                               source=source, timm_cmd=timm_cmd)
     return head + README_COMMON.format(
-        name=name, embed_layer="pre_logits", embed_preset="imagenet" if name == "vit_b16" else "vit",
+        name=name, embed_layer="pre_logits",
+        embed_preset="`preset: IMAGENET`; `--preset vit` for timm's weights" if name == "vit_b16"
+        else "`preset: VIT_EVAL`",
         embed_dim=dim, embed_what="the class token after the final LayerNorm", logits="head",
         formats="torchvision's `encoder.layers.encoder_layer_N` with `mlp.0`/`mlp.3` or the older "
                 "`mlp.linear_1`/`mlp.linear_2`, or timm's `blocks.N`",
@@ -391,7 +399,8 @@ def model_files():
         what = "%s as torchvision's (%s)" % (name, "with batch norm" if bn else "no batch norm")
         body, logits = vgg_body(cfg, batch_norm=bn)
         files["models/%s/deploy.prototxt" % name] = deploy_net(
-            name, what + ": 1x3x224x224 image -> 1000 ImageNet logits (blob fc8)", body)
+            name, what + ": 1x3x224x224 image -> 1000 ImageNet logits (blob fc8)", body,
+            preset="IMAGENET", preset_note="images as torchvision's weights were trained on them")
         ft_body, _ = vgg_body(cfg, batch_norm=bn, num_classes=10, head_reinit=True)
         files["models/%s/finetune.prototxt" % name] = finetune_net(
             name, what + ", fine-tuning: pretrained features and fc6/fc7, a new 10-class fc8",
@@ -401,13 +410,16 @@ def model_files():
     for name, (dim, heads, mlp, depth) in VIT_SIZES.items():
         what = "%s (ViT, D=%d, %d heads, MLP %d, %d blocks, patch 16)" % (name, dim, heads, mlp, depth)
         body, logits = vit_body(dim, heads, mlp, depth)
-        files["models/%s/deploy.prototxt" % name] = deploy_net(
-            name, what + ": 1x3x224x224 image -> 1000 logits (blob head); "
-            "embedding: blob pre_logits", body)
-        ft_body, _ = vit_body(dim, heads, mlp, depth, num_classes=10, head_reinit=True)
         # torchvision's vit_b_16 weights were trained with its ImageNet transform;
         # timm's ViTs (the only source of S/16 and Ti/16) with mean = std = 0.5, bicubic.
         preset = "IMAGENET" if name == "vit_b16" else "VIT_EVAL"
+        note = ("images as torchvision's vit_b_16 weights were trained on them "
+                "(timm's weights: strata embed --preset vit)" if name == "vit_b16"
+                else "images as timm's weights were trained on them")
+        files["models/%s/deploy.prototxt" % name] = deploy_net(
+            name, what + ": 1x3x224x224 image -> 1000 logits (blob head); "
+            "embedding: blob pre_logits", body, preset=preset, preset_note=note)
+        ft_body, _ = vit_body(dim, heads, mlp, depth, num_classes=10, head_reinit=True)
         files["models/%s/finetune.prototxt" % name] = finetune_net(
             name, what + ", fine-tuning: pretrained backbone, a new 10-class head", ft_body, logits,
             preset, train_batch=16, test_batch=8)

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <cerrno>
 
+#include "framework/config.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/net.h"
@@ -94,9 +95,33 @@ std::string npy_f32_header(const std::vector<int64_t>& shape) {
   return out + header;
 }
 
-std::string embed_paths_file(const std::string& out) {
+namespace {
+
+std::string beside_out(const std::string& out, const std::string& suffix) {
   const bool npy = out.size() > 4 && out.compare(out.size() - 4, 4, ".npy") == 0;
-  return (npy ? out.substr(0, out.size() - 4) : out) + ".paths.txt";
+  return (npy ? out.substr(0, out.size() - 4) : out) + suffix;
+}
+
+}  // namespace
+
+std::string embed_paths_file(const std::string& out) { return beside_out(out, ".paths.txt"); }
+std::string embed_skipped_file(const std::string& out) { return beside_out(out, ".skipped.txt"); }
+
+const char* preset_key_name(TransformPreset preset) {
+  switch (preset) {
+    case TransformPreset::kNone:
+      return "NONE";
+    case TransformPreset::kImagenet:
+      return "IMAGENET";
+    case TransformPreset::kVitEval:
+      return "VIT_EVAL";
+  }
+  return "?";
+}
+
+std::optional<TransformPreset> declared_preset(const ConfigNode& net_root) {
+  if (!net_root.has("preset")) return std::nullopt;
+  return parse_transform_preset(net_root.get_enum("preset", {"NONE", "IMAGENET", "VIT_EVAL"}, ""));
 }
 
 namespace {
@@ -174,12 +199,54 @@ int last_writer(Net& net, const std::string& name) {
   return last;
 }
 
+// The flag spelling of a preset, as --preset takes it.
+const char* preset_flag_name(TransformPreset preset) {
+  switch (preset) {
+    case TransformPreset::kNone:
+      return "none";
+    case TransformPreset::kImagenet:
+      return "imagenet";
+    case TransformPreset::kVitEval:
+      return "vit";
+  }
+  return "?";
+}
+
+// The transform images get: --preset, else the model's `preset:`, else
+// IMAGENET. Both unset, or the two differing, is said in a note: either way
+// the rows depend on a normalisation the user may not have meant.
+TransformPreset choose_preset(const EmbedOptions& o, const ConfigNode& root,
+                              const std::function<void(const std::string&)>& note) {
+  const std::optional<TransformPreset> declared = declared_preset(root);
+  const std::string where = declared ? root.find("preset")->loc().str() : "";
+  if (o.preset) {
+    if (declared && *declared != *o.preset) {
+      note(std::string("warning: --preset ") + preset_flag_name(*o.preset) + " differs from the model's preset: " +
+           preset_key_name(*declared) + " (" + where + "); using " + preset_flag_name(*o.preset) +
+           ", which is right only if the weights were trained with it (leave --preset out to use the model's)");
+    }
+    return *o.preset;
+  }
+  if (declared) {
+    note(std::string("image transform: preset ") + preset_key_name(*declared) + ", declared by the model (" + where +
+         ")");
+    return *declared;
+  }
+  note(std::string("image transform: preset IMAGENET (the model declares none and --preset is not given; "
+                   "add `preset: IMAGENET | VIT_EVAL | NONE` to ") +
+       o.model + " or pass --preset)");
+  return TransformPreset::kImagenet;
+}
+
 }  // namespace
 
 EmbedResult run_embed(const EmbedOptions& o) {
   if (o.images.empty() == o.input.empty()) fail<ConfigError>("give either --images DIR|LIST or --input FILE.npy");
   if (o.batch <= 0) fail<ConfigError>("--batch must be > 0, got ", o.batch);
   if (o.out.empty()) fail<ConfigError>("--out is required");
+  const std::function<void(const std::string&)> note =
+      o.on_note ? o.on_note : [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+  const bool skip_bad = o.bad_images == BadImages::kSkip;
 
   // Inputs first: a wrong path fails before the (slow) model load.
   std::vector<ImageItem> items;
@@ -193,10 +260,12 @@ EmbedResult run_embed(const EmbedOptions& o) {
     reader = std::make_unique<NpyRowReader>(o.input);
   }
 
+  const ConfigNode root = parse_config_file(o.model);
   NetOptions net_options;
   net_options.phase = Phase::kTest;
   net_options.device = o.device;
-  std::unique_ptr<Net> net = Net::from_file(o.model, net_options);
+  net_options.base_dir = dirname_of(o.model);
+  auto net = std::make_unique<Net>(root, net_options);
   const std::vector<std::string> inputs = net->input_names();
   if (inputs.size() != 1) {
     fail<ConfigError>(o.model, ": embed needs a deploy net with exactly one Input blob, found ", inputs.size());
@@ -217,9 +286,11 @@ EmbedResult run_embed(const EmbedOptions& o) {
 
   PretrainedOptions pretrained;
   pretrained.format = o.format;
+  pretrained.reinit = o.reinit;
   const LoadReport report = load_pretrained(*net, o.weights, pretrained);
   if (o.on_loaded) o.on_loaded(report);
 
+  EmbedResult result;
   std::unique_ptr<ImageLoader> loader;
   int64_t total = 0;
   if (reader) {
@@ -234,8 +305,10 @@ EmbedResult run_embed(const EmbedOptions& o) {
       fail<ConfigError>(o.model, ": the Input blob '", inputs[0], "' has ", channels,
                         " channels; images are fed as RGB (3 channels)");
     }
-    ImageTransform t = preset_transform(o.preset);
-    if (o.preset == TransformPreset::kNone) {
+    const TransformPreset preset = choose_preset(o, root, note);
+    result.preset = preset_key_name(preset);
+    ImageTransform t = preset_transform(preset);
+    if (preset == TransformPreset::kNone) {
       t.crop_height = static_cast<int>(height);
       t.crop_width = static_cast<int>(width);
     }
@@ -250,65 +323,141 @@ EmbedResult run_embed(const EmbedOptions& o) {
     lo.threads = o.decode_threads;
     lo.prefetch = 2;
     lo.epochs = EpochMode::kOnce;
+    lo.bad_images = o.bad_images;
+    // The loader's line names its option (skip_bad_images, a layer key);
+    // this one speaks of the image alone.
+    lo.on_skip = [note](const std::string& line) {
+      const std::string tag = "--images: ";
+      const size_t at = line.find(tag);
+      note(at == std::string::npos ? line : "skipping unreadable image " + line.substr(at + tag.size()));
+    };
     lo.out_height = static_cast<int>(height);
     lo.out_width = static_cast<int>(width);
     total = static_cast<int64_t>(items.size());
-    loader = std::make_unique<ImageLoader>(items, t, lo, "strata embed");
+    loader = std::make_unique<ImageLoader>(items, t, lo, "--images");
   }
 
-  EmbedResult result;
-  result.rows = total;
   result.dim = dim;
   result.paths_file = embed_paths_file(o.out);
+  if (skip_bad) result.skipped_file = embed_skipped_file(o.out);
   std::vector<std::string> paths;
   paths.reserve(static_cast<size_t>(total));
   std::vector<float> rows(static_cast<size_t>(o.batch * dim));
   const int64_t sample = channels * height * width;
 
-  write_file_atomically(o.out, [&](std::FILE* f) {
-    const std::string header = npy_f32_header({total, dim});
-    fwrite_checked(f, header.data(), header.size());
-    if (o.progress) o.progress(0, total);
-    int64_t done = 0;
-    ImageBatch batch;
-    Tensor staged;  // host copy of the input batch (the net may live on a GPU)
-    while (done < total) {
-      int64_t n = 0;
-      if (loader) {
-        if (!loader->next(batch)) break;
-        n = batch.rows;
-        staged.resize({n, channels, height, width});
-        std::memcpy(staged.data<float>(), batch.data.data(), static_cast<size_t>(n * sample) * sizeof(float));
-        for (int64_t r = 0; r < n; ++r) paths.push_back(items[static_cast<size_t>(batch.items[static_cast<size_t>(r)])].path);
-      } else {
-        n = std::min(o.batch, total - done);
-        staged.resize({n, channels, height, width});
-        reader->read(n, staged.data<float>());
-        for (int64_t r = 0; r < n; ++r) paths.push_back(o.input + "[" + std::to_string(done + r) + "]");
-      }
-      input.resize({n, channels, height, width});
-      input.data.copy_from(staged);
-      net->forward(0, stop_layer);
-      const Blob& out = net->blob(o.layer);
-      if (out.shape().empty() || out.shape()[0] != n || embed_dim(out.shape(), o.pool, o.layer) != dim) {
-        fail<ShapeError>("blob '", o.layer, "' is ", shape_str(out.shape()), " for a batch of ", n,
-                         "; embed needs the batch on axis 0 and the same row size for every batch");
-      }
-      const Tensor host_out = out.data.to(Device::cpu());
-      pool_rows(host_out, n, o.pool, o.l2, rows.data());
-      fwrite_checked(f, rows.data(), static_cast<size_t>(n * dim) * sizeof(float));
-      done += n;
-      if (o.progress) o.progress(done, total);
+  // An input that cannot be read fails the run with its own message, not as
+  // a failure to write --out (which write_file_atomically would prefix).
+  std::string input_error;
+  auto input_failure = [&](const std::string& message) {
+    input_error = message;
+    throw IoError(message);
+  };
+  // The next batch of images; false at the end. Without kSkip an unreadable
+  // image ends the run, with its path and the way to go on without it.
+  auto next_images = [&](ImageBatch& batch) {
+    try {
+      return loader->next(batch);
+    } catch (const IoError& e) {
+      if (skip_bad) input_failure(e.what());
+      input_failure(std::string(e.what()) +
+                    "\n  (--skip-bad-images leaves unreadable images out, counts them and lists them in " +
+                    embed_skipped_file(o.out) + ")");
+      return false;
     }
-    if (done != total) fail<Error>("read ", done, " inputs, expected ", total);
-    // The paths go in place first: a reader who finds the .npy finds its paths.
-    write_file_atomically(result.paths_file, [&](std::FILE* pf) {
-      for (const std::string& p : paths) {
-        fwrite_checked(pf, p.data(), p.size());
-        fwrite_checked(pf, "\n", 1);
+  };
+
+  auto write_rows = [&] {
+    write_file_atomically(o.out, [&](std::FILE* f) {
+      // The header says `total` rows; with skipped images it is rewritten at
+      // the end (npy_f32_header pads to the same length for any row count).
+      const std::string header = npy_f32_header({total, dim});
+      fwrite_checked(f, header.data(), header.size());
+      if (o.progress) o.progress(0, total);
+      int64_t done = 0;      // rows written
+      int64_t reported = 0;  // inputs read, as last given to o.progress
+      ImageBatch batch;
+      Tensor staged;  // host copy of the input batch (the net may live on a GPU)
+      while (done < total) {
+        int64_t n = 0;
+        if (loader) {
+          if (!next_images(batch)) break;
+          n = batch.rows;
+          if (n == 0) continue;
+          staged.resize({n, channels, height, width});
+          std::memcpy(staged.data<float>(), batch.data.data(), static_cast<size_t>(n * sample) * sizeof(float));
+          for (int64_t r = 0; r < n; ++r) {
+            paths.push_back(items[static_cast<size_t>(batch.items[static_cast<size_t>(r)])].path);
+          }
+        } else {
+          n = std::min(o.batch, total - done);
+          staged.resize({n, channels, height, width});
+          try {
+            reader->read(n, staged.data<float>());
+          } catch (const IoError& e) {
+            input_failure(e.what());
+          }
+          for (int64_t r = 0; r < n; ++r) paths.push_back(o.input + "[" + std::to_string(done + r) + "]");
+        }
+        input.resize({n, channels, height, width});
+        input.data.copy_from(staged);
+        net->forward(0, stop_layer);
+        const Blob& out = net->blob(o.layer);
+        if (out.shape().empty() || out.shape()[0] != n || embed_dim(out.shape(), o.pool, o.layer) != dim) {
+          fail<ShapeError>("blob '", o.layer, "' is ", shape_str(out.shape()), " for a batch of ", n,
+                           "; embed needs the batch on axis 0 and the same row size for every batch");
+        }
+        const Tensor host_out = out.data.to(Device::cpu());
+        pool_rows(host_out, n, o.pool, o.l2, rows.data());
+        fwrite_checked(f, rows.data(), static_cast<size_t>(n * dim) * sizeof(float));
+        done += n;
+        // Skipped images count as done: the bar measures the inputs read.
+        reported = loader ? loader->position() : done;
+        if (o.progress) o.progress(reported, total);
       }
+      // Images skipped after the last row still end the bar.
+      if (o.progress && reported < total && loader) o.progress(total, total);
+      if (loader) {
+        for (int64_t item : loader->skipped()) result.skipped.push_back(items[static_cast<size_t>(item)].path);
+      }
+      const int64_t skipped = static_cast<int64_t>(result.skipped.size());
+      if (done + skipped != total) {
+        fail<Error>("read ", done, " inputs", skipped ? " and skipped " + std::to_string(skipped) : "", ", expected ",
+                    total);
+      }
+      if (done == 0 && total > 0) input_failure("--images: all " + std::to_string(total) + " images are unreadable");
+      if (skipped > 0) {
+        const std::string fixed = npy_f32_header({done, dim});
+        STRATA_CHECK(fixed.size() == header.size(), "npy header length changed: ", header.size(), " -> ",
+                     fixed.size());
+        if (std::fseek(f, 0, SEEK_SET) != 0) fail<IoError>(o.out, ": seek failed: ", std::strerror(errno));
+        fwrite_checked(f, fixed.data(), fixed.size());
+      }
+      result.rows = done;
+      // The lists go in place first: a reader who finds the .npy finds its paths.
+      auto write_lines = [](const std::string& path, const std::vector<std::string>& lines) {
+        write_file_atomically(path, [&](std::FILE* pf) {
+          for (const std::string& p : lines) {
+            fwrite_checked(pf, p.data(), p.size());
+            fwrite_checked(pf, "\n", 1);
+          }
+        });
+      };
+      write_lines(result.paths_file, paths);
+      if (skip_bad) write_lines(result.skipped_file, result.skipped);
     });
-  });
+  };
+  try {
+    write_rows();
+  } catch (const IoError&) {
+    if (!input_error.empty()) throw IoError(input_error);
+    throw;
+  }
+  // A list of skipped images left by an earlier run with --skip-bad-images
+  // described the .npy just replaced; without the flag nothing was skipped.
+  if (!skip_bad) {
+    std::error_code ec;
+    std::filesystem::remove(embed_skipped_file(o.out), ec);
+  }
   return result;
 }
 

@@ -6,11 +6,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "framework/io/checkpoint.h"
 #include "framework/tensor.h"
+#include "framework/config.h"
+#include "framework/data/image_loader.h"
 #include "framework/data/image_transform.h"
 #include "transfer/pretrained.h"
 
@@ -41,14 +45,24 @@ struct EmbedOptions {
   std::string model;        // deploy prototxt (its TEST phase; one Input blob [n, C, H, W])
   std::string weights;      // safetensors, any format load_pretrained reads
   WeightsFormat format = WeightsFormat::kAuto;
+  // Layers left as initialised (--reinit), as in `strata train`: e.g. the
+  // head of a fine-tuned snapshot whose class count differs from the deploy net's.
+  std::set<std::string> reinit;
   std::string layer;        // the blob to take rows from
   std::string images;       // a folder or a list file ...
   std::string input;        // ... or an N x C x H x W float32 .npy (already preprocessed)
   std::string out;          // .npy to write; paths go to <out without .npy>.paths.txt
+  // kSkip: an image that cannot be read or decoded is left out, counted and
+  // listed (EmbedResult::skipped, <out without .npy>.skipped.txt); kError:
+  // the first one stops the run with its path.
+  BadImages bad_images = BadImages::kError;
   int64_t batch = 8;
   EmbedPool pool = EmbedPool::kNone;
   L2Norm l2 = L2Norm::kOff;
-  TransformPreset preset = TransformPreset::kImagenet;
+  // The image transform. Unset: the one the model declares (net-level
+  // `preset:`), else IMAGENET with a note saying so. Set and different from
+  // the model's: used, with a warning naming both.
+  std::optional<TransformPreset> preset;
   int resize = -1;          // -1: the preset's
   int crop = -1;            // -1: the preset's (NONE: the net's input size)
   int decode_threads = 0;   // 0: one per core
@@ -57,20 +71,38 @@ struct EmbedOptions {
   std::function<void(int64_t done, int64_t total)> progress;
   // Called once the net and weights are loaded (e.g. to print the report).
   std::function<void(const LoadReport&)> on_loaded;
+  // Lines for the user: which preset is used and why, a preset that differs
+  // from the model's, each skipped image. May be called from the image
+  // decoding thread. Unset: written to stderr.
+  std::function<void(const std::string&)> on_note;
 };
 
 struct EmbedResult {
   int64_t rows = 0;
   int64_t dim = 0;
   std::string paths_file;
+  std::string preset;                 // the transform used ("IMAGENET", ...); empty with --input
+  std::vector<std::string> skipped;   // inputs left out (kSkip), in reading order
+  std::string skipped_file;           // kSkip: where `skipped` was written (one path per line)
 };
 
 // Everything `strata embed` does. The .npy and the paths file appear only
 // when every row was written (temp files renamed into place); on an error
 // neither is left behind and an existing file of that name is untouched.
+// With kSkip the .npy holds one row per readable input (its header says how
+// many) and the paths file names them, row i on line i.
 EmbedResult run_embed(const EmbedOptions& options);
 
 // "<out without .npy>.paths.txt"
 std::string embed_paths_file(const std::string& out);
+// "<out without .npy>.skipped.txt"
+std::string embed_skipped_file(const std::string& out);
+
+// The image transform a net file declares with its top-level
+// `preset: NONE | IMAGENET | VIT_EVAL` key (for `strata embed`); nullopt
+// when it declares none. ConfigError (with file:line) for another value.
+std::optional<TransformPreset> declared_preset(const ConfigNode& net_root);
+// "NONE", "IMAGENET", "VIT_EVAL": the key's spelling.
+const char* preset_key_name(TransformPreset preset);
 
 }  // namespace strata::transfer

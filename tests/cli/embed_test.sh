@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end `strata embed`: rows and paths files as a user gets them, the
 # progress line, errors that name the bad input and leave no output behind,
+# --skip-bad-images, --reinit on a fine-tuned snapshot, the model's preset,
 # and every embed flag documented in docs/config.md.
 # Usage: embed_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -64,8 +65,29 @@ expect_error() {
 }
 echo "not an image" > "$work/imgs/zz_broken.png"
 expect_error "bad image" "$work/imgs/zz_broken.png" run_embed --images "$work/imgs" --out "$work/bad.npy"
+grep -qF -- "--skip-bad-images" "$work/err.txt" || fail "bad image: the message does not suggest --skip-bad-images"
 [ ! -e "$work/bad.npy" ] && [ ! -e "$work/bad.paths.txt" ] || fail "a failed run left output behind"
 ls "$work" | grep -q tmp && fail "a failed run left a temporary file: $(ls "$work")"
+
+# 3b. --skip-bad-images: the broken image is left out, counted and listed; the
+# .npy holds the 6 good rows (the same as without the broken file) and the
+# paths file names them.
+if run_embed --images "$work/imgs" --pool avg --skip-bad-images --out "$work/skip.npy" \
+  > "$work/stdout.txt" 2> "$work/stderr.txt"; then
+  head -c 128 "$work/skip.npy" | grep -q "'shape': (6, 3)" || fail "skip.npy header does not say shape (6, 3)"
+  cmp -s "$work/skip.npy" "$work/feat.npy" || fail "skip.npy differs from the rows of the 6 good images"
+  cmp -s "$work/skip.paths.txt" "$work/feat.paths.txt" || fail "skip.paths.txt: $(cat "$work/skip.paths.txt")"
+  [ "$(cat "$work/skip.skipped.txt")" = "$work/imgs/zz_broken.png" ] ||
+    fail "skip.skipped.txt: '$(cat "$work/skip.skipped.txt")'"
+  grep -q "skipped 1 unreadable image (listed in $work/skip.skipped.txt)" "$work/stderr.txt" ||
+    fail "no count of skipped images at the end: $(cat "$work/stderr.txt")"
+  [ "$(tail -n 1 "$work/stderr.txt")" = "  $work/imgs/zz_broken.png" ] ||
+    fail "the skipped image is not listed last on stderr: $(cat "$work/stderr.txt")"
+  grep -q "wrote 6 x 3 .*1 skipped, listed in $work/skip.skipped.txt" "$work/stdout.txt" ||
+    fail "summary does not count the skipped image: $(cat "$work/stdout.txt")"
+else
+  fail "embed --skip-bad-images failed: $(cat "$work/stderr.txt")"
+fi
 rm "$work/imgs/zz_broken.png"
 expect_error "unknown blob" "its blobs are: data, pool" embed_base --images "$work/imgs" --layer fc7 --crop 16 \
   --out "$work/x.npy"
@@ -73,7 +95,67 @@ expect_error "wrong crop" "--crop 16" embed_base --images "$work/imgs" --layer p
 expect_error "no input" "--images" "$strata" embed --model "$work/deploy.prototxt" --weights "$work/empty.safetensors" \
   --layer pool --out "$work/x.npy"
 
-# 4. Every flag of `strata embed --help` is documented.
+# 4. A fine-tuned snapshot (5-class head) in a deploy net with a 2-class head:
+# the error says --reinit head, and --reinit head embeds with the file's rest.
+cat > "$work/head.prototxt" <<'NET'
+name: "mean_colour_head"
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 16 dim: 16 } } }
+layer { name: "pool" type: "Pooling" bottom: "data" top: "pool" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "head" type: "InnerProduct" bottom: "pool" top: "head" inner_product_param { num_output: 2 } }
+NET
+header='{"head.weight":{"dtype":"F32","shape":[5,3],"data_offsets":[0,60]},"head.bias":{"dtype":"F32","shape":[5],"data_offsets":[60,80]}}'
+while [ $(( ${#header} % 8 )) -ne 0 ]; do header="$header "; done
+{
+  printf "$(printf '\\x%02x' $((${#header} & 255)) $((${#header} >> 8)) 0 0 0 0 0 0)"
+  printf '%s' "$header"
+  head -c 80 /dev/zero
+} > "$work/tuned_iter_100.safetensors"
+head_embed() {
+  "$strata" embed --model "$work/head.prototxt" --weights "$work/tuned_iter_100.safetensors" --preset imagenet \
+    --resize 20 --crop 16 --threads 1 --images "$work/imgs" --layer pool --pool avg "$@"
+}
+expect_error "fine-tuned head" "pass --reinit head" head_embed --out "$work/tuned.npy"
+if head_embed --reinit head --out "$work/tuned.npy" > /dev/null 2> "$work/stderr.txt"; then
+  grep -q "re-initialised (--reinit): head.weight, head.bias" "$work/stderr.txt" ||
+    fail "--reinit head: no load report line: $(cat "$work/stderr.txt")"
+  cmp -s "$work/tuned.npy" "$work/feat.npy" || fail "--reinit head: rows differ from the net without a head"
+else
+  fail "embed --reinit head failed: $(cat "$work/stderr.txt")"
+fi
+
+# 5. The preset the model declares is used without --preset (and said); a
+# --preset that differs is used with a warning.
+{ echo 'preset: NONE'; cat "$work/deploy.prototxt"; } > "$work/none.prototxt"
+plain_embed() {
+  "$strata" embed --weights "$work/empty.safetensors" --threads 1 --images "$work/imgs" --layer pool --pool avg "$@"
+}
+if plain_embed --model "$work/none.prototxt" --out "$work/declared.npy" > /dev/null 2> "$work/stderr.txt" &&
+  plain_embed --model "$work/deploy.prototxt" --preset none --out "$work/flag.npy" > /dev/null 2>&1; then
+  grep -q "preset NONE, declared by the model ($work/none.prototxt:1:" "$work/stderr.txt" ||
+    fail "the model's preset is not reported: $(cat "$work/stderr.txt")"
+  cmp -s "$work/declared.npy" "$work/flag.npy" || fail "the model's preset NONE gives other rows than --preset none"
+  cmp -s "$work/declared.npy" "$work/feat.npy" && fail "preset NONE gives the same rows as imagenet"
+else
+  fail "embed with the model's preset failed: $(cat "$work/stderr.txt")"
+fi
+if plain_embed --model "$work/none.prototxt" --preset imagenet --resize 20 --crop 16 --out "$work/override.npy" \
+  > /dev/null 2> "$work/stderr.txt"; then
+  grep -q "warning: --preset imagenet differs from the model's preset: NONE" "$work/stderr.txt" ||
+    fail "no warning for a --preset that differs from the model's: $(cat "$work/stderr.txt")"
+  cmp -s "$work/override.npy" "$work/feat.npy" || fail "--preset imagenet over the model's NONE: rows differ"
+else
+  fail "embed with --preset over the model's failed: $(cat "$work/stderr.txt")"
+fi
+if plain_embed --model "$work/deploy.prototxt" --resize 20 --crop 16 --out "$work/default.npy" \
+  > /dev/null 2> "$work/stderr.txt"; then
+  grep -q "preset IMAGENET (the model declares none and --preset is not given" "$work/stderr.txt" ||
+    fail "no note when neither the model nor --preset names the transform: $(cat "$work/stderr.txt")"
+  cmp -s "$work/default.npy" "$work/feat.npy" || fail "no preset anywhere: rows differ from --preset imagenet"
+else
+  fail "embed without any preset failed: $(cat "$work/stderr.txt")"
+fi
+
+# 6. Every flag of `strata embed --help` is documented.
 for flag in $("$strata" embed --help | grep -o -- '--[a-z0-9-]*' | sort -u); do
   grep -q -- "\`$flag" "$src/docs/config.md" || fail "docs/config.md does not document strata embed $flag"
 done

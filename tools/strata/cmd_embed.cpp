@@ -2,13 +2,16 @@
 // named blob of a deploy net, written to a .npy with the input paths beside it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "framework/error.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/flag_lists.h"
 #include "transfer/feature_extractor.h"
 
 namespace strata::cli {
@@ -21,7 +24,17 @@ class ProgressBar {
  public:
   ProgressBar() : tty_(::isatty(2) != 0), start_(Clock::now()), last_draw_(start_) {}
 
+  // A line of its own: on a terminal the bar's line is cleared first and
+  // redrawn at the next update.
+  void note(const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fprintf(stderr, "%s%s\n", tty_ ? "\r\033[K" : "", line.c_str());
+    std::fflush(stderr);
+    last_draw_ = Clock::time_point();
+  }
+
   void update(int64_t done, int64_t total) {
+    std::lock_guard<std::mutex> lock(mu_);
     const auto now = Clock::now();
     // The rate counts from the first batch on: building the net and loading
     // the weights come before update(0, total) and are not image throughput.
@@ -59,6 +72,7 @@ class ProgressBar {
     std::snprintf(buf, sizeof(buf), "%.1f s", s);
     return buf;
   }
+  std::mutex mu_;  // note() may come from the decoding thread
   bool tty_;
   bool started_ = false;
   Clock::time_point start_, last_draw_;
@@ -78,14 +92,20 @@ int embed_main(int argc, char** argv) {
              {"weights", FlagKind::kValue, ".safetensors weights (strata, torchvision or timm names)", ""},
              {"weights-format", FlagKind::kValue,
               "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit", "auto"},
+             {"reinit", FlagKind::kRepeated,
+              "layers (comma-separated) left as initialised, e.g. a fine-tuned snapshot's head", ""},
              {"layer", FlagKind::kValue, "blob whose values become the rows", ""},
              {"images", FlagKind::kValue, "folder of images (or of class subfolders), or a list file", ""},
              {"input", FlagKind::kValue, "preprocessed N x C x H x W float32 .npy instead of --images", ""},
              {"out", FlagKind::kValue, ".npy to write (paths go to <out>.paths.txt)", ""},
+             {"skip-bad-images", FlagKind::kSwitch,
+              "leave out images that cannot be read or decoded; count them and list them in <out>.skipped.txt",
+              ""},
              {"batch", FlagKind::kValue, "inputs per forward pass", "8"},
              {"pool", FlagKind::kValue, "none (flatten), avg (spatial or token mean), token (token 0)", "none"},
              {"l2norm", FlagKind::kSwitch, "L2-normalise every row", ""},
-             {"preset", FlagKind::kValue, "image transform: imagenet, vit or none", "imagenet"},
+             {"preset", FlagKind::kValue, "image transform: imagenet, vit or none",
+              "the model's `preset:`, else imagenet"},
              {"resize", FlagKind::kValue, "shorter side after resizing (overrides the preset; 0 = none)", ""},
              {"crop", FlagKind::kValue, "centre crop size (overrides the preset)", ""},
              {"decode-threads", FlagKind::kValue, "image decoding threads (0 = one per core)", "0"},
@@ -107,11 +127,18 @@ int embed_main(int argc, char** argv) {
   o.batch = int_flag(args, "batch", 8, 1);
   o.pool = transfer::parse_embed_pool(args.get("pool", "none"), "--pool");
   o.l2 = args.has("l2norm") ? transfer::L2Norm::kOn : transfer::L2Norm::kOff;
-  const std::string preset = args.get("preset", "imagenet");
-  if (preset != "imagenet" && preset != "vit" && preset != "none") {
-    fail<ConfigError>("--preset: unknown preset '", preset, "'; use imagenet, vit or none");
+  if (args.has("preset")) {
+    const std::string preset = args.get("preset");
+    if (preset != "imagenet" && preset != "vit" && preset != "none") {
+      fail<ConfigError>("--preset: unknown preset '", preset, "'; use imagenet, vit or none");
+    }
+    o.preset = parse_transform_preset(preset);
   }
-  o.preset = parse_transform_preset(preset);
+  if (args.has("skip-bad-images") && args.has("input")) {
+    fail<ConfigError>("--skip-bad-images applies to --images; --input arrays have no images to skip");
+  }
+  o.bad_images = args.has("skip-bad-images") ? BadImages::kSkip : BadImages::kError;
+  for (const std::string& layer : split_list(args.get_all("reinit"))) o.reinit.insert(layer);
   if (args.has("resize")) o.resize = int_flag(args, "resize", 0, 0);
   if (args.has("crop")) o.crop = int_flag(args, "crop", 0, 1);
   o.decode_threads = int_flag(args, "decode-threads", 0, 0);
@@ -119,9 +146,22 @@ int embed_main(int argc, char** argv) {
   o.on_loaded = [](const LoadReport& report) { std::fprintf(stderr, "%s\n", report.str().c_str()); };
   ProgressBar bar;
   o.progress = [&bar](int64_t done, int64_t total) { bar.update(done, total); };
+  o.on_note = [&bar](const std::string& line) { bar.note("strata embed: " + line); };
   const transfer::EmbedResult r = transfer::run_embed(o);
-  std::printf("wrote %lld x %lld float32 rows to %s (input paths in %s)\n", static_cast<long long>(r.rows),
+  if (!r.skipped.empty()) {
+    // The list, at the end where it is seen (a long one is in the file).
+    const size_t shown = std::min<size_t>(r.skipped.size(), 20);
+    std::fprintf(stderr, "strata embed: skipped %zu unreadable image%s (listed in %s):\n", r.skipped.size(),
+                 r.skipped.size() == 1 ? "" : "s", r.skipped_file.c_str());
+    for (size_t i = 0; i < shown; ++i) std::fprintf(stderr, "  %s\n", r.skipped[i].c_str());
+    if (shown < r.skipped.size()) std::fprintf(stderr, "  ... and %zu more\n", r.skipped.size() - shown);
+  }
+  std::printf("wrote %lld x %lld float32 rows to %s (input paths in %s", static_cast<long long>(r.rows),
               static_cast<long long>(r.dim), o.out.c_str(), r.paths_file.c_str());
+  if (!r.skipped_file.empty()) {
+    std::printf("; %zu skipped, listed in %s", r.skipped.size(), r.skipped_file.c_str());
+  }
+  std::printf(")\n");
   return 0;
 }
 

@@ -22,6 +22,7 @@
 #include "parallel/model_parallel/model_parallel_config.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/flag_lists.h"
 #include "transfer/freeze.h"
 #include "transfer/pretrained.h"
 
@@ -38,18 +39,6 @@ void on_sigint(int) {
   if (g_stop.exchange(true)) _exit(130);
   const char msg[] = "\nstopping after this iteration and writing a snapshot (Ctrl-C again to quit now)\n";
   [[maybe_unused]] ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
-}
-
-std::set<std::string> split_list(const std::vector<std::string>& values) {
-  std::set<std::string> out;
-  for (const auto& v : values) {
-    std::stringstream ss(v);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      if (!item.empty()) out.insert(item);
-    }
-  }
-  return out;
 }
 
 // The solver file's parallel { data { } } block, then the command line on top.
