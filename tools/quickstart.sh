@@ -51,9 +51,12 @@ t0=$SECONDS
 "${build[@]}"
 build_s=$((SECONDS - t0))
 
-echo "==> train: $dir/strata train --solver models/digits/solver.prototxt $*"
+# --overwrite: running the quickstart again retrains the example, replacing
+# its own earlier snapshots in models/digits/snapshots (a plain `strata train`
+# refuses to replace an earlier run's files).
+echo "==> train: $dir/strata train --solver models/digits/solver.prototxt --overwrite $*"
 t1=$SECONDS
 rc=0
-"./$dir/strata" train --solver models/digits/solver.prototxt "$@" || rc=$?
+"./$dir/strata" train --solver models/digits/solver.prototxt --overwrite "$@" || rc=$?
 [ "$rc" -eq 0 ] || exit "$rc"
 echo "quickstart: done in $(elapsed $((SECONDS - t0))) (build $(elapsed "$build_s"), training $(elapsed $((SECONDS - t1)))); the program is $dir/strata"

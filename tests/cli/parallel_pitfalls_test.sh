@@ -51,32 +51,32 @@ bin="$work/bin"
 mkdir -p "$bin"
 # Only the tools the ranks need; no strata among them.
 for tool in bash sh; do ln -s "$(command -v $tool)" "$bin/$tool"; done
-PATH="$bin" "$strata" launch --nproc 2 -- strata train --solver short.prototxt --threads 1 > "$work/path.txt" 2>&1 ||
+PATH="$bin" "$strata" launch --nproc 2 -- strata train --solver short.prototxt --overwrite --threads 1 > "$work/path.txt" 2>&1 ||
   { cat "$work/path.txt"; fail "launch -- strata failed without strata on PATH"; }
 grep -q '^\[rank 0\] done: 4 iterations' "$work/path.txt" || { cat "$work/path.txt"; fail "no training output"; }
 echo "== 1b. and with another strata first on PATH"
 printf '#!/bin/sh\necho "the strata on PATH ran"\nexit 3\n' > "$bin/strata"
 chmod +x "$bin/strata"
 rm -rf short
-PATH="$bin:$PATH" "$strata" launch --nproc 2 -- strata train --solver short.prototxt --threads 1 \
+PATH="$bin:$PATH" "$strata" launch --nproc 2 -- strata train --solver short.prototxt --overwrite --threads 1 \
   > "$work/path2.txt" 2>&1 || { cat "$work/path2.txt"; fail "launch -- strata ran the strata on PATH"; }
 ! grep -q "the strata on PATH ran" "$work/path2.txt" || fail "the strata on PATH ran"
 
 echo "== 2. --pp / --tp in one process"
 status=0
-"$strata" train --solver short.prototxt --pp 2 > "$work/pp1.txt" 2>&1 || status=$?
+"$strata" train --solver short.prototxt --overwrite --pp 2 > "$work/pp1.txt" 2>&1 || status=$?
 [ "$status" -eq 1 ] || { cat "$work/pp1.txt"; fail "--pp 2 in one process: status $status"; }
 grep -q 'strata launch --nproc 2 -- strata train --solver short.prototxt --pp 2' "$work/pp1.txt" ||
   { cat "$work/pp1.txt"; fail "--pp 2 in one process does not suggest strata launch --nproc 2"; }
 status=0
-"$strata" train --solver short.prototxt --pp 2 --tp 2 > "$work/pptp1.txt" 2>&1 || status=$?
+"$strata" train --solver short.prototxt --overwrite --pp 2 --tp 2 > "$work/pptp1.txt" 2>&1 || status=$?
 [ "$status" -eq 1 ] || { cat "$work/pptp1.txt"; fail "--pp 2 --tp 2 in one process: status $status"; }
 grep -q 'strata launch --nproc 4 -- strata train --solver short.prototxt --pp 2 --tp 2' "$work/pptp1.txt" ||
   { cat "$work/pptp1.txt"; fail "--pp 2 --tp 2 in one process does not suggest --nproc 4"; }
 
 echo "== 3. --tp 2 without split: keys warns"
 rm -rf short
-"$strata" launch --nproc 2 -- strata train --solver short.prototxt --tp 2 --threads 1 > "$work/tp.txt" 2>&1 ||
+"$strata" launch --nproc 2 -- strata train --solver short.prototxt --overwrite --tp 2 --threads 1 > "$work/tp.txt" 2>&1 ||
   { cat "$work/tp.txt"; fail "--tp 2 run failed"; }
 grep -q '^\[rank 0\] warning: tp 2: no layer of the net has a `split:` key.*replicated.*split: COLUMN' "$work/tp.txt" ||
   { cat "$work/tp.txt"; fail "no warning for --tp 2 on a net without split keys"; }
@@ -86,20 +86,20 @@ cp -r "$src/models/tp_mlp" "$work/models/tp_mlp"
 sed -e 's|^max_iter:.*|max_iter: 2|' -e 's|^snapshot:.*|snapshot: 0|' -e 's|^test_interval:.*|test_interval: 0|' \
   -e 's|snapshot_prefix:.*|snapshot_prefix: "tp_short/mlp"|' "$work/models/tp_mlp/solver.prototxt" \
   > "$work/models/tp_mlp/short.prototxt"
-(cd "$work/models/tp_mlp" && "$strata" launch --nproc 2 -- strata train --solver short.prototxt --tp 2 \
+(cd "$work/models/tp_mlp" && "$strata" launch --nproc 2 -- strata train --solver short.prototxt --overwrite --tp 2 \
   --threads 1) > "$work/tp_split.txt" 2>&1 || { cat "$work/tp_split.txt"; fail "tp_mlp --tp 2 failed"; }
 ! grep -q 'warning: tp' "$work/tp_split.txt" || { cat "$work/tp_split.txt"; fail "warning for a split net"; }
 
 echo "== 4. --pp 2: every stage's memory on the start line"
 rm -rf short
-"$strata" launch --nproc 2 -- strata train --solver short.prototxt --pp 2 --threads 1 > "$work/pp.txt" 2>&1 ||
+"$strata" launch --nproc 2 -- strata train --solver short.prototxt --overwrite --pp 2 --threads 1 > "$work/pp.txt" 2>&1 ||
   { cat "$work/pp.txt"; fail "--pp 2 run failed"; }
 grep -E "^\[rank 0\] strata train: .*net 'digits' \(stage 0: parameters [^;]*, total [^;]*; stage 1: parameters [^;]*, total [^;]*; all stages [0-9.]+ [KMG]?i?B\)" \
   "$work/pp.txt" || { cat "$work/pp.txt"; fail "the start line does not show both stages' memory"; }
 
 echo "== 5. kill -STOP of one rank mid-training"
 make_solver long.prototxt 10000000 long/digits
-"$strata" launch --nproc 2 -- strata train --solver long.prototxt --threads 1 > "$work/stop.txt" 2>&1 &
+"$strata" launch --nproc 2 -- strata train --solver long.prototxt --overwrite --threads 1 > "$work/stop.txt" 2>&1 &
 launcher=$!
 bg_pids+=("$launcher")
 for _ in $(seq 300); do
@@ -138,7 +138,7 @@ run_rank() {  # run_rank RANK TOKEN OUT ARGS...
   local rank=$1 token=$2 out=$3
   shift 3
   env STRATA_RANK="$rank" STRATA_WORLD_SIZE=2 STRATA_MASTER="127.0.0.1:$port" STRATA_TOKEN="$token" \
-    "$strata" train "$@" > "$out" 2>&1
+    "$strata" train --overwrite "$@" > "$out" 2>&1
 }
 
 echo "== 6. a ConfigError on rank 1 alone stops rank 0 at once"
