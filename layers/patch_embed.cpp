@@ -43,6 +43,10 @@ LayerSchema PatchEmbedLayer::schema() {
 void PatchEmbedLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) {
   const Shape& s = bottom[0]->shape();
   if (s.size() != 4) shape_error("expected images [N, C, H, W], got " + shape_str(s));
+  if (s[2] < patch_ || s[3] < patch_) {  // before the weights are made: patch_size sizes them
+    shape_error("patch_size " + std::to_string(patch_) + " is larger than the images " + shape_str(s) +
+                "; use a patch_size that divides H and W, or larger images");
+  }
   channels_ = s[1];
   Blob& w = add_param("weight", {num_output_, channels_, patch_, patch_});
   fill(weight_filler_, w.data, rng_);
