@@ -106,11 +106,17 @@ void Net::build(const ConfigNode& root) {
     }
   }
   check_memory_plan(plan);
-  try {
-    plan.allocate();
-  } catch (const std::bad_alloc&) {
-    fail<OutOfMemoryError>("net '", name_, "': allocating its planned ", format_bytes(plan.totals().total()),
-                           " failed (out of memory); reduce batch_size or the model's size");
+  // On the host, storage the plan sized is taken on first use: scratch a
+  // layer sizes for its backward (attention, patch embedding) is never taken
+  // when a frozen layer runs none. A device takes all of it now, so that its
+  // caching allocator has it before training starts.
+  if (on_cuda()) {
+    try {
+      plan.allocate();
+    } catch (const std::bad_alloc&) {
+      fail<OutOfMemoryError>("net '", name_, "': allocating its planned ", format_bytes(plan.totals().total()),
+                             " failed (out of memory); reduce batch_size or the model's size");
+    }
   }
   layer_bytes_ = plan.bytes_except(blob_and_param_storages());
 
@@ -572,26 +578,39 @@ std::set<const void*> Net::blob_and_param_storages() const {
   return ids;
 }
 
-MemoryReport Net::memory_report() const {
+MemoryReport Net::memory_report() const { return strata::memory_report({this}); }
+
+MemoryReport memory_report(const std::vector<const Net*>& nets) {
   MemoryReport r;
   std::set<const void*> seen;
-  for (const auto& p : params_) {
-    seen.insert(p.blob->data.storage_id());
-    seen.insert(p.blob->diff.storage_id());
-    if (p.learnable == Learnable::kYes) {
-      r.param_bytes += p.blob->data.capacity_bytes();
-      r.grad_bytes += p.blob->diff.capacity_bytes();
-      if (p.lr_mult != 0.0f) r.optimizer_bytes += static_cast<size_t>(options_.optimizer_slots) * p.blob->data.nbytes();
-    } else {
-      r.buffer_bytes += p.blob->data.capacity_bytes() + p.blob->diff.capacity_bytes();
+  for (const Net* net : nets) {
+    if (!net) continue;
+    for (const auto& p : net->params_) {
+      if (!seen.insert(p.blob->data.storage_id()).second) continue;  // shared with an earlier net
+      seen.insert(p.blob->diff.storage_id());
+      if (p.learnable == Learnable::kYes) {
+        r.param_bytes += p.blob->data.capacity_bytes();
+        r.grad_bytes += p.blob->diff.capacity_bytes();
+        if (p.lr_mult != 0.0f) {
+          r.optimizer_bytes += static_cast<size_t>(net->options_.optimizer_slots) * p.blob->data.nbytes();
+        }
+      } else {
+        r.buffer_bytes += p.blob->data.capacity_bytes() + p.blob->diff.capacity_bytes();
+      }
     }
   }
-  for (const auto& kv : blobs_) {
-    for (const Tensor* t : {&kv.second->data, &kv.second->diff}) {
-      if (t->storage_id() && seen.insert(t->storage_id()).second) r.activation_bytes += t->capacity_bytes();
+  for (const Net* net : nets) {
+    if (!net) continue;
+    // A net that runs no backward never takes its blobs' gradients.
+    const bool backward = net->phase() == Phase::kTrain || net->force_backward_;
+    for (const auto& kv : net->blobs_) {
+      for (const Tensor* t : {&kv.second->data, &kv.second->diff}) {
+        if (t == &kv.second->diff && !backward && !t->holds_memory()) continue;
+        if (t->storage_id() && seen.insert(t->storage_id()).second) r.activation_bytes += t->capacity_bytes();
+      }
     }
+    r.layer_bytes += net->layer_bytes_;
   }
-  r.layer_bytes = layer_bytes_;
   return r;
 }
 

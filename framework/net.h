@@ -120,9 +120,11 @@ class Net {
   std::map<std::string, std::string> save_layer_states() const;
   void load_layer_states(const std::map<std::string, std::string>& states);
 
+  // What this net's tensors take (memory_report({this}) below).
   MemoryReport memory_report() const;
 
  private:
+  friend MemoryReport memory_report(const std::vector<const Net*>& nets);
   void build(const ConfigNode& root);
   void connect_layer(const LayerSpec& spec, int index);
   void setup_layer(int index);
@@ -160,6 +162,13 @@ class Net {
   size_t layer_bytes_ = 0;  // MemoryReport::layer_bytes, as set up
   std::set<const void*> blob_and_param_storages() const;
 };
+
+// The memory of nets that run together (a TRAIN net and the TEST net that
+// shares its parameters), each storage counted once: what a run needs
+// before its first step. Forward and backward still add per-thread scratch
+// (convolution patches beyond the first chunk, attention tiles) and the
+// host-side allocations no tensor accounts (image decoding, BLAS buffers).
+MemoryReport memory_report(const std::vector<const Net*>& nets);
 
 // Keys allowed at the top of a net file and inside a `layer { }` block.
 const std::vector<std::string>& net_keys();

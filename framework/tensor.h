@@ -99,6 +99,8 @@ class Tensor {
   // Tells storages apart without touching them (raw_data() would allocate a
   // deferred one); nullptr when there is none.
   const void* storage_id() const { return storage_.get(); }
+  // Whether its memory has been taken (a deferred storage's is not, until first use).
+  bool holds_memory() const { return storage_ && storage_->allocated(); }
 
   // Typed host access, for CPU code; checks that T matches dtype(). On a
   // tensor that lives on a CUDA device it throws Error instead of handing

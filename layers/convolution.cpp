@@ -229,6 +229,9 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   }
   chunk_images_ = n_img;
   num_chunks_ = num_ > 0 ? (num_ + n_img - 1) / n_img : 0;
+  // Sized here too (forward sizes them again, for the thread count then), so
+  // that the net's memory plan counts them; taken on first use.
+  if (device().is_cpu()) prepare_workspaces();
 }
 
 void ConvolutionLayer::force_algorithm_for_testing(Algorithm a) { g_forced_algorithm = a; }

@@ -103,7 +103,7 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   Solver& solver = mp.pipe ? mp.pipe->solver() : *own_solver;
   if (lead) {
     std::printf("strata train: %s, %d threads, net '%s' (%s)\n", config.source.c_str(), num_threads(),
-                solver.net().name().c_str(), solver.net().memory_report().str().c_str());
+                solver.net().name().c_str(), memory_report({&solver.net(), solver.test_net()}).str().c_str());
   }
 
   // 3. Every rank freezes the same layers, before the optimizer history and
