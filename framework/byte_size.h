@@ -8,7 +8,7 @@
 
 namespace strata {
 
-// "512 B", "1.5 KiB", "12.0 MiB", "1.23 GiB" (powers of 1024).
+// "512 B", "1.5 KiB", "12.0 MiB", "1.23 GiB", "2.50 TiB" (powers of 1024).
 std::string format_bytes(size_t bytes);
 
 }  // namespace strata

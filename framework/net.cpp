@@ -1,6 +1,8 @@
 #include "framework/net.h"
 
 #include <algorithm>
+#include <new>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -8,6 +10,8 @@
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/layer_registry.h"
+#include "framework/memory_cap.h"
+#include "framework/memory_plan.h"
 #include "framework/net_spec.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
@@ -35,9 +39,11 @@ std::string join(const std::vector<std::string>& v) {
 
 std::string MemoryReport::str() const {
   std::ostringstream os;
-  os << "parameters " << format_bytes(param_bytes) << ", gradients " << format_bytes(grad_bytes)
-     << ", buffers " << format_bytes(buffer_bytes) << ", activations " << format_bytes(activation_bytes)
-     << ", total " << format_bytes(param_bytes + grad_bytes + buffer_bytes + activation_bytes);
+  os << "parameters " << format_bytes(param_bytes) << ", gradients " << format_bytes(grad_bytes);
+  if (optimizer_bytes) os << ", optimizer state " << format_bytes(optimizer_bytes);
+  os << ", buffers " << format_bytes(buffer_bytes) << ", activations " << format_bytes(activation_bytes);
+  if (layer_bytes) os << ", layer data and scratch " << format_bytes(layer_bytes);
+  os << ", total " << format_bytes(total());
   return os.str();
 }
 
@@ -62,9 +68,12 @@ void Net::build(const ConfigNode& root) {
                       "with -DSTRATA_CUDA=OFF); use --device cpu");
 #endif
   }
-  const std::vector<LayerSpec> specs = net_layer_specs(root, options_.phase);
+  std::vector<LayerSpec> specs = net_layer_specs(root, options_.phase);
   if (specs.empty()) fail<ConfigError>("net '", name_, "' has no layers in phase ", phase_name(options_.phase));
-  for (int i = 0; i < static_cast<int>(specs.size()); ++i) connect_layer(specs[i], i);
+  for (int i = 0; i < static_cast<int>(specs.size()); ++i) {
+    connect_layer(specs[i], i);
+    specs[i] = LayerSpec();  // the layer keeps its own copy; a net of many layers should not hold two
+  }
   if (on_cuda()) {
     // No silent fallback to the CPU: name every layer that cannot run here.
     std::vector<std::string> missing;
@@ -76,13 +85,40 @@ void Net::build(const ConfigNode& root) {
                         " layer(s) have no CUDA implementation: ", join(missing), "; run it with --device cpu");
     }
   }
+  // Shapes first, memory after: blobs and layer scratch created while the
+  // plan is open are only sized, so the total can be checked before any of
+  // it is taken (framework/memory_plan.h).
+  MemoryPlan plan;
   for (int i = 0; i < num_layers(); ++i) {
-    setup_layer(i);
-    move_params_to_device(i);
+    plan.set_owner(i);
+    naming_layer_on_oom(i, "setup", [&] {
+      setup_layer(i);
+      move_params_to_device(i);
+    });
     register_params(i);
   }
   force_backward_ = root.get_bool("force_backward", false);
   compute_backward_needs(force_backward_);
+  if (options_.optimizer_slots > 0) {
+    for (const NetParam& p : params_) {
+      if (p.learnable != Learnable::kYes || p.lr_mult == 0.0f) continue;
+      plan.add_estimate(p.owner_layer, static_cast<size_t>(options_.optimizer_slots) * p.blob->data.nbytes());
+    }
+  }
+  check_memory_plan(plan);
+  // On the host, storage the plan sized is taken on first use: scratch a
+  // layer sizes for its backward (attention, patch embedding) is never taken
+  // when a frozen layer runs none. A device takes all of it now, so that its
+  // caching allocator has it before training starts.
+  if (on_cuda()) {
+    try {
+      plan.allocate();
+    } catch (const std::bad_alloc&) {
+      fail<OutOfMemoryError>("net '", name_, "': allocating its planned ", format_bytes(plan.totals().total()),
+                             " failed (out of memory); reduce batch_size or the model's size");
+    }
+  }
+  layer_bytes_ = plan.bytes_except(blob_and_param_storages());
 
   std::set<std::string> read;
   for (const auto& names : bottom_names_) read.insert(names.begin(), names.end());
@@ -167,6 +203,67 @@ void Net::connect_layer(const LayerSpec& spec, int index) {
   loss_weights_.push_back(weights);
 }
 
+std::string Net::layer_where(int i) const {
+  const Layer& l = *layers_[i];
+  return "layer '" + l.name() + "' (" + l.type() + ") at " + l.spec().node.loc().str();
+}
+
+template <typename Body>
+void Net::naming_layer_on_oom(int i, const char* stage, const Body& body) {
+  try {
+    body();
+  } catch (const std::bad_alloc&) {
+    fail<OutOfMemoryError>(layer_where(i), ": out of memory during ", stage, " (tensor storage in use: ",
+                           format_bytes(memory_in_use()),
+                           "); reduce batch_size or the model's size, or free memory on this machine");
+  } catch (const OutOfMemoryError& e) {
+    const std::string what = e.what();
+    if (what.rfind("layer '", 0) == 0 || what.rfind("net '", 0) == 0) throw;  // already says where
+    fail<OutOfMemoryError>(layer_where(i), ", during ", stage, ": ", what);
+  }
+}
+
+void Net::check_memory_plan(const MemoryPlan& plan) const {
+  const MemoryPlan::Totals t = plan.totals();
+  // What is still to be taken; what was taken during setup is in use already.
+  const size_t later = t.host_deferred + t.device_deferred + t.estimated;
+  const size_t cap = memory_cap();
+  std::string over, remedy;
+  if (cap > 0 && memory_in_use() + later > cap) {
+    over = "with " + format_bytes(memory_in_use()) + " in use, over the cap of " + format_bytes(cap);
+    remedy = "split the model over more ranks with --pp (pipeline stages), reduce batch_size, or raise --max-memory";
+  } else {
+    const size_t host_later = t.host_deferred + (on_cuda() ? 0 : t.estimated);
+    const MachineMemory m = machine_memory_available();
+    if (host_later <= m.available) return;
+    over = "more than the " + format_bytes(m.available) + " this machine has available (" + m.source + ")";
+    remedy = "reduce batch_size (or the size of the layers named below), or run on a machine with more memory";
+  }
+  std::vector<int> order(t.by_owner.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return t.by_owner[a] > t.by_owner[b]; });
+  std::ostringstream os;
+  os << "net '" << name_ << "' (" << phase_name(options_.phase) << ") needs " << format_bytes(t.total())
+     << " of tensor memory, " << over << "; " << remedy << ".";
+  for (size_t k = 0; k < order.size() && k < 3; ++k) {
+    const int i = order[k];
+    if (t.by_owner[i] == 0) break;
+    os << (k == 0 ? " The layer that needs the most is " : (k == 1 ? "; then " : ", ")) << layer_where(i)
+       << ": " << format_bytes(t.by_owner[i]);
+    if (k == 0) {
+      for (size_t b = 0; b < tops_[i].size(); ++b) {
+        os << (b == 0 ? " (top " : ", top ") << "'" << top_names_[i][b] << "' " << shape_str(tops_[i][b]->shape());
+      }
+      if (!tops_[i].empty()) os << ")";
+    }
+  }
+  os << ". Of the total, " << format_bytes(t.host_deferred + t.device_deferred)
+     << " is blobs and layer scratch still to allocate";
+  if (t.estimated) os << ", " << format_bytes(t.estimated) << " optimizer state";
+  os << ", " << format_bytes(t.taken) << " parameters and data already loaded";
+  throw OutOfMemoryError(os.str());
+}
+
 void Net::setup_layer(int i) {
   Layer& layer = *layers_[i];
   try {
@@ -187,7 +284,23 @@ void Net::setup_layer(int i) {
       msg += "\n  bottom '" + bn + "' " + shape_str(bottoms_[i][b]->shape()) + " comes from layer '" +
              producer.name() + "' (" + producer.type() + ")";
     }
+    if (msg.find("layer '" + layer.name() + "'") == std::string::npos) msg = layer_where(i) + ": " + msg;
     throw ShapeError(msg);
+  }
+  // A layer whose own check let an empty top through from non-empty bottoms
+  // (an output size that rounds to zero) would only fail later, somewhere else.
+  bool bottoms_empty = bottoms_[i].empty();
+  for (const Blob* b : bottoms_[i]) bottoms_empty = bottoms_empty || b->numel() == 0;
+  for (size_t t = 0; t < tops_[i].size() && !bottoms_empty; ++t) {
+    if (tops_[i][t]->numel() != 0) continue;
+    std::string bottoms;
+    for (size_t b = 0; b < bottoms_[i].size(); ++b) {
+      bottoms += (b ? ", '" : "'") + bottom_names_[i][b] + "' " + shape_str(bottoms_[i][b]->shape());
+    }
+    fail<ShapeError>(layer_where(i), ": top '", top_names_[i][t], "' has shape ", shape_str(tops_[i][t]->shape()),
+                     ", with no elements, from bottom ", bottoms,
+                     "; the layer's output size rounds down to zero: make its kernel, stride or "
+                     "output size smaller, or its input larger");
   }
   for (size_t t = 0; t < tops_[i].size(); ++t) {
     if (loss_weights_[i][t] != 0.0f && tops_[i][t]->numel() != 1) {
@@ -356,12 +469,14 @@ float Net::forward(int from, int to) {
   std::vector<float> device_weights;
   for (int i = from; i <= to; ++i) {
     Layer& layer = *layers_[i];
-    layer.reshape(bottoms_[i], tops_[i]);
-    if (on_cuda()) {
-      layer.forward_cuda(bottoms_[i], tops_[i]);
-    } else {
-      layer.forward_cpu(bottoms_[i], tops_[i]);
-    }
+    naming_layer_on_oom(i, "forward", [&] {
+      layer.reshape(bottoms_[i], tops_[i]);
+      if (on_cuda()) {
+        layer.forward_cuda(bottoms_[i], tops_[i]);
+      } else {
+        layer.forward_cpu(bottoms_[i], tops_[i]);
+      }
+    });
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
       if (w == 0.0f) continue;
@@ -391,11 +506,13 @@ void Net::backward(int from, int to) {
       const float w = loss_weights_[i][t];
       if (w != 0.0f) tops_[i][t]->diff.fill(w * loss_scale_);
     }
-    if (on_cuda()) {
-      layers_[i]->backward_cuda(tops_[i], bottom_need_backward_[i], bottoms_[i]);
-    } else {
-      layers_[i]->backward_cpu(tops_[i], bottom_need_backward_[i], bottoms_[i]);
-    }
+    naming_layer_on_oom(i, "backward", [&] {
+      if (on_cuda()) {
+        layers_[i]->backward_cuda(tops_[i], bottom_need_backward_[i], bottoms_[i]);
+      } else {
+        layers_[i]->backward_cpu(tops_[i], bottom_need_backward_[i], bottoms_[i]);
+      }
+    });
     if (grad_ready_) {
       for (int id : params_ready_after_[i]) grad_ready_(id);
     }
@@ -453,23 +570,46 @@ void Net::load_layer_states(const std::map<std::string, std::string>& states) {
   }
 }
 
-MemoryReport Net::memory_report() const {
+std::set<const void*> Net::blob_and_param_storages() const {
+  std::set<const void*> ids;
+  for (const auto& p : params_) ids.insert({p.blob->data.storage_id(), p.blob->diff.storage_id()});
+  for (const auto& kv : blobs_) ids.insert({kv.second->data.storage_id(), kv.second->diff.storage_id()});
+  ids.erase(nullptr);
+  return ids;
+}
+
+MemoryReport Net::memory_report() const { return strata::memory_report({this}); }
+
+MemoryReport memory_report(const std::vector<const Net*>& nets) {
   MemoryReport r;
   std::set<const void*> seen;
-  for (const auto& p : params_) {
-    seen.insert(p.blob->data.raw_data());
-    seen.insert(p.blob->diff.raw_data());
-    if (p.learnable == Learnable::kYes) {
-      r.param_bytes += p.blob->data.capacity_bytes();
-      r.grad_bytes += p.blob->diff.capacity_bytes();
-    } else {
-      r.buffer_bytes += p.blob->data.capacity_bytes() + p.blob->diff.capacity_bytes();
+  for (const Net* net : nets) {
+    if (!net) continue;
+    for (const auto& p : net->params_) {
+      if (!seen.insert(p.blob->data.storage_id()).second) continue;  // shared with an earlier net
+      seen.insert(p.blob->diff.storage_id());
+      if (p.learnable == Learnable::kYes) {
+        r.param_bytes += p.blob->data.capacity_bytes();
+        r.grad_bytes += p.blob->diff.capacity_bytes();
+        if (p.lr_mult != 0.0f) {
+          r.optimizer_bytes += static_cast<size_t>(net->options_.optimizer_slots) * p.blob->data.nbytes();
+        }
+      } else {
+        r.buffer_bytes += p.blob->data.capacity_bytes() + p.blob->diff.capacity_bytes();
+      }
     }
   }
-  for (const auto& kv : blobs_) {
-    for (const Tensor* t : {&kv.second->data, &kv.second->diff}) {
-      if (t->raw_data() && seen.insert(t->raw_data()).second) r.activation_bytes += t->capacity_bytes();
+  for (const Net* net : nets) {
+    if (!net) continue;
+    // A net that runs no backward never takes its blobs' gradients.
+    const bool backward = net->phase() == Phase::kTrain || net->force_backward_;
+    for (const auto& kv : net->blobs_) {
+      for (const Tensor* t : {&kv.second->data, &kv.second->diff}) {
+        if (t == &kv.second->diff && !backward && !t->holds_memory()) continue;
+        if (t->storage_id() && seen.insert(t->storage_id()).second) r.activation_bytes += t->capacity_bytes();
+      }
     }
+    r.layer_bytes += net->layer_bytes_;
   }
   return r;
 }

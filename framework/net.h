@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct NetOptions {
   // layer must have a CUDA implementation (ConfigError naming the ones that
   // do not); fillers still run on the host and the values are copied over.
   Device device;
+  // Param-sized tensors the optimizer keeps per learnable parameter (SGD's
+  // momentum: 1, Adam's moments: 2), counted in the memory plan checked
+  // before anything is allocated. 0 for a net nobody trains.
+  int optimizer_slots = 0;
 };
 
 // One unique parameter of the net (shared weights appear once).
@@ -46,6 +51,11 @@ struct MemoryReport {
   size_t grad_bytes = 0;        // learnable gradients
   size_t buffer_bytes = 0;      // non-learnable state (BatchNorm statistics)
   size_t activation_bytes = 0;  // blob values and gradients, shared storage counted once
+  size_t optimizer_bytes = 0;   // optimizer history (NetOptions::optimizer_slots per learnable value)
+  size_t layer_bytes = 0;       // tensors layers keep for themselves: loaded data sets, masks, scratch
+  size_t total() const {
+    return param_bytes + grad_bytes + buffer_bytes + activation_bytes + optimizer_bytes + layer_bytes;
+  }
   std::string str() const;
 };
 
@@ -110,15 +120,26 @@ class Net {
   std::map<std::string, std::string> save_layer_states() const;
   void load_layer_states(const std::map<std::string, std::string>& states);
 
+  // What this net's tensors take (memory_report({this}) below).
   MemoryReport memory_report() const;
 
  private:
+  friend MemoryReport memory_report(const std::vector<const Net*>& nets);
   void build(const ConfigNode& root);
   void connect_layer(const LayerSpec& spec, int index);
   void setup_layer(int index);
   void register_params(int index);
   void compute_backward_needs(bool force_backward);
   void move_params_to_device(int index);
+  // Refuses a plan beyond --max-memory or the machine (OutOfMemoryError
+  // naming the layers that need the most), before it is allocated.
+  void check_memory_plan(const class MemoryPlan& plan) const;
+  // "layer 'conv1' (Convolution) at file:line:col"
+  std::string layer_where(int index) const;
+  // Runs `body` for layer `index`; an allocation that fails inside it
+  // becomes an OutOfMemoryError naming the layer and `stage`.
+  template <typename Body>
+  void naming_layer_on_oom(int index, const char* stage, const Body& body);
   bool on_cuda() const { return !options_.device.is_cpu(); }
 
   NetOptions options_;
@@ -138,7 +159,16 @@ class Net {
   std::function<void(int)> grad_ready_;
   float loss_scale_ = 1.0f;
   bool force_backward_ = false;
+  size_t layer_bytes_ = 0;  // MemoryReport::layer_bytes, as set up
+  std::set<const void*> blob_and_param_storages() const;
 };
+
+// The memory of nets that run together (a TRAIN net and the TEST net that
+// shares its parameters), each storage counted once: what a run needs
+// before its first step. Forward and backward still add per-thread scratch
+// (convolution patches beyond the first chunk, attention tiles) and the
+// host-side allocations no tensor accounts (image decoding, BLAS buffers).
+MemoryReport memory_report(const std::vector<const Net*>& nets);
 
 // Keys allowed at the top of a net file and inside a `layer { }` block.
 const std::vector<std::string>& net_keys();

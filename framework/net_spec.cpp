@@ -161,7 +161,9 @@ void add_legacy_inputs(const ConfigNode& root, std::vector<LayerSpec>& specs) {
 
 // Inserts a Split layer after each producer whose top is read more than once,
 // and points each reader at its own split output (Caffe's insert_splits).
-std::vector<LayerSpec> insert_splits(const std::vector<LayerSpec>& in) {
+// Takes `in` by value and moves each spec on: a spec holds its whole config
+// block, and a net of many layers should not hold them twice.
+std::vector<LayerSpec> insert_splits(std::vector<LayerSpec> in) {
   // (producer layer, top index) of the current version of each blob name.
   std::map<std::string, std::pair<int, int>> current;
   std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> readers;  // -> (layer, bottom)
@@ -174,8 +176,11 @@ std::vector<LayerSpec> insert_splits(const std::vector<LayerSpec>& in) {
   }
   std::vector<LayerSpec> out;
   std::map<std::pair<int, int>, std::string> renamed;  // (layer, bottom) -> split top
+  out.reserve(in.size());
   for (int i = 0; i < static_cast<int>(in.size()); ++i) {
-    LayerSpec spec = in[i];
+    out.push_back(std::move(in[i]));
+    in[i] = LayerSpec();
+    LayerSpec& spec = out.back();
     for (int j = 0; j < static_cast<int>(spec.bottoms.size()); ++j) {
       auto it = renamed.find({i, j});
       if (it == renamed.end()) continue;
@@ -188,16 +193,16 @@ std::vector<LayerSpec> insert_splits(const std::vector<LayerSpec>& in) {
       }
       spec.bottoms[j] = it->second;
     }
-    out.push_back(spec);
-    for (int t = 0; t < static_cast<int>(spec.tops.size()); ++t) {
+    const int producer = static_cast<int>(out.size()) - 1;  // `spec` moves as splits are added
+    for (int t = 0; t < static_cast<int>(out[producer].tops.size()); ++t) {
       auto r = readers.find({i, t});
       if (r == readers.end() || r->second.size() < 2) continue;
+      const LayerSpec& p = out[producer];
       LayerSpec split;
-      const std::string& blob = spec.tops[t];
-      split.name = blob + "_" + spec.name + "_" + std::to_string(t) + "_split";
+      split.name = p.tops[t] + "_" + p.name + "_" + std::to_string(t) + "_split";
       split.type = "Split";
-      split.bottoms = {blob};
-      split.node = ConfigNode::block("layer", spec.node.loc());
+      split.bottoms = {p.tops[t]};
+      split.node = ConfigNode::block("layer", p.node.loc());
       for (size_t k = 0; k < r->second.size(); ++k) {
         const std::string top = split.name + "_" + std::to_string(k);
         split.tops.push_back(top);
@@ -235,7 +240,7 @@ std::vector<LayerSpec> net_layer_specs(const ConfigNode& root, Phase phase) {
     }
     specs.push_back(std::move(spec));
   }
-  return insert_splits(specs);
+  return insert_splits(std::move(specs));
 }
 
 }  // namespace strata

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -10,15 +11,27 @@ namespace strata {
 
 class Rng {
  public:
-  explicit Rng(uint64_t seed = 1) : engine_(seed) {}
+  explicit Rng(uint64_t seed = 1) : seed_(seed) {}
+  Rng(const Rng& o) { *this = o; }
+  Rng& operator=(const Rng& o) {
+    if (this == &o) return *this;
+    seed_ = o.seed_;
+    engine_ = o.engine_ ? std::make_unique<std::mt19937_64>(*o.engine_) : nullptr;
+    has_spare_ = o.has_spare_;
+    spare_ = o.spare_;
+    return *this;
+  }
+  Rng(Rng&&) noexcept = default;
+  Rng& operator=(Rng&&) noexcept = default;
 
   void seed(uint64_t s) {
-    engine_.seed(s);
+    seed_ = s;
+    engine_.reset();
     has_spare_ = false;
   }
-  uint64_t next_u64() { return engine_(); }
+  uint64_t next_u64() { return engine()(); }
   // Uniform in [0, 1) with 24 random bits, identical on every platform.
-  float uniform() { return static_cast<float>(engine_() >> 40) * (1.0f / 16777216.0f); }
+  float uniform() { return static_cast<float>(engine()() >> 40) * (1.0f / 16777216.0f); }
   float uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
   // Uniform integer in [0, n); unbiased (rejection sampling).
   uint64_t uniform_int(uint64_t n);
@@ -32,7 +45,15 @@ class Rng {
   void load(const std::string& state);
 
  private:
-  std::mt19937_64 engine_;
+  // The engine (2.5 KB of state) is made, seeded, on first use: every layer
+  // has an Rng, most never draw from it, and a net may have very many layers.
+  std::mt19937_64& engine() {
+    if (!engine_) engine_ = std::make_unique<std::mt19937_64>(seed_);
+    return *engine_;
+  }
+
+  uint64_t seed_ = 1;
+  std::unique_ptr<std::mt19937_64> engine_;
   bool has_spare_ = false;
   double spare_ = 0.0;
 };

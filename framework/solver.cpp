@@ -163,9 +163,9 @@ Solver::Solver(const SolverConfig& config, const SolverOptions& options)
     scaler_ = std::make_unique<LossScaler>(lso);
   }
   notice_ = [](const std::string& msg) { std::cerr << msg << std::endl; };
+  optimizer_ = make_optimizer(config_.optimizer);  // before the nets: their memory plan counts its history
   build_nets();
   apply_finetune_policy(*net_, config_.finetune);  // layer_decay, no_weight_decay
-  optimizer_ = make_optimizer(config_.optimizer);
   optimizer_->prepare(net_->params());
   start_time_ = report_time_ = Clock::now();
 }
@@ -182,6 +182,7 @@ void Solver::build_nets() {
     o.world_size = options_.world_size;
     o.comm = options_.comm;
     o.device = options_.device;
+    if (phase == Phase::kTrain) o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
     return o;
   };
   const bool want_test = config_.test_interval > 0;

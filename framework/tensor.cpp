@@ -6,6 +6,7 @@
 
 #include "framework/error.h"
 #include "framework/memory_cap.h"
+#include "framework/memory_plan.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
 #endif
@@ -45,36 +46,74 @@ std::string Device::str() const {
 void* aligned_alloc_bytes(size_t bytes) {
   if (bytes == 0) return nullptr;
   const size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
-  if (!p) fail<Error>("out of CPU memory: could not allocate ", bytes, " bytes");
+  void* p = rounded < bytes ? nullptr : std::aligned_alloc(64, rounded);
+  if (!p) {
+    fail<OutOfMemoryError>("out of CPU memory: could not allocate ", format_bytes(bytes), " (", bytes,
+                           " bytes); reduce batch_size or the model's size, or free memory on this machine");
+  }
   return p;
 }
 
 void aligned_free(void* p) { std::free(p); }
 
-Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  memory_cap_acquire(bytes);  // --max-memory (framework/memory_cap.h); throws over the cap
-  if (!device.is_cpu()) {
+namespace {
+
+// Allocations at least this large are first compared with what the machine
+// can give: memset touches every page, so one that cannot fit would only
+// push the machine into swap or the OOM killer before failing.
+constexpr size_t kCheckMachineAbove = size_t{256} << 20;
+
+void check_fits_machine(size_t bytes) {
+  if (bytes < kCheckMachineAbove) return;
+  const MachineMemory m = machine_memory_available();
+  if (bytes <= m.available) return;
+  fail<OutOfMemoryError>("out of CPU memory: a tensor of ", format_bytes(bytes), " was asked for, but only ",
+                         format_bytes(m.available), " is available (", m.source,
+                         "); reduce batch_size or the model's size, or run on a machine with more memory");
+}
+
+}  // namespace
+
+Storage::Storage(size_t bytes, Device device, Allocation when) : bytes_(bytes), device_(device) {
+  if (when == Allocation::kNow) allocate();
+}
+
+void* Storage::allocate() const {
+  std::call_once(once_, [this] {
+    memory_cap_acquire(bytes_);  // --max-memory (framework/memory_cap.h); throws over the cap
+    void* p = nullptr;
+    try {
+      if (!device_.is_cpu()) {
 #ifdef STRATA_WITH_CUDA
-    ptr_ = cuda::device_malloc(bytes, device.index);  // zeroed, from the caching allocator
-    return;
+        p = cuda::device_malloc(bytes_, device_.index);  // zeroed, from the caching allocator
 #else
-    no_cuda(device);
+        no_cuda(device_);
 #endif
-  }
-  ptr_ = aligned_alloc_bytes(bytes);
-  if (ptr_) std::memset(ptr_, 0, bytes);
+      } else {
+        check_fits_machine(bytes_);
+        p = aligned_alloc_bytes(bytes_);
+        if (p) std::memset(p, 0, bytes_);
+      }
+    } catch (...) {
+      memory_cap_release(bytes_);
+      throw;
+    }
+    ptr_.store(p, std::memory_order_release);
+  });
+  return ptr_.load(std::memory_order_acquire);
 }
 
 Storage::~Storage() {
+  void* p = ptr_.load(std::memory_order_acquire);
+  if (!p) return;  // deferred and never used (or empty): nothing was taken
   memory_cap_release(bytes_);
 #ifdef STRATA_WITH_CUDA
   if (!device_.is_cpu()) {
-    cuda::device_free(ptr_, device_.index);
+    cuda::device_free(p, device_.index);
     return;
   }
 #endif
-  aligned_free(ptr_);
+  aligned_free(p);
 }
 
 std::string shape_str(const Shape& s) {
@@ -90,14 +129,37 @@ int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) {
     if (d < 0) fail<ShapeError>("negative dimension in shape ", shape_str(s));
-    n *= d;
+    if (__builtin_mul_overflow(n, d, &n)) {
+      fail<ShapeError>("shape ", shape_str(s), " has more elements than a 64-bit count can hold");
+    }
   }
   return n;
 }
 
+size_t shape_bytes(const Shape& shape, int64_t numel, DType dtype) {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(numel), dtype_size(dtype), &bytes)) {
+    fail<ShapeError>("shape ", shape_str(shape), " of ", dtype_name(dtype), " needs more bytes than memory can address");
+  }
+  return bytes;
+}
+
+namespace {
+
+// Deferred while a MemoryPlan is open on this thread (it keeps the count).
+std::shared_ptr<Storage> new_storage(size_t bytes, Device device) {
+  MemoryPlan* plan = MemoryPlan::current();
+  if (!plan) return std::make_shared<Storage>(bytes, device);
+  auto s = std::make_shared<Storage>(bytes, device, Allocation::kDeferred);
+  plan->add(s);
+  return s;
+}
+
+}  // namespace
+
 Tensor::Tensor(const Shape& shape, DType dtype, Device device)
     : shape_(shape), numel_(shape_numel(shape)), dtype_(dtype), device_(device) {
-  if (numel_ > 0) storage_ = std::make_shared<Storage>(nbytes(), device_);
+  if (numel_ > 0) storage_ = new_storage(shape_bytes(shape_, numel_, dtype_), device_);
 }
 
 int64_t Tensor::dim(int axis) const {
@@ -136,8 +198,8 @@ void Tensor::reshape(const Shape& shape) {
 
 void Tensor::resize(const Shape& shape) {
   const int64_t n = shape_numel(shape);
-  const size_t need = static_cast<size_t>(n) * dtype_size(dtype_);
-  if (need > capacity_bytes()) storage_ = std::make_shared<Storage>(need, device_);
+  const size_t need = shape_bytes(shape, n, dtype_);
+  if (need > capacity_bytes()) storage_ = new_storage(need, device_);
   shape_ = shape;
   numel_ = n;
 }

@@ -3,8 +3,10 @@
 // clone() makes a deep copy.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -31,22 +33,35 @@ struct Device {
   bool operator!=(const Device& o) const { return !(*this == o); }
 };
 
+// kDeferred: the size is known and accounted in the open MemoryPlan
+// (framework/memory_plan.h), the memory itself taken on first use, so that a
+// Net can add up what it needs and refuse before allocating any of it.
+enum class Allocation { kNow, kDeferred };
+
 // Owns one device allocation. CPU memory is 64-byte aligned (a cache line and
 // the widest SIMD register), and zero-initialised.
 class Storage {
  public:
-  Storage(size_t bytes, Device device);
+  Storage(size_t bytes, Device device, Allocation when = Allocation::kNow);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() { return ptr_; }
-  const void* data() const { return ptr_; }
+  // A deferred storage allocates here on first use (once, thread-safe).
+  void* data() { return const_cast<void*>(static_cast<const Storage*>(this)->data()); }
+  const void* data() const {
+    void* p = ptr_.load(std::memory_order_acquire);
+    return p || bytes_ == 0 ? p : allocate();
+  }
   size_t bytes() const { return bytes_; }
   Device device() const { return device_; }
+  bool allocated() const { return bytes_ == 0 || ptr_.load(std::memory_order_acquire) != nullptr; }
 
  private:
-  void* ptr_ = nullptr;
+  void* allocate() const;
+
+  mutable std::atomic<void*> ptr_{nullptr};
+  mutable std::once_flag once_;
   size_t bytes_ = 0;
   Device device_;
 };
@@ -56,7 +71,10 @@ void* aligned_alloc_bytes(size_t bytes);
 void aligned_free(void* p);
 
 std::string shape_str(const Shape& s);  // "[2, 3, 4]"
+// Element count; ShapeError for a negative dimension or a count beyond int64.
 int64_t shape_numel(const Shape& s);
+// Bytes of `numel` elements of `dtype`; ShapeError (naming `shape`) beyond size_t.
+size_t shape_bytes(const Shape& shape, int64_t numel, DType dtype);
 
 class Tensor {
  public:
@@ -78,6 +96,11 @@ class Tensor {
   size_t capacity_bytes() const { return storage_ ? storage_->bytes() : 0; }
   bool defined() const { return storage_ != nullptr || numel_ == 0; }
   bool shares_storage_with(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+  // Tells storages apart without touching them (raw_data() would allocate a
+  // deferred one); nullptr when there is none.
+  const void* storage_id() const { return storage_.get(); }
+  // Whether its memory has been taken (a deferred storage's is not, until first use).
+  bool holds_memory() const { return storage_ && storage_->allocated(); }
 
   // Typed host access, for CPU code; checks that T matches dtype(). On a
   // tensor that lives on a CUDA device it throws Error instead of handing

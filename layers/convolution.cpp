@@ -154,9 +154,24 @@ void ConvolutionLayer::check_bottom(const Shape& s) const {
   }
 }
 
+ConvolutionLayer::Hw ConvolutionLayer::output_size(const Shape& s) const {
+  const int64_t ext_h = dilation_.h * (kernel_.h - 1) + 1;
+  const int64_t ext_w = dilation_.w * (kernel_.w - 1) + 1;
+  const Hw out{floor_div(s[2] + 2 * pad_.h - ext_h, stride_.h) + 1, floor_div(s[3] + 2 * pad_.w - ext_w, stride_.w) + 1};
+  if (out.h < 1 || out.w < 1) {
+    shape_error("input " + shape_str(s) + " with kernel " + hw_str(kernel_.h, kernel_.w) + " (dilation " +
+                hw_str(dilation_.h, dilation_.w) + "), pad " + hw_str(pad_.h, pad_.w) + " and stride " +
+                hw_str(stride_.h, stride_.w) + " gives an output of " + hw_str(out.h, out.w) +
+                "; the kernel (" + hw_str(ext_h, ext_w) + " with dilation) must fit in the padded input (" +
+                hw_str(s[2] + 2 * pad_.h, s[3] + 2 * pad_.w) + "): use a smaller kernel_size or dilation, or more pad");
+  }
+  return out;
+}
+
 void ConvolutionLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) {
   const Shape& s = bottom[0]->shape();
   check_bottom(s);
+  output_size(s);  // before the weights are made: a kernel larger than the image would size them
   channels_ = s[1];
   if (channels_ % group_ != 0) {
     shape_error("input channels " + std::to_string(channels_) + " (bottom " + shape_str(s) +
@@ -191,16 +206,9 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   num_ = s[0];
   height_ = s[2];
   width_ = s[3];
-  const int64_t ext_h = dilation_.h * (kernel_.h - 1) + 1;
-  const int64_t ext_w = dilation_.w * (kernel_.w - 1) + 1;
-  out_h_ = floor_div(height_ + 2 * pad_.h - ext_h, stride_.h) + 1;
-  out_w_ = floor_div(width_ + 2 * pad_.w - ext_w, stride_.w) + 1;
-  if (out_h_ < 1 || out_w_ < 1) {
-    shape_error("input " + shape_str(s) + " with kernel " + hw_str(kernel_.h, kernel_.w) + " (dilation " +
-                hw_str(dilation_.h, dilation_.w) + "), pad " + hw_str(pad_.h, pad_.w) + " and stride " +
-                hw_str(stride_.h, stride_.w) + " gives an output of " + hw_str(out_h_, out_w_) +
-                "; the kernel must fit in the padded input: use a smaller kernel or more padding");
-  }
+  const Hw out = output_size(s);
+  out_h_ = out.h;
+  out_w_ = out.w;
   top[0]->resize({num_, full_output_, out_h_, out_w_});
   if (tp_.active()) local_top_.resize({num_, num_output_, out_h_, out_w_});
 
@@ -221,6 +229,9 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   }
   chunk_images_ = n_img;
   num_chunks_ = num_ > 0 ? (num_ + n_img - 1) / n_img : 0;
+  // Sized here too (forward sizes them again, for the thread count then), so
+  // that the net's memory plan counts them; taken on first use.
+  if (device().is_cpu()) prepare_workspaces();
 }
 
 void ConvolutionLayer::force_algorithm_for_testing(Algorithm a) { g_forced_algorithm = a; }

@@ -75,6 +75,8 @@ class ConvolutionLayer : public Layer {
   void forward_local(const BlobVec& bottom, const BlobVec& top);
   void backward_local(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
   void check_bottom(const Shape& s) const;
+  // Output height and width for bottom shape `s`; ShapeError when the kernel does not fit.
+  Hw output_size(const Shape& s) const;
   void prepare_workspaces();
   bool use_patches() const;
   bool input_grad_as_convolution() const;

@@ -148,6 +148,12 @@ void MultiHeadAttentionLayer::reshape(const BlobVec& bottom, const BlobVec& top)
   probs_.resize({n_, local_heads(), t_, t_});
   ctx_.resize({n_, t_, dl});
   scratch_floats_ = 5 * t_ * dh_ + t_ * t_;
+  // Backward scratch, sized here so that the net's memory plan counts it; on
+  // the host it is taken only when backward first runs.
+  if (phase() == Phase::kTrain && device().is_cpu()) {
+    dctx_.resize({n_, t_, dl});
+    dqkv_.resize({n_, t_, 3 * dl});
+  }
 }
 
 float* MultiHeadAttentionLayer::scratch(int worker) { return scratch_.data<float>() + worker * scratch_floats_; }

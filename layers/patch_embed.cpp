@@ -43,6 +43,10 @@ LayerSchema PatchEmbedLayer::schema() {
 void PatchEmbedLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) {
   const Shape& s = bottom[0]->shape();
   if (s.size() != 4) shape_error("expected images [N, C, H, W], got " + shape_str(s));
+  if (s[2] < patch_ || s[3] < patch_) {  // before the weights are made: patch_size sizes them
+    shape_error("patch_size " + std::to_string(patch_) + " is larger than the images " + shape_str(s) +
+                "; use a patch_size that divides H and W, or larger images");
+  }
   channels_ = s[1];
   Blob& w = add_param("weight", {num_output_, channels_, patch_, patch_});
   fill(weight_filler_, w.data, rng_);
@@ -66,6 +70,9 @@ void PatchEmbedLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const int64_t tokens = (h_ / patch_) * (w_ / patch_);
   top[0]->resize({n_, tokens, num_output_});
   patches_.resize({n_ * tokens, channels_ * patch_ * patch_});
+  // Backward scratch, sized here so that the net's memory plan counts it; on
+  // the host it is taken only when backward first runs (never in TEST nets).
+  if (phase() == Phase::kTrain && device().is_cpu()) dpatches_.resize(patches_.shape());
 }
 
 template <typename Fn>
@@ -113,7 +120,7 @@ void PatchEmbedLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& 
     for (int64_t j = 0; j < d; ++j) db[j] += dy[i * d + j];
   }
   if (!propagate_down[0]) return;
-  dpatches_.resize(patches_.shape());  // here, not in reshape: TEST nets never need it
+  dpatches_.resize(patches_.shape());
   float* dpatches = dpatches_.data<float>();
   gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dy, param(0).data.data<float>(), 0.0f, dpatches);
   // Patches do not overlap and tile the image, so every element of dx is written.

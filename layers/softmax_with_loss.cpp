@@ -75,8 +75,6 @@ void SoftmaxWithLossLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   prob_.resize(x.shape());
   row_max_.resize({positions});
   row_sum_.resize({positions});
-  labels_.resize(static_cast<size_t>(positions));
-  outer_loss_.resize(static_cast<size_t>(geom_.outer));
 }
 
 double SoftmaxWithLossLayer::normalizer(int64_t valid_count) const {
@@ -93,6 +91,10 @@ double SoftmaxWithLossLayer::normalizer(int64_t valid_count) const {
 void SoftmaxWithLossLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const int64_t C = geom_.channels, inner = geom_.inner;
   const float* label = bottom[1]->data.data<float>();
+  // Host scratch is sized here, not in reshape(), so that the Net's memory
+  // plan (made from reshape()) is checked before any of it is taken.
+  labels_.resize(static_cast<size_t>(geom_.outer * inner));
+  outer_loss_.resize(static_cast<size_t>(geom_.outer));
   // Checked serially first: errors cannot be thrown out of the threaded loop.
   valid_count_ = 0;
   for (size_t k = 0; k < labels_.size(); ++k) {

@@ -108,7 +108,7 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   Solver& solver = mp.pipe ? mp.pipe->solver() : *own_solver;
   // Under a pipeline every stage's memory, gathered to rank 0.
   const std::string net_memory =
-      mp.pipe ? pipeline_memory_summary(mp, *world) : solver.net().memory_report().str();
+      mp.pipe ? pipeline_memory_summary(mp, *world) : memory_report({&solver.net(), solver.test_net()}).str();
   if (lead) {
     std::printf("strata train: %s, %d threads, net '%s' (%s)\n", config.source.c_str(), num_threads(),
                 solver.net().name().c_str(), net_memory.c_str());

@@ -16,6 +16,7 @@ TEST(FormatBytesTest, PicksTheUnitAndItsPrecision) {
   EXPECT_EQ(format_bytes(size_t{1} << 30), "1.00 GiB");
   EXPECT_EQ(format_bytes((size_t{5} << 30) / 4), "1.25 GiB");
   EXPECT_EQ(format_bytes(size_t{80} << 30), "80.00 GiB");
+  EXPECT_EQ(format_bytes(size_t{5} << 39), "2.50 TiB");
 }
 
 }  // namespace

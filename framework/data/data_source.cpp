@@ -90,7 +90,6 @@ DataSource::DataSource(InMemoryData data, const DataOptions& options, const Data
   }
   order_ = shard_;
   if (options_.shuffle == ShuffleMode::kOn) reshuffle();
-  batch_.resize(static_cast<size_t>(options_.batch_size));
 }
 
 Shape DataSource::batch_shape() const {
@@ -108,6 +107,9 @@ void DataSource::reshuffle() {
 }
 
 const std::vector<int64_t>& DataSource::next_indices() {
+  // Sized at the first batch, not at construction: the Net checks its memory
+  // plan (batch_size included) after setup and before the first batch.
+  batch_.resize(static_cast<size_t>(options_.batch_size));
   const int64_t n = static_cast<int64_t>(order_.size());
   for (auto& index : batch_) {
     index = order_[static_cast<size_t>(cursor_)];

@@ -93,14 +93,16 @@ std::string pipeline_memory_line(int world_rank, const ProcessGrid& grid, Pipeli
 std::string pipeline_memory_summary(const ModelParallelRun& run, Communicator& world) {
   STRATA_CHECK(run.pipe && run.grid, "pipeline_memory_summary without a pipeline");
   const MemoryReport m = run.pipe->memory_report();
-  // Four byte counts as eight 32-bit halves (tensors carry no 64-bit integers).
-  const uint64_t mine[4] = {m.param_bytes, m.grad_bytes, m.buffer_bytes, m.activation_bytes};
-  Tensor in({8}, DType::kI32);
-  for (int i = 0; i < 4; ++i) {
+  // The byte counts as 32-bit halves (tensors carry no 64-bit integers).
+  constexpr int kFields = 6;
+  const uint64_t mine[kFields] = {m.param_bytes,      m.grad_bytes,      m.buffer_bytes,
+                                  m.activation_bytes, m.optimizer_bytes, m.layer_bytes};
+  Tensor in({2 * kFields}, DType::kI32);
+  for (int i = 0; i < kFields; ++i) {
     in.data<int32_t>()[2 * i] = static_cast<int32_t>(static_cast<uint32_t>(mine[i]));
     in.data<int32_t>()[2 * i + 1] = static_cast<int32_t>(static_cast<uint32_t>(mine[i] >> 32));
   }
-  Tensor all({world.world_size() * 8}, DType::kI32);
+  Tensor all({world.world_size() * 2 * kFields}, DType::kI32);
   world.gather(in, all, 0);
   if (world.rank() != 0) return "";
   const GridShape& shape = run.grid->shape();
@@ -108,14 +110,14 @@ std::string pipeline_memory_summary(const ModelParallelRun& run, Communicator& w
   size_t total = 0;
   for (int stage = 0; stage < shape.pp; ++stage) {
     const int r = grid_rank(shape, GridCoord{0, stage, 0});
-    size_t v[4];
-    for (int i = 0; i < 4; ++i) {
-      const int32_t* p = all.data<int32_t>() + r * 8 + 2 * i;
+    size_t v[kFields];
+    for (int i = 0; i < kFields; ++i) {
+      const int32_t* p = all.data<int32_t>() + r * 2 * kFields + 2 * i;
       const uint64_t low = static_cast<uint32_t>(p[0]), high = static_cast<uint32_t>(p[1]);
       v[i] = static_cast<size_t>(low | (high << 32));
     }
-    const MemoryReport sm{v[0], v[1], v[2], v[3]};
-    total += v[0] + v[1] + v[2] + v[3];
+    const MemoryReport sm{v[0], v[1], v[2], v[3], v[4], v[5]};
+    total += sm.total();
     s += (stage ? "; stage " : "stage ") + std::to_string(stage) + ": " + sm.str();
   }
   return s + "; all stages " + format_bytes(total);
