@@ -46,7 +46,8 @@ for seed in "${seeds[@]}"; do
     fail "head training failed" "$run/head.txt"
   "$strata" train --solver "$m/scratch_solver.prototxt" --threads 2 > "$run/scratch.txt" 2>&1 ||
     fail "scratch training failed" "$run/scratch.txt"
-  "$strata" train --solver "$m/head_solver.prototxt" --threads 2 > "$run/random.txt" 2>&1 ||
+  # (same solver, so the same snapshot prefix: it replaces the head run's files)
+  "$strata" train --solver "$m/head_solver.prototxt" --threads 2 --overwrite > "$run/random.txt" 2>&1 ||
     fail "frozen-random training failed" "$run/random.txt"
 
   # The head run must have loaded the three convolutions (and nothing of it may be missing

@@ -223,7 +223,8 @@ def main():
                 with open(solver, "w") as f:
                     f.write(solver_text(net, a.iters, iter_size, os.path.join(work, name, "run")))
                 threads = a.threads * ranks if split == "unsplit-T" else a.threads
-                train = [strata, "train", "--solver", solver, "--threads", str(threads), "--device", a.device]
+                # --overwrite: repeats of a case reuse its snapshot prefix
+                train = [strata, "train", "--solver", solver, "--overwrite", "--threads", str(threads), "--device", a.device]
                 if split == "pp2":
                     train += ["--pp", "2", "--micro-batches", str(M), "--schedule", a.schedule]
                 if split == "tp2":
