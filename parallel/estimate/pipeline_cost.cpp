@@ -41,7 +41,7 @@ StepEstimate pipeline_step(const StepProfile& profile, int stages, int micro_bat
   e.samples = profile.batch;
   e.step = (micro_batches + stages - 1) * *std::max_element(slot.begin(), slot.end());
   e.communication = communication;
-  e.exposed = e.step - profile.compute_seconds() / stages;
+  e.exposed = std::max(0.0, e.step - profile.compute_seconds() / stages);  // the bubble and the sends
   return e;
 }
 
