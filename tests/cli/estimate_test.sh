@@ -7,7 +7,7 @@
 # Usage: estimate_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
-src="$2"
+src=$(cd "$2" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0
@@ -87,7 +87,22 @@ else
   fail "strata time --out failed: $(cat "$work/err.txt")"
 fi
 
-# 3. Errors say what to do, before any timing.
+# 3. --solver: its net, and bucket_mb, compression and micro_batches from its parallel block.
+cat > "$work/solver.prototxt" <<SOLVER
+net: "$src/models/digits/train.prototxt"
+base_lr: 0.1
+parallel { data { bucket_mb: 0.125 compression: FP16 } pipeline { micro_batches: 4 } }
+SOLVER
+if "$strata" estimate --solver "$work/solver.prototxt" --workers 1,2 --strategy dp-ring --iterations 2 --threads 2 \
+    > "$work/out3.txt" 2> "$work/err.txt"; then
+  grep -q "data parallel: 0.125 MiB buckets, 16-bit gradients on the wire; pipeline: 4 micro-batches" "$work/out3.txt" ||
+    fail "--solver's parallel block was not used: $(grep 'data parallel' "$work/out3.txt")"
+  check_table dp-ring 1,2 < "$work/out3.txt" > /dev/null || fail "--solver table does not parse"
+else
+  fail "strata estimate --solver failed: $(cat "$work/err.txt")"
+fi
+
+# 4. Errors say what to do, before any timing.
 expect_error() {
   local want="$1"
   shift

@@ -136,7 +136,7 @@ int estimate_main(int argc, char** argv) {
               profile.backward_seconds() * 1e3, profile.grad_bytes() / (1 << 20));
   std::printf("link %s: %.2f GB/s per direction, %.1f us latency (%s)\n", link.name.c_str(), link.bandwidth / 1e9,
               link.latency * 1e6, link.source.c_str());
-  std::printf("data parallel: %.1f MiB buckets%s; pipeline: %d micro-batches; ps-sharded: %s\n\n",
+  std::printf("data parallel: %g MiB buckets%s; pipeline: %d micro-batches; ps-sharded: %s\n\n",
               options.data.bucket_bytes / (1 << 20),
               options.data.wire_bytes_per_gradient_byte < 1 ? ", 16-bit gradients on the wire" : "",
               options.micro_batches,
