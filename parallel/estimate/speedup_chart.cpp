@@ -37,12 +37,20 @@ std::string num(double v) {
   return buf;
 }
 
-// A round upper bound for the y axis: 1, 2 or 5 times a power of ten.
-double nice_ceiling(double v) {
-  if (v <= 1) return 1;
-  const double p = std::pow(10.0, std::floor(std::log10(v)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * p >= v) return m * p;
+// A tick label: 20, 2.5, 0.25.
+std::string label(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// A round tick step for an axis up to v with about five ticks: 1, 2, 2.5 or
+// 5 times a power of ten.
+double nice_step(double v) {
+  const double raw = std::max(v, 1e-9) / 5;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 2.5, 5.0}) {
+    if (m * p >= raw) return m * p;
   }
   return 10 * p;
 }
@@ -57,7 +65,9 @@ std::string speedup_chart_svg(const std::string& title, const std::vector<ChartS
   }
   if (wmax <= 0) wmin = 1, wmax = 2;
   const double x0 = std::log2(wmin), x1 = std::max(std::log2(wmax), x0 + 1);
-  const double ymax = nice_ceiling(smax * 1.05);
+  const double ystep = nice_step(smax * 1.05);
+  const int yticks = static_cast<int>(std::ceil(smax * 1.05 / ystep - 1e-9));
+  const double ymax = ystep * yticks;
   const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
   auto X = [&](double w) { return kLeft + (std::log2(w) - x0) / (x1 - x0) * pw; };
   auto Y = [&](double s) { return kTop + ph - s / ymax * ph; };
@@ -78,11 +88,11 @@ std::string speedup_chart_svg(const std::string& title, const std::vector<ChartS
       << "\" stroke=\"#ddd\"/>\n<text x=\"" << num(x) << "\" y=\"" << kTop + ph + 18
       << "\" text-anchor=\"middle\">" << static_cast<long long>(std::llround(std::exp2(e))) << "</text>\n";
   }
-  for (int k = 0; k <= 5; ++k) {
-    const double v = ymax * k / 5, y = Y(v);
+  for (int k = 0; k <= yticks; ++k) {
+    const double v = ystep * k, y = Y(v);
     o << "<line x1=\"" << kLeft << "\" y1=\"" << num(y) << "\" x2=\"" << kLeft + pw << "\" y2=\"" << num(y)
       << "\" stroke=\"#ddd\"/>\n<text x=\"" << kLeft - 8 << "\" y=\"" << num(y + 4) << "\" text-anchor=\"end\">"
-      << (ymax >= 5 ? std::to_string(static_cast<long long>(std::llround(v))) : num(v)) << "</text>\n";
+      << label(v) << "</text>\n";
   }
   o << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << pw << "\" height=\"" << ph
     << "\" fill=\"none\" stroke=\"#444\"/>\n"
@@ -99,10 +109,13 @@ std::string speedup_chart_svg(const std::string& title, const std::vector<ChartS
     const char* color = kColors[i % (sizeof kColors / sizeof kColors[0])];
     std::string points;
     for (size_t k = 0; k < s.workers.size(); ++k) points += num(X(s.workers[k])) + "," + num(Y(s.speedup[k])) + " ";
+    // Strategies that predict the same may coincide: dashes keep both visible.
+    const char* dashes[] = {"", " stroke-dasharray=\"9,5\"", " stroke-dasharray=\"2,4\""};
+    const char* dash = dashes[i % 3];
     o << "<g><title>" << escape(s.name) << "</title>\n";
     if (!points.empty()) {
-      o << "<polyline clip-path=\"url(#plot)\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\""
-        << points << "\"/>\n";
+      o << "<polyline clip-path=\"url(#plot)\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
+        << dash << " points=\"" << points << "\"/>\n";
     }
     for (size_t k = 0; k < s.workers.size(); ++k) {
       o << "<circle cx=\"" << num(X(s.workers[k])) << "\" cy=\"" << num(Y(s.speedup[k])) << "\" r=\"3\" fill=\""

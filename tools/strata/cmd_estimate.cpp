@@ -117,7 +117,7 @@ int estimate_main(int argc, char** argv) {
   const std::vector<int> workers = parse_workers(args.get("workers", "1,2,4,8,16,32,64"));
   const std::string link_name = args.get("link", "10gbe");
   // Checked before the timing so a typo costs nothing.
-  estimate::link_preset(link_name == "shm" ? "10gbe" : link_name);
+  estimate::link_preset(link_name, /*shm_memcpy_bandwidth=*/1.0);
   const std::vector<estimate::Strategy> chosen_flag =
       args.has("strategy") ? estimate::parse_strategies(args.get("strategy")) : std::vector<estimate::Strategy>{};
 
