@@ -1,0 +1,36 @@
+// Pipeline parallel (parallel/model_parallel/): the layers cut into p
+// contiguous stages, one per worker, the batch into m micro-batches. Stages
+// are cut as the training code cuts them (balance_stages: the slowest stage
+// as fast as possible).
+//
+// GPipe (Huang et al., "GPipe", NeurIPS 2019) and 1F1B (Narayanan et al.,
+// "Memory-Efficient Pipeline-Parallel DNN Training", ICML 2021) both take
+// m + p - 1 slots of the slowest stage per step, so the idle share (the
+// bubble) is (p - 1) / (m + p - 1):
+//
+//   stage 0  F1 F2 F3 F4 .. .. .. B4 B3 B2 B1
+//   stage 1  .. F1 F2 F3 F4 .. B4 B3 B2 B1 ..      (GPipe, p = 2, m = 4)
+//
+//   slot     = max over stages j of  (f_j + b_j) / m + sum over the cuts next to j of 2·(alpha + A_cut / (m·B))
+//   step     = (m + p - 1) · slot
+//
+// with A_cut the bytes of the activations crossing a cut (the top of the
+// stage's last layer, which holds for a chain of layers) sent forward, and
+// their gradient the same size sent back. Assumed: a layer's time on a
+// micro-batch is its time on the batch / m (optimistic: small batches use a
+// device less well), sends do not overlap compute. One pipeline processes
+// one batch per step: strong scaling.
+#pragma once
+
+#include "parallel/estimate/link.h"
+#include "parallel/estimate/step_estimate.h"
+
+namespace strata::estimate {
+
+// (p - 1) / (m + p - 1).
+double bubble_fraction(int stages, int micro_batches);
+
+// Infeasible (with the reason) when there are more stages than layers.
+StepEstimate pipeline_step(const StepProfile& profile, int stages, int micro_batches, const Link& link);
+
+}  // namespace strata::estimate

@@ -1,0 +1,139 @@
+#include "parallel/estimate/speedup_chart.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "framework/error.h"
+
+namespace strata::estimate {
+
+namespace {
+
+constexpr double kWidth = 760, kHeight = 480;
+constexpr double kLeft = 70, kRight = 190, kTop = 50, kBottom = 60;  // margins; the legend sits right
+const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                               "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '&') out += "&amp;";
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '"') out += "&quot;";
+    else out += c;
+  }
+  return out;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+// A tick label: 20, 2.5, 0.25.
+std::string label(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// A round tick step for an axis up to v with about five ticks: 1, 2, 2.5 or
+// 5 times a power of ten.
+double nice_step(double v) {
+  const double raw = std::max(v, 1e-9) / 5;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 2.5, 5.0}) {
+    if (m * p >= raw) return m * p;
+  }
+  return 10 * p;
+}
+
+}  // namespace
+
+std::string speedup_chart_svg(const std::string& title, const std::vector<ChartSeries>& series) {
+  double wmin = 1e300, wmax = 0, smax = 1;
+  for (const ChartSeries& s : series) {
+    for (double w : s.workers) wmin = std::min(wmin, w), wmax = std::max(wmax, w);
+    for (double v : s.speedup) smax = std::max(smax, v);
+  }
+  if (wmax <= 0) wmin = 1, wmax = 2;
+  const double x0 = std::log2(wmin), x1 = std::max(std::log2(wmax), x0 + 1);
+  const double ystep = nice_step(smax * 1.05);
+  const int yticks = static_cast<int>(std::ceil(smax * 1.05 / ystep - 1e-9));
+  const double ymax = ystep * yticks;
+  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  auto X = [&](double w) { return kLeft + (std::log2(w) - x0) / (x1 - x0) * pw; };
+  auto Y = [&](double s) { return kTop + ph - s / ymax * ph; };
+
+  std::ostringstream o;
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << kWidth << "\" height=\"" << kHeight
+    << "\" viewBox=\"0 0 " << kWidth << " " << kHeight << "\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+    << "<defs><clipPath id=\"plot\"><rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << pw
+    << "\" height=\"" << ph << "\"/></clipPath></defs>\n"
+    << "<text x=\"" << kLeft + pw / 2 << "\" y=\"25\" text-anchor=\"middle\" font-size=\"15\">" << escape(title)
+    << "</text>\n";
+  // Grid and ticks: every power of two on x, five steps on y.
+  for (double e = std::ceil(x0); e <= x1 + 1e-9; ++e) {
+    const double x = kLeft + (e - x0) / (x1 - x0) * pw;
+    o << "<line x1=\"" << num(x) << "\" y1=\"" << kTop << "\" x2=\"" << num(x) << "\" y2=\"" << kTop + ph
+      << "\" stroke=\"#ddd\"/>\n<text x=\"" << num(x) << "\" y=\"" << kTop + ph + 18
+      << "\" text-anchor=\"middle\">" << static_cast<long long>(std::llround(std::exp2(e))) << "</text>\n";
+  }
+  for (int k = 0; k <= yticks; ++k) {
+    const double v = ystep * k, y = Y(v);
+    o << "<line x1=\"" << kLeft << "\" y1=\"" << num(y) << "\" x2=\"" << kLeft + pw << "\" y2=\"" << num(y)
+      << "\" stroke=\"#ddd\"/>\n<text x=\"" << kLeft - 8 << "\" y=\"" << num(y + 4) << "\" text-anchor=\"end\">"
+      << label(v) << "</text>\n";
+  }
+  o << "<rect x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << pw << "\" height=\"" << ph
+    << "\" fill=\"none\" stroke=\"#444\"/>\n"
+    << "<text x=\"" << kLeft + pw / 2 << "\" y=\"" << kHeight - 15 << "\" text-anchor=\"middle\">workers (log2)</text>\n"
+    << "<text transform=\"translate(18," << kTop + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
+    << "predicted speedup</text>\n";
+  // Ideal scaling, clipped to the plot.
+  o << "<line clip-path=\"url(#plot)\" x1=\"" << num(X(wmin)) << "\" y1=\"" << num(Y(wmin)) << "\" x2=\""
+    << num(X(wmax)) << "\" y2=\"" << num(Y(wmax)) << "\" stroke=\"#999\" stroke-dasharray=\"6,4\"/>\n";
+  double legend_y = kTop + 10;
+  o << "<text x=\"" << kLeft + pw + 15 << "\" y=\"" << num(legend_y) << "\" fill=\"#999\">- - ideal</text>\n";
+  for (size_t i = 0; i < series.size(); ++i) {
+    const ChartSeries& s = series[i];
+    const char* color = kColors[i % (sizeof kColors / sizeof kColors[0])];
+    std::string points;
+    for (size_t k = 0; k < s.workers.size(); ++k) points += num(X(s.workers[k])) + "," + num(Y(s.speedup[k])) + " ";
+    // Strategies that predict the same may coincide: dashes keep both visible.
+    const char* dashes[] = {"", " stroke-dasharray=\"9,5\"", " stroke-dasharray=\"2,4\""};
+    const char* dash = dashes[i % 3];
+    o << "<g><title>" << escape(s.name) << "</title>\n";
+    if (!points.empty()) {
+      o << "<polyline clip-path=\"url(#plot)\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\""
+        << dash << " points=\"" << points << "\"/>\n";
+    }
+    for (size_t k = 0; k < s.workers.size(); ++k) {
+      o << "<circle cx=\"" << num(X(s.workers[k])) << "\" cy=\"" << num(Y(s.speedup[k])) << "\" r=\"3\" fill=\""
+        << color << "\"/>\n";
+    }
+    legend_y += 20;
+    o << "<text x=\"" << kLeft + pw + 15 << "\" y=\"" << num(legend_y) << "\" fill=\"" << color << "\">"
+      << escape(s.name) << "</text>\n</g>\n";
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+void write_speedup_chart(const std::string& path, const std::string& title, const std::vector<ChartSeries>& series) {
+  std::ofstream out(path);
+  if (!out) fail<IoError>("cannot write the chart '", path, "': ", std::strerror(errno), "; check the folder exists");
+  out << speedup_chart_svg(title, series);
+  if (!out) fail<IoError>("writing the chart '", path, "' failed (disk full?)");
+}
+
+}  // namespace strata::estimate

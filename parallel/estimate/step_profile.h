@@ -1,0 +1,38 @@
+// What the estimates know about one training step on one device: per-layer
+// forward and backward times (measured by `strata time` or read from a
+// times file, times_file.h), the bytes of the gradients each layer's
+// backward makes final, and the bytes of its outputs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace strata::estimate {
+
+struct LayerProfile {
+  std::string name;
+  std::string type;
+  double forward = 0.0;   // seconds per step (the whole per-worker batch)
+  double backward = 0.0;  // seconds per step; 0 for a layer without backward
+  // Bytes of the learnable gradients that are final once this layer's
+  // backward has run (a shared parameter counts at the lowest layer using it).
+  double grad_bytes = 0.0;
+  double top_bytes = 0.0;     // bytes of the layer's outputs (activations) per step
+  double bottom_bytes = 0.0;  // bytes of its inputs per step
+  // Its tensor-parallel `split` key: "", "COLUMN", "ROW", "HEADS" or
+  // "OUTPUT_CHANNELS" (docs/config.md, Tensor parallel).
+  std::string split;
+};
+
+struct StepProfile {
+  std::string net;
+  int batch = 1;  // samples per step on one worker
+  std::vector<LayerProfile> layers;
+
+  double forward_seconds() const;
+  double backward_seconds() const;
+  double compute_seconds() const { return forward_seconds() + backward_seconds(); }
+  double grad_bytes() const;
+};
+
+}  // namespace strata::estimate

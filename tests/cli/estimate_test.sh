@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# End-to-end `strata estimate`: timing models/digits here, the table parses
+# (every strategy at every worker count, speedup 1 on one worker, no
+# efficiency above 100%), the SVG chart is well-formed XML with one line per
+# strategy, `strata time --out` feeds `--times`, the shm link, and errors
+# that name the nearest link or strategy.
+# Usage: estimate_test.sh STRATA_BINARY SOURCE_DIR
+set -euo pipefail
+strata="$1"
+src=$(cd "$2" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+model="$src/models/digits/train.prototxt"
+
+# Checks a table on stdin: rows "strategy workers step_ms samples/s speedup efficiency% comm_ms exposed_ms",
+# one per strategy and worker count ("-" where a layout cannot run).
+cat > "$work/check_table.py" <<'PY'
+import sys
+strategies = sys.argv[1].split(",")
+workers = [int(w) for w in sys.argv[2].split(",")]
+rows, in_table = {}, False
+for line in sys.stdin:
+    f = line.split()
+    if f[:2] == ["strategy", "workers"]:
+        in_table = True
+        continue
+    if not in_table or not f or f[0] in ("not", "wrote"):
+        continue
+    assert len(f) == 8, "row has %d columns: %r" % (len(f), line)
+    if f[2] == "-":
+        rows[(f[0], int(f[1]))] = None
+        continue
+    step, thr, sp = float(f[2]), float(f[3]), float(f[4])
+    eff = float(f[5].rstrip("%"))
+    assert step > 0 and thr > 0, line
+    assert eff <= 100.05, "efficiency above 100%%: %r" % line
+    rows[(f[0], int(f[1]))] = (step, sp, eff)
+for s in strategies:
+    for w in workers:
+        assert (s, w) in rows, "no row for %s at %d workers" % (s, w)
+        if w == 1 and s.startswith("dp-") or (w == 1 and s == "pipeline"):
+            assert abs(rows[(s, w)][1] - 1) < 0.005, "%s on one worker: speedup %r" % (s, rows[(s, w)])
+print("table ok: %d rows" % len(rows))
+PY
+check_table() { "$py" "$work/check_table.py" "$@"; }
+
+all="dp-ring,dp-tree,dp-no-overlap,ps-central-worst,ps-central-best,ps-sharded,pipeline"
+
+# 1. Timed here, every default strategy, with a chart.
+start=$(date +%s)
+if "$strata" estimate --model "$model" --workers 1,2,4,8,16 --link 25gbe --iterations 3 --threads 2 \
+    --chart "$work/chart.svg" > "$work/out.txt" 2> "$work/err.txt"; then
+  check_table "$all" 1,2,4,8,16 < "$work/out.txt" || fail "the table does not parse: $(cat "$work/out.txt")"
+  grep -q "link 25gbe: 3.12 GB/s" "$work/out.txt" || fail "the link line is missing: $(head -5 "$work/out.txt")"
+  grep -q "not possible: pipeline at 16: 16 stages but the net has" "$work/out.txt" ||
+    fail "16 pipeline stages of a 14-layer net are not said to be impossible"
+  "$py" - "$work/chart.svg" <<'PY' || fail "chart.svg is not a well-formed SVG with 7 lines"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+assert root.tag == "{http://www.w3.org/2000/svg}svg", root.tag
+lines = root.findall(".//{http://www.w3.org/2000/svg}polyline")
+assert len(lines) == 7, len(lines)
+PY
+else
+  fail "strata estimate on digits failed: $(cat "$work/err.txt")"
+fi
+elapsed=$(( $(date +%s) - start ))
+[ "$elapsed" -le 60 ] || fail "strata estimate on digits took ${elapsed}s"
+
+# 2. strata time --out writes the times file that --times reads; the shm link is measured.
+if "$strata" time --model "$model" --iterations 2 --threads 2 --out "$work/times.csv" > /dev/null 2> "$work/err.txt"; then
+  head -3 "$work/times.csv" | grep -q "^# batch: 64" || fail "times.csv does not say the batch: $(head -3 "$work/times.csv")"
+  grep -q "^conv1,Convolution," "$work/times.csv" || fail "times.csv has no conv1 row"
+  if "$strata" estimate --times "$work/times.csv" --workers 1,2,4 --link shm --strategy dp-ring,ps-central \
+      > "$work/out2.txt" 2> "$work/err.txt"; then
+    check_table dp-ring,ps-central-worst,ps-central-best 1,2,4 < "$work/out2.txt" || fail "--times table does not parse"
+    grep -q "link shm: .*memcpy" "$work/out2.txt" || fail "the shm link does not say it was measured"
+    grep -q "^dp-tree" "$work/out2.txt" && fail "--strategy dp-ring,ps-central printed dp-tree"
+  else
+    fail "strata estimate --times failed: $(cat "$work/err.txt")"
+  fi
+else
+  fail "strata time --out failed: $(cat "$work/err.txt")"
+fi
+
+# 3. --solver: its net, and bucket_mb, compression and micro_batches from its parallel block.
+cat > "$work/solver.prototxt" <<SOLVER
+net: "$src/models/digits/train.prototxt"
+base_lr: 0.1
+parallel { data { bucket_mb: 0.125 compression: FP16 } pipeline { micro_batches: 4 } }
+SOLVER
+if "$strata" estimate --solver "$work/solver.prototxt" --workers 1,2 --strategy dp-ring --iterations 2 --threads 2 \
+    > "$work/out3.txt" 2> "$work/err.txt"; then
+  grep -q "data parallel: 0.125 MiB buckets, 16-bit gradients on the wire; pipeline: 4 micro-batches" "$work/out3.txt" ||
+    fail "--solver's parallel block was not used: $(grep 'data parallel' "$work/out3.txt")"
+  check_table dp-ring 1,2 < "$work/out3.txt" > /dev/null || fail "--solver table does not parse"
+else
+  fail "strata estimate --solver failed: $(cat "$work/err.txt")"
+fi
+
+# 4. Errors say what to do, before any timing.
+expect_error() {
+  local want="$1"
+  shift
+  if "$strata" estimate "$@" > "$work/out.txt" 2> "$work/err.txt"; then
+    fail "strata estimate $* succeeded"
+  elif ! grep -q -- "$want" "$work/err.txt"; then
+    fail "strata estimate $*: expected '$want' in: $(cat "$work/err.txt")"
+  fi
+}
+expect_error "did you mean '10gbe'" --model "$model" --link 10gb
+expect_error "did you mean 'dp-ring'" --model "$model" --strategy dp-rng
+expect_error "exactly one of --model" --model "$model" --times "$work/times.csv"
+expect_error "exactly one of --model" --workers 1,2
+expect_error "workers" --model "$model" --workers 1,0
+echo "layer,forward_ms" > "$work/bad.csv"
+expect_error "bad.csv:1: the header has no column 'backward_ms'" --times "$work/bad.csv"
+
+[ "$failures" -eq 0 ] && echo "PASS: strata estimate"
+exit "$failures"

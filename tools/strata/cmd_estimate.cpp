@@ -1,0 +1,175 @@
+// strata estimate: predict the step time, throughput, speedup and scaling
+// efficiency of each way to parallelise a net, from per-layer times measured
+// here (the strata time machinery) or read from a times file, and a link
+// model (parallel/estimate/). Prints a table; --chart writes an SVG.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "framework/error.h"
+#include "framework/net.h"
+#include "framework/solver_config.h"
+#include "parallel/data_parallel/data_parallel_config.h"
+#include "parallel/estimate/speedup_chart.h"
+#include "parallel/estimate/strategies.h"
+#include "parallel/estimate/tensor_parallel_cost.h"
+#include "parallel/estimate/times_file.h"
+#include "parallel/model_parallel/model_parallel_config.h"
+#include "tools/strata/args.h"
+#include "tools/strata/commands.h"
+#include "tools/strata/layer_timing.h"
+
+namespace strata::cli {
+
+namespace {
+
+constexpr int kMaxWorkers = 1 << 20;
+
+std::vector<int> parse_workers(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const int n = parallel::parse_positive_count(item, "--workers");
+    if (n > kMaxWorkers) fail<ConfigError>("--workers: ", n, " is more than ", kMaxWorkers);
+    out.push_back(n);
+  }
+  if (out.empty()) fail<ConfigError>("--workers: give a comma-separated list, e.g. 1,2,4,8");
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::string comma_list(const std::vector<std::string>& items) {
+  std::string s;
+  for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
+  return s;
+}
+
+// The step profile: from --times, or measured on the net of --model or --solver.
+estimate::StepProfile load_profile(const Args& args, const SolverConfig* solver) {
+  const int sources = args.has("times") + args.has("model") + args.has("solver");
+  if (sources != 1) fail<ConfigError>("give exactly one of --model NET, --solver S or --times FILE");
+  if (args.has("times")) return estimate::read_times_file(args.get("times"));
+  NetOptions options;
+  options.phase = Phase::kTrain;
+  options.device = device_flag(args);
+  std::unique_ptr<Net> net;
+  if (solver && solver->has_net_param) {
+    options.base_dir = solver->base_dir;
+    net = std::make_unique<Net>(solver->net_param, options);
+  } else {
+    const std::string path = solver ? (solver->net.empty() ? solver->train_net : solver->net) : args.get("model");
+    net = Net::from_file(path, options);
+  }
+  const int iterations = args.has("iterations") ? iterations_flag(args) : 20;
+  const LayerTimes times = measure_layer_times(*net, iterations);
+  std::printf("measured %d layers over %d iterations (%s)\n", net->num_layers(), iterations, times.note.c_str());
+  return step_profile(*net, times);
+}
+
+}  // namespace
+
+int estimate_main(int argc, char** argv) {
+  std::string links = comma_list(estimate::link_names());
+  Args args("estimate",
+            {{"model", FlagKind::kValue, "net prototxt whose layers are timed here", ""},
+             {"solver", FlagKind::kValue, "solver prototxt: its net, and its parallel { } block's bucket_mb, compression "
+                                          "and micro_batches",
+              ""},
+             {"times", FlagKind::kValue, "per-layer times file from strata time --out, instead of timing here", ""},
+             {"workers", FlagKind::kValue, "comma-separated worker counts", "1,2,4,8,16,32,64"},
+             {"link", FlagKind::kValue, "link between workers: " + links, "10gbe"},
+             {"strategy", FlagKind::kValue,
+              "comma-separated: dp-ring, dp-tree, dp-no-overlap, ps-central (= ps-central-worst, ps-central-best), "
+              "ps-sharded, pipeline, tp",
+              "all but tp; tp too when the net has split layers"},
+             {"bucket-mb", FlagKind::kValue, "data parallel: MiB of gradients per bucket", "solver's, else 25"},
+             {"micro-batches", FlagKind::kValue, "pipeline: micro-batches per step", "solver's if > 1, else 8"},
+             {"shards", FlagKind::kValue, "ps-sharded: parameter-server shards", "one per worker"},
+             {"chart", FlagKind::kValue, "write an SVG chart of speedup against workers", ""},
+             {"iterations", FlagKind::kValue, "timed iterations when measuring", "20"},
+             {"device", FlagKind::kValue, "where layers are timed: cpu, cuda or cuda:N", "cpu"},
+             {"threads", FlagKind::kValue, "CPU threads", "all cores"}});
+  if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
+
+  std::unique_ptr<SolverConfig> solver;
+  if (args.has("solver")) solver = std::make_unique<SolverConfig>(load_solver_config(args.get("solver")));
+  estimate::StrategyOptions options;
+  if (solver) {
+    const parallel::DataParallelConfig dp = parallel::parse_data_parallel_config(solver->parallel);
+    options.data.bucket_bytes = static_cast<double>(dp.bucket_bytes());
+    if (dp.compression != parallel::GradCompression::kNone) options.data.wire_bytes_per_gradient_byte = 0.5;
+    const parallel::ModelParallelConfig mp = parallel::parse_model_parallel_config(solver->parallel);
+    if (mp.pipeline.micro_batches > 1) options.micro_batches = mp.pipeline.micro_batches;
+  }
+  if (args.has("bucket-mb")) {
+    options.data.bucket_bytes = parallel::parse_bucket_mb(args.get("bucket-mb"), "--bucket-mb") * (1 << 20);
+  }
+  if (args.has("micro-batches")) {
+    options.micro_batches = parallel::parse_positive_count(args.get("micro-batches"), "--micro-batches");
+  }
+  if (args.has("shards")) options.shards = parallel::parse_positive_count(args.get("shards"), "--shards");
+  const std::vector<int> workers = parse_workers(args.get("workers", "1,2,4,8,16,32,64"));
+  const std::string link_name = args.get("link", "10gbe");
+  // Checked before the timing so a typo costs nothing.
+  estimate::link_preset(link_name, /*shm_memcpy_bandwidth=*/1.0);
+  const std::vector<estimate::Strategy> chosen_flag =
+      args.has("strategy") ? estimate::parse_strategies(args.get("strategy")) : std::vector<estimate::Strategy>{};
+
+  const estimate::StepProfile profile = load_profile(args, solver.get());
+  const estimate::Link link = estimate::link_preset(
+      link_name, link_name == "shm" ? estimate::measure_memcpy_bandwidth() : 0.0);
+  std::vector<estimate::Strategy> strategies = chosen_flag;
+  if (strategies.empty()) {
+    strategies = estimate::parse_strategies("dp-ring,dp-tree,dp-no-overlap,ps-central,ps-sharded,pipeline");
+    if (estimate::has_split_layers(profile)) strategies.push_back(estimate::Strategy::kTensor);
+  }
+
+  std::printf("net '%s': %zu layers, batch %d per worker, forward %.3f ms + backward %.3f ms per step, "
+              "%.3f MiB of gradients\n",
+              profile.net.c_str(), profile.layers.size(), profile.batch, profile.forward_seconds() * 1e3,
+              profile.backward_seconds() * 1e3, profile.grad_bytes() / (1 << 20));
+  std::printf("link %s: %.2f GB/s per direction, %.1f us latency (%s)\n", link.name.c_str(), link.bandwidth / 1e9,
+              link.latency * 1e6, link.source.c_str());
+  std::printf("data parallel: %g MiB buckets%s; pipeline: %d micro-batches; ps-sharded: %s\n\n",
+              options.data.bucket_bytes / (1 << 20),
+              options.data.wire_bytes_per_gradient_byte < 1 ? ", 16-bit gradients on the wire" : "",
+              options.micro_batches,
+              options.shards > 0 ? (std::to_string(options.shards) + " shards").c_str() : "one shard per worker");
+  std::printf("%-17s %7s %12s %12s %9s %10s %10s %11s\n", "strategy", "workers", "step_ms", "samples/s", "speedup",
+              "efficiency", "comm_ms", "exposed_ms");
+  std::vector<estimate::ChartSeries> series;
+  std::vector<std::string> notes;
+  for (estimate::Strategy s : strategies) {
+    estimate::ChartSeries line;
+    line.name = estimate::strategy_name(s);
+    for (int n : workers) {
+      const estimate::StepEstimate e = estimate::estimate_step(s, profile, n, link, options);
+      if (!e.feasible) {
+        std::printf("%-17s %7d %12s %12s %9s %10s %10s %11s\n", line.name.c_str(), n, "-", "-", "-", "-", "-", "-");
+        notes.push_back(line.name + " at " + std::to_string(n) + ": " + e.note);
+        continue;
+      }
+      const double sp = estimate::speedup(e, profile);
+      std::printf("%-17s %7d %12.4f %12.1f %9.2f %9.1f%% %10.4f %11.4f\n", line.name.c_str(), n, e.step * 1e3,
+                  e.throughput(), sp, 100 * estimate::efficiency(e, profile), e.communication * 1e3, e.exposed * 1e3);
+      line.workers.push_back(n);
+      line.speedup.push_back(sp);
+    }
+    series.push_back(line);
+  }
+  for (const std::string& note : notes) std::printf("not possible: %s\n", note.c_str());
+  if (args.has("chart")) {
+    const std::string path = args.get("chart");
+    estimate::write_speedup_chart(path, "predicted speedup: " + profile.net + " on " + link.name, series);
+    std::printf("wrote %s\n", path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace strata::cli

@@ -1,0 +1,31 @@
+// Per-layer forward and backward times of a net on this machine, shared by
+// `strata time` (which prints them) and `strata estimate` (which predicts
+// parallel runs from them).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "framework/net.h"
+#include "parallel/estimate/step_profile.h"
+
+namespace strata::cli {
+
+struct LayerTimes {
+  std::vector<double> forward_ms;   // per layer, averaged over the iterations
+  std::vector<double> backward_ms;  // 0 for a layer that needs no backward
+  double step_ms = 0.0;             // average whole forward-backward
+  std::string note;                 // how they were measured ("GPU times from CUDA events on cuda:0; ...")
+};
+
+// One warm-up forward-backward, then `iterations` timed ones: wall time on
+// the CPU, CUDA events around each layer on the compute stream on a GPU.
+LayerTimes measure_layer_times(Net& net, int iterations);
+
+// The estimate's view of the net: the times, the gradient bytes each layer's
+// backward makes final (as the data-parallel buckets count them), the bytes
+// of its tops and bottoms, its `split` key, and the batch (the first
+// dimension of the first layer's first top).
+estimate::StepProfile step_profile(const Net& net, const LayerTimes& times);
+
+}  // namespace strata::cli
