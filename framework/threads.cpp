@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -47,6 +48,9 @@ int g_threads = 0;  // 0: not set yet, use all cores
 // The pool's claim slots; more chunks than this would be more threads than
 // any machine this runs on has cores.
 constexpr int64_t kMaxChunks = 1024;
+
+// How long a helper spins for the next region before it sleeps.
+constexpr int kSpinMicroseconds = 30;
 
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -98,6 +102,7 @@ class Pool {
       error_ = nullptr;
       finished_.store(0, std::memory_order_relaxed);
       generation = ++generation_;
+      published_.store(generation, std::memory_order_release);
       for (int64_t c = 0; c < chunks; ++c) slots_[c].store(generation << 1, std::memory_order_relaxed);
     }
     wake_.notify_all();
@@ -153,6 +158,13 @@ class Pool {
     for (;;) {
       Job job;
       uint64_t generation;
+      // A short spin catches the next region of a layer loop without a
+      // wake-up (a sleeping helper costs a futex wake and a scheduler trip);
+      // short enough that a spinning helper takes little from a neighbour.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicroseconds);
+      while (published_.load(std::memory_order_acquire) == seen && std::chrono::steady_clock::now() < until) {
+        for (int i = 0; i < 32; ++i) cpu_relax();
+      }
       {
         std::unique_lock<std::mutex> lock(mutex_);
         wake_.wait(lock, [&] { return generation_ != seen; });
@@ -179,6 +191,7 @@ class Pool {
   std::condition_variable done_;
   Job job_;
   uint64_t generation_ = 0;
+  std::atomic<uint64_t> published_{0};  // generation_, read without the lock
   std::atomic<uint64_t> slots_[kMaxChunks] = {};
   std::atomic<int64_t> finished_{0};
   std::exception_ptr error_;
