@@ -19,16 +19,17 @@ extern "C" void openblas_set_num_threads(int num_threads);
 // the spinning thread takes the core from the thread it waits for and from
 // the neighbour; and every region waits for all of its threads, so one thread
 // that the scheduler has parked behind the neighbour holds up the rest. On the
-// 2-core development machine the digits model ran 3-20x slower beside one
-// busy process than with --threads 1 (docs/benchmarks.md, "Threads beside a
-// busy process"). OMP_WAIT_POLICY=passive cures the first, but libgomp reads
-// it in its initialiser, before main(); even a .preinit_array function is too
-// early (glibc's own initialiser then resets the environment), so a program
-// cannot choose it for itself.
+// 2-core development machine the digits model ran 3.3x slower beside one
+// busy process than alone, and two runs at once each 30x slower
+// (docs/benchmarks.md, "Threads beside a busy process"). OMP_WAIT_POLICY=passive
+// cures the spinning, but libgomp reads it in its initialiser, before main();
+// even a .preinit_array function is too early (glibc's own initialiser then
+// resets the environment), so a program cannot choose it for itself.
 //
 // This pool:
-// - helpers sleep on a condition variable between regions (they never spin,
-//   so an idle helper costs a busy neighbour nothing);
+// - helpers sleep on a condition variable between regions, after at most
+//   30 us of spinning (libgomp's default: 300,000 pause instructions), so an
+//   idle helper costs a busy neighbour next to nothing;
 // - the caller runs every chunk that no helper has started: a helper that is
 //   not running (descheduled, or still waking) holds up nothing; the caller
 //   waits only for chunks a helper has actually started.
