@@ -1,7 +1,6 @@
 // The AVX-512 SGEMM kernel: see gemm_avx512.h.
 #include "framework/gemm_avx512.h"
 
-#include <omp.h>
 
 #include <cstdlib>
 
@@ -268,7 +267,7 @@ void gemm_avx512(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, fl
   const Operand a = ta == Transpose::kNo ? Operand{A, K, 1} : Operand{A, 1, M};
   const Operand b = tb == Transpose::kNo ? Operand{B, N, 1} : Operand{B, 1, K};
   // Below ~4 MFLOP the fork/join costs more than it saves.
-  int threads = omp_in_parallel() ? 1 : num_threads();
+  int threads = in_parallel_region() ? 1 : num_threads();
   const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   if (flops < 4e6) threads = 1;
   const int64_t col_panels = (N + kNR - 1) / kNR;
@@ -281,12 +280,9 @@ void gemm_avx512(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, fl
     gemm_serial(M, N, K, alpha, a, b, packer, 0, beta, C, ldc, buf.a, buf.b);
     return;
   }
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num();
-    const int nt = omp_get_num_threads();
-    const int64_t u0 = units * t / nt;
-    const int64_t u1 = units * (t + 1) / nt;
+  // One stripe of units per thread (parallel_for with min_chunk 1 makes
+  // min(units, num_threads()) chunks, and threads <= units here).
+  parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
     PackBuffers& buf = pack_buffers();
     if (split_cols) {
       const int64_t j0 = u0 * kNR;
@@ -303,7 +299,7 @@ void gemm_avx512(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, fl
         gemm_serial(i1 - i0, N, K, alpha, as, b, packer, 0, beta, C + i0 * ldc, ldc, buf.a, buf.b);
       }
     }
-  }
+  });
 }
 
 bool cpu_has_avx512() {

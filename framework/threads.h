@@ -1,4 +1,6 @@
-// The number of CPU threads used by GEMM (OpenBLAS) and by the layers' own loops.
+// The number of CPU threads used by GEMM (OpenBLAS) and by the layers' own
+// loops, and parallel_for, which runs those loops on a small thread pool
+// (threads.cpp says why not OpenMP).
 #pragma once
 
 #include <cstdint>
@@ -8,35 +10,47 @@ namespace strata {
 // n <= 0 means all cores. Applies to OpenBLAS and to parallel_for.
 void set_num_threads(int n);
 int num_threads();
+// The CPUs this thread may run on (its affinity mask: taskset, cpusets).
 int hardware_threads();
 
-// Runs body(begin, end) over [0, n) split into contiguous chunks on the
-// configured threads. Small ranges (n < min_chunk * 2) run inline.
+// How parallel_for splits [0, n): into parallel_chunks(n, min_chunk, threads)
+// contiguous chunks, chunk c being [n * c / chunks, n * (c + 1) / chunks).
+// At most `threads` (and 1024), and 1 when n < 2 * min_chunk or threads <= 1.
+int64_t parallel_chunks(int64_t n, int64_t min_chunk, int threads);
+
+// Runs body(begin, end) once per chunk of [0, n) (see parallel_chunks, with
+// num_threads()). The split depends only on n, min_chunk and the configured
+// thread count, and chunk c always runs with worker_index() == c, so a body
+// that accumulates into per-worker buffers gives the same sums whichever
+// thread happens to run the chunk. Inside another parallel_for, or while
+// another thread is using the pool, the chunks run one after another on the
+// calling thread. An exception from a body is rethrown here after every
+// started chunk has finished.
 template <typename Body>
 void parallel_for(int64_t n, int64_t min_chunk, const Body& body);
 
-}  // namespace strata
+// The chunk the calling thread is running (0 outside parallel_for): an
+// index into per-worker scratch sized by num_threads().
+int worker_index();
+// True while the calling thread runs a parallel_for chunk.
+bool in_parallel_region();
 
-#include <omp.h>
-
-namespace strata {
+namespace threads_internal {
+using ChunkFn = void (*)(const void* body, int64_t begin, int64_t end);
+void run_chunks(int64_t n, int64_t chunks, ChunkFn fn, const void* body);
+}  // namespace threads_internal
 
 template <typename Body>
 void parallel_for(int64_t n, int64_t min_chunk, const Body& body) {
   if (n <= 0) return;
-  const int threads = num_threads();
-  if (threads <= 1 || n < 2 * min_chunk) {
+  const int64_t chunks = parallel_chunks(n, min_chunk, num_threads());
+  if (chunks <= 1 && !in_parallel_region()) {
     body(int64_t{0}, n);
     return;
   }
-  int64_t chunks = n / (min_chunk > 0 ? min_chunk : 1);
-  if (chunks > threads) chunks = threads;
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = n * c / chunks;
-    const int64_t end = n * (c + 1) / chunks;
-    body(begin, end);
-  }
+  threads_internal::run_chunks(
+      n, chunks, [](const void* b, int64_t begin, int64_t end) { (*static_cast<const Body*>(b))(begin, end); },
+      &body);
 }
 
 }  // namespace strata

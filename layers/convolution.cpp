@@ -1,7 +1,5 @@
 #include "layers/convolution.h"
 
-#include <omp.h>
-
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -299,7 +297,7 @@ void ConvolutionLayer::for_each_chunk(const Body& body) const {
   // the chunks run one after another.
   const int64_t min_chunks = conv_patches::cpu_has_avx512() ? 1 : num_chunks_ + 1;
   parallel_for(num_chunks_, min_chunks, [&](int64_t begin, int64_t end) {
-    const int worker = omp_in_parallel() ? omp_get_thread_num() : 0;
+    const int worker = worker_index();
     for (int64_t c = begin; c < end; ++c) {
       const int64_t i0 = c * n_img;
       const int64_t n = i0 + n_img <= num ? n_img : num - i0;

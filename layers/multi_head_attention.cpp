@@ -1,7 +1,5 @@
 #include "layers/multi_head_attention.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -171,7 +169,7 @@ void MultiHeadAttentionLayer::for_each_item(const Body& body) {
   const int64_t workers = parallel ? std::max(1, num_threads()) : 1;
   scratch_.resize({workers * scratch_floats_});
   parallel_for(items, min_chunk, [&](int64_t begin, int64_t end) {
-    const int worker = omp_in_parallel() ? omp_get_thread_num() : 0;
+    const int worker = worker_index();
     STRATA_CHECK(worker < workers, "worker ", worker, " beyond the ", workers, " scratch slots");
     for (int64_t item = begin; item < end; ++item) body(item, worker);
   });
