@@ -220,4 +220,12 @@ class Solver {
   int64_t report_iter_ = 0;
 };
 
+template <typename Pred>
+TrainingStrategy* Solver::owner(Pred owns) const {
+  for (TrainingStrategy* t : strategies_) {
+    if (owns(*t)) return t;
+  }
+  return nullptr;
+}
+
 }  // namespace strata
