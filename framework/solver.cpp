@@ -130,8 +130,9 @@ void Solver::build_nets() {
     o.phase = phase;
     o.base_dir = base_dir;
     o.seed = rank_seed(config_.random_seed, options_.rank);
-    o.rank = options_.rank;
-    o.world_size = options_.world_size;
+    const bool whole = phase == Phase::kTest && options_.test_data == TestData::kWhole;
+    o.rank = whole ? 0 : options_.rank;
+    o.world_size = whole ? 1 : options_.world_size;
     o.comm = options_.comm;
     o.device = options_.device;
     if (phase == Phase::kTrain) o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
@@ -225,6 +226,10 @@ float Solver::step() {
       return finish_step(loss);
     }
   }
+  if (TrainingStrategy* updater = owner([](const TrainingStrategy& t) { return t.owns_update(); })) {
+    last_lr_ = updater->run_update(*net_);
+    return finish_step(loss);
+  }
   clip_gradients(params, config_.clip_gradients);
   optimizer_->update(params, last_lr_);
   return finish_step(loss);
@@ -233,7 +238,8 @@ float Solver::step() {
 // The end of every step, updated or skipped: the iteration counts and its
 // loss joins the window the progress lines average.
 float Solver::finish_step(double loss) {
-  ++iter_;
+  TrainingStrategy* updater = owner([](const TrainingStrategy& t) { return t.owns_update(); });
+  iter_ = updater ? std::max(iter_, updater->next_iteration(iter_)) : iter_ + 1;
   loss_window_.push_back(static_cast<float>(loss));
   while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
   return static_cast<float>(loss);
@@ -301,6 +307,7 @@ void Solver::attach(TrainingStrategy& strategy) {
     bool (TrainingStrategy::*owns)() const;
   };
   for (const Role& role : {Role{"the step", &TrainingStrategy::owns_step}, Role{"the test", &TrainingStrategy::owns_test},
+                           Role{"the update", &TrainingStrategy::owns_update},
                            Role{"the snapshot layout", &TrainingStrategy::assembles_snapshot}}) {
     if (!(strategy.*role.owns)()) continue;
     for (const TrainingStrategy* t : strategies_) {
@@ -373,11 +380,18 @@ SolveResult Solver::solve() {
   if (testing && iter_ == 0 && config_.test_initialization) run_test_and_report();
 
   SolveResult result;
+  // A step normally counts one iteration; under an asynchronous parameter
+  // server the count is global and may jump, so an interval's work comes
+  // when the count reaches or passes its next multiple.
+  const auto crossed = [](int64_t before, int64_t now, int64_t interval) {
+    return interval > 0 && now / interval > before / interval;
+  };
   while (iter_ < config_.max_iter) {
+    const int64_t before = iter_;
     step();
-    if (config_.display > 0 && iter_ % config_.display == 0) report_iteration();
-    if (testing && iter_ % config_.test_interval == 0) run_test_and_report();
-    if (config_.snapshot > 0 && iter_ % config_.snapshot == 0) write_snapshot_if_enabled();
+    if (crossed(before, iter_, config_.display)) report_iteration();
+    if (testing && crossed(before, iter_, config_.test_interval)) run_test_and_report();
+    if (crossed(before, iter_, config_.snapshot)) write_snapshot_if_enabled();
     if (stop_now()) {
       result.status = SolveStatus::kInterrupted;
       break;

@@ -38,6 +38,10 @@ namespace strata {
 class Communicator;
 
 enum class SnapshotWriting { kEnabled, kDisabled };
+// Which TEST samples a rank's test net reads: its share (i % world_size ==
+// rank, the ranks' results averaged by a strategy) or all of them (a rank
+// that tests alone: parameter-server worker 0).
+enum class TestData { kShare, kWhole };
 
 struct SolverOptions {
   // Rank r > 0 seeds its nets' generators with a mix of random_seed and r
@@ -47,6 +51,7 @@ struct SolverOptions {
   Communicator* comm = nullptr;
   // Data-parallel ranks other than 0 train identically but write nothing.
   SnapshotWriting snapshots = SnapshotWriting::kEnabled;
+  TestData test_data = TestData::kShare;
   // Where the nets run (--device). The config's precision applies on CUDA
   // devices only; a CPU run with precision other than FP32 is a ConfigError.
   Device device;

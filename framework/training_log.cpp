@@ -157,6 +157,12 @@ void JsonLinesLog::write_line(const std::string& json) {
   }
 }
 
+void JsonLinesLog::write_event(const std::string& event, const std::string& fields) {
+  std::string line = Line(event.c_str()).done();
+  if (!fields.empty()) line.insert(line.size() - 1, "," + fields);
+  write_line(line);
+}
+
 void JsonLinesLog::on_start(const StartInfo& info) {
   write_line(Line("start")
                  .num("iter", static_cast<double>(info.iter))

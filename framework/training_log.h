@@ -108,6 +108,10 @@ class JsonLinesLog final : public TrainingObserver {
   void on_test(const TestInfo& info) override;
   void on_snapshot(const SnapshotInfo& info) override;
   void on_finish(const FinishInfo& info) override;
+  // A line of another part of the run (a parameter server's statistics):
+  // {"event":"<event>",<fields>}, where `fields` is a JSON object's members
+  // without the braces ("\"iter\":100,\"lost\":[2]").
+  void write_event(const std::string& event, const std::string& fields);
 
  private:
   void write_line(const std::string& json);

@@ -12,7 +12,10 @@
 //               or iter_size x forward/backward, on_grad_ready(p) as each gradient is final
 //               before_update(net)         every strategy (data parallel: average the gradients)
 //               reduce_loss(loss)          every strategy (the loss over all ranks)
-//               unscale, clip, optimizer update
+//               unscale, check finite
+//               run_update(net)            the one strategy that owns the update (a parameter
+//               or clip, optimizer update  server: the servers hold the optimizer)
+//               next_iteration(iter)       the one strategy that owns the update, or iter + 1
 //   test()      before_test()              every strategy (agree on BatchNorm statistics)
 //               run_test()                 the one strategy that owns the test, or the TEST net
 //               reduce_outputs(values)     every strategy (the average over replicas)
@@ -69,6 +72,18 @@ class TrainingStrategy {
   virtual void before_update(Net& /*net*/) {}
   // This rank's loss of a step -> the loss the run reports.
   virtual float reduce_loss(float loss) { return loss; }
+  // True when run_update() replaces the Solver's gradient clipping and
+  // optimizer update (a parameter server applies them on the servers).
+  virtual bool owns_update() const { return false; }
+  // With owns_update(): the step's final gradients (scaled by 1/iter_size
+  // and checked finite) leave, and the net's weights are replaced by the
+  // updated ones. Returns the learning rate of the update, for progress lines.
+  virtual double run_update(Net& /*net*/) { return 0.0; }
+  // With owns_update(): the iteration count after a step that ended at
+  // `iter` (an asynchronous parameter server counts steps over all workers,
+  // so a worker's count can jump or stand still). Tests, snapshots and
+  // progress lines then come when the count crosses a multiple of their interval.
+  virtual int64_t next_iteration(int64_t iter) { return iter + 1; }
 
   // ---- test and progress ----
   virtual void before_test() {}

@@ -18,6 +18,9 @@
 #include "parallel/backends/communicator_factory.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/model_parallel/model_parallel_run.h"
+#include "parallel/parameter_server/ps_log.h"
+#include "parallel/parameter_server/ps_worker.h"
+#include "parallel/parameter_server/shard_service.h"
 #include "parallel/rendezvous/env.h"
 #include "parallel/rendezvous/heartbeat.h"
 #include "parallel/transport/socket.h"
@@ -66,9 +69,17 @@ void print_rank_summaries(const RankEnv& env, const ModelParallelRun& mp, Commun
   }
 }
 
-// Everything after the ranks have met; `world` is null in one process.
+// A worker's view of the parameter server it trains against.
+struct PsWorkerRun {
+  ParameterServerConfig config;
+  PsRoles roles;
+  Store* store = nullptr;
+};
+
+// Everything after the ranks have met; `world` is null in one process and
+// under a parameter server (`ps` set).
 SolveResult train(const SolverConfig& config, const TrainingRunOptions& options, const RankEnv& env,
-                  const std::unique_ptr<Communicator>& world) {
+                  const std::unique_ptr<Communicator>& world, const PsWorkerRun* ps = nullptr) {
   const Device device = options.device;
   const bool lead = env.rank == 0;
   if (!options.weights.empty()) check_not_a_snapshot_of(options.weights, "--weights", config.snapshot_prefix);
@@ -91,8 +102,10 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   }
   SolverOptions solver_options;
   solver_options.rank = env.rank;
-  solver_options.world_size = env.world_size;
+  solver_options.world_size = ps ? ps->roles.workers : env.world_size;
   solver_options.comm = world.get();
+  // Under a parameter server only worker 0 tests, on the whole TEST set.
+  if (ps) solver_options.test_data = TestData::kWhole;
   solver_options.snapshots = lead ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
   solver_options.device = device;
 
@@ -144,7 +157,14 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   solver.set_stop_flag(options.stop);
   Communicator* dp_comm = mp.active() ? (mp.dp_comm()->world_size() > 1 ? mp.dp_comm() : nullptr) : world.get();
   std::unique_ptr<DataParallel> dp;
-  if (dp_comm) {
+  std::unique_ptr<ParameterServerWorker> psw;
+  if (ps) {
+    psw = std::make_unique<ParameterServerWorker>(solver, *ps->store, ps->config, ps->roles, env.rank, env);
+    if (lead) {
+      std::printf("parameter server: %s\n%s\n", ps->config.summary(ps->roles.workers, ps->roles.shards).c_str(),
+                  psw->ownership_lines().c_str());
+    }
+  } else if (dp_comm) {
     dp = std::make_unique<DataParallel>(solver, *dp_comm, options.data);
     if (lead) {
       std::printf("data parallel: %d ranks, %s backend, %s, %zu gradient bucket%s\n", dp_comm->world_size(),
@@ -156,12 +176,15 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   // 6. Rank 0 prints, logs and writes snapshots.
   std::unique_ptr<TrainingObserver> console;
   std::unique_ptr<JsonLinesLog> log;
+  std::unique_ptr<ParameterServerLog> ps_log;
   if (lead) {
     if (const int n = earlier.empty() ? 0 : remove_earlier_run(earlier)) {
       std::printf("removed %d file%s of an earlier run under '%s' (--overwrite)\n", n, n == 1 ? "" : "s",
                   config.snapshot_prefix.c_str());
     }
-    if (dp) {
+    if (psw) {
+      console = std::make_unique<ParameterServerConsole>(std::cout, *psw);
+    } else if (dp) {
       console = std::make_unique<DataParallelConsole>(std::cout, *dp);
     } else {
       console = std::make_unique<ConsolePrinter>(std::cout);
@@ -169,12 +192,16 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
     log = std::make_unique<JsonLinesLog>(config.log, resumed ? LogMode::kAppend : LogMode::kTruncate);
     solver.add_observer(console.get());
     solver.add_observer(log.get());
+    if (psw) {
+      ps_log = std::make_unique<ParameterServerLog>(*psw, *log);
+      solver.add_observer(ps_log.get());
+    }
     // FP16 loss-scale overflows: the step is skipped and the console says so.
     solver.set_notice_sink([](const std::string& msg) { std::printf("note: %s\n", msg.c_str()); });
     if (!device.is_cpu()) std::printf("device %s, precision %s\n", device.str().c_str(), precision_name(config.precision));
   }
   const SolveResult result = solver.solve();
-  print_rank_summaries(env, mp, world.get());
+  if (!ps) print_rank_summaries(env, mp, world.get());
   if (lead) {
     std::printf("log: %s\n", log->path().c_str());
     if (!result.last_snapshot.empty()) std::printf("snapshot: %s\n", result.last_snapshot.c_str());
@@ -199,10 +226,61 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   return result;
 }
 
+// A run whose ranks are parameter-server workers and servers.
+SolveResult run_with_parameter_server(const SolverConfig& config, const TrainingRunOptions& options,
+                                      const RankEnv& env) {
+  PsWorkerRun ps;
+  ps.config = options.ps;
+  ps.roles = resolve_ps_roles(ps.config, env.world_size);
+  if (options.model.pipeline.stages > 1 || options.model.tensor_size > 1) {
+    fail<ConfigError>("a parameter server does not combine with pipeline or tensor parallelism yet; drop --pp/--tp "
+                      "or the parameter server");
+  }
+  std::shared_ptr<StoreServer> store_server;
+  const std::shared_ptr<Store> store = open_rank_store(env, "the parameter server", store_server);
+  ps.store = store.get();
+  const int shard = ps.roles.shard_of(env.rank);
+  const bool server_process = !ps.roles.is_worker(env.rank);
+  // A worker that dies must not end the job: only ranks that hold a shard
+  // beat (with COLOCATED every rank does, and a dead worker takes its shard).
+  const std::unique_ptr<Heartbeat> heartbeat = shard >= 0 ? start_heartbeat(env, "strata train") : nullptr;
+  try {
+    std::unique_ptr<ShardService> service;
+    if (shard >= 0) service = std::make_unique<ShardService>(config, ps.config, ps.roles, shard, env);
+    if (server_process) {
+      std::printf("%s: serving shard %d of %d for %d worker%s (%s)\n", service->who().c_str(), shard,
+                  ps.roles.shards, ps.roles.workers, ps.roles.workers == 1 ? "" : "s", ps_mode_name(ps.config.mode));
+      std::fflush(stdout);
+      service->wait();
+      std::printf("%s\n", service->summary().c_str());
+      if (service->lost_workers() == ps.roles.workers) {
+        fail<JobFailedError>(service->who(), ": every worker was lost; nothing is left to train");
+      }
+      return SolveResult{};
+    }
+    SolveResult result = train(config, options, env, nullptr, &ps);
+    if (service) {
+      service->wait();
+      std::printf("%s\n", service->summary().c_str());
+    }
+    return result;
+  } catch (const JobFailedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (heartbeat) heartbeat->report_failure(e.what(), FailureOrigin::kThisRank);
+    throw;
+  }
+}
+
 }  // namespace
 
 SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& options) {
   const RankEnv env = detect_rank_env();
+  if (options.ps.enabled && env.distributed()) return run_with_parameter_server(config, options, env);
+  if (options.ps.enabled) {
+    std::printf("note: the parameter server needs several ranks (strata launch --nproc N --servers K -- strata "
+                "train ...); training in this one process\n");
+  }
   if (env.distributed() && !options.device.is_cpu() &&
       (options.model.pipeline.stages > 1 || options.model.tensor_size > 1)) {
     fail<ConfigError>("--device ", options.device.str(), ": pipeline and tensor parallelism run on the CPU only so "

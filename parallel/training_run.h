@@ -25,8 +25,12 @@
 // run's own prefix is refused before anything starts; nor over an earlier
 // run's snapshots and log (EarlierRunFiles).
 // Strategies attach to the Solver through TrainingStrategy
-// (framework/training_strategy.h): a new one (a parameter server) is built
-// in step 5's place and attaches the same way.
+// (framework/training_strategy.h). With a parameter server (options.ps), step
+// 1 opens the store without an allreduce communicator, server ranks serve
+// their shard until the workers are done (ShardService), and step 5 attaches
+// a ParameterServerWorker instead of data parallelism; workers have no
+// heartbeat when servers are separate processes, so that a worker that dies
+// does not end the job (a dead server still does).
 #pragma once
 
 #include <atomic>
@@ -39,6 +43,7 @@
 #include "framework/tensor.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/model_parallel/model_parallel_config.h"
+#include "parallel/parameter_server/ps_config.h"
 
 namespace strata::parallel {
 
@@ -54,6 +59,9 @@ struct TrainingRunOptions {
   Device device;                   // where this rank's nets run (--device, resolved per local rank)
   DataParallelConfig data;         // used when there is more than one replica
   ModelParallelConfig model;       // pp and tp sizes, micro-batches, schedule
+  // A parameter server instead of allreduce (ps.enabled): the ranks split
+  // into workers and servers (parallel/parameter_server/ps_config.h).
+  ParameterServerConfig ps;
   std::string snapshot;            // resume from this .solverstate.safetensors ("": start afresh)
   std::string weights;             // the file load_weights reads (never written over by this run)
   EarlierRunFiles earlier_run = EarlierRunFiles::kKeep;

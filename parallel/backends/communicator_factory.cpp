@@ -83,6 +83,12 @@ std::unique_ptr<Communicator> create_tcp(const RankEnv& env, const CommunicatorO
 
 }  // namespace
 
+std::shared_ptr<Store> open_rank_store(const RankEnv& env, const char* what, std::shared_ptr<StoreServer>& server) {
+  std::shared_ptr<Store> store;
+  open_store(env, what, server, store);
+  return store;
+}
+
 std::unique_ptr<Communicator> create_communicator(const RankEnv& env, const CommunicatorOptions& opts) {
   const std::string& backend = opts.backend;
   if (backend != "auto" && backend != "tcp" && backend != "nccl" && backend != "mpi" && backend != "local") {

@@ -7,6 +7,7 @@
 
 #include "framework/communicator.h"
 #include "parallel/rendezvous/env.h"
+#include "parallel/rendezvous/store.h"
 
 namespace strata::parallel {
 
@@ -34,5 +35,12 @@ struct CommunicatorOptions {
 // wrapped in HostStagingCommunicator: they also take CUDA tensors, through
 // host copies.
 std::unique_ptr<Communicator> create_communicator(const RankEnv& env, const CommunicatorOptions& opts);
+
+// Joins the run's rendezvous store (serving it first on rank 0 when the
+// launcher does not: `server` is then set and must outlive every rank's use
+// of it). `what` ("the tcp backend") names the user in errors about a missing
+// STRATA_MASTER or STRATA_TOKEN. For strategies that talk to the store
+// themselves (a parameter server).
+std::shared_ptr<Store> open_rank_store(const RankEnv& env, const char* what, std::shared_ptr<StoreServer>& server);
 
 }  // namespace strata::parallel

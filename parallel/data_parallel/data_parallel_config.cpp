@@ -38,7 +38,7 @@ void check_bucket_mb(double mb, const std::string& where) {
 }  // namespace
 
 const std::vector<std::string>& parallel_keys() {
-  static const std::vector<std::string> keys = {"data", "pipeline", "tensor"};  // pipeline, tensor: model_parallel_config.h
+  static const std::vector<std::string> keys = {"data", "pipeline", "tensor", "ps"};  // pipeline, tensor: model_parallel_config.h; ps: ps_config.h
   return keys;
 }
 

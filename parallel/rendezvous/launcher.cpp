@@ -242,6 +242,11 @@ LaunchOptions resolve_launch_options(LaunchOptions o) {
                       ", got ", o.node_rank);
   }
   if (o.timeout_s < 1) fail<ConfigError>("strata launch: --timeout must be at least 1 second, got ", o.timeout_s);
+  if (o.servers < 0) fail<ConfigError>("strata launch: --servers must be 0 or more, got ", o.servers);
+  if (o.servers > 0 && o.nnodes > 1) {
+    fail<ConfigError>("strata launch: --servers starts parameter servers on a single node; across nodes start the "
+                      "ranks with mpirun or srun and give `strata train --ps-servers K` (the last K ranks serve)");
+  }
   if (o.command.empty()) {
     fail<ConfigError>("strata launch: no command given; usage: strata launch --nproc N -- COMMAND ARGS...");
   }
@@ -294,13 +299,14 @@ std::string seconds_value(double s) {
 std::vector<std::string> rank_environment(const LaunchOptions& o, int local_rank) {
   const std::string store_host = o.store_host == StoreHost::kLauncher ? "launcher" : "rank0";
   std::vector<std::string> env = {"STRATA_RANK=" + std::to_string(o.node_rank * o.nproc + local_rank),
-                                  "STRATA_WORLD_SIZE=" + std::to_string(o.nproc * o.nnodes),
+                                  "STRATA_WORLD_SIZE=" + std::to_string(o.nproc * o.nnodes + o.servers),
                                   "STRATA_LOCAL_RANK=" + std::to_string(local_rank),
-                                  "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(o.nproc),
+                                  "STRATA_LOCAL_WORLD_SIZE=" + std::to_string(o.nproc + o.servers),
                                   "STRATA_MASTER=" + o.master,
                                   "STRATA_TOKEN=" + o.token,
                                   "STRATA_STORE_HOST=" + store_host,
                                   "STRATA_TIMEOUT_S=" + std::to_string(o.timeout_s)};
+  if (o.servers > 0) env.push_back("STRATA_PS_SERVERS=" + std::to_string(o.servers));
   if (o.heartbeat_s >= 0) env.push_back("STRATA_HEARTBEAT_S=" + seconds_value(o.heartbeat_s));
   if (o.heartbeat_timeout_s >= 0) {
     env.push_back("STRATA_HEARTBEAT_TIMEOUT_S=" + seconds_value(o.heartbeat_timeout_s));
@@ -366,7 +372,8 @@ int launch(const LaunchOptions& options) {
   const Socket sig_read(sig_pipe[0], "signal pipe"), sig_write(sig_pipe[1], "signal pipe");
   SignalGuard guard(sig_pipe[1]);
 
-  std::vector<Child> children(o.nproc);
+  const int local_ranks = o.nproc + o.servers;
+  std::vector<Child> children(local_ranks);
   auto signal_ranks = [&](int sig) {
     for (auto& c : children) {
       // A rank that exited may have left processes behind that hold its pipes.
@@ -376,7 +383,7 @@ int launch(const LaunchOptions& options) {
 
   int started = 0;
   try {
-    for (int local = 0; local < o.nproc; ++local) {
+    for (int local = 0; local < local_ranks; ++local) {
       Child& c = children[local];
       c.rank = o.node_rank * o.nproc + local;
       std::vector<std::string> env = base_env;
@@ -424,6 +431,7 @@ int launch(const LaunchOptions& options) {
   int failed_rank = -1, failed_status = 0;
   bool interrupted = false, terminated = false, killed = false, silent_handled = false;
   int first_nonzero = 0;
+  int lost_workers = 0;  // parameter-server workers killed while the others went on
   Deadline kill_at = Deadline::max();
 
   auto stop_others = [&]() {
@@ -442,6 +450,17 @@ int launch(const LaunchOptions& options) {
       c.drain_until = deadline_after(kDrainAfterExit);
       const std::string what = describe_status(ws, &c.status);
       if (c.status == 0) continue;
+      // A parameter-server worker that was killed: the servers drop it and
+      // train on with the others, unless none is left.
+      if (o.servers > 0 && c.rank < o.nproc && WIFSIGNALED(ws) && !interrupted && !terminated &&
+          failed_rank < 0) {
+        ++lost_workers;
+        if (lost_workers < o.nproc) {
+          say("worker rank " + std::to_string(c.rank) + " " + what + "; the parameter servers go on with the " +
+              std::to_string(o.nproc - lost_workers) + " other worker" + (o.nproc - lost_workers == 1 ? "" : "s"));
+          continue;
+        }
+      }
       if (first_nonzero == 0) first_nonzero = c.status;
       if (failed_rank < 0 && !interrupted && !terminated) {
         // The store may already know the cause: another rank that reported
@@ -543,6 +562,11 @@ int launch(const LaunchOptions& options) {
   if (failed_rank >= 0) return failed_status;
   if (terminated) return first_nonzero ? first_nonzero : 128 + SIGTERM;
   if (interrupted) return first_nonzero ? first_nonzero : 128 + SIGINT;
+  if (lost_workers > 0) {
+    say("finished with " + std::to_string(o.nproc - lost_workers) + " of " + std::to_string(o.nproc) +
+        " workers (" + std::to_string(lost_workers) + " lost)");
+    return 0;
+  }
   return first_nonzero;
 }
 

@@ -12,6 +12,12 @@ namespace strata::parallel {
 
 struct LaunchOptions {
   int nproc = 1;      // processes on this node
+  // Parameter-server processes started after the nproc ranks (single node):
+  // ranks nproc .. nproc+servers-1, told by STRATA_PS_SERVERS. A worker
+  // killed by a signal then does not stop the others (the servers go on
+  // without it); a worker that exits with an error, or any server that
+  // ends, still does.
+  int servers = 0;
   int nnodes = 1;
   int node_rank = 0;  // this node's index, 0 .. nnodes-1
   // host:port where rank 0 serves the store (every node must reach it).

@@ -45,6 +45,8 @@ const char* kLaunchUsage =
 int launch_main(int argc, char** argv) {
   Args args("launch",
             {{"nproc", FlagKind::kValue, "processes (ranks) to start on this node", ""},
+             {"servers", FlagKind::kValue,
+              "parameter-server processes started besides the --nproc workers (strata train --ps-mode ...)", "0"},
              {"nnodes", FlagKind::kValue, "number of nodes", "1"},
              {"node-rank", FlagKind::kValue, "this node's index, 0 .. nnodes-1", "0"},
              {"master", FlagKind::kValue, "HOST:PORT of node 0's store (required with --nnodes > 1)",
@@ -72,6 +74,7 @@ int launch_main(int argc, char** argv) {
   parallel::LaunchOptions options;
   options.nproc = args.get_int("nproc", 0);
   if (!args.has("nproc")) args.require("nproc");
+  options.servers = args.get_int("servers", 0);
   options.nnodes = args.get_int("nnodes", 1);
   options.node_rank = args.get_int("node-rank", 0);
   options.master = args.get("master", "");

@@ -20,6 +20,7 @@
 #include "parallel/rendezvous/env.h"
 #include "parallel/training_run.h"
 #include "parallel/model_parallel/model_parallel_config.h"
+#include "parallel/parameter_server/ps_config.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/flag_lists.h"
@@ -56,6 +57,38 @@ parallel::DataParallelConfig data_parallel_config(const SolverConfig& config, co
   if (args.has("no-overlap")) c.overlap = parallel::Overlap::kOff;
   if (args.has("compression")) {
     c.compression = parallel::parse_grad_compression(args.get("compression"), "--compression");
+  }
+  return c;
+}
+
+// The solver file's parallel { ps { } } block, then the command line on top;
+// any --ps-* flag (or --staleness) asks for a parameter server.
+parallel::ParameterServerConfig parameter_server_config(const SolverConfig& config, const Args& args) {
+  parallel::ParameterServerConfig c = parallel::parse_ps_config(config.parallel);
+  if (args.has("ps-mode")) {
+    c.mode = parallel::parse_ps_mode(args.get("ps-mode"), "--ps-mode");
+    c.enabled = true;
+  }
+  if (args.has("staleness")) {
+    c.staleness = args.get_int("staleness", 0);
+    c.enabled = true;
+    if (!args.has("ps-mode") && c.mode != parallel::PsMode::kSsp) {
+      fail<ConfigError>("--staleness bounds SSP only; add --ps-mode SSP");
+    }
+  }
+  if (args.has("ps-placement")) {
+    c.placement = parallel::parse_ps_placement(args.get("ps-placement"), "--ps-placement");
+    c.placement_given = true;
+    c.enabled = true;
+  }
+  if (args.has("ps-servers")) {
+    c.servers = args.get_int("ps-servers", 0);
+    if (c.servers < 0) fail<ConfigError>("--ps-servers must be 0 or more, got ", c.servers);
+    c.enabled = true;
+  }
+  if (args.has("ps-compression")) {
+    c.compression = parallel::parse_grad_compression(args.get("ps-compression"), "--ps-compression");
+    c.enabled = true;
   }
   return c;
 }
@@ -149,6 +182,18 @@ int train_main(int argc, char** argv) {
               "solver's parallel block, else 1"},
              {"schedule", FlagKind::kValue, "pipeline parallel: gpipe or 1f1b", "solver's parallel block, else 1f1b"},
              {"tp", FlagKind::kValue, "tensor parallel: ranks per tensor-parallel group", "solver's parallel block, else 1"},
+             {"ps-mode", FlagKind::kValue,
+              "parameter server: SYNC, ASYNC or SSP (with strata launch --servers K, or COLOCATED)",
+              "solver's parallel block, else no parameter server"},
+             {"staleness", FlagKind::kValue, "parameter server, SSP: steps a worker may run ahead of the slowest",
+              "solver's parallel block, else 3"},
+             {"ps-placement", FlagKind::kValue, "parameter server: CENTRAL, SHARDED or COLOCATED",
+              "from the server count: 0 COLOCATED, 1 CENTRAL, more SHARDED"},
+             {"ps-servers", FlagKind::kValue,
+              "parameter server: how many of the ranks (the last ones) are servers, under mpirun or srun",
+              "strata launch --servers, else 0"},
+             {"ps-compression", FlagKind::kValue, "parameter server: gradients on the wire as NONE, FP16 or BF16",
+              "solver's parallel block, else NONE"},
              {"max-memory", FlagKind::kValue, "cap on this process's tensor storage, e.g. 64M or 2G", "no cap"}});
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   if (args.has("weights") && args.has("snapshot")) {
@@ -167,6 +212,7 @@ int train_main(int argc, char** argv) {
   parallel::TrainingRunOptions run;
   run.data = data_parallel_config(config, args);
   run.model = model_parallel_config(config, args);
+  run.ps = parameter_server_config(config, args);
   if (args.has("max-memory")) set_memory_cap(parse_memory_size(args.get("max-memory"), "--max-memory"));
   // Several ranks on this host share its cores unless --threads says otherwise.
   const parallel::RankEnv env = parallel::detect_rank_env();
