@@ -29,6 +29,7 @@ std::string seconds_text(std::chrono::milliseconds ms) {
 ShardServer::ShardServer(const SolverConfig& config, const KeyLayout& layout, const ShardServerOptions& options)
     : config_(config), layout_(layout), o_(options), shard_(options.shard), count_(layout.count(options.shard)) {
   if (o_.mode == PsMode::kSync) o_.staleness = 0;
+  if (o_.mode == PsMode::kSsp && o_.staleness == 0) o_.mode = PsMode::kSync;  // the same, by definition
   optimizer_ = make_optimizer(config_.optimizer);
   slots_ = static_cast<int>(optimizer_->slot_names().size());
   values_.assign(static_cast<size_t>(count_), 0.0f);
@@ -44,9 +45,7 @@ ShardServer::ShardServer(const SolverConfig& config, const KeyLayout& layout, co
     seg_params_.push_back(std::move(np));
   }
   optimizer_->prepare(seg_params_);
-  const int clocks = o_.mode == PsMode::kAsync ? 0 : o_.staleness + 1;
-  acc_.assign(static_cast<size_t>(clocks), std::vector<float>(static_cast<size_t>(count_), 0.0f));
-  contributors_.assign(static_cast<size_t>(clocks), 0);
+  if (aggregates()) acc_.assign(static_cast<size_t>(count_), 0.0f);
   clock_.assign(static_cast<size_t>(o_.workers), 0);
   alive_.assign(static_cast<size_t>(o_.workers), 1);
   staleness_.assign(kStalenessBins, 0);
@@ -132,7 +131,7 @@ void ShardServer::handle(int worker, Transport& t, const std::string& desc, cons
       std::memcpy(out.data(), values_.data(), values_bytes());
       if (statics) std::memcpy(out.data() + values_bytes(), statics_.data(), statics_bytes());
       reply.a = version_;
-      reply.b = start_iter_ + (o_.mode == PsMode::kAsync ? pushes_ / o_.workers : completed_);
+      reply.b = step();
       bytes_out_ += out.size();
       break;
     }
@@ -147,7 +146,7 @@ void ShardServer::handle(int worker, Transport& t, const std::string& desc, cons
       out.resize(values_bytes());
       std::memcpy(out.data(), values_.data(), values_bytes());
       reply.a = version_;
-      reply.b = start_iter_ + (o_.mode == PsMode::kAsync ? pushes_ / o_.workers : completed_);
+      reply.b = step();
       bytes_out_ += out.size();
       break;
     }
@@ -156,7 +155,7 @@ void ShardServer::handle(int worker, Transport& t, const std::string& desc, cons
       std::unique_lock<std::mutex> lock(mu_);
       wait_for_init(lock, desc);
       write_state(out);
-      reply.a = start_iter_ + (o_.mode == PsMode::kAsync ? pushes_ / o_.workers : completed_);
+      reply.a = step();
       reply.b = optimizer_->steps();
       break;
     }
@@ -235,50 +234,56 @@ void ShardServer::on_push(int worker, const PsHeader& h, const std::vector<char>
   staleness_[static_cast<size_t>(std::min<int64_t>(version_ - h.b, kStalenessBins - 1))] += 1;
   clock_[w] = c + 1;
   ++pushes_;
-  if (o_.mode == PsMode::kAsync) {
+  if (!aggregates()) {
     apply(scratch_.data(), 1.0 / o_.workers);
-    return;
+    if (o_.mode == PsMode::kAsync) return;
+  } else {
+    for (int64_t k = 0; k < count_; ++k) acc_[static_cast<size_t>(k)] += scratch_[static_cast<size_t>(k)];
+    contributors_ += 1;
+    complete_clocks();
   }
-  const int tau = o_.staleness;
-  if (c > completed_ + tau) {
-    fail<PsProtocolError>("parameter server: ", desc, " pushed step ", c + 1, " while only ", completed_,
-                          " steps are complete and the staleness bound is ", tau);
-  }
-  std::vector<float>& acc = acc_[static_cast<size_t>(c % (tau + 1))];
-  for (int64_t k = 0; k < count_; ++k) acc[static_cast<size_t>(k)] += scratch_[static_cast<size_t>(k)];
-  contributors_[static_cast<size_t>(c % (tau + 1))] += 1;
-  complete_clocks();
   cv_.notify_all();
-  // Answer once the steps up to c - τ are applied (SYNC: this very step).
+  // SYNC: answer after this step is applied; SSP: once the slowest live
+  // worker is at most τ steps behind this one.
+  const int64_t tau = aggregates() ? 0 : o_.staleness;
+  const auto ready = [&] {
+    return !alive_[w] || (aggregates() ? completed_ >= c + 1 : slowest_clock() >= c + 1 - tau);
+  };
   const auto limit = 2 * o_.timeout;
-  if (!cv_.wait_for(lock, limit, [&] { return completed_ >= c + 1 - tau || !alive_[w]; })) {
+  if (!cv_.wait_for(lock, limit, ready)) {
     std::string waiting;
+    const int64_t behind = aggregates() ? completed_ : c - tau;
     for (size_t v = 0; v < clock_.size(); ++v) {
-      if (alive_[v] && clock_[v] <= completed_) waiting += (waiting.empty() ? "" : ", ") + std::to_string(v);
+      if (alive_[v] && clock_[v] <= behind) waiting += (waiting.empty() ? "" : ", ") + std::to_string(v);
     }
-    fail<TimeoutError>(o_.who, ": step ", completed_ + 1, " did not complete within ", seconds_text(limit),
-                       "; waiting for the gradients of worker(s) ", waiting);
+    fail<TimeoutError>(o_.who, ": ", desc, " waited ", seconds_text(limit), " for step ", behind + 1,
+                       " of worker(s) ", waiting);
   }
   if (!alive_[w]) fail<PsProtocolError>(o_.who, ": ", desc, " was dropped while it waited");
 }
 
-void ShardServer::complete_clocks() {
-  if (o_.mode == PsMode::kAsync) return;
-  const int tau = o_.staleness;
-  for (;;) {
-    bool any = false;
-    for (size_t v = 0; v < clock_.size(); ++v) {
-      if (!alive_[v]) continue;
-      any = true;
-      if (clock_[v] <= completed_) return;  // worker v has not pushed this step yet
-    }
-    const size_t slot = static_cast<size_t>(completed_ % (tau + 1));
-    if (!any || contributors_[slot] == 0) return;
-    apply(acc_[slot].data(), 1.0 / contributors_[slot]);
-    std::fill(acc_[slot].begin(), acc_[slot].end(), 0.0f);
-    contributors_[slot] = 0;
-    ++completed_;
+int64_t ShardServer::step() const {
+  return start_iter_ + (aggregates() ? completed_ : pushes_ / o_.workers);
+}
+
+int64_t ShardServer::slowest_clock() const {
+  int64_t m = INT64_MAX;
+  for (size_t v = 0; v < clock_.size(); ++v) {
+    if (alive_[v]) m = std::min(m, clock_[v]);
   }
+  return m;
+}
+
+void ShardServer::complete_clocks() {
+  if (!aggregates()) return;
+  for (size_t v = 0; v < clock_.size(); ++v) {
+    if (alive_[v] && clock_[v] <= completed_) return;  // worker v has not pushed this step yet
+  }
+  if (contributors_ == 0) return;
+  apply(acc_.data(), 1.0 / contributors_);
+  std::fill(acc_.begin(), acc_.end(), 0.0f);
+  contributors_ = 0;
+  ++completed_;
 }
 
 void ShardServer::apply(const float* grad, double scale) {
@@ -290,7 +295,7 @@ void ShardServer::apply(const float* grad, double scale) {
     for (int64_t k = 0; k < segs[i].size(); ++k) d[k] = g[k] * s;
   }
   // The step this update belongs to sets the rate, as in Solver::step.
-  const int64_t iter = start_iter_ + (o_.mode == PsMode::kAsync ? (pushes_ - 1) / o_.workers : completed_);
+  const int64_t iter = start_iter_ + (aggregates() ? completed_ : (pushes_ - 1) / o_.workers);
   clip_gradients(seg_params_, config_.clip_gradients);
   optimizer_->update(seg_params_, learning_rate(config_.lr, iter));
   for (size_t i = 0; i < segs.size(); ++i) {

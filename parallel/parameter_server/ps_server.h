@@ -2,18 +2,21 @@
 // optimizer state, updated with the solver's own rule (framework/optimizer.h)
 // from the workers' gradients, under one of three consistency models:
 //
-//   SYNC   clock c is applied once every live worker pushed its gradient of
-//          clock c (their mean: allreduce data parallel's update), and a
-//          worker's push is answered after its own clock is applied.
-//   SSP τ  as SYNC, but a push of clock c is answered as soon as clocks
-//          up to c - τ are applied: a worker runs at most τ steps ahead of the
-//          slowest, reading weights that hold every finished step (τ = 0 is SYNC).
+//   SYNC   step c is applied once every live worker pushed its gradient of
+//          step c, as one update with their mean (allreduce data parallel's
+//          update), and each push is answered after that update.
 //   ASYNC  every push is applied when it arrives, as 1/N of a step (N
 //          workers), and answered at once with the current weights.
+//   SSP τ  pushes are applied as in ASYNC, but the push of a worker's step c
+//          is answered only once the slowest live worker has pushed step
+//          c - τ: no worker runs more than τ steps ahead (Ho et al., 2013).
+//          With τ = 0 nobody may run ahead, every step's gradients are in
+//          before any is read, and the step is applied as SYNC applies it.
 //
-//   worker 0: push c=5 ──┐                          ┌──► reply (weights after clock 5 - τ)
-//   worker 1: push c=5 ──┼──► acc[5 mod (τ+1)] ──► apply mean when all live pushed clock 5
-//   worker 2: push c=5 ──┘
+//   SYNC:  worker 0: push c ──┐
+//          worker 1: push c ──┼──► sum ──► all live pushed c: apply the mean ──► answer all
+//          worker 2: push c ──┘
+//   SSP:   worker 0: push c ──► apply ──► answer when min(clock of live workers) >= c + 1 - τ
 //
 // Each worker is served by a thread of its own over its own Transport; the
 // shard's state is behind one mutex. A worker that breaks the protocol,
@@ -85,8 +88,13 @@ class ShardServer {
                std::unique_lock<std::mutex>& lock);
   // Applies one update from `grad` (count_ floats) times `scale`. Caller holds mu_.
   void apply(const float* grad, double scale);
-  // SYNC/SSP: applies every clock that all live workers finished. Caller holds mu_.
+  // SYNC: applies the step when all live workers pushed it. Caller holds mu_.
   void complete_clocks();
+  // The step count the servers reached: SYNC steps applied, else pushes / N.
+  int64_t step() const;
+  // SSP: the fewest steps any live worker pushed.
+  int64_t slowest_clock() const;
+  bool aggregates() const { return o_.mode == PsMode::kSync; }
   void write_state(std::vector<char>& out) const;  // caller holds mu_
   void wait_for_init(std::unique_lock<std::mutex>& lock, const std::string& desc);
 
@@ -107,11 +115,11 @@ class ShardServer {
   int64_t start_iter_ = 0;   // the iteration the run started (or resumed) at
   int64_t version_ = 0;      // updates applied in this run
   int64_t pushes_ = 0;
-  std::vector<std::vector<float>> acc_;  // SYNC/SSP: (staleness + 1) clocks of summed gradients
-  std::vector<int> contributors_;
+  std::vector<float> acc_;               // SYNC: the step's summed gradients
+  int contributors_ = 0;
   std::vector<int64_t> clock_;           // per worker: pushes so far
   std::vector<char> alive_;
-  int64_t completed_ = 0;                // SYNC/SSP: clocks applied
+  int64_t completed_ = 0;                // SYNC: steps applied
   std::vector<int64_t> staleness_;       // histogram
   std::vector<std::string> lost_;
   uint64_t bytes_in_ = 0, bytes_out_ = 0;
