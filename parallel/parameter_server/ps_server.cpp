@@ -75,9 +75,8 @@ void ShardServer::serve(int worker, Transport& t, const std::string& desc) {
       }
       handle(worker, t, desc, h, buf);
     }
-  } catch (const std::exception& e) {
+  } catch (const PsProtocolError& e) {
     lose(worker, desc, e.what());
-    // Tell the worker why, if it still listens (it may be gone).
     try {
       const std::string why = e.what();
       PsHeader err;
@@ -87,6 +86,10 @@ void ShardServer::serve(int worker, Transport& t, const std::string& desc) {
       send_ps_message(t, kWorkerPeer, err, why.data());
     } catch (const std::exception&) {
     }
+  } catch (const std::exception& e) {
+    // The pair transport names its ends rank 0 (this server) and rank 1 (the worker).
+    lose(worker, desc, std::string("its connection failed (pair rank 1 is the worker): ") + e.what());
+    // No answer: after a failed transfer the stream is out of step.
   }
 }
 

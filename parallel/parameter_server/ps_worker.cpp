@@ -20,7 +20,9 @@ using Clock = std::chrono::steady_clock;
 std::unique_ptr<Transport> connect_ps_pair(Store& store, int shard, int worker, int pair_rank, const RankEnv& env) {
   TcpTransportOptions o;
   o.hostname = env.hostname;
-  if (!env.master_host.empty()) o.advertise_host = local_address_towards(env.master_host, env.master_port);
+  // Toward the master, as the allreduce transport does; in one process (tests) on loopback.
+  o.advertise_host =
+      env.master_host.empty() ? "127.0.0.1" : local_address_towards(env.master_host, env.master_port);
   return connect_tcp_transport(store, pair_rank, 2,
                                "strata/ps/" + std::to_string(shard) + "/" + std::to_string(worker), env.timeout, o);
 }
