@@ -47,7 +47,8 @@ std::set<std::string> source_layer_names(const Net& net) {
 
 // Replaces the plain entries by rank r's "@rank<r>/..." entries when the
 // snapshot has them, and drops every reserved "@..." entry.
-void select_rank_states(std::map<std::string, std::string>& states, int rank) {
+// Returns whether the states held this rank's own entries ("@rank<r>/..."; rank 0's are the plain ones).
+bool select_rank_states(std::map<std::string, std::string>& states, int rank) {
   const std::string prefix = rank_state_prefix(rank);
   std::map<std::string, std::string> mine;
   bool found = false;
@@ -63,6 +64,7 @@ void select_rank_states(std::map<std::string, std::string>& states, int rank) {
     }
   }
   states = std::move(mine);
+  return found || rank == 0;
 }
 
 }  // namespace
@@ -214,11 +216,13 @@ void Solver::adapt_layer_states(SolverState& st, ResumeInfo& info) const {
     info.snapshot_world_size = static_cast<int>(ws);
   }
   const bool same_world = info.snapshot_world_size == options_.world_size;
-  select_rank_states(st.layer_states, same_world ? options_.rank : 0);
+  const bool own = select_rank_states(st.layer_states, same_world ? options_.rank : 0);
   select_rank_states(st.test_layer_states, same_world ? options_.rank : 0);
-  if (same_world) return;
+  if (same_world && own) return;
   // Each rank read its own shard (i % world == rank); with another number of
-  // ranks no saved position means anything, so the data layers start afresh.
+  // ranks no saved position means anything, so the data layers start afresh;
+  // so do they on a rank whose position the snapshot lacks (a parameter-server
+  // worker: worker 0 writes the snapshot alone).
   for (const std::string& name : source_layer_names(*net_)) {
     auto state = st.layer_states.find(name);
     if (state == st.layer_states.end()) continue;
