@@ -1,0 +1,48 @@
+// EuclideanLoss (Caffe "EuclideanLoss"): loss = sum((a - b)^2) / (2 N), N
+// the first dimension of a. Bottoms a and b with the same count per sample
+// (count from axis 1 on; their shapes may differ). Both take a gradient:
+// d loss/da = (a - b) / N = -d loss/db.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class EuclideanLossLayer : public Layer {
+ public:
+  using Layer::Layer;
+  static LayerSchema schema();
+
+  int min_bottoms() const override { return 2; }
+  int max_bottoms() const override { return 2; }
+  float default_loss_weight(int /*top_index*/) const override { return 1.0f; }
+
+  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  // 2 N, at least 1 (a zero batch gives loss 0).
+  double divisor(const BlobVec& bottom) const;
+
+  std::vector<float> diff_;  // a - b, kept for backward
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+
+ private:
+  struct CudaState;  // device scratch, in layers/euclidean_loss.cu
+  std::shared_ptr<CudaState> cuda_;
+#endif
+};
+
+}  // namespace strata

@@ -1,0 +1,81 @@
+// What the Caffe loss layers share (Caffe's LossLayer): how loss_param picks
+// the divisor of a summed loss, the check that turns a float label into a
+// class index, and sums that give the same bits for any thread count. Not a
+// layer type (nothing registers it); SoftmaxWithLoss predates it and keeps
+// its own copy of the normalization rules.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#ifndef __CUDACC__
+#include "framework/threads.h"
+#endif
+
+namespace strata {
+
+enum class LossNormalization { kValid, kBatchSize, kFull, kNone };
+
+// loss_param as Caffe reads it: an explicit `normalization` wins, else the
+// legacy `normalize` bool (true = VALID, false = BATCH_SIZE), else
+// `fallback` (Caffe's default differs by layer: VALID for InfogainLoss,
+// BATCH_SIZE for SigmoidCrossEntropyLoss).
+LossNormalization read_loss_normalization(const ConfigNode& loss_param, LossNormalization fallback);
+std::optional<int64_t> read_ignore_label(const ConfigNode& loss_param);
+
+// The divisor of a summed loss over `outer` samples of `positions` in all,
+// `valid` of which count. Never below 1, so an empty or fully ignored batch
+// gives loss 0 rather than NaN.
+double loss_divisor(LossNormalization mode, int64_t outer, int64_t positions, int64_t valid);
+
+// Caffe's num(): the first dimension, 1 for a scalar. Divisors use
+// max(1, it) so that a zero batch gives 0, not 0 / 0.
+inline int64_t loss_batch(const std::vector<int64_t>& shape) { return shape.empty() ? 1 : shape[0]; }
+
+// The class index of label value `v` at position `index`, for scores with
+// `classes` classes: -1 when it equals the ignore label. Anything else that
+// is not a whole number in [0, classes) is an Error naming `where`, the
+// value, the index and its sample (index / inner).
+int32_t class_label(const std::string& where, float v, int64_t index, int64_t inner, int64_t classes,
+                    const std::optional<int64_t>& ignore_label);
+
+// Caffe's kLOG_THRESHOLD: probabilities are clamped to it before the log.
+constexpr float kLossLogThreshold = 1e-20f;
+
+#ifndef __CUDACC__
+// sum_{i < n} term(i) in double, in fixed blocks whose partial sums are added
+// in order: the same result for any number of threads.
+template <class Term>
+double deterministic_sum(int64_t n, const Term& term) {
+  constexpr int64_t kBlock = 8192;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+  std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
+  parallel_for(blocks, 2, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      double s = 0.0;
+      const int64_t end = std::min(n, (b + 1) * kBlock);
+      for (int64_t i = b * kBlock; i < end; ++i) s += term(i);
+      partial[static_cast<size_t>(b)] = s;
+    }
+  });
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+#endif
+
+#ifdef STRATA_WITH_CUDA
+namespace cuda {
+// On the compute stream, in one block (deterministic): top[0] =
+// sum(terms[0..n)) / d, where d = max(1, sum(valid[0..n))) when `valid` is
+// not null (VALID normalization), else `fixed_divisor`. d is written to
+// divisor[0] for the backward kernels, so nothing waits for the GPU.
+void loss_total(int64_t n, const float* terms, const float* valid, float fixed_divisor, float* top, float* divisor);
+}  // namespace cuda
+#endif
+
+}  // namespace strata

@@ -1,0 +1,53 @@
+// MultinomialLogisticLoss (Caffe "MultinomialLogisticLoss"): the negative log
+// likelihood of probabilities p [N, C, ...] (C = count / N per sample; what
+// a Softmax layer gives) at labels [N]:
+//   loss = -sum_n log(max(p[n, label_n], 1e-20)) / N.
+// PyTorch's nll_loss of log(p). The labels take no gradient; p gets
+// -1 / (N max(p, 1e-20)) at each label and 0 elsewhere (Caffe's gradient,
+// also below the clamp). For scores rather than probabilities use
+// SoftmaxWithLoss, which is stabler.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class MultinomialLogisticLossLayer : public Layer {
+ public:
+  using Layer::Layer;
+  static LayerSchema schema();
+
+  int min_bottoms() const override { return 2; }
+  int max_bottoms() const override { return 2; }
+  float default_loss_weight(int /*top_index*/) const override { return 1.0f; }
+  bool can_backward_to(int bottom_index) const override { return bottom_index == 0; }
+
+  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  double divisor() const { return static_cast<double>(num_ > 0 ? num_ : 1); }
+
+  int64_t num_ = 0, dim_ = 0;
+  std::vector<int32_t> labels_;  // checked class index per sample
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+
+ private:
+  struct CudaState;  // device scratch, in layers/multinomial_logistic_loss.cu
+  std::shared_ptr<CudaState> cuda_;
+#endif
+};
+
+}  // namespace strata

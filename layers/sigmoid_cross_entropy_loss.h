@@ -1,0 +1,73 @@
+// SigmoidCrossEntropyLoss (Caffe "SigmoidCrossEntropyLoss"): the binary
+// cross-entropy of sigmoid(x) against targets t in [0, 1] (PyTorch's
+// BCEWithLogits), summed over every element and divided as
+// loss_param.normalization says (Caffe's default here: BATCH_SIZE = the first
+// dimension). Bottoms: scores x and targets of the same count; elements whose
+// target equals loss_param.ignore_label add nothing. The targets take no
+// gradient; d loss/dx = (sigmoid(x) - t) / divisor.
+#pragma once
+
+#include <cmath>  // expf, log1pf for the shared formulas
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "framework/layer.h"
+#include "layers/loss_layer.h"
+
+namespace strata {
+
+class SigmoidCrossEntropyLossLayer : public Layer {
+ public:
+  SigmoidCrossEntropyLossLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  int min_bottoms() const override { return 2; }
+  int max_bottoms() const override { return 2; }
+  float default_loss_weight(int /*top_index*/) const override { return 1.0f; }
+  bool can_backward_to(int bottom_index) const override { return bottom_index == 0; }
+
+  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+
+ private:
+  // The divisor for VALID needs the count of kept targets, known after forward.
+  double fixed_divisor(const BlobVec& bottom) const;
+
+  LossNormalization normalization_;
+  std::optional<int64_t> ignore_label_;
+  double divisor_ = 1.0;  // of the last CPU forward, for backward
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+
+ private:
+  struct CudaState;  // device scratch, in layers/sigmoid_cross_entropy_loss.cu
+  std::shared_ptr<CudaState> cuda_;
+#endif
+};
+
+// The stable per-element loss max(x, 0) - x t + log(1 + exp(-|x|)) and its
+// gradient sigmoid(x) - t, for the .cpp and the .cu.
+#ifdef __CUDACC__
+#define STRATA_SCE_FN __host__ __device__ inline
+#else
+#define STRATA_SCE_FN inline
+#endif
+STRATA_SCE_FN float sigmoid_cross_entropy(float x, float t) {
+  return fmaxf(x, 0.0f) - x * t + log1pf(expf(-fabsf(x)));
+}
+STRATA_SCE_FN float sigmoid_cross_entropy_grad(float x, float t) {
+  const float s = x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
+  return s - t;
+}
+#undef STRATA_SCE_FN
+
+}  // namespace strata
