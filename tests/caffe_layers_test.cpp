@@ -1,0 +1,127 @@
+// Caffe's layer set beyond the common layers (LRN, Deconvolution, Crop,
+// Slice, Silence, Tile, Reduction, ArgMax, Embed, Bias, PReLU, DummyData):
+// what the generic, golden and CPU-vs-CUDA tests do not reach: configs that
+// must be refused with the key named, several tops, Caffe's rules where
+// PyTorch has no counterpart (ArgMax's ties, DummyData), Caffe's own
+// spelling in a whole net, and the per-element functions the CUDA kernels
+// run where the CPU path computes another way (Deconvolution).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+#include "layers/deconvolution.h"
+#include "tests/layer_test_util.h"
+#include "tests/net_test_util.h"
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+using test_util::LayerHarness;
+
+std::string net_with(const std::string& layer, const std::string& shape = "dim: 2 dim: 3 dim: 4 dim: 4") {
+  return "layer { name: 'in' type: 'Input' top: 'x' input_param { shape { " + shape + " } } }\n" + layer;
+}
+
+std::string config_error(const std::string& layer, const std::string& shape = "dim: 2 dim: 3 dim: 4 dim: 4") {
+  return test::error_of<ConfigError>([&] { test::make_net(net_with(layer, shape)); });
+}
+
+std::string shape_error(const std::string& layer, const std::string& shape) {
+  return test::error_of<ShapeError>([&] { test::make_net(net_with(layer, shape)); });
+}
+
+// ---- LRN ----
+
+TEST(CaffeLayers, LrnRejectsAnEvenWindowAndNamesTheKey) {
+  const std::string e = config_error("layer { name: 'n' type: 'LRN' bottom: 'x' top: 'y' lrn_param { local_size: 4 } }");
+  EXPECT_CONTAINS(e, "local_size");
+  EXPECT_CONTAINS(e, "odd");
+  EXPECT_CONTAINS(e, "layer 'n' (LRN)");
+  EXPECT_CONTAINS(config_error("layer { name: 'n' type: 'LRN' bottom: 'x' top: 'y' lrn_param { k: 0 } }"), "k must be > 0");
+  EXPECT_CONTAINS(config_error("layer { name: 'n' type: 'LRN' bottom: 'x' top: 'y' lrn_param { alpha: -1 } }"),
+                  "alpha must be >= 0");
+  EXPECT_CONTAINS(config_error("layer { name: 'n' type: 'LRN' bottom: 'x' top: 'y' lrn_param { norm_region: ACROSS } }"),
+                  "ACROSS_CHANNELS");
+  EXPECT_CONTAINS(config_error("layer { name: 'n' type: 'LRN' bottom: 'x' top: 'y' lrn_param { localsize: 5 } }"),
+                  "did you mean 'local_size'");
+  EXPECT_CONTAINS(config_error("layer { name: 'n' type: 'LRN' bottom: 'x' top: 'x' }"), "in place");
+  EXPECT_CONTAINS(shape_error("layer { name: 'n' type: 'LRN' bottom: 'x' top: 'y' }", "dim: 2 dim: 3"), "4-D");
+}
+
+// AlexNet's spelling, as in BVLC's deploy.prototxt.
+TEST(CaffeLayers, LrnRunsAsAlexNetWritesIt) {
+  auto net = test::make_net(net_with(R"(
+layer { name: "norm1" type: "LRN" bottom: "x" top: "norm1"
+        lrn_param { local_size: 5 alpha: 0.0001 beta: 0.75 } })"));
+  Blob& x = net->blob("x");
+  x.data.fill(2.0f);
+  net->forward();
+  // Every channel of a 3-channel input sees all 3 within a window of 5:
+  // s = 1 + 1e-4 / 5 * 3 * 4, y = 2 * s^-0.75.
+  const float want = 2.0f * std::pow(1.0f + 1e-4f / 5.0f * 12.0f, -0.75f);
+  for (float v : test::values(net->blob("norm1").data)) EXPECT_FLOAT_EQ(v, want);
+}
+
+// ---- Deconvolution ----
+
+TEST(CaffeLayers, DeconvolutionRejectsBadConfigsNamingTheKey) {
+  const std::string base = "layer { name: 'up' type: 'Deconvolution' bottom: 'x' top: 'y' convolution_param { ";
+  EXPECT_CONTAINS(config_error(base + "kernel_size: 2 } }"), "num_output");
+  EXPECT_CONTAINS(config_error(base + "num_output: 2 } }"), "missing kernel_size");
+  EXPECT_CONTAINS(config_error(base + "num_output: 3 kernel_size: 2 group: 2 } }"), "not divisible by group");
+  EXPECT_CONTAINS(config_error(base + "num_output: 2 kernel_size: 2 stride: 0 } }"), "stride must be >= 1");
+  EXPECT_CONTAINS(config_error(base + "num_output: 2 kernel_size: 2 pad: 1 pad_h: 1 } }"), "give either pad");
+  EXPECT_CONTAINS(config_error(base + "num_output: 2 kernel_size: 2 split: OUTPUT_CHANNELS } }"),
+                  "unknown key 'split'");
+  EXPECT_CONTAINS(shape_error(base + "num_output: 2 kernel_size: 1 pad: 3 } }", "dim: 1 dim: 3 dim: 4 dim: 4"),
+                  "use less pad");
+  EXPECT_CONTAINS(shape_error(base + "num_output: 2 kernel_size: 2 group: 2 } }", "dim: 1 dim: 3 dim: 4 dim: 4"),
+                  "not divisible by group");
+}
+
+// The functions the CUDA kernels evaluate per element give what the CPU's
+// im2col/GEMM path gives, for every generic example.
+TEST(CaffeLayers, DeconvolutionDeviceFormulasMatchTheCpuPath) {
+  const LayerSchema schema = LayerRegistry::instance().find("Deconvolution").schema();
+  for (const LayerExample& ex : schema.examples) {
+    SCOPED_TRACE(ex.config);
+    LayerHarness h = test_util::make_harness("Deconvolution", ex, 7);
+    h.setup();
+    h.forward();
+    auto& layer = dynamic_cast<DeconvolutionLayer&>(*h.layer);
+    const DeconvGeometry g = layer.geometry();
+    const Blob& w = *layer.params()[0].blob;
+    const float* bias = layer.params().size() > 1 ? layer.params()[1].blob->data.data<float>() : nullptr;
+    const float* x = h.bottom[0]->data.data<float>();
+    const std::vector<float> y = test::values(h.top[0]->data);
+    for (int64_t t = 0; t < h.top[0]->numel(); ++t) {
+      ASSERT_NEAR(deconv_forward_at(g, t, x, w.data.data<float>(), bias), y[t], 1e-5f * (1.0f + std::fabs(y[t])))
+          << "top element " << t;
+    }
+    Rng rng(3);
+    h.top[0]->diff.resize(h.top[0]->shape());
+    test_util::fill_gaussian(h.top[0]->diff, rng);
+    for (const LayerParam& p : layer.params()) p.blob->diff.zero();
+    h.backward();
+    const float* dy = h.top[0]->diff.data<float>();
+    const std::vector<float> dx = test::values(h.bottom[0]->diff);
+    for (int64_t i = 0; i < h.bottom[0]->numel(); ++i) {
+      ASSERT_NEAR(deconv_input_grad_at(g, i, dy, w.data.data<float>()), dx[i], 1e-5f * (1.0f + std::fabs(dx[i])))
+          << "bottom gradient element " << i;
+    }
+    const std::vector<float> dw = test::values(w.diff);
+    for (int64_t k = 0; k < w.numel(); ++k) {
+      ASSERT_NEAR(deconv_weight_grad_at(g, k, h.bottom[0]->shape()[0], x, dy), dw[k],
+                  1e-5f * (1.0f + std::fabs(dw[k])))
+          << "weight gradient element " << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata
