@@ -123,5 +123,57 @@ TEST(CaffeLayers, DeconvolutionDeviceFormulasMatchTheCpuPath) {
   }
 }
 
+// ---- Crop, Slice, Silence ----
+
+TEST(CaffeLayers, CropRejectsWhatDoesNotFitNamingTheKey) {
+  const std::string ref = "layer { name: 'r' type: 'Input' top: 'r' input_param { shape { dim: 2 dim: 3 dim: 3 dim: 3 } } }\n";
+  EXPECT_CONTAINS(config_error(ref + "layer { name: 'c' type: 'Crop' bottom: 'x' bottom: 'r' top: 'y' "
+                                     "crop_param { offset: -1 } }"),
+                  "offset must be >= 0");
+  EXPECT_CONTAINS(shape_error(ref + "layer { name: 'c' type: 'Crop' bottom: 'x' bottom: 'r' top: 'y' "
+                                    "crop_param { offset: 2 } }",
+                              "dim: 2 dim: 3 dim: 4 dim: 4"),
+                  "past the end of bottom 0");
+  EXPECT_CONTAINS(shape_error(ref + "layer { name: 'c' type: 'Crop' bottom: 'x' bottom: 'r' top: 'y' "
+                                    "crop_param { offset: 0 offset: 1 offset: 0 } }",
+                              "dim: 2 dim: 3 dim: 4 dim: 4"),
+                  "3 offsets for 2 cropped axes");
+  EXPECT_CONTAINS(config_error("layer { name: 'c' type: 'Crop' bottom: 'x' top: 'y' }"), "bottom");
+}
+
+TEST(CaffeLayers, SliceFeedsSeveralConsumersAndChecksItsPoints) {
+  auto net = test::make_net(net_with(R"(
+layer { name: "s" type: "Slice" bottom: "x" top: "a" top: "b" slice_param { slice_point: 1 } }
+layer { name: "sil" type: "Silence" bottom: "a" })"));
+  Blob& x = net->blob("x");
+  std::vector<float> v(static_cast<size_t>(x.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  test::set_values(x.data, v);
+  net->forward();
+  EXPECT_EQ(net->blob("a").shape(), (Shape{2, 1, 4, 4}));
+  EXPECT_EQ(net->blob("b").shape(), (Shape{2, 2, 4, 4}));
+  EXPECT_EQ(test::values(net->blob("b").data)[0], 16.0f);   // image 0, channel 1
+  EXPECT_EQ(test::values(net->blob("b").data)[32], 64.0f);  // image 1, channel 1
+  const std::string base = "layer { name: 's' type: 'Slice' bottom: 'x' top: 'a' top: 'b' slice_param { ";
+  EXPECT_CONTAINS(config_error(base + "slice_point: 1 slice_point: 2 } }"), "give one slice_point fewer than tops");
+  EXPECT_CONTAINS(config_error(base + "slice_point: 0 } }"), "strictly increasing");
+  EXPECT_CONTAINS(config_error(base + "axis: 1 slice_dim: 1 } }"), "not both");
+  EXPECT_CONTAINS(shape_error(base + "slice_point: 3 } }", "dim: 2 dim: 3 dim: 4 dim: 4"), "slice_point 3");
+  EXPECT_CONTAINS(shape_error(base + "} }", "dim: 2 dim: 3 dim: 4 dim: 4"), "equal tops");
+}
+
+TEST(CaffeLayers, SilenceTakesBlobsAndGivesZeroGradients) {
+  auto h = test_util::make_harness("Silence", "", {{2, 3}, {4}});
+  h.setup();
+  h.forward();
+  EXPECT_TRUE(h.top.empty());
+  h.bottom[0]->diff.fill(5.0f);
+  h.bottom[1]->diff.fill(5.0f);
+  h.backward({true, false});
+  EXPECT_TRUE(test::all_zero(h.bottom[0]->diff));
+  EXPECT_EQ(test::values(h.bottom[1]->diff)[0], 5.0f) << "a bottom without propagate_down is left alone";
+  EXPECT_CONTAINS(config_error("layer { name: 's' type: 'Silence' bottom: 'x' top: 'y' }"), "top");
+}
+
 }  // namespace
 }  // namespace strata
