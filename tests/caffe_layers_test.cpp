@@ -175,5 +175,98 @@ TEST(CaffeLayers, SilenceTakesBlobsAndGivesZeroGradients) {
   EXPECT_CONTAINS(config_error("layer { name: 's' type: 'Silence' bottom: 'x' top: 'y' }"), "top");
 }
 
+// ---- Tile, Reduction, ArgMax, Embed, Bias, PReLU ----
+
+TEST(CaffeLayers, RefusedConfigsNameTheKey) {
+  const std::string l = "layer { name: 'l' bottom: 'x' top: 'y' ";
+  EXPECT_CONTAINS(config_error(l + "type: 'Tile' }"), "missing tiles");
+  EXPECT_CONTAINS(config_error(l + "type: 'Tile' tile_param { tiles: 0 } }"), "tiles must be >= 1");
+  EXPECT_CONTAINS(shape_error(l + "type: 'Tile' tile_param { tiles: 2 axis: 4 } }", "dim: 2 dim: 3"), "axis 4");
+  EXPECT_CONTAINS(config_error(l + "type: 'Reduction' reduction_param { operation: MAX } }"), "SUMSQ");
+  EXPECT_CONTAINS(shape_error(l + "type: 'Reduction' reduction_param { axis: 2 } }", "dim: 2 dim: 3"), "axis 2");
+  EXPECT_CONTAINS(config_error(l + "type: 'ArgMax' argmax_param { top_k: 0 } }"), "top_k must be >= 1");
+  EXPECT_CONTAINS(shape_error(l + "type: 'ArgMax' argmax_param { top_k: 7 } }", "dim: 2 dim: 3 dim: 2"),
+                  "top_k 7 exceeds the 6 values");
+  EXPECT_CONTAINS(config_error(l + "type: 'Embed' embed_param { num_output: 2 } }"), "input_dim");
+  EXPECT_CONTAINS(config_error(l + "type: 'Embed' embed_param { num_output: 2 input_dim: 0 } }"),
+                  "input_dim (the number of rows");
+  EXPECT_CONTAINS(config_error(l + "type: 'Bias' bias_param { num_axes: -2 } }"), "num_axes must be >= -1");
+  EXPECT_CONTAINS(shape_error(l + "type: 'Bias' bias_param { axis: 1 num_axes: 3 } }", "dim: 2 dim: 3"),
+                  "does not fit the bottom");
+  EXPECT_CONTAINS(config_error(l + "type: 'PReLU' prelu_param { channel_shared: true filler { type: 'bogus' } } }"),
+                  "bogus");
+  EXPECT_CONTAINS(shape_error(l + "type: 'PReLU' }", "dim: 5"), "channel axis");
+}
+
+// Caffe sorts (value, index) pairs descending: among equal values the
+// larger index ranks first, and each rank is taken once.
+TEST(CaffeLayers, ArgMaxBreaksTiesAsCaffeDoes) {
+  auto h = test_util::make_harness("ArgMax", "argmax_param { top_k: 4 out_max_val: true }", {{1, 5}});
+  test::set_values(h.bottom[0]->data, {2.0f, 7.0f, 2.0f, 7.0f, NAN});
+  h.setup();
+  h.forward();
+  EXPECT_EQ(h.top[0]->shape(), (Shape{1, 2, 4}));
+  const std::vector<float> y = test::values(h.top[0]->data);
+  EXPECT_EQ(std::vector<float>(y.begin(), y.begin() + 4), (std::vector<float>{4, 3, 1, 2}));  // NaN first
+  EXPECT_TRUE(std::isnan(y[4]));
+  EXPECT_EQ(std::vector<float>(y.begin() + 5, y.end()), (std::vector<float>{7, 7, 2}));
+}
+
+TEST(CaffeLayers, EmbedRefusesAnIndexOutsideTheTableNamingItsPosition) {
+  auto h = test_util::make_harness("Embed", "embed_param { num_output: 2 input_dim: 3 }", {{2, 2}});
+  test::set_values(h.bottom[0]->data, {0.0f, 2.0f, 3.0f, 1.0f});
+  h.setup();
+  const std::string e = test::error_of<ShapeError>([&] { h.forward(); });
+  EXPECT_CONTAINS(e, "index 3 at position 2");
+  EXPECT_CONTAINS(e, "[0, 3)");
+  test::set_values(h.bottom[0]->data, {0.0f, 1.5f, 2.0f, 1.0f});
+  EXPECT_CONTAINS(test::error_of<ShapeError>([&] { h.forward(); }), "index 1.5 at position 1");
+}
+
+// ---- DummyData (a data layer: no generic or golden case) ----
+
+TEST(CaffeLayers, DummyDataFillsEveryTopAsCaffeSpellsIt) {
+  auto net = test::make_net(R"(
+layer { name: "data" type: "DummyData" top: "a" top: "b" top: "c"
+        dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 4 } shape { dim: 1 dim: 2 dim: 2 }
+                           data_filler { type: "constant" value: 1.5 } data_filler { type: "gaussian" std: 2 }
+                           data_filler { type: "uniform" min: 3 max: 4 } } })");
+  net->forward();
+  EXPECT_EQ(net->blob("a").shape(), (Shape{2, 3}));
+  EXPECT_EQ(net->blob("b").shape(), (Shape{4}));
+  EXPECT_EQ(net->blob("c").shape(), (Shape{1, 2, 2}));
+  for (float v : test::values(net->blob("a").data)) EXPECT_EQ(v, 1.5f);
+  for (float v : test::values(net->blob("c").data)) EXPECT_TRUE(v >= 3.0f && v <= 4.0f) << v;
+  const std::vector<float> first = test::values(net->blob("b").data);
+  net->forward();
+  EXPECT_NE(test::values(net->blob("b").data), first) << "a random filler draws anew on every forward";
+
+  // Legacy dims, one filler (the default, constant 0) for both tops.
+  auto legacy = test::make_net(R"(
+layer { name: "data" type: "DummyData" top: "x" top: "y"
+        dummy_data_param { num: 2 channels: 3 channels: 1 height: 4 width: 5 } })");
+  legacy->forward();
+  EXPECT_EQ(legacy->blob("x").shape(), (Shape{2, 3, 4, 5}));
+  EXPECT_EQ(legacy->blob("y").shape(), (Shape{2, 1, 4, 5}));
+  EXPECT_TRUE(test::all_zero(legacy->blob("y").data));
+}
+
+TEST(CaffeLayers, DummyDataRefusesShapesThatDoNotFitTheTops) {
+  const auto err = [](const std::string& param) {
+    return test::error_of<ConfigError>([&] {
+      test::make_net("layer { name: 'd' type: 'DummyData' top: 'a' top: 'b' dummy_data_param { " + param + " } }");
+    });
+  };
+  EXPECT_CONTAINS(err(""), "needs shape");
+  EXPECT_CONTAINS(err("shape { dim: 1 } shape { dim: 2 } shape { dim: 3 }"), "3 shape entries for 2 top(s)");
+  EXPECT_CONTAINS(err("shape { dim: 1 } num: 1 channels: 1 height: 1 width: 1"), "not both");
+  EXPECT_CONTAINS(err("num: 1 channels: 1 height: 1"), "missing width");
+  EXPECT_CONTAINS(err("shape { dim: 1 } data_filler { type: 'constant' } data_filler { type: 'constant' } "
+                      "data_filler { type: 'constant' }"),
+                  "3 data_filler entries");
+  EXPECT_CONTAINS(err("shape { dim: -1 }"), "dimensions must be >= 0");
+  EXPECT_CONTAINS(err("shape { size: 1 }"), "unknown key 'size'");
+}
+
 }  // namespace
 }  // namespace strata
