@@ -1,0 +1,53 @@
+// Embed (Caffe "Embed", PyTorch nn.Embedding): looks up rows of a learned
+// table. Bottom: indices in [0, input_dim) stored as floats, any shape.
+// Top: the bottom's shape + [num_output]. Params: `weight` [input_dim,
+// num_output] and, with bias_term, `bias` [num_output] added to every row.
+// The indices take no gradient; a row's weight gradient is the sum of the
+// top gradients of the positions that chose it.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "framework/filler.h"
+#include "framework/layer.h"
+
+namespace strata {
+
+class EmbedLayer : public Layer {
+ public:
+  EmbedLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+
+  bool can_backward_to(int /*bottom_index*/) const override { return false; }
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#ifdef STRATA_WITH_CUDA
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+
+ private:
+  struct CudaState;  // the deferred index check, in layers/embed.cu
+  std::shared_ptr<CudaState> cuda_;
+#endif
+
+ private:
+  enum class Bias { kNo, kYes };
+  // ShapeError for index value v at position i of the bottom (not an integer in [0, input_dim)).
+  [[noreturn]] void bad_index(int64_t i, float v, const Shape& bottom_shape) const;
+
+  int64_t num_output_;
+  int64_t input_dim_;
+  Bias bias_;
+  FillerSpec weight_filler_;
+  FillerSpec bias_filler_;
+  int64_t positions_ = 0;  // indices in the bottom, set by reshape()
+};
+
+}  // namespace strata

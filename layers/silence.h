@@ -1,0 +1,34 @@
+// Silence (Caffe "Silence"): takes blobs that nothing else uses, so that a
+// net does not print or keep them as outputs. No tops; forward does nothing,
+// backward gives every bottom a zero gradient.
+#pragma once
+
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+class SilenceLayer : public Layer {
+ public:
+  SilenceLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {}
+  static LayerSchema schema();
+
+  int max_bottoms() const override { return -1; }
+  int min_tops() const override { return 0; }
+  int max_tops() const override { return 0; }
+
+  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void reshape(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+#ifdef STRATA_WITH_CUDA
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+#endif
+};
+
+}  // namespace strata
