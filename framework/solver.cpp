@@ -179,6 +179,7 @@ int64_t Solver::samples_per_iteration() const {
 }
 
 float Solver::step() {
+  for (TrainingStrategy* t : strategies_) t->before_step();
   net_->zero_param_diffs();
   if (scaler_) net_->set_loss_scale(static_cast<float>(scaler_->scale()));
   double loss = 0.0;

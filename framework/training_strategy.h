@@ -7,7 +7,8 @@
 //
 // Where the Solver calls them:
 //
-//   step()      zero gradients
+//   step()      before_step()              every strategy
+//               zero gradients
 //               run_step()                 the one strategy that owns the step (a pipeline),
 //               or iter_size x forward/backward, on_grad_ready(p) as each gradient is final
 //               before_update(net)         every strategy (data parallel: average the gradients)
@@ -58,6 +59,8 @@ class TrainingStrategy {
   virtual StrategyScope scope() const = 0;
 
   // ---- the step ----
+  // First thing in a step, before the gradients are zeroed.
+  virtual void before_step() {}
   // True when run_step() replaces the Solver's iter_size forward/backward passes.
   virtual bool owns_step() const { return false; }
   // The step's forward/backward passes (gradients already zeroed); returns

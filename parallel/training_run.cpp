@@ -23,6 +23,7 @@
 #include "parallel/parameter_server/shard_service.h"
 #include "parallel/rendezvous/env.h"
 #include "parallel/rendezvous/heartbeat.h"
+#include "parallel/slowdown.h"
 #include "parallel/transport/socket.h"
 
 namespace strata::parallel {
@@ -156,6 +157,9 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   // 5. Data parallelism over the replicas (the grid's dp axis).
   solver.set_stop_flag(options.stop);
   Communicator* dp_comm = mp.active() ? (mp.dp_comm()->world_size() > 1 ? mp.dp_comm() : nullptr) : world.get();
+  // Before the strategies that talk to other ranks: it times this rank's passes alone.
+  std::unique_ptr<Slowdown> slowdown;
+  if (options.slowdown > 1.0) slowdown = std::make_unique<Slowdown>(solver, options.slowdown);
   std::unique_ptr<DataParallel> dp;
   std::unique_ptr<ParameterServerWorker> psw;
   if (ps) {

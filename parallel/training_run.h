@@ -62,6 +62,8 @@ struct TrainingRunOptions {
   // A parameter server instead of allreduce (ps.enabled): the ranks split
   // into workers and servers (parallel/parameter_server/ps_config.h).
   ParameterServerConfig ps;
+  // Test knob (--slowdown): this rank computes this many times slower (parallel/slowdown.h).
+  double slowdown = 1.0;
   std::string snapshot;            // resume from this .solverstate.safetensors ("": start afresh)
   std::string weights;             // the file load_weights reads (never written over by this run)
   EarlierRunFiles earlier_run = EarlierRunFiles::kKeep;

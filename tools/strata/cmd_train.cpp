@@ -21,6 +21,7 @@
 #include "parallel/training_run.h"
 #include "parallel/model_parallel/model_parallel_config.h"
 #include "parallel/parameter_server/ps_config.h"
+#include "parallel/slowdown.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/flag_lists.h"
@@ -194,6 +195,8 @@ int train_main(int argc, char** argv) {
               "strata launch --servers, else 0"},
              {"ps-compression", FlagKind::kValue, "parameter server: gradients on the wire as NONE, FP16 or BF16",
               "solver's parallel block, else NONE"},
+             {"slowdown", FlagKind::kValue,
+              "test knob: this rank computes F times slower (sleeps F-1 times each step's forward/backward)", "1"},
              {"max-memory", FlagKind::kValue, "cap on this process's tensor storage, e.g. 64M or 2G", "no cap"}});
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   if (args.has("weights") && args.has("snapshot")) {
@@ -213,6 +216,7 @@ int train_main(int argc, char** argv) {
   run.data = data_parallel_config(config, args);
   run.model = model_parallel_config(config, args);
   run.ps = parameter_server_config(config, args);
+  if (args.has("slowdown")) run.slowdown = parallel::parse_slowdown(args.get("slowdown"), "--slowdown");
   if (args.has("max-memory")) set_memory_cap(parse_memory_size(args.get("max-memory"), "--max-memory"));
   // Several ranks on this host share its cores unless --threads says otherwise.
   const parallel::RankEnv env = parallel::detect_rank_env();
