@@ -157,6 +157,7 @@ asan_filter+=':ResumeExtendTest.*:RestoreErrorsTest.*:TransferWeightsFiles.*'
 asan_filter+=':ParallelStore.*:ParallelSocket.*:ParallelRankEnv.*:ParallelLaunch.*'
 asan_filter+=':*Transport*:PeerFailure.*'
 asan_filter+=':*Collectives*:*Communicator*:ReduceKernels.*:*ProcessTest.*:ProcessFailure.*'
+asan_filter+=':PsKeyLayout.*:PsShardServer.*'
 if wants asan; then
   log=build-logs/asan.log
   : > "$log"

@@ -1,5 +1,7 @@
 #include "parallel/parameter_server/ps_worker.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -54,6 +56,18 @@ ParameterServerWorker::ParameterServerWorker(Solver& solver, Store& store, const
     wire_.emplace_back(static_cast<size_t>(layout_->count(s)) * 2);
   }
   version_.assign(static_cast<size_t>(roles_.shards), 0);
+  shards_of_param_.resize(layout_->params().size());
+  params_in_shard_.assign(static_cast<size_t>(roles_.shards), 0);
+  for (int s = 0; s < roles_.shards; ++s) {
+    for (const Segment& g : layout_->segments(s)) {
+      shards_of_param_[static_cast<size_t>(g.param)].push_back(s);
+      params_in_shard_[static_cast<size_t>(s)] += 1;  // a parameter appears in a shard's segments once
+    }
+  }
+  pending_ = params_in_shard_;
+  pushed_.assign(static_cast<size_t>(roles_.shards), 0);
+  early_push_ = solver_.config().iter_size == 1 && solver_.loss_scaler() == nullptr &&
+                solver_.config().nonfinite == NonFiniteAction::kStop;
   try {
     if (worker_ == 0) send_init();
     pull_start();
@@ -173,29 +187,61 @@ void ParameterServerWorker::pull_start() {
   }
 }
 
+void ParameterServerWorker::before_step() {
+  pending_ = params_in_shard_;
+  std::fill(pushed_.begin(), pushed_.end(), 0);
+}
+
+void ParameterServerWorker::on_grad_ready(int param_index) {
+  if (!solver_.in_last_pass()) return;
+  const auto t0 = Clock::now();
+  for (int s : shards_of_param_.at(static_cast<size_t>(param_index))) {
+    if (--pending_[static_cast<size_t>(s)] == 0) pushed_[static_cast<size_t>(s)] = push(s, true) ? 1 : 0;
+  }
+  comm_wait_ += std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool ParameterServerWorker::push(int s, bool only_if_finite) {
+  const size_t i = static_cast<size_t>(s);
+  const int64_t n = layout_->count(s);
+  gather_segments(solver_.net(), layout_->segments(s), ParamPart::kGradient, values_[i]);
+  const float* g = values_[i].data<float>();
+  if (only_if_finite) {
+    for (int64_t k = 0; k < n; ++k) {
+      if (!std::isfinite(g[k])) return false;  // the Solver's check names it and stops
+    }
+  }
+  PsHeader h;
+  h.op = static_cast<uint32_t>(PsOp::kPush);
+  h.token = token_;
+  h.a = clock_;
+  h.b = version_[i];
+  const void* payload = g;
+  if (config_.compression == GradCompression::kNone) {
+    h.bytes = static_cast<uint64_t>(n) * 4;
+  } else {
+    encode_gradients(g, n, 1.0f, config_.compression, wire_[i].data());
+    payload = wire_[i].data();
+    h.bytes = static_cast<uint64_t>(n) * 2;
+  }
+  try {
+    send_ps_message(*links_[i], kServerPeer, h, payload);
+  } catch (const NetworkError& e) {
+    broken_ = true;
+    fail<NetworkError>("parameter server: worker ", worker_, " lost ", shard_desc(s), " during step ",
+                       solver_.iter() + 1, ": ", e.what());
+  }
+  return true;
+}
+
 double ParameterServerWorker::run_update(Net& net) {
   const auto t0 = Clock::now();
   const double lr = learning_rate(solver_.config().lr, config_.mode == PsMode::kAsync ? server_step_ : solver_.iter());
+  // Shards whose gradients did not leave during backward go now.
+  for (int s = 0; s < roles_.shards; ++s) {
+    if (!pushed_[static_cast<size_t>(s)]) push(s, false);
+  }
   try {
-    for (int s = 0; s < roles_.shards; ++s) {
-      const size_t i = static_cast<size_t>(s);
-      const int64_t n = layout_->count(s);
-      gather_segments(net, layout_->segments(s), ParamPart::kGradient, values_[i]);
-      PsHeader h;
-      h.op = static_cast<uint32_t>(PsOp::kPush);
-      h.token = token_;
-      h.a = clock_;
-      h.b = version_[i];
-      const void* payload = values_[i].data<float>();
-      if (config_.compression == GradCompression::kNone) {
-        h.bytes = static_cast<uint64_t>(n) * 4;
-      } else {
-        encode_gradients(values_[i].data<float>(), n, 1.0f, config_.compression, wire_[i].data());
-        payload = wire_[i].data();
-        h.bytes = static_cast<uint64_t>(n) * 2;
-      }
-      send_ps_message(*links_[i], kServerPeer, h, payload);
-    }
     for (int s = 0; s < roles_.shards; ++s) {
       const size_t i = static_cast<size_t>(s);
       const int64_t n = layout_->count(s);

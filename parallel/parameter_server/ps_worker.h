@@ -69,6 +69,14 @@ class ParameterServerWorker final : public TrainingStrategy {
   std::string name() const override { return "parameter server"; }
   StrategyScope scope() const override { return StrategyScope::kAcrossReplicas; }
   bool owns_update() const override { return true; }
+  // Pushing while backward runs: a shard's gradients leave as soon as the
+  // last of its parameters is final, so later shards' transfers overlap the
+  // backward of earlier layers. Only where nothing can still change or veto
+  // a gradient after backward: iter_size 1, no FP16 loss scaling, and
+  // `nonfinite: STOP` (a non-finite shard is held back, and the Solver stops).
+  void before_step() override;
+  bool wants_grad_ready() const override { return early_push_; }
+  void on_grad_ready(int param_index) override;
   double run_update(Net& net) override;
   int64_t next_iteration(int64_t iter) override;
   bool owns_test() const override { return worker_ != 0; }
@@ -82,6 +90,9 @@ class ParameterServerWorker final : public TrainingStrategy {
   std::string shard_desc(int s) const;
   void send_init();
   void pull_start();
+  // Sends shard s the step's gradients; false (nothing sent) when
+  // `only_if_finite` and some are not finite.
+  bool push(int s, bool only_if_finite);
 
   Solver& solver_;
   ParameterServerConfig config_;
@@ -97,6 +108,11 @@ class ParameterServerWorker final : public TrainingStrategy {
   int64_t clock_ = 0;                              // steps pushed in this run
   int64_t server_step_ = 0;                        // shard 0's step count at the last answer
   double comm_wait_ = 0.0;
+  bool early_push_ = false;
+  std::vector<std::vector<int>> shards_of_param_;  // per parameter: the shards holding part of it
+  std::vector<int> params_in_shard_;               // per shard: distinct parameters in its segments
+  std::vector<int> pending_;                       // per shard: parameters not yet final this step
+  std::vector<char> pushed_;                       // per shard: this step's gradients sent
   bool broken_ = false;                            // a link failed: no goodbye
 };
 
