@@ -1,3 +1,4 @@
+#include "framework/timeline.h"
 #include "framework/net.h"
 
 #include <algorithm>
@@ -469,6 +470,7 @@ float Net::forward(int from, int to) {
   std::vector<float> device_weights;
   for (int i = from; i <= to; ++i) {
     Layer& layer = *layers_[i];
+    const TimelineScope event("forward", layer.name());
     naming_layer_on_oom(i, "forward", [&] {
       layer.reshape(bottoms_[i], tops_[i]);
       if (on_cuda()) {
@@ -506,6 +508,7 @@ void Net::backward(int from, int to) {
       const float w = loss_weights_[i][t];
       if (w != 0.0f) tops_[i][t]->diff.fill(w * loss_scale_);
     }
+    const TimelineScope event("backward", layers_[i]->name());
     naming_layer_on_oom(i, "backward", [&] {
       if (on_cuda()) {
         layers_[i]->backward_cuda(tops_[i], bottom_need_backward_[i], bottoms_[i]);

@@ -1,3 +1,4 @@
+#include "framework/timeline.h"
 #include "framework/solver.h"
 
 #include <cerrno>
@@ -179,6 +180,7 @@ int64_t Solver::samples_per_iteration() const {
 }
 
 float Solver::step() {
+  const TimelineScope event("step", Timeline::on() ? "step " + std::to_string(iter_ + 1) : std::string());
   for (TrainingStrategy* t : strategies_) t->before_step();
   net_->zero_param_diffs();
   if (scaler_) net_->set_loss_scale(static_cast<float>(scaler_->scale()));
@@ -249,6 +251,7 @@ float Solver::finish_step(double loss) {
 NamedValues Solver::test() {
   NamedValues sums;
   if (!test_net_) return sums;
+  const TimelineScope event("test", "test");
   for (TrainingStrategy* t : strategies_) t->before_test();
   if (TrainingStrategy* tester = owner([](const TrainingStrategy& t) { return t.owns_test(); })) {
     sums = tester->run_test();

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "framework/timeline.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/solver.h"
@@ -124,6 +125,7 @@ SolverState Solver::capture_state(const SnapshotPaths& paths) {
 }
 
 SnapshotPaths Solver::snapshot() {
+  const TimelineScope event("snapshot", "snapshot");
   const SnapshotPaths paths = snapshot_paths(config_.snapshot_prefix, iter_);
   SolverState st = capture_state(paths);
   for (TrainingStrategy* t : strategies_) t->snapshot_state(st);

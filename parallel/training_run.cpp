@@ -1,10 +1,13 @@
 #include "parallel/training_run.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
+#include "framework/timeline.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/io/snapshot_files.h"
@@ -68,6 +71,45 @@ void print_rank_summaries(const RankEnv& env, const ModelParallelRun& mp, Commun
     }
     if (mp.active() && world) world->barrier();
   }
+}
+
+// Every rank's timeline events, gathered to rank 0, which writes the trace.
+void write_timeline(const std::string& path, const RankEnv& env, Communicator* world) {
+  const std::string mine = Timeline::take_events();
+  if (!world || world->world_size() == 1) {
+    Timeline::write_trace(path, {mine});
+    std::printf("timeline: %s\n", path.c_str());
+    return;
+  }
+  const int n = world->world_size();
+  Tensor size(Shape{1}, DType::kI32), sizes(Shape{n}, DType::kI32);
+  size.data<int32_t>()[0] = static_cast<int32_t>(mine.size());
+  world->allgather(size, sizes);
+  int32_t most = 1;
+  for (int r = 0; r < n; ++r) most = std::max(most, sizes.data<int32_t>()[r]);
+  Tensor one(Shape{most}, DType::kU8), all(Shape{env.rank == 0 ? int64_t{most} * n : int64_t{most} * n}, DType::kU8);
+  std::memcpy(one.data<uint8_t>(), mine.data(), mine.size());
+  world->gather(one, all, 0);
+  if (env.rank != 0) return;
+  std::vector<std::string> bodies;
+  for (int r = 0; r < n; ++r) {
+    bodies.emplace_back(reinterpret_cast<const char*>(all.data<uint8_t>()) + int64_t{most} * r,
+                        static_cast<size_t>(sizes.data<int32_t>()[r]));
+  }
+  Timeline::write_trace(path, bodies);
+  std::printf("timeline: %s (%d ranks)\n", path.c_str(), n);
+}
+
+// Under a parameter server no collective gathers the ranks' events (a worker
+// may be gone): each rank writes its own trace, "t.json" -> "t.rank2.json".
+void write_rank_timeline(const std::string& path, int rank) {
+  if (path.empty()) return;
+  const size_t dot = path.rfind('.');
+  const bool has_ext = dot != std::string::npos && path.find('/', dot) == std::string::npos;
+  const std::string mine = (has_ext ? path.substr(0, dot) : path) + ".rank" + std::to_string(rank) +
+                           (has_ext ? path.substr(dot) : "");
+  Timeline::write_trace(mine, {Timeline::take_events()});
+  std::printf("timeline: %s\n", mine.c_str());
 }
 
 // A worker's view of the parameter server it trains against.
@@ -206,6 +248,7 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   }
   const SolveResult result = solver.solve();
   if (!ps) print_rank_summaries(env, mp, world.get());
+  if (!options.timeline.empty() && !ps) write_timeline(options.timeline, env, world.get());
   if (lead) {
     std::printf("log: %s\n", log->path().c_str());
     if (!result.last_snapshot.empty()) std::printf("snapshot: %s\n", result.last_snapshot.c_str());
@@ -257,6 +300,7 @@ SolveResult run_with_parameter_server(const SolverConfig& config, const Training
       std::fflush(stdout);
       service->wait();
       std::printf("%s\n", service->summary().c_str());
+      write_rank_timeline(options.timeline, env.rank);
       if (service->lost_workers() == ps.roles.workers) {
         fail<JobFailedError>(service->who(), ": every worker was lost; nothing is left to train");
       }
@@ -267,6 +311,7 @@ SolveResult run_with_parameter_server(const SolverConfig& config, const Training
       service->wait();
       std::printf("%s\n", service->summary().c_str());
     }
+    write_rank_timeline(options.timeline, env.rank);
     return result;
   } catch (const JobFailedError&) {
     throw;
@@ -280,6 +325,7 @@ SolveResult run_with_parameter_server(const SolverConfig& config, const Training
 
 SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& options) {
   const RankEnv env = detect_rank_env();
+  if (!options.timeline.empty()) Timeline::start(env.rank, "rank " + std::to_string(env.rank));
   if (options.ps.enabled && env.distributed()) return run_with_parameter_server(config, options, env);
   if (options.ps.enabled) {
     std::printf("note: the parameter server needs several ranks (strata launch --nproc N --servers K -- strata "

@@ -62,6 +62,9 @@ struct TrainingRunOptions {
   // A parameter server instead of allreduce (ps.enabled): the ranks split
   // into workers and servers (parallel/parameter_server/ps_config.h).
   ParameterServerConfig ps;
+  // --timeline: a Chrome trace of every rank's run written here by rank 0
+  // (framework/timeline.h); "" for none.
+  std::string timeline;
   // Test knob (--slowdown): this rank computes this many times slower (parallel/slowdown.h).
   double slowdown = 1.0;
   std::string snapshot;            // resume from this .solverstate.safetensors ("": start afresh)

@@ -1,3 +1,4 @@
+#include "framework/timeline.h"
 #include "parallel/data_parallel/data_parallel.h"
 
 #include <algorithm>
@@ -341,6 +342,8 @@ void DataParallel::launch(size_t b) {
   }
   const ReduceOp op = config_.compression == GradCompression::kNone ? ReduceOp::kAverage : ReduceOp::kSum;
   works_[b] = comm_.allreduce_async(buf, op);
+  if (launched_us_.size() < buckets_.size()) launched_us_.resize(buckets_.size());
+  launched_us_[b] = Timeline::on() ? Timeline::now_us() : 0;
 }
 
 void DataParallel::finish_gradients() {
@@ -358,9 +361,14 @@ void DataParallel::finish_gradients() {
     // Buckets whose parameters were never reported (no callback reached
     // them) start now, still in index order.
     while (next_launch_ < buckets_.size()) launch(next_launch_++);
+    const TimelineScope wait_event("wait", "wait allreduce");
     for (size_t b = 0; b < buckets_.size(); ++b) {
       works_[b]->wait();
       works_[b].reset();
+      if (Timeline::on()) {
+        Timeline::record("allreduce", "allreduce bucket " + std::to_string(b), launched_us_[b], Timeline::now_us(),
+                         "allreduce");
+      }
       copy_back(buckets_[b], buffers_[b], 0);
     }
   } else if (!buckets_.empty()) {
@@ -372,7 +380,10 @@ void DataParallel::finish_gradients() {
       }
       base += bucket.numel;
     }
-    comm_.allreduce(buf, op);
+    {
+      const TimelineScope event("allreduce", "allreduce (all buckets)");
+      comm_.allreduce(buf, op);
+    }
     base = 0;
     for (const GradBucket& bucket : buckets_) {
       copy_back(bucket, buf, base);

@@ -148,6 +148,7 @@ class DataParallel final : public TrainingStrategy {
   std::vector<Tensor> buffers_;       // per bucket (overlap on), or one for all (overlap off)
   Tensor staging_;                    // host f32 scratch: GPU gradients into compressed host buckets
   std::vector<std::unique_ptr<CommWork>> works_;  // after buffers_: destroyed first
+  std::vector<int64_t> launched_us_;  // per bucket: when its allreduce started (timeline)
   Tensor scalars_;                    // loss + stop flag
 
   bool global_stop_ = false;

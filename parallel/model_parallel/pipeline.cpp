@@ -1,3 +1,4 @@
+#include "framework/timeline.h"
 #include "parallel/model_parallel/pipeline.h"
 
 #include <algorithm>
@@ -273,6 +274,8 @@ float PipelineParallel::forward(int micro) {
     const PipelineBoundary& pb = plan_.boundaries[b];
     Blob& blob = net.blob(pb.blob);
     blob.resize(pb.shape);
+    const TimelineScope event("pipeline", Timeline::on() ? "recv " + pb.blob + " from stage " + std::to_string(pb.from)
+                                                         : std::string());
     act_.recv(blob.data, pb.from, 2 * b);
   }
   const Clock::time_point t = Clock::now();
@@ -301,6 +304,9 @@ void PipelineParallel::backward(int micro) {
     if (!pb.carries_grad) continue;
     Tensor& g = grad_in_[static_cast<size_t>(b)];
     g.resize(pb.shape);
+    const TimelineScope event("pipeline", Timeline::on() ? "recv gradient of " + pb.blob + " from stage " +
+                                                               std::to_string(pb.to)
+                                                         : std::string());
     grad_.recv(g, pb.to, 2 * b + 1);
     inject[net.layer_index(pb.writer)].push_back(b);
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "framework/timeline.h"
 #include "framework/byte_size.h"
 #include "framework/error.h"
 #include "framework/io/json.h"
@@ -61,6 +62,7 @@ uint64_t ShardServer::state_bytes() const {
 }
 
 void ShardServer::serve(int worker, Transport& t, const std::string& desc) {
+  Timeline::name_this_thread(o_.who + " serving " + desc);
   std::vector<char> buf;
   try {
     for (;;) {
@@ -139,6 +141,7 @@ void ShardServer::handle(int worker, Transport& t, const std::string& desc, cons
       break;
     }
     case PsOp::kPush: {
+      const TimelineScope event("ps", Timeline::on() ? "push of step " + std::to_string(h.a + 1) : std::string());
       expect_ps_bytes(h, push_bytes(), desc);
       buf.resize(h.bytes);
       t.recv(kWorkerPeer, buf.data(), buf.size());

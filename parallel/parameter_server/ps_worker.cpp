@@ -1,3 +1,4 @@
+#include "framework/timeline.h"
 #include "parallel/parameter_server/ps_worker.h"
 
 #include <algorithm>
@@ -202,6 +203,7 @@ void ParameterServerWorker::on_grad_ready(int param_index) {
 }
 
 bool ParameterServerWorker::push(int s, bool only_if_finite) {
+  const TimelineScope event("ps", Timeline::on() ? "push to server " + std::to_string(s) : std::string());
   const size_t i = static_cast<size_t>(s);
   const int64_t n = layout_->count(s);
   gather_segments(solver_.net(), layout_->segments(s), ParamPart::kGradient, values_[i]);
@@ -245,6 +247,7 @@ double ParameterServerWorker::run_update(Net& net) {
     for (int s = 0; s < roles_.shards; ++s) {
       const size_t i = static_cast<size_t>(s);
       const int64_t n = layout_->count(s);
+      const TimelineScope event("ps", Timeline::on() ? "pull from server " + std::to_string(s) : std::string());
       const PsHeader h = recv_reply(s, PsOp::kPush, static_cast<uint64_t>(n) * 4);
       if (n > 0) links_[i]->recv(kServerPeer, values_[i].data<float>(), static_cast<size_t>(n) * 4);
       scatter_segments(values_[i], layout_->segments(s), ParamPart::kValue, net);

@@ -195,6 +195,9 @@ int train_main(int argc, char** argv) {
               "strata launch --servers, else 0"},
              {"ps-compression", FlagKind::kValue, "parameter server: gradients on the wire as NONE, FP16 or BF16",
               "solver's parallel block, else NONE"},
+             {"timeline", FlagKind::kValue,
+              "write a Chrome trace (Perfetto, chrome://tracing) of every rank's layers, steps and communication",
+              "none"},
              {"slowdown", FlagKind::kValue,
               "test knob: this rank computes F times slower (sleeps F-1 times each step's forward/backward)", "1"},
              {"max-memory", FlagKind::kValue, "cap on this process's tensor storage, e.g. 64M or 2G", "no cap"}});
@@ -216,6 +219,7 @@ int train_main(int argc, char** argv) {
   run.data = data_parallel_config(config, args);
   run.model = model_parallel_config(config, args);
   run.ps = parameter_server_config(config, args);
+  run.timeline = args.get("timeline", "");
   if (args.has("slowdown")) run.slowdown = parallel::parse_slowdown(args.get("slowdown"), "--slowdown");
   if (args.has("max-memory")) set_memory_cap(parse_memory_size(args.get("max-memory"), "--max-memory"));
   // Several ranks on this host share its cores unless --threads says otherwise.
