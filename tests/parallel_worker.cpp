@@ -26,6 +26,7 @@
 #include "framework/error.h"
 #include "framework/tensor.h"
 #include "parallel/backends/communicator_factory.h"
+#include "parallel/backends/tcp_communicator.h"
 #include "parallel/rendezvous/env.h"
 #include "tests/parallel_test_util.h"
 
@@ -47,6 +48,8 @@ int run(int argc, char** argv, const parallel::RankEnv& env) {
   parallel::CommunicatorOptions opts;
   opts.backend = "tcp";
   opts.algorithm = argv[2];
+  // strata launch --dp-transport passes the transport on as STRATA_DP_TRANSPORT.
+  if (const char* transport = std::getenv("STRATA_DP_TRANSPORT"); transport && *transport) opts.transport = transport;
   auto comm = parallel::create_communicator(env, opts);
   if (comm->world_size() != env.world_size || comm->rank() != env.rank) {
     std::fprintf(stderr, "%s: communicator reports rank %d of %d\n", env.describe().c_str(), comm->rank(),
@@ -57,7 +60,8 @@ int run(int argc, char** argv, const parallel::RankEnv& env) {
   if (mode == "check") {
     const int64_t large = argc > 3 ? std::atoll(argv[3]) : 100003;
     parallel_test::check_everything(*comm, large);
-    std::printf("rank %d: all checks passed (%s, %s backend)\n", env.rank, argv[2], comm->backend_name().c_str());
+    std::printf("rank %d: all checks passed (%s, %s backend, %s)\n", env.rank, argv[2], comm->backend_name().c_str(),
+                parallel::communicator_transport_name(*comm).c_str());
     return 0;
   }
 
