@@ -218,6 +218,20 @@ TEST(TransportChoice, NamesParseAndBadOnesListTheKnown) {
 
 // ---- ranks as processes, through strata launch --dp-transport rdma ----
 
+std::string read_file(const std::string& path);
+
+// Loading libfabric (its provider libraries' constructors) installs signal
+// handlers; the transport puts the process's own back (strata train's Ctrl-C
+// snapshot, an ignored SIGTERM). In a fresh process: it loads once.
+TEST(FabricTransport, FirstProviderLookupKeepsSignalHandlers) {
+  SKIP_WITHOUT_LIBFABRIC();
+  test::TempDir dir("strata_fabric");
+  const pid_t pid = test::spawn_process({STRATA_PARALLEL_WORKER, "signals"}, {}, dir.path() + "/out.txt");
+  EXPECT_EQ(test::wait_for_process(pid, std::chrono::steady_clock::now() + 30s), 0) << read_file(dir.path() + "/out.txt");
+  EXPECT_NE(read_file(dir.path() + "/out.txt").find("signals kept"), std::string::npos)
+      << read_file(dir.path() + "/out.txt");
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;

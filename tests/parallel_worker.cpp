@@ -14,7 +14,13 @@
 //   strata_parallel_worker ping ALGORITHM
 //       one allreduce and a barrier; prints "rank R: ping ok, store HOST:PORT
 //       (launcher|rank0)": the store the ranks met at, and who served it.
+//   strata_parallel_worker signals
+//       installs a SIGINT handler, makes libfabric initialise (the first
+//       provider lookup) and prints "signals kept" when the handler is
+//       still in place (no rank environment needed).
 // Any failure: a message on stderr and exit status 1.
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +33,7 @@
 #include "framework/tensor.h"
 #include "parallel/backends/communicator_factory.h"
 #include "parallel/backends/tcp_communicator.h"
+#include "parallel/transport/fabric_transport.h"
 #include "parallel/rendezvous/env.h"
 #include "tests/parallel_test_util.h"
 
@@ -39,7 +46,8 @@ int usage() {
                "usage: strata_parallel_worker check ALGORITHM [LARGE]\n"
                "       strata_parallel_worker loop ALGORITHM READY_DIR\n"
                "       strata_parallel_worker bench ALGORITHM BYTES ITERATIONS\n"
-               "       strata_parallel_worker ping ALGORITHM\n");
+               "       strata_parallel_worker ping ALGORITHM\n"
+               "       strata_parallel_worker signals\n");
   return 2;
 }
 
@@ -119,7 +127,26 @@ int run(int argc, char** argv, const parallel::RankEnv& env) {
 
 }  // namespace
 
+void on_sigint(int) {}
+
+// libfabric's first provider lookup must leave the process's signal handlers alone.
+int check_signals() {
+  struct sigaction mine {};
+  mine.sa_handler = on_sigint;
+  sigaction(SIGINT, &mine, nullptr);
+  const std::string found = parallel::fabric_providers_found();
+  struct sigaction now {};
+  sigaction(SIGINT, nullptr, &now);
+  if (now.sa_handler != on_sigint) {
+    std::fprintf(stderr, "looking up libfabric providers (%s) replaced the SIGINT handler\n", found.c_str());
+    return 1;
+  }
+  std::printf("signals kept (providers: %s)\n", found.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "signals") return check_signals();
   if (argc < 3) return usage();
   std::string who = "strata_parallel_worker";
   try {

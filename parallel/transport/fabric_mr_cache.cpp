@@ -1,5 +1,6 @@
 #ifdef STRATA_HAVE_LIBFABRIC
 #include "parallel/transport/fabric_mr_cache.h"
+#include "parallel/transport/fabric_provider.h"
 
 #include <unistd.h>
 
@@ -61,7 +62,7 @@ void* FabricMrCache::desc(const void* data, size_t bytes) {
   if (rc != 0) {
     if (required_) {
       fail<NetworkError>(self_, ": libfabric call failed: fi_mr_reg of ", stop - start, " bytes at ",
-                         reinterpret_cast<void*>(start), ": ", fi_strerror(-rc),
+                         reinterpret_cast<void*>(start), ": ", fabric_strerror(-rc),
                          "; registered memory is pinned: check `ulimit -l` (RLIMIT_MEMLOCK) on this host");
     }
     mr = nullptr;

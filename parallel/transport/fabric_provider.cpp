@@ -12,6 +12,7 @@
 #ifdef STRATA_HAVE_LIBFABRIC
 #include <rdma/fi_domain.h>
 
+#include "parallel/transport/fabric_library.h"
 #include "parallel/transport/fabric_provider.h"
 #include "parallel/transport/socket.h"
 #endif
@@ -27,8 +28,13 @@ std::string fabric_provider_choice(const std::string& provider) {
 
 #ifdef STRATA_HAVE_LIBFABRIC
 
+void FiInfoDeleter::operator()(fi_info* info) const {
+  const FabricApi* api = fabric_api();
+  if (info && api) api->freeinfo(info);  // info exists only if the library loaded
+}
+
 FiInfoPtr fabric_hints(const std::string& provider) {
-  FiInfoPtr hints(fi_allocinfo());
+  FiInfoPtr hints(fabric_api_or_throw().dupinfo(nullptr));
   if (!hints) fail<Error>("fi_allocinfo: out of memory");
   hints->caps = FI_TAGGED;
   hints->ep_attr->type = FI_EP_RDM;
@@ -43,17 +49,24 @@ FiInfoPtr fabric_hints(const std::string& provider) {
 }
 
 FiInfoPtr find_fabric(const std::string& provider, const std::string& node) {
+  const FabricApi& api = fabric_api_or_throw();
   FiInfoPtr hints = fabric_hints(provider);
   fi_info* info = nullptr;
-  const int rc = fi_getinfo(kFabricApiVersion, node.empty() ? nullptr : node.c_str(), nullptr,
-                            node.empty() ? 0 : FI_SOURCE, hints.get(), &info);
+  int rc;
+  {
+    // The first lookup initialises the providers; libfabric's shm provider
+    // then installs signal handlers of its own (fabric_library.h).
+    const KeepSignalHandlers keep;
+    rc = api.getinfo(kFabricApiVersion, node.empty() ? nullptr : node.c_str(), nullptr, node.empty() ? 0 : FI_SOURCE,
+                    hints.get(), &info);
+  }
   if (rc != 0) return nullptr;
   return FiInfoPtr(info);
 }
 
 void throw_fabric_error(const std::string& self, const char* expr, const char* file, int line, long rc) {
   fail<NetworkError>(self, ": libfabric call failed: ", expr, " at ", file, ":", line, ": ",
-                     fi_strerror(static_cast<int>(rc < 0 ? -rc : rc)));
+                     fabric_strerror(static_cast<int>(rc < 0 ? -rc : rc)));
 }
 
 bool fabric_transport_built() { return true; }
@@ -61,15 +74,24 @@ bool fabric_transport_built() { return true; }
 std::string fabric_library_version() {
   // The library's major.minor (it may be newer than the headers), and the
   // headers' revision when they are the same release.
-  const uint32_t v = fi_version();
+  const FabricApi* api = fabric_api();
+  if (!api) return "(not loaded)";
+  const uint32_t v = api->version();
   std::string s = std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
   if (FI_MAJOR(v) == FI_MAJOR_VERSION && FI_MINOR(v) == FI_MINOR_VERSION) s += "." + std::to_string(FI_REVISION_VERSION);
   return s;
 }
 
-bool fabric_rdma_device_present() { return find_fabric("verbs", "") != nullptr; }
+std::string fabric_strerror(int err) {
+  const FabricApi* api = fabric_api();
+  return api ? api->strerror(err) : "error " + std::to_string(err);
+}
+
+bool fabric_rdma_device_present() { return fabric_api() && find_fabric("verbs", "") != nullptr; }
 
 std::string fabric_providers_found() {
+  std::string why;
+  if (!fabric_api(&why)) return "none (" + why + ")";
   FiInfoPtr all = find_fabric("", "");
   // provider -> its domains (devices, interfaces), in the order found
   std::vector<std::pair<std::string, std::vector<std::string>>> found;

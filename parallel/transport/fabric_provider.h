@@ -14,8 +14,11 @@ namespace strata::parallel {
 constexpr uint32_t kFabricApiVersion = FI_VERSION(1, 9);
 
 struct FiInfoDeleter {
-  void operator()(fi_info* info) const { fi_freeinfo(info); }
+  void operator()(fi_info* info) const;
 };
+
+// fi_strerror of the loaded library.
+std::string fabric_strerror(int err);
 using FiInfoPtr = std::unique_ptr<fi_info, FiInfoDeleter>;
 
 // Reliable datagram endpoints with tagged messages; the transport supplies

@@ -26,6 +26,7 @@
 
 #include "parallel/rendezvous/store.h"
 #include "parallel/transport/fabric_mr_cache.h"
+#include "parallel/transport/fabric_library.h"
 #include "parallel/transport/fabric_provider.h"
 #include "parallel/transport/socket.h"
 #endif
@@ -158,7 +159,7 @@ class FabricTransport final : public Transport {
   std::vector<uint8_t> open(fi_info* info) {
     const std::string me = self();
     provider_ = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "?";
-    STRATA_FABRIC_CHECK(me, fi_fabric(info->fabric_attr, &fabric_, nullptr));
+    STRATA_FABRIC_CHECK(me, fabric_api_or_throw().fabric(info->fabric_attr, &fabric_, nullptr));
     STRATA_FABRIC_CHECK(me, fi_domain(fabric_, info, &domain_, nullptr));
     mr_ = std::make_unique<FabricMrCache>(domain_, (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0, me);
 
@@ -199,7 +200,7 @@ class FabricTransport final : public Transport {
     const int n = fi_av_insert(av_, name.data(), 1, &addr, 0, nullptr);
     if (n != 1) {
       fail<NetworkError>(self(), ": libfabric call failed: fi_av_insert of ", peer_name(peer), "'s endpoint address: ",
-                         n < 0 ? fi_strerror(-n) : "address not inserted");
+                         n < 0 ? fabric_strerror(-n) : "address not inserted");
     }
     addrs_[static_cast<size_t>(peer)] = addr;
   }
@@ -252,7 +253,7 @@ class FabricTransport final : public Transport {
       }
       if (rc != 0) {
         fail<NetworkError>(self(), ": libfabric call failed: ", sending ? "fi_tsend to " : "fi_trecv from ",
-                           peer_name(d.peer), ": ", fi_strerror(static_cast<int>(-rc)));
+                           peer_name(d.peer), ": ", fabric_strerror(static_cast<int>(-rc)));
       }
       ++d.posted;
     }
@@ -270,17 +271,25 @@ class FabricTransport final : public Transport {
       const bool was_recv = r.ops && err.op_context >= static_cast<void*>(r.ops->data()) &&
                             err.op_context < static_cast<void*>(r.ops->data() + r.ops->size());
       const int peer = was_recv ? r.peer : s.peer;
+      // A peer that died shows first as a failed operation: say so plainly
+      // when its socket confirms it (the kernel may take a moment to close it).
+      const size_t done = was_recv ? r.done_bytes(chunk_) : s.done_bytes(chunk_);
+      const size_t total = was_recv ? r.bytes : s.bytes;
+      for (int i = 0; i < 20 && err.err != FI_ETRUNC; ++i) {
+        if (peer_gone(peer)) closed(op_name, peer, done, total, was_recv ? "received" : "sent");
+        ::usleep(10000);
+      }
       char buf[256] = {0};
       const char* detail = fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof(buf));
       fail<NetworkError>(self(), ": ", was_recv ? "receiving from " : "sending to ", peer_name(peer), " during ",
-                         op_name, " failed: ", fi_strerror(err.err), " (provider ", provider_, ": ",
+                         op_name, " failed: ", fabric_strerror(err.err), " (provider ", provider_, ": ",
                          detail ? detail : "no detail", ")",
                          err.err == FI_ETRUNC ? "; the ranks disagree on message sizes (different operations?)"
                                               : "; that rank may have exited or crashed, see its output");
     }
     if (n < 0) {
       fail<NetworkError>(self(), ": libfabric call failed: fi_cq_read during ", op_name, ": ",
-                         fi_strerror(static_cast<int>(-n)));
+                         fabric_strerror(static_cast<int>(-n)));
     }
     for (ssize_t i = 0; i < n; ++i) static_cast<Op*>(entries[i].op_context)->done = true;
     return n > 0;

@@ -22,18 +22,22 @@ std::string this_hostname() {
 
 // auto: rdma only when every rank has an RDMA device and the world spans
 // more than one host; each rank publishes what it found, so all decide alike.
+// The hosts are compared first: a world on one host never loads libfabric.
 bool auto_wants_rdma(Store& store, int rank, int world_size, const std::string& hostname) {
-  const bool device = fabric_transport_built() && fabric_rdma_device_present();
-  store.set("strata/transport/auto/" + std::to_string(rank), std::string(device ? "1" : "0") + "|" + hostname);
-  bool all_devices = true;
+  const std::string key = "strata/transport/auto/";
+  store.set(key + "host/" + std::to_string(rank), hostname);
   bool several_hosts = false;
   for (int p = 0; p < world_size; ++p) {
-    const std::string v = p == rank ? std::string(device ? "1" : "0") + "|" + hostname
-                                    : store.get("strata/transport/auto/" + std::to_string(p));
-    all_devices = all_devices && v.rfind("1|", 0) == 0;
-    several_hosts = several_hosts || v.substr(std::min<size_t>(2, v.size())) != hostname;
+    several_hosts = several_hosts || (p != rank && store.get(key + "host/" + std::to_string(p)) != hostname);
   }
-  return all_devices && several_hosts;
+  if (!several_hosts) return false;
+  const bool device = fabric_transport_built() && fabric_rdma_device_present();
+  store.set(key + "device/" + std::to_string(rank), device ? "1" : "0");
+  bool all_devices = device;
+  for (int p = 0; p < world_size; ++p) {
+    all_devices = all_devices && (p == rank || store.get(key + "device/" + std::to_string(p)) == "1");
+  }
+  return all_devices;
 }
 
 }  // namespace
