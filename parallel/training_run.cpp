@@ -19,6 +19,7 @@
 #include "framework/cuda/runtime.h"
 #endif
 #include "parallel/backends/communicator_factory.h"
+#include "parallel/backends/tcp_communicator.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/model_parallel/model_parallel_run.h"
 #include "parallel/parameter_server/ps_log.h"
@@ -213,9 +214,10 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   } else if (dp_comm) {
     dp = std::make_unique<DataParallel>(solver, *dp_comm, options.data);
     if (lead) {
-      std::printf("data parallel: %d ranks, %s backend, %s, %zu gradient bucket%s\n", dp_comm->world_size(),
-                  world->backend_name().c_str(), options.data.summary().c_str(), dp->buckets().size(),
-                  dp->buckets().size() == 1 ? "" : "s");
+      const std::string transport = communicator_transport_name(*dp_comm);
+      std::printf("data parallel: %d ranks, %s backend%s, %s, %zu gradient bucket%s\n", dp_comm->world_size(),
+                  world->backend_name().c_str(), transport.empty() ? "" : (" over " + transport).c_str(),
+                  options.data.summary().c_str(), dp->buckets().size(), dp->buckets().size() == 1 ? "" : "s");
     }
   }
 
@@ -340,7 +342,8 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
   // are reduced on the device; tcp and mpi stage them through host memory.
   std::unique_ptr<Communicator> world;
   if (env.distributed()) {
-    world = create_communicator(env, {options.data.backend, options.data.algorithm, options.device});
+    world = create_communicator(env, {options.data.backend, options.data.algorithm, options.device,
+                                      options.data.transport});
   }
   // A rank that fails, stops or hangs ends every rank within seconds, named
   // (parallel/rendezvous/heartbeat.h); destroyed before `world`, whose store

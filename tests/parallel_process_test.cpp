@@ -118,7 +118,8 @@ TEST_P(ProcessTest, EveryCollectiveExact) {
     const std::string out = read_file(dir.path() + "/launch.log");
     EXPECT_EQ(status, 0) << out;
     for (int r = 0; r < n; ++r) {
-      EXPECT_NE(out.find("rank " + std::to_string(r) + ": all checks passed (" + algorithm + ", tcp backend)"),
+      const std::string transport = std::get<2>(GetParam()) == "tcp" ? "tcp)" : "tcp + shm (";
+      EXPECT_NE(out.find("rank " + std::to_string(r) + ": all checks passed (" + algorithm + ", tcp backend, " + transport),
                 std::string::npos)
           << out;
     }

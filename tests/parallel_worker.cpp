@@ -14,7 +14,13 @@
 //   strata_parallel_worker ping ALGORITHM
 //       one allreduce and a barrier; prints "rank R: ping ok, store HOST:PORT
 //       (launcher|rank0)": the store the ranks met at, and who served it.
+//   strata_parallel_worker signals
+//       installs a SIGINT handler, makes libfabric initialise (the first
+//       provider lookup) and prints "signals kept" when the handler is
+//       still in place (no rank environment needed).
 // Any failure: a message on stderr and exit status 1.
+#include <signal.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +32,8 @@
 #include "framework/error.h"
 #include "framework/tensor.h"
 #include "parallel/backends/communicator_factory.h"
+#include "parallel/backends/tcp_communicator.h"
+#include "parallel/transport/fabric_transport.h"
 #include "parallel/rendezvous/env.h"
 #include "tests/parallel_test_util.h"
 
@@ -38,7 +46,8 @@ int usage() {
                "usage: strata_parallel_worker check ALGORITHM [LARGE]\n"
                "       strata_parallel_worker loop ALGORITHM READY_DIR\n"
                "       strata_parallel_worker bench ALGORITHM BYTES ITERATIONS\n"
-               "       strata_parallel_worker ping ALGORITHM\n");
+               "       strata_parallel_worker ping ALGORITHM\n"
+               "       strata_parallel_worker signals\n");
   return 2;
 }
 
@@ -47,6 +56,8 @@ int run(int argc, char** argv, const parallel::RankEnv& env) {
   parallel::CommunicatorOptions opts;
   opts.backend = "tcp";
   opts.algorithm = argv[2];
+  // strata launch --dp-transport passes the transport on as STRATA_DP_TRANSPORT.
+  if (const char* transport = std::getenv("STRATA_DP_TRANSPORT"); transport && *transport) opts.transport = transport;
   auto comm = parallel::create_communicator(env, opts);
   if (comm->world_size() != env.world_size || comm->rank() != env.rank) {
     std::fprintf(stderr, "%s: communicator reports rank %d of %d\n", env.describe().c_str(), comm->rank(),
@@ -57,7 +68,8 @@ int run(int argc, char** argv, const parallel::RankEnv& env) {
   if (mode == "check") {
     const int64_t large = argc > 3 ? std::atoll(argv[3]) : 100003;
     parallel_test::check_everything(*comm, large);
-    std::printf("rank %d: all checks passed (%s, %s backend)\n", env.rank, argv[2], comm->backend_name().c_str());
+    std::printf("rank %d: all checks passed (%s, %s backend, %s)\n", env.rank, argv[2], comm->backend_name().c_str(),
+                parallel::communicator_transport_name(*comm).c_str());
     return 0;
   }
 
@@ -115,7 +127,26 @@ int run(int argc, char** argv, const parallel::RankEnv& env) {
 
 }  // namespace
 
+void on_sigint(int) {}
+
+// libfabric's first provider lookup must leave the process's signal handlers alone.
+int check_signals() {
+  struct sigaction mine {};
+  mine.sa_handler = on_sigint;
+  sigaction(SIGINT, &mine, nullptr);
+  const std::string found = parallel::fabric_providers_found();
+  struct sigaction now {};
+  sigaction(SIGINT, nullptr, &now);
+  if (now.sa_handler != on_sigint) {
+    std::fprintf(stderr, "looking up libfabric providers (%s) replaced the SIGINT handler\n", found.c_str());
+    return 1;
+  }
+  std::printf("signals kept (providers: %s)\n", found.c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "signals") return check_signals();
   if (argc < 3) return usage();
   std::string who = "strata_parallel_worker";
   try {

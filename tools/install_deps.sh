@@ -6,10 +6,11 @@
 set -euo pipefail
 
 # libopenmpi-dev + openmpi-bin: the mpi communication backend and its tests (mpirun).
+# libfabric-dev: the rdma transport (verbs on InfiniBand/RoCE; tests use its tcp provider).
 # The CUDA backend is optional and not installed here: CMake builds it when it
 # finds nvcc, and then needs cuBLAS and cuDNN 9 (CUDA toolkit + cudnn packages
 # from NVIDIA); without nvcc, or with -DSTRATA_CUDA=OFF, the build is CPU-only.
-packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev libopenmpi-dev openmpi-bin "$@")
+packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev libopenmpi-dev openmpi-bin libfabric-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

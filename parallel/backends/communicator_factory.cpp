@@ -6,10 +6,10 @@
 #include "framework/error.h"
 #include "parallel/backends/host_staging_communicator.h"
 #include "parallel/backends/nccl_communicator.h"
-#include "parallel/transport/shm_transport.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/backends/tcp_communicator.h"
 #include "parallel/transport/tcp_transport.h"
+#include "parallel/transport/transport_select.h"
 
 #if __has_include("parallel/backends/mpi_communicator.h")
 #include "parallel/backends/mpi_communicator.h"
@@ -59,21 +59,15 @@ std::unique_ptr<Communicator> create_tcp(const RankEnv& env, const CommunicatorO
   std::shared_ptr<StoreServer> server;
   std::shared_ptr<Store> store;
   open_store(env, "tcp", server, store);
-  TcpTransportOptions transport_opts;
-  transport_opts.hostname = env.hostname;
+  TransportSetup setup;
+  setup.choice = parse_transport_choice(opts.transport, "transport");
+  setup.hostname = env.hostname;
   // Advertise the interface that reaches the master: the one the other
   // ranks can reach us on, too, in the usual single-network cluster.
-  transport_opts.advertise_host = local_address_towards(env.master_host, env.master_port);
-  std::unique_ptr<Transport> transport =
-      connect_tcp_transport(*store, env.rank, env.world_size, "strata/tcp", env.timeout, transport_opts);
-  // Ranks on the same host move data through shared memory (STRATA_SHM=0
-  // keeps everything on TCP); the TCP connections stay for remote peers and
-  // for noticing a local peer that died.
-  if (shm_enabled_by_env()) {
-    ShmTransportOptions shm_opts;
-    shm_opts.hostname = env.hostname;
-    transport = connect_shm_transport(*store, std::move(transport), "strata/shm", env.timeout, shm_opts);
-  }
+  setup.advertise_host = local_address_towards(env.master_host, env.master_port);
+  // Per peer: shared memory on this host, rdma between hosts with an RDMA
+  // device, TCP otherwise (auto), or what the user chose.
+  std::unique_ptr<Transport> transport = connect_transport(*store, env.rank, env.world_size, env.timeout, setup);
   auto comm = std::make_unique<TcpCommunicator>(std::move(transport), tcp_opts);
   comm->hold(store);
   if (server) comm->hold(server);
@@ -95,13 +89,19 @@ std::unique_ptr<Communicator> create_communicator(const RankEnv& env, const Comm
     fail<ConfigError>("unknown communication backend '", backend, "'; known: auto, tcp, nccl, mpi, local");
   }
   parse_allreduce_algorithm(opts.algorithm);  // reject a bad name even where it is not used
+  const TransportChoice transport = parse_transport_choice(opts.transport, "transport");
+  if (transport != TransportChoice::kAuto && (backend == "nccl" || backend == "mpi")) {
+    fail<ConfigError>("transport '", opts.transport, "' belongs to the tcp backend, but the backend is '", backend,
+                      "' (", backend, " moves its own bytes); use backend tcp (or auto), or transport auto");
+  }
   if (env.world_size <= 1) return std::make_unique<LocalCommunicator>();
   if (backend == "local") {
     fail<ConfigError>(env.describe(), ": backend 'local' serves a world of one rank only; use tcp, nccl or mpi for ",
                       env.world_size, " ranks");
   }
   // auto: NCCL for CUDA tensors where this build has it.
-  if (backend == "nccl" || (backend == "auto" && opts.device.kind == DeviceKind::kCUDA && nccl_backend_built())) {
+  if (backend == "nccl" || (backend == "auto" && transport == TransportChoice::kAuto &&
+                            opts.device.kind == DeviceKind::kCUDA && nccl_backend_built())) {
     return create_nccl(env, opts);
   }
   if (backend == "mpi") {

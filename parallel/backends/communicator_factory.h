@@ -22,6 +22,10 @@ struct CommunicatorOptions {
   // Where the tensors to communicate live: picks the auto backend, and the
   // nccl backend's CUDA device (a CPU device: the current CUDA device).
   Device device = Device::cpu();
+  // Transport of the tcp backend: "auto", "tcp", "shm" or "rdma"
+  // (parallel/transport/transport_select.h). Anything but auto also makes
+  // the auto backend tcp, since only the tcp backend has transports.
+  std::string transport = "auto";
 };
 
 // tcp and nccl: rank 0 serves the store on env.master_port (on 127.0.0.1

@@ -16,7 +16,9 @@
 #include "framework/io/wire_format.h"
 #include "parallel/collectives/collectives.h"
 #include "parallel/collectives/reduce_kernels.h"
+#include "parallel/backends/host_staging_communicator.h"
 #include "parallel/transport/socket.h"
+#include "parallel/transport/transport_select.h"
 
 namespace strata::parallel {
 
@@ -423,6 +425,18 @@ void TcpCommunicator::set_timeout(std::chrono::milliseconds timeout) {
 }
 
 std::string TcpCommunicator::describe() const { return impl_->self; }
+
+std::string TcpCommunicator::transport_name() const {
+  std::lock_guard<std::mutex> lock(impl_->transport_mutex);
+  return impl_->transport ? describe_transport(*impl_->transport) : "closed";
+}
+
+std::string communicator_transport_name(Communicator& c) {
+  Communicator* inner = &c;
+  if (auto* staging = dynamic_cast<HostStagingCommunicator*>(inner)) inner = &staging->inner();
+  const auto* tcp = dynamic_cast<const TcpCommunicator*>(inner);
+  return tcp ? tcp->transport_name() : "";
+}
 
 std::string TcpCommunicator::why_cannot_move(const Tensor& t) const {
   if (t.device().is_cpu()) return {};

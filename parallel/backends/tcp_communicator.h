@@ -81,6 +81,9 @@ class TcpCommunicator final : public Communicator {
 
   std::string describe() const override;
   std::string why_cannot_move(const Tensor& t) const override;
+  // What carries the bytes: "tcp", "tcp + shm (3 peers)", "rdma (libfabric
+  // verbs;ofi_rxm)" (describe_transport); "closed" after a transport error.
+  std::string transport_name() const;
 
  protected:
   void do_broadcast(Tensor& t, int root) override;
@@ -100,5 +103,9 @@ class TcpCommunicator final : public Communicator {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The transport_name of a tcp communicator, also through the host-staging
+// wrapper create_communicator puts around it; "" for other backends.
+std::string communicator_transport_name(Communicator& c);
 
 }  // namespace strata::parallel

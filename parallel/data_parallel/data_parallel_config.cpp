@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "framework/error.h"
+#include "parallel/transport/transport_select.h"
 
 namespace strata::parallel {
 
@@ -43,7 +44,8 @@ const std::vector<std::string>& parallel_keys() {
 }
 
 const std::vector<std::string>& data_parallel_keys() {
-  static const std::vector<std::string> keys = {"backend", "algorithm", "bucket_mb", "overlap", "compression"};
+  static const std::vector<std::string> keys = {"backend",  "algorithm",   "transport", "bucket_mb",
+                                                 "overlap", "compression"};
   return keys;
 }
 
@@ -55,7 +57,7 @@ size_t DataParallelConfig::bucket_bytes() const {
 std::string DataParallelConfig::summary() const {
   char mb[32];
   std::snprintf(mb, sizeof mb, "%g", bucket_mb);
-  return backend + "/" + algorithm + ", " + mb + " MB buckets, overlap " + (overlap == Overlap::kOn ? "on" : "off") +
+  return backend + "/" + algorithm + ", transport " + transport + ", " + mb + " MB buckets, overlap " + (overlap == Overlap::kOn ? "on" : "off") +
          ", compression " + grad_compression_name(compression);
 }
 
@@ -66,6 +68,7 @@ DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block) 
   DataParallelConfig c;
   c.backend = data.get_enum("backend", backends(), c.backend);
   c.algorithm = data.get_enum("algorithm", algorithms(), c.algorithm);
+  c.transport = data.get_enum("transport", transport_choice_names(), c.transport);
   c.bucket_mb = data.get_double("bucket_mb", c.bucket_mb);
   if (const ConfigNode* n = data.find("bucket_mb")) check_bucket_mb(c.bucket_mb, n->loc().str());
   c.overlap = data.get_bool("overlap", true) ? Overlap::kOn : Overlap::kOff;
@@ -102,6 +105,10 @@ void check_algorithm(const std::string& algorithm, const std::string& where) {
   if (std::find(algorithms().begin(), algorithms().end(), algorithm) == algorithms().end()) {
     fail<ConfigError>(where, ": algorithm must be one of ", join(algorithms()), ", got '", algorithm, "'");
   }
+}
+
+void check_transport(const std::string& transport, const std::string& where) {
+  parse_transport_choice(transport, where);
 }
 
 double parse_bucket_mb(const std::string& text, const std::string& where) {

@@ -5,6 +5,8 @@
 //     data {
 //       backend: "auto"      # "auto", "tcp" or "mpi"
 //       algorithm: "auto"    # "auto", "ring" or "tree" (allreduce algorithm)
+//       transport: "auto"    # "auto", "tcp", "shm" or "rdma" (tcp backend's bytes,
+//                            # parallel/transport/transport_select.h)
 //       bucket_mb: 25        # gradient bucket size in MiB (> 0)
 //       overlap: true        # allreduce buckets while backward still runs
 //       compression: NONE    # NONE, FP16 or BF16: dtype of gradients on the wire
@@ -28,13 +30,14 @@ enum class Overlap { kOn, kOff };
 struct DataParallelConfig {
   std::string backend = "auto";
   std::string algorithm = "auto";
+  std::string transport = "auto";
   double bucket_mb = 25.0;
   Overlap overlap = Overlap::kOn;
   GradCompression compression = GradCompression::kNone;
 
   // Bucket capacity in bytes of f32 gradients (at least one float).
   size_t bucket_bytes() const;
-  // "tcp/ring, 25 MB buckets, overlap on, compression none"
+  // "tcp/ring, transport auto, 25 MB buckets, overlap on, compression none"
   std::string summary() const;
 };
 
@@ -50,6 +53,7 @@ GradCompression parse_grad_compression(const std::string& text, const std::strin
 const char* grad_compression_name(GradCompression c);  // "NONE", "FP16", "BF16"
 void check_backend(const std::string& backend, const std::string& where);
 void check_algorithm(const std::string& algorithm, const std::string& where);
+void check_transport(const std::string& transport, const std::string& where);
 double parse_bucket_mb(const std::string& text, const std::string& where);
 
 }  // namespace strata::parallel

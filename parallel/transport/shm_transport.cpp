@@ -179,6 +179,7 @@ class ShmTransport final : public Transport {
   std::string peer_name(int peer) const override {
     return inner_->peer_name(peer) + (is_shm(peer) ? " [shm]" : "");
   }
+  int peer_socket(int peer) const override { return inner_->peer_socket(peer); }
 
   void send(int peer, const void* data, size_t bytes) override {
     if (bytes == 0) return;
@@ -233,6 +234,8 @@ class ShmTransport final : public Transport {
     if (recv_error) std::rethrow_exception(recv_error);
     if (send_error) std::rethrow_exception(send_error);
   }
+
+  const Transport& inner() const { return *inner_; }
 
   // --- setup, used by connect_shm_transport ---
   std::string self() const { return "rank " + std::to_string(rank_) + " on " + hostname_; }
@@ -377,6 +380,11 @@ bool shm_enabled_by_env() {
 int shm_peer_count(const Transport& t) {
   const auto* shm = dynamic_cast<const ShmTransport*>(&t);
   return shm ? shm->shm_peers() : 0;
+}
+
+const Transport* shm_inner_transport(const Transport& t) {
+  const auto* shm = dynamic_cast<const ShmTransport*>(&t);
+  return shm ? &shm->inner() : nullptr;
 }
 
 std::unique_ptr<Transport> connect_shm_transport(Store& store, std::unique_ptr<Transport> inner,

@@ -55,4 +55,7 @@ bool shm_enabled_by_env();
 // How many peers `t` reaches through shared memory (0 for other transports).
 int shm_peer_count(const Transport& t);
 
+// The transport a shared-memory transport wraps; nullptr for other transports.
+const Transport* shm_inner_transport(const Transport& t);
+
 }  // namespace strata::parallel

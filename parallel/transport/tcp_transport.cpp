@@ -112,6 +112,7 @@ class TcpTransport final : public Transport {
   void set_socket(int peer, Socket s) { sockets_[static_cast<size_t>(peer)] = std::move(s); }
   bool has_socket(int peer) const { return sockets_[static_cast<size_t>(peer)].valid(); }
   const Socket& socket(int peer) const { return sockets_[static_cast<size_t>(peer)]; }
+  int peer_socket(int peer) const override { return fd_or_minus_one(peer); }
   int fd_or_minus_one(int peer) const {
     if (peer < 0 || peer >= world_ || peer == rank_) return -1;
     return sockets_[static_cast<size_t>(peer)].fd();
@@ -210,10 +211,7 @@ class TcpTransport final : public Transport {
 
 }  // namespace
 
-int tcp_transport_socket(const Transport& t, int peer) {
-  const auto* tcp = dynamic_cast<const TcpTransport*>(&t);
-  return tcp ? tcp->fd_or_minus_one(peer) : -1;
-}
+int tcp_transport_socket(const Transport& t, int peer) { return t.peer_socket(peer); }
 
 bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;

@@ -54,9 +54,9 @@ std::string default_advertise_host();
 
 bool is_loopback_host(const std::string& host);
 
-// The socket of a transport made by connect_tcp_transport to `peer`, or -1
-// (another kind of transport, no such peer). The shared-memory transport
-// polls it to notice a peer that died.
+// The socket of a transport to `peer` (Transport::peer_socket: a TCP
+// transport's own, or the one a wrapping transport keeps), or -1. The
+// shared-memory transport polls it to notice a peer that died.
 int tcp_transport_socket(const Transport& t, int peer);
 
 }  // namespace strata::parallel

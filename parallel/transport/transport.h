@@ -1,6 +1,6 @@
 // Point-to-point byte transport between the ranks of one world. The
 // collective algorithms (ring, tree) are written once over this interface;
-// the TCP transport implements it now, an RDMA transport later.
+// TCP, shared memory and libfabric (RDMA) transports implement it.
 #pragma once
 
 #include <chrono>
@@ -32,6 +32,11 @@ class Transport {
   virtual void send_recv(int send_peer, const void* send_data, size_t send_bytes, int recv_peer,
                          void* recv_data, size_t recv_bytes,
                          const std::function<void(size_t begin, size_t end)>& on_received) = 0;
+
+  // A socket to `peer` that the kernel closes when the peer's process dies,
+  // or -1. Transports that wrap a TCP transport (shared memory, fabric) poll
+  // it while they wait, so a dead peer is named at once, not at the timeout.
+  virtual int peer_socket(int /*peer*/) const { return -1; }
 };
 
 // How far a send_recv got before it stalled, for its timeout message.

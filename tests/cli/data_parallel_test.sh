@@ -10,6 +10,9 @@
 #  4. A rank killed with SIGKILL mid-training: the run ends non-zero well
 #     within the timeout, naming the rank, and the last snapshot written
 #     before the kill is untouched and still resumes.
+#  5. --dp-transport rdma (libfabric's tcp provider, as there is no RDMA
+#     device here) trains to the same weights as the tcp transport; without
+#     a provider named, rdma is an error that names what libfabric found.
 # Usage: data_parallel_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -60,8 +63,33 @@ for algo in ring tree; do
       --dp-algorithm "$algo" $overlap > "$work/dp.txt" 2>&1 || { cat "$work/dp.txt"; fail "launch failed"; }
     compare_weights "$want" "$dir/dp/digits_iter_8.safetensors" 1e-4
     compare_losses "$dir/single/digits_log.jsonl" "$dir/dp/digits_log.jsonl" 1e-4
+    if [ "$algo" = ring ] && [ -z "$overlap" ]; then cp "$dir/dp/digits_iter_8.safetensors" "$work/tcp_ring.safetensors"; fi
   done
 done
+
+echo "== 2 ranks over the rdma transport (libfabric's tcp provider)"
+rm -rf "$dir/dp"
+if STRATA_FABRIC_PROVIDER=tcp "$strata" launch --nproc 2 -- "$strata" train --solver "$dir/dp.prototxt" \
+     --dp-backend tcp --dp-algorithm ring --dp-transport rdma > "$work/rdma.txt" 2>&1; then
+  grep -q '^\[rank 0\] data parallel: 2 ranks, tcp backend over rdma (libfabric tcp' "$work/rdma.txt" ||
+    { cat "$work/rdma.txt"; fail "the run does not say it went over the rdma transport"; }
+  # The same ring over another transport adds in the same order: identical weights.
+  compare_weights "$work/tcp_ring.safetensors" "$dir/dp/digits_iter_8.safetensors" 0
+  compare_losses "$dir/single/digits_log.jsonl" "$dir/dp/digits_log.jsonl" 1e-4
+  echo "== rdma asked through strata launch, no provider named"
+  if "$strata" launch --nproc 2 --dp-transport rdma -- "$strata" train --solver "$dir/dp.prototxt" \
+       > "$work/rdma_none.txt" 2>&1; then
+    echo "  this machine has an RDMA device: the run used it"
+  else
+    grep -q 'found no RDMA device.*it found: .*tcp.*STRATA_FABRIC_PROVIDER=tcp' "$work/rdma_none.txt" ||
+      { cat "$work/rdma_none.txt"; fail "no clear error for rdma without an RDMA device"; }
+  fi
+elif grep -q 'built without libfabric' "$work/rdma.txt"; then
+  echo "  SKIP: this strata was built without libfabric"
+else
+  cat "$work/rdma.txt"
+  fail "training over the rdma transport failed"
+fi
 
 echo "== output of a 2-rank run"
 grep -q '^\[rank 0\] data parallel: 2 ranks, tcp backend' "$work/dp.txt" || { cat "$work/dp.txt"; fail "no data-parallel summary"; }

@@ -2,6 +2,7 @@
 // Run one process per rank:
 //   strata launch --nproc 4 -- strata_bench_allreduce --backend tcp --algorithm ring
 //   mpirun -np 4 strata_bench_allreduce --backend mpi
+//   strata launch --nproc 4 -- strata_bench_allreduce --transport rdma   (libfabric; see docs/benchmarks.md)
 // For each size (MiB of f32): `warmup` untimed then `iters` timed in-place
 // sum allreduces. Before each one every rank restores its input and passes a
 // barrier; an iteration's time is the slowest rank's, and the reported time
@@ -34,6 +35,7 @@ using Clock = std::chrono::steady_clock;
 struct Options {
   std::string backend = "tcp";
   std::string algorithm = "ring";
+  std::string transport = "auto";
   std::vector<int> sizes_mb = {1, 16, 64, 256};
   int warmup = -1;  // -1: by size
   int iters = -1;
@@ -41,7 +43,7 @@ struct Options {
 
 const char* kUsage =
     "usage: strata_bench_allreduce [--backend tcp|mpi] [--algorithm ring|tree|auto] [--sizes 1,16,64,256]\n"
-    "                              [--warmup N] [--iters N]\n"
+    "                              [--transport auto|tcp|shm|rdma] [--warmup N] [--iters N]\n"
     "Run one process per rank (strata launch --nproc N -- ..., or mpirun for --backend mpi).\n";
 
 std::vector<int> parse_sizes(const std::string& text) {
@@ -83,6 +85,7 @@ Options parse(int argc, char** argv) {
     const std::string v = argv[++i];
     if (a == "--backend") o.backend = v;
     else if (a == "--algorithm") o.algorithm = v;
+    else if (a == "--transport") o.transport = v;
     else if (a == "--sizes") o.sizes_mb = parse_sizes(v);
     else if (a == "--warmup") o.warmup = parse_count(a, v);
     else if (a == "--iters") o.iters = parse_count(a, v);
@@ -116,11 +119,13 @@ int main(int argc, char** argv) {
     parallel::CommunicatorOptions copts;
     copts.backend = opt.backend;
     copts.algorithm = opt.algorithm;
+    copts.transport = opt.transport;
     auto comm = parallel::create_communicator(env, copts);
     const int rank = comm->rank();
     const int world = comm->world_size();
-    const std::string impl = comm->backend_name() == "tcp" ? "strata-tcp-" + opt.algorithm
-                                                             : "strata-" + comm->backend_name();
+    const std::string impl = comm->backend_name() != "tcp" ? "strata-" + comm->backend_name()
+                             : opt.transport == "auto" ? "strata-tcp-" + opt.algorithm
+                                                       : "strata-tcp-" + opt.algorithm + "-" + opt.transport;
 
     for (int mb : opt.sizes_mb) {
       const int64_t n = static_cast<int64_t>(mb) * (1 << 20) / 4;

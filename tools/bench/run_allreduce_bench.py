@@ -10,7 +10,12 @@ and MPI.
 Implementations (--impls, comma-separated; those whose programs are missing
 are skipped with a note):
   ring, tree  strata launch --nproc N -- strata_bench_allreduce --backend tcp --algorithm ring|tree
-              (loopback TCP)
+              (transport auto: shared memory between these local ranks)
+  ring-tcp, ring-shm, ring-rdma
+              the ring over one transport (--transport tcp|shm|rdma); rdma is libfabric: its verbs
+              provider on InfiniBand/RoCE, or STRATA_FABRIC_PROVIDER=tcp (a software provider) on a
+              machine without an RDMA device. Not run by default; the table adds rdma / tcp and
+              rdma / shm ratios when they are run.
   gloo        tools/bench/gloo_allreduce_bench.py --nproc N (torch.distributed, GLOO_SOCKET_IFNAME=lo)
   mpi         mpirun -np N strata_bench_mpi_allreduce over OpenMPI's shared-memory transport
               (pml ob1, btl self,vader: what MPI uses between ranks of one node)
@@ -34,7 +39,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_IMPLS = "ring,tree,gloo,mpi,mpi-tcp"
 LABELS = {"ring": "strata ring", "tree": "strata tree", "gloo": "gloo", "mpi": "MPI shm", "mpi-tcp": "MPI tcp",
-          "strata-mpi": "strata mpi"}
+          "strata-mpi": "strata mpi", "ring-tcp": "ring/tcp", "ring-shm": "ring/shm", "ring-rdma": "ring/rdma"}
 # mpi_yield_when_idle: MPI's blocking calls otherwise spin without yielding,
 # which starves the peer they wait for when ranks share cores (as here, and
 # as strata's and gloo's ranks, which block in the kernel, never do).
@@ -61,6 +66,11 @@ def command(impl, n, a):
         if not (os.path.exists(strata) and os.path.exists(ours)):
             return None, f"{strata} or {ours} not built"
         return [strata, "launch", "--nproc", str(n), "--", ours, "--backend", "tcp", "--algorithm", impl] + sizes, ""
+    if impl in ("ring-tcp", "ring-shm", "ring-rdma"):
+        if not (os.path.exists(strata) and os.path.exists(ours)):
+            return None, f"{strata} or {ours} not built"
+        return [strata, "launch", "--nproc", str(n), "--", ours, "--backend", "tcp", "--algorithm", "ring",
+                "--transport", impl.split("-")[1]] + sizes, ""
     if impl == "gloo":
         return [a.python, os.path.join(HERE, "gloo_allreduce_bench.py"), "--nproc", str(n), "--timeout",
                 str(a.run_timeout)] + sizes, ""
@@ -179,6 +189,8 @@ def main():
     cols = [i for i in runnable]
     head = ["ranks", "MiB"] + [f"{LABELS.get(i, i)} algbw / busbw" for i in cols]
     head += [f"ours / {LABELS[r]}" for r in refs] if ours else []
+    rdma_refs = [r for r in ("ring-tcp", "ring-shm") if r in runnable] if "ring-rdma" in runnable else []
+    head += [f"rdma / {r.split('-')[1]}" for r in rdma_refs]
     head += ["wrong elements (" + ", ".join(LABELS.get(i, i) for i in cols) + ")"]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for n in nprocs:
@@ -192,6 +204,9 @@ def main():
                 for r in refs:
                     ref = med(r, n, mb, "algbw_gbs")
                     row.append(f"{b / ref:.2f}x ({best})" if b and ref else "-")
+            for r in rdma_refs:
+                x, ref = med("ring-rdma", n, mb, "algbw_gbs"), med(r, n, mb, "algbw_gbs")
+                row.append(f"{x / ref:.2f}x" if x and ref else "-")
             row.append(", ".join(wrong(i, n, mb) for i in cols))
             lines.append("| " + " | ".join(row) + " |")
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "framework/error.h"
+#include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/rendezvous/launcher.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
@@ -31,7 +32,7 @@ const char* kLaunchUsage =
     "Starts N processes running COMMAND on this node; their output lines are prefixed \"[rank K] \".\n"
     "Each gets STRATA_RANK, STRATA_WORLD_SIZE, STRATA_LOCAL_RANK, STRATA_LOCAL_WORLD_SIZE,\n"
     "STRATA_MASTER (the store's address: the launcher serves it, or rank 0 with --master),\n"
-    "STRATA_STORE_HOST, STRATA_TOKEN and STRATA_TIMEOUT_S.\n"
+    "STRATA_STORE_HOST, STRATA_TOKEN and STRATA_TIMEOUT_S (and STRATA_DP_TRANSPORT with --dp-transport).\n"
     "When a rank fails, the others are stopped (SIGTERM, then SIGKILL after 5 s) and the launcher\n"
     "exits with that rank's status. Ctrl-C is forwarded to the ranks, which snapshot and stop.\n"
     "Ranks of strata train send heartbeats: one silent for --heartbeat-timeout seconds (stopped or\n"
@@ -57,7 +58,10 @@ int launch_main(int argc, char** argv) {
              {"heartbeat-timeout", FlagKind::kValue,
               "seconds without a heartbeat after which a rank is named as stopped or hung and the job fails; "
               "0 = off, e.g. to debug a rank (STRATA_HEARTBEAT_TIMEOUT_S)",
-              "STRATA_HEARTBEAT_TIMEOUT_S, else 5"}});
+              "STRATA_HEARTBEAT_TIMEOUT_S, else 5"},
+             {"dp-transport", FlagKind::kValue,
+              "data parallel transport of the ranks' strata train (auto, tcp, shm, rdma; STRATA_DP_TRANSPORT)",
+              "their --dp-transport, else the solver's, else auto"}});
   // Flags end at "--"; everything after it is the command, untouched.
   int dash = argc;
   for (int i = 2; i < argc; ++i) {
@@ -81,6 +85,12 @@ int launch_main(int argc, char** argv) {
   options.timeout_s = args.get_int("timeout", 300);
   if (args.has("heartbeat")) options.heartbeat_s = seconds_flag(args, "heartbeat");
   if (args.has("heartbeat-timeout")) options.heartbeat_timeout_s = seconds_flag(args, "heartbeat-timeout");
+  if (args.has("dp-transport")) {
+    const std::string transport = args.get("dp-transport");
+    parallel::check_transport(transport, "--dp-transport");
+    // The ranks inherit the launcher's environment.
+    ::setenv("STRATA_DP_TRANSPORT", transport.c_str(), 1);
+  }
   options.own_command = "strata";
   for (int i = dash + 1; i < argc; ++i) options.command.push_back(argv[i]);
   if (dash == argc) {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -53,6 +54,15 @@ parallel::DataParallelConfig data_parallel_config(const SolverConfig& config, co
   if (args.has("dp-algorithm")) {
     c.algorithm = args.get("dp-algorithm");
     parallel::check_algorithm(c.algorithm, "--dp-algorithm");
+  }
+  // --dp-transport of strata train, else of strata launch (which passes it
+  // to its ranks as STRATA_DP_TRANSPORT), else the solver file's.
+  if (args.has("dp-transport")) {
+    c.transport = args.get("dp-transport");
+    parallel::check_transport(c.transport, "--dp-transport");
+  } else if (const char* env = std::getenv("STRATA_DP_TRANSPORT"); env && *env) {
+    c.transport = env;
+    parallel::check_transport(c.transport, "STRATA_DP_TRANSPORT (strata launch --dp-transport)");
   }
   if (args.has("bucket-mb")) c.bucket_mb = parallel::parse_bucket_mb(args.get("bucket-mb"), "--bucket-mb");
   if (args.has("no-overlap")) c.overlap = parallel::Overlap::kOff;
@@ -173,6 +183,9 @@ int train_main(int argc, char** argv) {
               "solver's parallel block, else auto"},
              {"dp-algorithm", FlagKind::kValue, "data parallel: allreduce algorithm (auto, ring, tree)",
               "solver's parallel block, else auto"},
+             {"dp-transport", FlagKind::kValue,
+              "data parallel: transport of the tcp backend (auto, tcp, shm, rdma; rdma = libfabric)",
+              "STRATA_DP_TRANSPORT (strata launch --dp-transport), else solver's parallel block, else auto"},
              {"bucket-mb", FlagKind::kValue, "data parallel: MiB of gradients per allreduce bucket",
               "solver's parallel block, else 25"},
              {"no-overlap", FlagKind::kSwitch, "data parallel: allreduce after backward instead of during it", ""},
