@@ -92,7 +92,7 @@ Device training_device(const Args& args, const SolverConfig& config, const paral
   why = "this build of strata has no CUDA backend (built without nvcc or with -DSTRATA_CUDA=OFF)";
 #endif
   if (env.rank == 0) {
-    std::printf("note: %s: solver_mode: GPU, but %s: training on the CPU (--device cpu says so and silences this)\n",
+    std::printf("note: %s: solver_mode: GPU, but %s: training on the CPU (give --device cpu to choose it without this note)\n",
                 config.source.c_str(), why.c_str());
   }
   return Device::cpu();
