@@ -393,6 +393,13 @@ std::vector<std::pair<std::string, std::string>> SolverConfig::training_settings
   add("net", net);
   add("train_net", train_net);
   add("net_param", has_net_param ? net_param.to_string() : std::string());
+  // Only when given, so the fingerprints of older snapshots stay as they were.
+  if (train_state.phase || train_state.level || !train_state.stages.empty()) {
+    std::string state = train_state.phase ? std::string(phase_name(*train_state.phase)) : std::string("-");
+    state += ",level=" + (train_state.level ? std::to_string(*train_state.level) : std::string("-"));
+    for (const std::string& st : train_state.stages) state += ",stage=" + st;
+    add("train_state", state);
+  }
   // Only when not the default, so FP32 runs keep the fingerprints of older snapshots.
   if (precision != Precision::kFP32) add("precision", precision_name(precision));
   return out;

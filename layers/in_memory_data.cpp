@@ -17,7 +17,7 @@ InMemoryDataLayer::InMemoryDataLayer(const LayerSpec& spec, const LayerContext& 
 std::string InMemoryDataLayer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
 
 std::string InMemoryDataLayer::resolve(const std::string& path) const {
-  return find_input_path(path, ctx_.base_dir).path;
+  return find_input_path(path, ctx_.base_dir, LookFirst::kBesideFile).path;
 }
 
 void InMemoryDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {

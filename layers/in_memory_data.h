@@ -45,8 +45,8 @@ class InMemoryDataLayer : public Layer {
   // prefixed with the layer's name.
   virtual InMemoryData load() = 0;
   const ConfigNode& data_param() const { return block(param_block_); }
-  // A config path looked up as Caffe does, in the working directory, then in
-  // the config file's folder (framework/io/input_path.h).
+  // A config path looked up in the config file's folder, then in the working
+  // directory, where Caffe's files name their data from (framework/io/input_path.h).
   std::string resolve(const std::string& path) const;
   // "layer 'x' (Type) at file:line:col"
   std::string where_at() const;

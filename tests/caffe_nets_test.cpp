@@ -15,6 +15,7 @@
 #include "framework/caffe_layer_types.h"
 #include "framework/config.h"
 #include "framework/error.h"
+#include "framework/io/input_path.h"
 #include "framework/layer_registry.h"
 #include "framework/net.h"
 #include "framework/net_upgrade.h"
@@ -144,6 +145,11 @@ display: 0
   ASSERT_EQ(config.notices.size(), 1u);
   EXPECT_CONTAINS(config.notices[0], "2 test nets");
   EXPECT_CONTAINS(config.notices[0], "stage test-on-train");
+  // The TRAIN net's state shapes training: a resume must see it changed.
+  std::string without = text;
+  without.replace(without.find("train_state { level: 3 }"), 24, "");
+  EXPECT_NE(config.fingerprint(),
+            parse_solver_config(parse_config_text(without, "solver.prototxt"), "solver.prototxt").fingerprint());
   Solver s(config);
   const std::vector<std::string> train = layer_names(s.net());
   EXPECT_NE(std::find(train.begin(), train.end(), "deep"), train.end());
@@ -433,6 +439,40 @@ TEST(CaffeSolverPaths, WorkingDirectoryFirstAsCaffeThenBesideTheSolver) {
     EXPECT_CONTAINS(c.notices[0], "read from the working directory, as Caffe does");
     EXPECT_CONTAINS(c.notices[0], root.file("examples/mnist/lenet_train_test.prototxt"));
   }
+}
+
+// Solver files look in the working directory first (Caffe); data files named
+// in a net beside the net first, so that a strata net's own relative paths
+// keep their meaning wherever it runs.
+TEST(CaffeSolverPaths, LookupOrderForSolverAndDataFiles) {
+  TempDir root("strata_lookup");
+  ASSERT_EQ(std::system(("mkdir -p '" + root.file("net") + "' '" + root.file("cwd") + "'").c_str()), 0);
+  write_text(root.file("net/both.txt"), "beside");
+  write_text(root.file("cwd/both.txt"), "working");
+  write_text(root.file("net/beside_only.txt"), "beside");
+  write_text(root.file("cwd/working_only.txt"), "working");
+  InDirectory in(root.file("cwd"));
+  const std::string net_dir = root.file("net");
+
+  InputPath p = find_input_path("both.txt", net_dir);
+  EXPECT_EQ(p.path, "both.txt");
+  EXPECT_EQ(p.found, FoundIn::kWorkingDirectory);
+  EXPECT_EQ(p.shadowed, net_dir + "/both.txt");
+  p = find_input_path("both.txt", net_dir, LookFirst::kBesideFile);
+  EXPECT_EQ(p.path, net_dir + "/both.txt");
+  EXPECT_EQ(p.found, FoundIn::kBesideFile);
+  EXPECT_EQ(p.shadowed, "both.txt");
+  for (LookFirst first : {LookFirst::kWorkingDirectory, LookFirst::kBesideFile}) {
+    EXPECT_EQ(find_input_path("beside_only.txt", net_dir, first).path, net_dir + "/beside_only.txt");
+    EXPECT_EQ(find_input_path("working_only.txt", net_dir, first).path, "working_only.txt");
+    p = find_input_path("nowhere.txt", net_dir, first);
+    EXPECT_EQ(p.found, FoundIn::kNowhere);
+    EXPECT_EQ(p.path, net_dir + "/nowhere.txt");
+    EXPECT_EQ(find_input_path("/abs/x", net_dir, first).found, FoundIn::kAbsolute);
+  }
+  EXPECT_CONTAINS(input_path_places("nowhere.txt", net_dir),
+                  "'" + root.file("cwd/nowhere.txt") + "' (the working directory, as Caffe looks) and '" + net_dir +
+                      "/nowhere.txt' (beside the file that names it)");
 }
 
 }  // namespace

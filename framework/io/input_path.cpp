@@ -24,7 +24,7 @@ std::string working_directory() {
   return ::getcwd(buf, sizeof buf) ? std::string(buf) : std::string(".");
 }
 
-InputPath find_input_path(const std::string& path, const std::string& beside_dir) {
+InputPath find_input_path(const std::string& path, const std::string& beside_dir, LookFirst first) {
   InputPath out;
   if (path.empty() || path[0] == '/') {
     out.path = path;
@@ -32,14 +32,18 @@ InputPath find_input_path(const std::string& path, const std::string& beside_dir
     return out;
   }
   const std::string beside = join_path(beside_dir, path);
-  if (file_exists(path)) {
+  const bool in_working = file_exists(path);
+  const bool in_beside = file_exists(beside);
+  const bool both_differ = in_working && in_beside && beside != path && !same_file(path, beside);
+  if (in_working && (first == LookFirst::kWorkingDirectory || !in_beside)) {
     out.path = path;
     out.found = FoundIn::kWorkingDirectory;
-    if (beside != path && file_exists(beside) && !same_file(path, beside)) out.shadowed = beside;
+    if (both_differ) out.shadowed = beside;
     return out;
   }
   out.path = beside;
-  out.found = file_exists(beside) ? FoundIn::kBesideFile : FoundIn::kNowhere;
+  out.found = in_beside ? FoundIn::kBesideFile : FoundIn::kNowhere;
+  if (both_differ) out.shadowed = path;
   return out;
 }
 

@@ -4,8 +4,12 @@
 // files are run from the Caffe root and name paths from there
 // (net: "examples/mnist/lenet_train_test.prototxt"). strata's own files name
 // paths beside themselves (net: "train.prototxt") so they run from anywhere.
-// Both spellings work: a relative path is looked up in the working directory
-// first, as Caffe does, then beside the file that names it.
+// Both spellings work: a relative path is looked up in both places. Solver
+// files look in the working directory first, as Caffe does; data files named
+// in a net look beside the net first, so that a strata net's own
+// "../../data/x.npy" means what it always meant even where the working
+// directory happens to hold another file of that name (a Caffe path such as
+// "examples/mnist/x" exists only from the Caffe root).
 #pragma once
 
 #include <string>
@@ -21,18 +25,21 @@ enum class FoundIn {
 
 struct InputPath {
   // What to open: as written when found in the working directory, joined to
-  // the naming file's folder otherwise (also when found nowhere, so that an
-  // error names the place strata's own files use).
+  // the naming file's folder when found there, and when found nowhere (so
+  // that an error names the place strata's own files use).
   std::string path;
   FoundIn found = FoundIn::kNowhere;
-  // Set when the path was found in the working directory and a different
-  // file of that name also lies beside the naming file: that file's path.
+  // Set when the path was found in the place looked at first and a different
+  // file of that name also lies in the other: that file's path.
   std::string shadowed;
 };
 
+enum class LookFirst { kWorkingDirectory, kBesideFile };
+
 // Looks `path` up as described above; `beside_dir` is the folder of the file
 // that names it ("" for the working directory).
-InputPath find_input_path(const std::string& path, const std::string& beside_dir);
+InputPath find_input_path(const std::string& path, const std::string& beside_dir,
+                          LookFirst first = LookFirst::kWorkingDirectory);
 
 // "'/home/me/x' (the working directory) and 'models/y/x' (beside the file)",
 // for messages about a path found nowhere.
