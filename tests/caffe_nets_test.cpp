@@ -470,8 +470,14 @@ TEST(CaffeSolverPaths, LookupOrderForSolverAndDataFiles) {
     EXPECT_EQ(p.path, net_dir + "/nowhere.txt");
     EXPECT_EQ(find_input_path("/abs/x", net_dir, first).found, FoundIn::kAbsolute);
   }
+  // One file seen from both places keeps the name beside the net.
+  InDirectory in_net(net_dir);
+  p = find_input_path("beside_only.txt", net_dir);
+  EXPECT_EQ(p.path, net_dir + "/beside_only.txt");
+  EXPECT_EQ(p.found, FoundIn::kBesideFile);
+  EXPECT_EQ(p.shadowed, "");
   EXPECT_CONTAINS(input_path_places("nowhere.txt", net_dir),
-                  "'" + root.file("cwd/nowhere.txt") + "' (the working directory, as Caffe looks) and '" + net_dir +
+                  "'" + root.file("net/nowhere.txt") + "' (the working directory, as Caffe looks) and '" + net_dir +
                       "/nowhere.txt' (beside the file that names it)");
 }
 

@@ -35,7 +35,8 @@ InputPath find_input_path(const std::string& path, const std::string& beside_dir
   const bool in_working = file_exists(path);
   const bool in_beside = file_exists(beside);
   const bool both_differ = in_working && in_beside && beside != path && !same_file(path, beside);
-  if (in_working && (first == LookFirst::kWorkingDirectory || !in_beside)) {
+  // One file seen from both places is named as strata always named it (beside the file).
+  if (in_working && (!in_beside || (first == LookFirst::kWorkingDirectory && both_differ))) {
     out.path = path;
     out.found = FoundIn::kWorkingDirectory;
     if (both_differ) out.shadowed = beside;

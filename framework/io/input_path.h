@@ -24,9 +24,11 @@ enum class FoundIn {
 };
 
 struct InputPath {
-  // What to open: as written when found in the working directory, joined to
-  // the naming file's folder when found there, and when found nowhere (so
-  // that an error names the place strata's own files use).
+  // What to open: as written when found in the working directory only (or
+  // first, and a different file lies beside the naming file), joined to the
+  // naming file's folder otherwise (also when both places hold the same file,
+  // and when found nowhere, so that an error names the place strata's own
+  // files use).
   std::string path;
   FoundIn found = FoundIn::kNowhere;
   // Set when the path was found in the place looked at first and a different
