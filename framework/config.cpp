@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "framework/config_problems.h"
 #include "framework/error.h"
 
 namespace strata {
@@ -393,13 +394,18 @@ std::vector<int64_t> ConfigNode::get_ints(const std::string& key) const {
 }
 
 void ConfigNode::check_keys(const std::vector<std::string>& known, const std::string& context) const {
+  // Every unknown key of the block in one error (framework/config_problems.h).
+  ConfigProblems problems;
+  const std::string where = context.empty() ? describe(*this, false) : context;
   for (const ConfigNode& c : children_) {
     if (std::find(known.begin(), known.end(), c.key_) != known.end()) continue;
     const std::string near = nearest_key(c.key_, known);
-    fail<ConfigError>("unknown key '", c.key_, "' in ", context.empty() ? describe(*this, false) : context,
-                      " at ", c.loc_.str(), near.empty() ? "" : "; did you mean '" + near + "'?",
-                      known.empty() ? " (this block takes no keys)" : " (known keys: " + join(known, ", ") + ")");
+    problems.add(detail::concat("unknown key '", c.key_, "' in ", where, " at ", c.loc_.str(),
+                                near.empty() ? "" : "; did you mean '" + near + "'?",
+                                known.empty() ? " (this block takes no keys)"
+                                              : " (known keys: " + join(known, ", ") + ")"));
   }
+  problems.throw_if_any(where);
 }
 
 std::string ConfigNode::to_string(int indent) const {

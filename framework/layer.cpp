@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "framework/caffe_layer_types.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 
@@ -72,6 +73,12 @@ const LayerRegistration& LayerRegistry::find(const std::string& type) const {
       {"WindowData", "use ArrayData with preprocessed .npy arrays"}};
   for (const auto& [caffe_type, hint] : caffe_data_layers) {
     if (type == caffe_type) fail<ConfigError>("layer type '", type, "': ", hint);
+  }
+  // A standard Caffe type (framework/caffe_layer_types.h) gets no did-you-mean:
+  // its nearest name (Convolution for Deconvolution) would be a different layer.
+  if (is_caffe_layer_type(type)) {
+    fail<ConfigError>(type, " is a Caffe layer type strata does not implement yet; replace the layer, or remove "
+                      "it if the net works without it (layer types strata has: ", list, ")");
   }
   const std::string near = nearest_key(type, known);
   fail<ConfigError>("unknown layer type '", type, "'", near.empty() ? "" : "; did you mean '" + near + "'?",

@@ -69,7 +69,9 @@ void Net::build(const ConfigNode& root) {
                       "with -DSTRATA_CUDA=OFF); use --device cpu");
 #endif
   }
-  std::vector<LayerSpec> specs = net_layer_specs(root, options_.phase);
+  state_ = net_state_of(root, options_.phase, options_.state);
+  options_.phase = state_.phase;
+  std::vector<LayerSpec> specs = net_layer_specs(root, state_);
   if (specs.empty()) fail<ConfigError>("net '", name_, "' has no layers in phase ", phase_name(options_.phase));
   for (int i = 0; i < static_cast<int>(specs.size()); ++i) {
     connect_layer(specs[i], i);
@@ -137,7 +139,19 @@ void Net::connect_layer(const LayerSpec& spec, int index) {
   ctx.world_size = options_.world_size;
   ctx.comm = options_.comm;
   ctx.device = options_.device;
-  std::unique_ptr<Layer> layer = LayerRegistry::instance().find(spec.type).create(spec, ctx);
+  const LayerRegistration& reg = LayerRegistry::instance().find(spec.type);
+  std::unique_ptr<Layer> layer = reg.create(spec, ctx);
+  if (spec.tops.empty() && layer->min_tops() > 0 && layer->default_loss_weight(0) != 0.0f) {
+    // Caffe gives a loss layer written without a top one (its AutoTopBlobs):
+    // the loss still counts. Named after the layer, it also shows as an output.
+    LayerSpec with_top = spec;
+    std::string top = spec.name;
+    while (blobs_.count(top)) top += "_loss";
+    with_top.tops.assign(static_cast<size_t>(layer->min_tops()), top);
+    for (int t = 1; t < layer->min_tops(); ++t) with_top.tops[static_cast<size_t>(t)] += "_" + std::to_string(t);
+    connect_layer(with_top, index);
+    return;
+  }
   const std::string where = "layer '" + spec.name + "' (" + spec.type + ") at " + spec.node.loc().str();
 
   auto check_count = [&](size_t n, int lo, int hi, const char* what) {

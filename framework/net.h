@@ -15,11 +15,17 @@
 
 #include "framework/config.h"
 #include "framework/layer.h"
+#include "framework/net_spec.h"
 
 namespace strata {
 
 struct NetOptions {
   Phase phase = Phase::kTrain;
+  // The solver's train_state or test_state (level, stages; a phase given
+  // there replaces `phase`), merged over the net file's own `state { }` as
+  // Caffe's Solver does. Layers are chosen by their include/exclude rules
+  // against the result (framework/net_spec.h).
+  NetStateSpec state;
   std::string base_dir;  // folder of the config file; relative paths resolve against it
   uint64_t seed = 1;
   int rank = 0;
@@ -70,6 +76,8 @@ class Net {
 
   const std::string& name() const { return name_; }
   Phase phase() const { return options_.phase; }
+  // The phase, level and stages the layers were chosen for.
+  const NetState& state() const { return state_; }
   Device device() const { return options_.device; }
   // Multiplies the gradient seeded at every loss (its loss weight) by
   // `scale`: dynamic loss scaling for FP16 training. 1 by default.
@@ -143,6 +151,7 @@ class Net {
   bool on_cuda() const { return !options_.device.is_cpu(); }
 
   NetOptions options_;
+  NetState state_;
   std::string name_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<BlobVec> bottoms_, tops_;

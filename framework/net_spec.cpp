@@ -1,17 +1,21 @@
 #include "framework/net_spec.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
+#include "framework/config_problems.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
+#include "framework/net_upgrade.h"
 
 namespace strata {
 
 const std::vector<std::string>& net_keys() {
   // preset: the image transform the net's input expects (read by `strata embed`).
-  static const std::vector<std::string> keys = {"name",      "layer",     "input",          "input_shape",
-                                                "input_dim", "force_backward", "preset"};
+  // state: Caffe's NetState (phase, level, stage) the file asks for.
+  static const std::vector<std::string> keys = {"name",      "layer",          "input",  "input_shape",
+                                                "input_dim", "force_backward", "preset", "state"};
   return keys;
 }
 
@@ -30,16 +34,61 @@ std::string layer_context(const ConfigNode& block) {
   return n ? "layer '" + n->text() + "'" : "layer at " + block.loc().str();
 }
 
-bool rule_matches(const ConfigNode& rule, Phase phase, const std::string& context) {
-  rule.check_keys({"phase"}, "include/exclude rule of " + context);
-  if (!rule.has("phase")) return true;
-  const std::string p = rule.get_enum("phase", {"TRAIN", "TEST"}, "TRAIN");
-  return p == phase_name(phase);
+// Caffe's Net::StateMeetsRule.
+bool rule_matches(const ConfigNode& rule, const NetState& state, const std::string& context) {
+  rule.check_keys({"phase", "min_level", "max_level", "stage", "not_stage"},
+                  "include/exclude rule of " + context);
+  if (rule.has("phase") && rule.get_enum("phase", {"TRAIN", "TEST"}, "TRAIN") != phase_name(state.phase)) {
+    return false;
+  }
+  if (rule.has("min_level") && state.level < rule.get_int("min_level")) return false;
+  if (rule.has("max_level") && state.level > rule.get_int("max_level")) return false;
+  const auto has_stage = [&](const std::string& s) {
+    return std::find(state.stages.begin(), state.stages.end(), s) != state.stages.end();
+  };
+  for (const std::string& s : rule.get_strings("stage")) {
+    if (!has_stage(s)) return false;
+  }
+  for (const std::string& s : rule.get_strings("not_stage")) {
+    if (has_stage(s)) return false;
+  }
+  return true;
 }
 
 }  // namespace
 
+NetStateSpec parse_net_state(const ConfigNode& block, const std::string& context) {
+  block.check_keys({"phase", "level", "stage"}, context);
+  NetStateSpec spec;
+  if (block.has("phase")) {
+    spec.phase = block.get_enum("phase", {"TRAIN", "TEST"}, "TRAIN") == "TRAIN" ? Phase::kTrain : Phase::kTest;
+  }
+  if (block.has("level")) spec.level = block.get_int("level");
+  spec.stages = block.get_strings("stage");
+  return spec;
+}
+
+void merge_net_state(NetState& state, const NetStateSpec& spec) {
+  if (spec.phase) state.phase = *spec.phase;
+  if (spec.level) state.level = *spec.level;
+  state.stages.insert(state.stages.end(), spec.stages.begin(), spec.stages.end());
+}
+
+NetState net_state_of(const ConfigNode& root, Phase phase, const NetStateSpec& solver_state) {
+  NetState state;
+  state.phase = phase;
+  if (root.count("state") == 1) merge_net_state(state, parse_net_state(root.block("state"), "state of the net"));
+  merge_net_state(state, solver_state);
+  return state;
+}
+
 bool layer_in_phase(const ConfigNode& block, Phase phase) {
+  NetState state;
+  state.phase = phase;
+  return layer_in_state(block, state);
+}
+
+bool layer_in_state(const ConfigNode& block, const NetState& state) {
   const std::string context = layer_context(block);
   const auto includes = block.all("include");
   const auto excludes = block.all("exclude");
@@ -49,16 +98,16 @@ bool layer_in_phase(const ConfigNode& block, Phase phase) {
   }
   if (block.has("phase")) {
     const std::string p = block.get_enum("phase", {"TRAIN", "TEST"}, "TRAIN");
-    if (p != phase_name(phase)) return false;
+    if (p != phase_name(state.phase)) return false;
   }
   if (!includes.empty()) {
     for (const ConfigNode* r : includes) {
-      if (rule_matches(*r, phase, context)) return true;
+      if (rule_matches(*r, state, context)) return true;
     }
     return false;
   }
   for (const ConfigNode* r : excludes) {
-    if (rule_matches(*r, phase, context)) return false;
+    if (rule_matches(*r, state, context)) return false;
   }
   return true;
 }
@@ -70,34 +119,41 @@ LayerSpec parse_layer_spec(const ConfigNode& block) {
   spec.name = block.get_string("name", "");
   const std::string context = spec.name.empty() ? "layer at " + block.loc().str()
                                                 : "layer '" + spec.name + "'";
-  if (spec.name.empty()) fail<ConfigError>(context, " has no name; add name: \"...\"");
+  // Every problem of the block's keys at once (framework/config_problems.h).
+  ConfigProblems problems;
+  if (spec.name.empty()) problems.add(context + " has no name; add name: \"...\"");
   if (!LayerRegistry::instance().has(spec.type)) {
     try {
       LayerRegistry::instance().find(spec.type);
     } catch (const ConfigError& e) {
-      fail<ConfigError>(context, " at ", block.find("type")->loc().str(), ": ", e.what());
+      problems.add(context + " at " + block.find("type")->loc().str() + ": " + e.what());
     }
+    problems.throw_if_any(context);  // its keys depend on the type
   }
   const LayerRegistration& reg = LayerRegistry::instance().find(spec.type);
   const LayerSchema schema = reg.schema();
 
   std::vector<std::string> known = layer_keys();
   for (const auto& b : schema.blocks) known.push_back(b.block);
-  block.check_keys(known, context + " (" + spec.type + ")");
+  problems.check([&] { block.check_keys(known, context + " (" + spec.type + ")"); });
   for (const auto& b : schema.blocks) {
     for (const ConfigNode* sub : block.all(b.block)) {
-      sub->check_keys(b.keys, b.block + " of " + context);
+      problems.check([&] { sub->check_keys(b.keys, b.block + " of " + context); });
     }
     if (block.count(b.block) > 1) {
-      fail<ConfigError>(b.block, " given ", block.count(b.block), " times in ", context, " at ",
-                        block.loc().str(), "; expected once");
+      problems.add(b.block + " given " + std::to_string(block.count(b.block)) + " times in " + context + " at " +
+                   block.loc().str() + "; expected once");
     }
   }
+  problems.throw_if_any(context);
 
   spec.bottoms = block.get_strings("bottom");
   spec.tops = block.get_strings("top");
   for (const ConfigNode* p : block.all("param")) {
-    p->check_keys({"name", "lr_mult", "decay_mult"}, "param of " + context);
+    // share_mode (Caffe's STRICT/PERMISSIVE shape check of shared weights) is
+    // accepted as written; shapes of shared weights must always match here.
+    p->check_keys({"name", "lr_mult", "decay_mult", "share_mode"}, "param of " + context);
+    p->get_enum("share_mode", {"STRICT", "PERMISSIVE"}, "STRICT");
     ParamSpec ps;
     ps.share_name = p->get_string("name", "");
     ps.lr_mult = static_cast<float>(p->get_double("lr_mult", 1.0));
@@ -217,29 +273,36 @@ std::vector<LayerSpec> insert_splits(std::vector<LayerSpec> in) {
 }  // namespace
 
 std::vector<LayerSpec> net_layer_specs(const ConfigNode& root, Phase phase) {
-  if (root.has("layers")) {
-    fail<ConfigError>("legacy 'layers' block at ", root.all("layers")[0]->loc().str(),
-                      ": this is Caffe's old V1 format; rename each 'layers' to 'layer' and write "
-                      "types as strings (type: \"Convolution\")");
-  }
-  root.check_keys(net_keys(), "net");
+  return net_layer_specs(root, net_state_of(root, phase));
+}
+
+std::vector<LayerSpec> net_layer_specs(const ConfigNode& given, const NetState& state) {
+  // V1 files (`layers { type: CONVOLUTION }`) are read as their upgrade (net_upgrade.h).
+  ConfigNode upgraded;
+  const ConfigNode& root = is_v1_net(given) ? (upgraded = upgrade_v1_net(given)) : given;
+  const std::string net_name = root.has("name") && !root.all("name")[0]->is_block()
+                                   ? "net '" + root.all("name")[0]->text() + "'"
+                                   : std::string("the net");
+  ConfigProblems problems;
+  problems.check([&] { root.check_keys(net_keys(), "net"); });
   // Checked here too, so a misspelt value fails whichever command reads the net.
-  root.get_enum("preset", {"NONE", "IMAGENET", "VIT_EVAL"}, "");
+  problems.check([&] { root.get_enum("preset", {"NONE", "IMAGENET", "VIT_EVAL"}, ""); });
   std::vector<LayerSpec> specs;
-  add_legacy_inputs(root, specs);
+  problems.check([&] { add_legacy_inputs(root, specs); });
   std::set<std::string> names;
   for (const ConfigNode* block : root.all("layer")) {
-    if (!layer_in_phase(*block, phase)) {
-      parse_layer_spec(*block);  // still check keys of the other phase's layers
-      continue;
-    }
-    LayerSpec spec = parse_layer_spec(*block);
-    if (!names.insert(spec.name).second) {
-      fail<ConfigError>("two layers are named '", spec.name, "' (second at ", block->loc().str(),
-                        "); layer names must be unique");
-    }
-    specs.push_back(std::move(spec));
+    problems.check([&] {
+      // The other phase's layers are parsed too: their keys are checked in every run.
+      LayerSpec spec = parse_layer_spec(*block);
+      if (!layer_in_state(*block, state)) return;
+      if (!names.insert(spec.name).second) {
+        fail<ConfigError>("two layers are named '", spec.name, "' (second at ", block->loc().str(),
+                          "); layer names must be unique");
+      }
+      specs.push_back(std::move(spec));
+    });
   }
+  problems.throw_if_any(net_name + (root.loc().file ? " in " + *root.loc().file : std::string()));
   return insert_splits(std::move(specs));
 }
 

@@ -57,7 +57,7 @@ std::vector<cuda::FusedTensor> fused_table(std::vector<NetParam>& params,
 }  // namespace
 
 const std::vector<std::string>& solver_type_names() {
-  static const std::vector<std::string> names = {"SGD", "Nesterov", "Adam", "AdamW"};
+  static const std::vector<std::string> names = {"SGD", "Nesterov", "Adam", "AdamW", "AdaGrad", "AdaDelta", "RMSProp"};
   return names;
 }
 
@@ -159,6 +159,18 @@ void Optimizer::update(std::vector<NetParam>& params, double lr) {
       a.nesterov = options_.type == SolverType::kNesterov;
       a.l1 = l1;
       cuda::fused_sgd(table, a, d.index);
+    } else if (options_.type == SolverType::kAdaGrad || options_.type == SolverType::kRMSProp ||
+               options_.type == SolverType::kAdaDelta) {
+      cuda::FusedAdaptiveArgs a;
+      a.lr = lr;
+      a.rule = options_.type == SolverType::kAdaGrad   ? cuda::AdaptiveRule::kAdaGrad
+               : options_.type == SolverType::kRMSProp ? cuda::AdaptiveRule::kRMSProp
+                                                       : cuda::AdaptiveRule::kAdaDelta;
+      a.decay = options_.type == SolverType::kRMSProp ? options_.rms_decay : options_.momentum;
+      a.delta = options_.delta;
+      a.weight_decay = options_.weight_decay;
+      a.l1 = l1;
+      cuda::fused_adaptive(table, a, d.index);
     } else {
       cuda::FusedAdamArgs a;
       a.lr = lr;
@@ -270,6 +282,69 @@ class AdamOptimizer final : public Optimizer {
   }
 };
 
+// Caffe's AdaGrad and RMSProp: one history of squared gradients, summed
+// (AdaGrad) or averaged with rms_decay (RMSProp). The arithmetic follows
+// Caffe's GPU kernels (adagrad_update_gpu, rmsprop_update_gpu) in float.
+class AdaptiveOptimizer final : public Optimizer {
+ public:
+  using Optimizer::Optimizer;
+  std::vector<std::string> slot_names() const override { return {"history"}; }
+
+ protected:
+  void update_param(NetParam& p, std::vector<Tensor>& slots, double lr) override {
+    const float rate = static_cast<float>(lr * p.lr_mult);
+    const float decay = static_cast<float>(options_.weight_decay * p.decay_mult);
+    const float delta = static_cast<float>(options_.delta);
+    const bool rms = options_.type == SolverType::kRMSProp;
+    const float keep = rms ? static_cast<float>(options_.rms_decay) : 1.0f;
+    const float add = rms ? static_cast<float>(1.0 - options_.rms_decay) : 1.0f;
+    const Regularization reg = options_.regularization;
+    float* w = p.blob->data.data<float>();
+    const float* g = p.blob->diff.data<float>();
+    float* h = slots[0].data<float>();
+    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float grad = decay != 0.0f ? g[i] + decay * regularizer(reg, w[i]) : g[i];
+        const float hi = rms ? keep * h[i] + add * (grad * grad) : h[i] + grad * grad;
+        h[i] = hi;
+        w[i] -= rate * grad / (std::sqrt(hi) + delta);
+      }
+    });
+  }
+};
+
+// Caffe's AdaDelta (adadelta_update_gpu): running averages of squared
+// gradients and of squared updates, both decayed by `momentum`.
+class AdaDeltaOptimizer final : public Optimizer {
+ public:
+  using Optimizer::Optimizer;
+  std::vector<std::string> slot_names() const override { return {"history", "update_history"}; }
+
+ protected:
+  void update_param(NetParam& p, std::vector<Tensor>& slots, double lr) override {
+    const float rate = static_cast<float>(lr * p.lr_mult);
+    const float decay = static_cast<float>(options_.weight_decay * p.decay_mult);
+    const float delta = static_cast<float>(options_.delta);
+    const float mom = static_cast<float>(options_.momentum);
+    const float one_minus = static_cast<float>(1.0 - options_.momentum);
+    const Regularization reg = options_.regularization;
+    float* w = p.blob->data.data<float>();
+    const float* g = p.blob->diff.data<float>();
+    float* h = slots[0].data<float>();
+    float* hu = slots[1].data<float>();
+    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float grad = decay != 0.0f ? g[i] + decay * regularizer(reg, w[i]) : g[i];
+        const float hi = mom * h[i] + one_minus * (grad * grad);
+        h[i] = hi;
+        const float u = grad * std::sqrt((hu[i] + delta) / (hi + delta));
+        hu[i] = mom * hu[i] + one_minus * (u * u);
+        w[i] -= rate * u;
+      }
+    });
+  }
+};
+
 }  // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options) {
@@ -280,6 +355,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& options) {
     case SolverType::kAdam:
     case SolverType::kAdamW:
       return std::make_unique<AdamOptimizer>(options);
+    case SolverType::kAdaGrad:
+    case SolverType::kRMSProp:
+      return std::make_unique<AdaptiveOptimizer>(options);
+    case SolverType::kAdaDelta:
+      return std::make_unique<AdaDeltaOptimizer>(options);
   }
   fail<Error>("unknown solver type ", static_cast<int>(options.type));
 }

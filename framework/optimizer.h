@@ -10,6 +10,17 @@
 //   Adam      (torch.optim.Adam) g += wd_p * w; m = b1 m + (1-b1) g; s = b2 s + (1-b2) g^2;
 //                       w -= lr_p / (1 - b1^t) * m / (sqrt(s) / sqrt(1 - b2^t) + eps)
 //   AdamW     (torch.optim.AdamW) w *= 1 - lr_p * wd_p, then Adam without the L2 term.
+// Caffe's adaptive rules (sgd_solvers: AdaGradSolver, RMSPropSolver,
+// AdaDeltaSolver), with g = gradient + wd_p * w (or sign(w) for L1):
+//   AdaGrad   (Caffe)   h += g^2;                         w -= lr_p * g / (sqrt(h) + delta)
+//   RMSProp   (Caffe)   h = d h + (1 - d) g^2 (d = rms_decay); w -= lr_p * g / (sqrt(h) + delta)
+//   AdaDelta  (Caffe)   h = m h + (1 - m) g^2 (m = momentum);
+//                       u = g * sqrt((hu + delta) / (h + delta));
+//                       hu = m hu + (1 - m) u^2;          w -= lr_p * u
+// These equal torch.optim.Adagrad, RMSprop (alpha = rms_decay, eps = delta,
+// no momentum) and Adadelta (rho = momentum, eps = delta) in exact
+// arithmetic; tests/golden/make_solver_golden.py computes them from Caffe's
+// formulas and checks that.
 // Caffe's SGD keeps the learning rate inside the momentum buffer, so it equals
 // torch.optim.SGD (and Nesterov equals nesterov=True) exactly while the rate is
 // constant; when the rate changes, Caffe's form lets old velocity keep its old
@@ -27,18 +38,20 @@
 
 namespace strata {
 
-enum class SolverType { kSGD, kNesterov, kAdam, kAdamW };
+// Order: the index of solver_type_names().
+enum class SolverType { kSGD, kNesterov, kAdam, kAdamW, kAdaGrad, kAdaDelta, kRMSProp };
 enum class Regularization { kL2, kL1 };
 
-// "SGD", "Nesterov", "Adam", "AdamW".
+// "SGD", "Nesterov", "Adam", "AdamW", "AdaGrad", "AdaDelta", "RMSProp" (Caffe's spelling).
 const char* solver_type_name(SolverType t);
 const std::vector<std::string>& solver_type_names();
 
 struct OptimizerOptions {
   SolverType type = SolverType::kSGD;
-  double momentum = 0.0;     // SGD momentum, Adam beta1
+  double momentum = 0.0;     // SGD momentum, Adam beta1, AdaDelta's decay
   double momentum2 = 0.999;  // Adam beta2
-  double delta = 1e-8;       // Adam epsilon
+  double delta = 1e-8;       // Adam epsilon; AdaGrad, RMSProp, AdaDelta's delta
+  double rms_decay = 0.99;   // RMSProp
   double weight_decay = 0.0;
   Regularization regularization = Regularization::kL2;
 };
@@ -68,7 +81,9 @@ class Optimizer {
 
   SolverType type() const { return options_.type; }
   const OptimizerOptions& options() const { return options_; }
-  // Names of the history tensors kept per parameter ("momentum"; "exp_avg", "exp_avg_sq").
+  // Names of the history tensors kept per parameter ("momentum"; "exp_avg",
+  // "exp_avg_sq"; "history" for AdaGrad and RMSProp; "history",
+  // "update_history" for AdaDelta).
   virtual std::vector<std::string> slot_names() const = 0;
 
   // Creates zeroed history for every updated parameter of `params`. Called

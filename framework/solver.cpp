@@ -129,6 +129,7 @@ void Solver::build_nets() {
   auto net_options = [&](Phase phase, const std::string& base_dir) {
     NetOptions o;
     o.phase = phase;
+    o.state = phase == Phase::kTrain ? config_.train_state : config_.test_state;
     o.base_dir = base_dir;
     o.seed = rank_seed(config_.random_seed, options_.rank);
     const bool whole = phase == Phase::kTest && options_.test_data == TestData::kWhole;
@@ -140,6 +141,11 @@ void Solver::build_nets() {
     return o;
   };
   const bool want_test = config_.test_interval > 0;
+  for (const std::string& path : {config_.net, config_.train_net, config_.test_net}) {
+    // Found in neither the working directory nor beside the solver: say both.
+    auto it = config_.not_found.find(path);
+    if (it != config_.not_found.end() && !file_exists(path)) throw ConfigError(it->second);
+  }
   if (config_.has_net_param) {
     net_ = std::make_unique<Net>(config_.net_param, net_options(Phase::kTrain, config_.base_dir));
     if (want_test) test_net_ = std::make_unique<Net>(config_.net_param, net_options(Phase::kTest, config_.base_dir));

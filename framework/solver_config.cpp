@@ -11,6 +11,7 @@
 #include "framework/error.h"
 #include "framework/hash.h"
 #include "framework/io/file_util.h"
+#include "framework/io/input_path.h"
 
 namespace strata {
 
@@ -23,7 +24,7 @@ const std::vector<std::string>& solver_keys() {
       "type", "solver_type", "momentum", "momentum2", "delta", "weight_decay", "regularization_type",
       "clip_gradients", "nonfinite", "layer_decay", "no_weight_decay",
       "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_keep", "snapshot_best", "snapshot_best_mode", "snapshot_format", "log",
-      "random_seed", "solver_mode", "device_id", "debug_info", "parallel",
+      "random_seed", "solver_mode", "device_id", "debug_info", "parallel", "train_state", "test_state", "rms_decay",
       "precision", "initial_loss_scale", "loss_scale_growth_interval"};
   return keys;
 }
@@ -59,36 +60,27 @@ std::string strip_extension(const std::string& path) {
 }
 
 SolverType parse_type(const ConfigNode& root) {
-  static const std::vector<std::string> unsupported = {"AdaGrad", "RMSProp", "AdaDelta"};
   const std::vector<std::string>& names = solver_type_names();
   bool have = false;
   SolverType type = SolverType::kSGD;
   if (const ConfigNode* n = root.find("type")) {
+    // Caffe's spelling (AdaGrad, RMSProp), in any case.
     const std::string text = n->as_string();
     bool found = false;
     for (size_t i = 0; i < names.size(); ++i) {
       if (lower(names[i]) == lower(text)) type = static_cast<SolverType>(i), found = true;
     }
-    if (!found) {
-      for (const auto& u : unsupported) {
-        if (lower(u) == lower(text)) {
-          fail<ConfigError>(n->loc().str(), ": solver type '", text,
-                            "' is not supported; use SGD, Nesterov, Adam or AdamW");
-        }
-      }
-      n->as_enum(names);  // throws, naming the nearest type
-    }
+    if (!found) n->as_enum(names);  // throws, naming the nearest type
     have = true;
   }
   if (const ConfigNode* n = root.find("solver_type")) {
     // Caffe's legacy enum.
     const std::string v = n->as_enum({"SGD", "NESTEROV", "ADAGRAD", "RMSPROP", "ADADELTA", "ADAM"});
-    if (v == "ADAGRAD" || v == "RMSPROP" || v == "ADADELTA") {
-      fail<ConfigError>(n->loc().str(), ": solver_type ", v,
-                        " is not supported; use SGD, NESTEROV or ADAM (or type: \"AdamW\")");
-    }
     const SolverType legacy = v == "SGD"        ? SolverType::kSGD
                               : v == "NESTEROV" ? SolverType::kNesterov
+                              : v == "ADAGRAD"  ? SolverType::kAdaGrad
+                              : v == "RMSPROP"  ? SolverType::kRMSProp
+                              : v == "ADADELTA" ? SolverType::kAdaDelta
                                                 : SolverType::kAdam;
     if (have && legacy != type) {
       fail<ConfigError>(n->loc().str(), ": solver_type ", v, " contradicts type: \"", solver_type_name(type),
@@ -127,19 +119,57 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
   if (given > 1) {
     fail<ConfigError>(root.loc().str(), ": give exactly one of net, net_param and train_net");
   }
-  c.net = resolve(c.base_dir, root.get_string("net", ""));
+  // Caffe's rule first (the working directory), then beside the solver.
+  bool nets_in_working_directory = false;
+  auto net_path = [&](const char* key) -> std::string {
+    const std::string written = root.get_string(key, "");
+    if (written.empty()) return written;
+    const InputPath found = find_input_path(written, c.base_dir);
+    if (found.found == FoundIn::kWorkingDirectory) {
+      nets_in_working_directory = true;
+      if (!found.shadowed.empty()) {
+        c.notices.push_back(loc_of(root, key) + ": " + key + " '" + written +
+                            "' is read from the working directory, as Caffe does; the different file '" +
+                            found.shadowed + "' beside the solver is not used");
+      }
+    }
+    if (found.found == FoundIn::kNowhere) {
+      c.not_found[found.path] =
+          loc_of(root, key) + ": " + key + " '" + written + "' not found; tried " +
+          input_path_places(written, c.base_dir) +
+          ". Run from the folder the path starts from (for Caffe's own files, the Caffe root), or write the "
+          "path relative to the solver file";
+    }
+    return found.path;
+  };
+  c.net = net_path("net");
   if (c.has_net_param) c.net_param = root.block("net_param");
-  c.train_net = resolve(c.base_dir, root.get_string("train_net", ""));
+  c.train_net = net_path("train_net");
   if (root.count("test_net") > 1) {
     fail<ConfigError>(root.all("test_net")[1]->loc().str(), ": only one test_net is supported");
   }
-  c.test_net = resolve(c.base_dir, root.get_string("test_net", ""));
+  c.test_net = net_path("test_net");
   if (!c.test_net.empty() && !has_train) {
     bad(root, "test_net", "needs train_net: (with net: the TEST phase of the same file is used)");
   }
 
+  // ---- net states (Caffe's NetState: phase, level, stage) ----
+  if (root.count("train_state") > 1) bad(root, "train_state", "is given ", root.count("train_state"), " times; give it once");
+  if (root.has("train_state")) c.train_state = parse_net_state(root.block("train_state"), "train_state of the solver");
+  const std::vector<const ConfigNode*> test_states = root.all("test_state");
+  for (const ConfigNode* t : test_states) parse_net_state(*t, "test_state of the solver");  // all checked
+  if (!test_states.empty()) c.test_state = parse_net_state(*test_states.front(), "test_state of the solver");
+
   // ---- testing ----
   const std::vector<int64_t> test_iters = root.get_ints("test_iter");
+  if (test_states.size() > 1) {
+    std::string stages;
+    for (const std::string& st : c.test_state.stages) stages += (stages.empty() ? "" : ", ") + st;
+    c.notices.push_back(test_states[1]->loc().str() + ": this solver defines " + std::to_string(test_states.size()) +
+                        " test nets (one per test_state); strata tests the first only (" +
+                        (stages.empty() ? std::string("no stage") : "stage " + stages) + ", test_iter " +
+                        std::to_string(test_iters.empty() ? 0 : test_iters.front()) + ")");
+  }
   c.test_iter = test_iters.empty() ? 0 : test_iters.front();
   c.test_interval = root.get_int("test_interval", 0);
   c.test_initialization = root.get_bool("test_initialization", true);
@@ -214,7 +244,16 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
   const bool adam = o.type == SolverType::kAdam || o.type == SolverType::kAdamW;
   // Caffe's Adam reads beta1 from `momentum`; PyTorch's default beta1 is 0.9.
   o.momentum = root.get_double("momentum", adam ? 0.9 : 0.0);
-  check_range(root, "momentum", o.momentum, 0.0, 1.0, false, adam ? " (Adam's beta1)" : "");
+  check_range(root, "momentum", o.momentum, 0.0, 1.0, false,
+              adam ? " (Adam's beta1)" : o.type == SolverType::kAdaDelta ? " (AdaDelta's decay of its averages)" : "");
+  if ((o.type == SolverType::kAdaGrad || o.type == SolverType::kRMSProp) && o.momentum != 0.0) {
+    // Caffe refuses it too ("Momentum cannot be used with AdaGrad").
+    bad(root, "momentum", "cannot be used with ", solver_type_name(o.type), " (got ", o.momentum,
+        "); remove it or set it to 0");
+  }
+  o.rms_decay = root.get_double("rms_decay", 0.99);
+  check_range(root, "rms_decay", o.rms_decay, 0.0, 1.0, true, " (RMSProp's decay of the mean square)");
+
   o.momentum2 = root.get_double("momentum2", 0.999);
   check_range(root, "momentum2", o.momentum2, 0.0, 1.0, false, " (Adam's beta2)");
   o.delta = root.get_double("delta", 1e-8);
@@ -250,8 +289,11 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
   c.snapshot = root.get_int("snapshot", 0);
   if (c.snapshot < 0) bad(root, "snapshot", "must be >= 0 (0: no periodic snapshots), got ", c.snapshot);
   const std::string prefix = root.get_string("snapshot_prefix", "");
+  // Output paths follow the nets: relative to the working directory when the
+  // nets were found there (a Caffe-layout run), else beside the solver.
+  const std::string output_dir = nets_in_working_directory ? std::string() : c.base_dir;
   c.snapshot_prefix = prefix.empty() ? strip_extension(source.empty() ? std::string("solver") : source)
-                                     : resolve(c.base_dir, prefix);
+                                     : resolve(output_dir, prefix);
   c.snapshot_after_train =
       root.get_bool("snapshot_after_train", true) ? SnapshotAfterTrain::kYes : SnapshotAfterTrain::kNo;
   c.snapshot_keep = root.get_int("snapshot_keep", 0);
@@ -272,7 +314,7 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
   }
   root.get_enum("snapshot_format", {"HDF5", "BINARYPROTO"}, "BINARYPROTO");  // accepted; we write safetensors
   const std::string log = root.get_string("log", "");
-  c.log = log.empty() ? c.snapshot_prefix + "_log.jsonl" : resolve(c.base_dir, log);
+  c.log = log.empty() ? c.snapshot_prefix + "_log.jsonl" : resolve(output_dir, log);
 
   // ---- run ----
   const int64_t seed = root.get_int("random_seed", 1);
@@ -324,6 +366,8 @@ std::vector<std::pair<std::string, std::string>> SolverConfig::training_settings
   add("momentum", optimizer.momentum);
   add("momentum2", optimizer.momentum2);
   add("delta", optimizer.delta);
+  // Only for RMSProp, so the fingerprints of other solvers' snapshots stay as they were.
+  if (optimizer.type == SolverType::kRMSProp) add("rms_decay", optimizer.rms_decay);
   add("weight_decay", optimizer.weight_decay);
   add("reg", optimizer.regularization == Regularization::kL1 ? "L1" : "L2");
   add("base_lr", lr.base_lr);
@@ -349,6 +393,13 @@ std::vector<std::pair<std::string, std::string>> SolverConfig::training_settings
   add("net", net);
   add("train_net", train_net);
   add("net_param", has_net_param ? net_param.to_string() : std::string());
+  // Only when given, so the fingerprints of older snapshots stay as they were.
+  if (train_state.phase || train_state.level || !train_state.stages.empty()) {
+    std::string state = train_state.phase ? std::string(phase_name(*train_state.phase)) : std::string("-");
+    state += ",level=" + (train_state.level ? std::to_string(*train_state.level) : std::string("-"));
+    for (const std::string& st : train_state.stages) state += ",stage=" + st;
+    add("train_state", state);
+  }
   // Only when not the default, so FP32 runs keep the fingerprints of older snapshots.
   if (precision != Precision::kFP32) add("precision", precision_name(precision));
   return out;
@@ -401,6 +452,12 @@ std::string SolverConfig::summary() const {
   os << "), ";
   if (optimizer.type == SolverType::kAdam || optimizer.type == SolverType::kAdamW) {
     os << "betas (" << optimizer.momentum << ", " << optimizer.momentum2 << "), eps " << optimizer.delta;
+  } else if (optimizer.type == SolverType::kAdaGrad) {
+    os << "delta " << optimizer.delta;
+  } else if (optimizer.type == SolverType::kRMSProp) {
+    os << "rms_decay " << optimizer.rms_decay << ", delta " << optimizer.delta;
+  } else if (optimizer.type == SolverType::kAdaDelta) {
+    os << "momentum " << optimizer.momentum << ", delta " << optimizer.delta;
   } else {
     os << "momentum " << optimizer.momentum;
   }

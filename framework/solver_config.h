@@ -2,17 +2,24 @@
 // spelling is accepted as written (type: "Adam", legacy solver_type: ADAM,
 // lr_policy: "step", stepvalue repeated, ...). Unknown keys are ConfigErrors
 // naming the nearest known key; every value is validated with a message that
-// names the key and its file:line:col. Relative paths (net, train_net,
-// test_net, snapshot_prefix, log) resolve against the solver file's folder.
+// names the key and its file:line:col.
+//
+// Relative paths: net, train_net and test_net are looked up in the working
+// directory first, as Caffe does (its files are run from the Caffe root),
+// then beside the solver file (framework/io/input_path.h); snapshot_prefix
+// and log are relative to where the net was found (the working directory for
+// a Caffe-layout run, the solver's folder otherwise).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "framework/config.h"
 #include "framework/finetune_policy.h"
 #include "framework/lr_policy.h"
+#include "framework/net_spec.h"
 #include "framework/optimizer.h"
 
 namespace strata {
@@ -42,6 +49,15 @@ struct SolverConfig {
   bool has_net_param = false;
   std::string train_net;    // resolved path, or empty
   std::string test_net;     // resolved path, or empty
+  // Net files found in neither place (resolved path -> a message naming the
+  // key, its line and both places tried); the Solver raises it when it
+  // opens the file, so that a config can be parsed before its nets exist.
+  std::map<std::string, std::string> not_found;
+  // Caffe's train_state / test_state: level and stages (and a phase, when
+  // given) the TRAIN and TEST nets are built in; with several test_state
+  // blocks (one per Caffe test net) the first is used.
+  NetStateSpec train_state;
+  NetStateSpec test_state;
 
   // ---- testing ----
   int64_t test_iter = 0;        // batches per test (first `test_iter` if repeated)
@@ -74,7 +90,10 @@ struct SolverConfig {
 
   // ---- run ----
   uint64_t random_seed = 1;
-  SolverMode solver_mode = SolverMode::kCPU;  // accepted; the device comes from the command line
+  // GPU: `strata train` without --device trains on CUDA device device_id
+  // when the build and the machine have one, and on the CPU with one notice
+  // when not. --device always wins.
+  SolverMode solver_mode = SolverMode::kCPU;
   int64_t device_id = 0;
   Precision precision = Precision::kFP32;
   double initial_loss_scale = 65536;       // FP16 only
@@ -86,6 +105,11 @@ struct SolverConfig {
   // framework does not read it: parallel/data_parallel/data_parallel_config.h parses and
   // checks it (tools do so in every run, so mistakes show up on one process too).
   ConfigNode parallel;
+
+  // Lines for the user about how the file was read (a net path found in the
+  // working directory while another file of that name lies beside the
+  // solver; test nets beyond the first). `strata train` prints them.
+  std::vector<std::string> notices;
 
   std::string source;          // the solver file ("" when parsed from text without a name)
   std::string base_dir;        // the folder relative paths resolved against

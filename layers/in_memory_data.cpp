@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "framework/error.h"
-#include "framework/io/file_util.h"
+#include "framework/io/input_path.h"
 
 namespace strata {
 
@@ -17,7 +17,7 @@ InMemoryDataLayer::InMemoryDataLayer(const LayerSpec& spec, const LayerContext& 
 std::string InMemoryDataLayer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
 
 std::string InMemoryDataLayer::resolve(const std::string& path) const {
-  return join_path(ctx_.base_dir, path);
+  return find_input_path(path, ctx_.base_dir, LookFirst::kBesideFile).path;
 }
 
 void InMemoryDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {

@@ -45,7 +45,8 @@ class InMemoryDataLayer : public Layer {
   // prefixed with the layer's name.
   virtual InMemoryData load() = 0;
   const ConfigNode& data_param() const { return block(param_block_); }
-  // A config path resolved against the config file's folder.
+  // A config path looked up in the config file's folder, then in the working
+  // directory, where Caffe's files name their data from (framework/io/input_path.h).
   std::string resolve(const std::string& path) const;
   // "layer 'x' (Type) at file:line:col"
   std::string where_at() const;

@@ -128,6 +128,16 @@ PoolingLayer::PoolingLayer(const LayerSpec& spec, const LayerContext& ctx)
   }
   method_ = pool == "MAX" ? Method::kMax : Method::kAve;
   round_ = p.get_enum("round_mode", {"CEIL", "FLOOR"}, "CEIL") == "CEIL" ? RoundMode::kCeil : RoundMode::kFloor;
+  if (p.has("ceil_mode")) {
+    // A widely used fork's key (BVLC/caffe PR #3057): true is Caffe's CEIL, false FLOOR.
+    const RoundMode from_ceil_mode = p.get_bool("ceil_mode", true) ? RoundMode::kCeil : RoundMode::kFloor;
+    if (p.has("round_mode") && from_ceil_mode != round_) {
+      fail<ConfigError>(context, " at ", p.find("ceil_mode")->loc().str(), ": ceil_mode: ",
+                        p.find("ceil_mode")->text(), " contradicts round_mode: ", p.find("round_mode")->text(),
+                        "; give only one of them");
+    }
+    round_ = from_ceil_mode;
+  }
   global_ = p.get_bool("global_pooling", false) ? Global::kYes : Global::kNo;
   p.get_enum("engine", {"DEFAULT", "CAFFE", "CUDNN"}, "DEFAULT");  // accepted for Caffe files; one engine here
 
@@ -184,7 +194,7 @@ LayerSchema PoolingLayer::schema() {
   s.summary = "MAX or AVE pooling over H, W of NCHW input with Caffe's ceil/floor output size and padding rules";
   s.blocks = {{"pooling_param",
                {"pool", "kernel_size", "kernel_h", "kernel_w", "stride", "stride_h", "stride_w", "pad", "pad_h",
-                "pad_w", "global_pooling", "round_mode", "engine"}}};
+                "pad_w", "global_pooling", "round_mode", "ceil_mode", "engine"}}};
   // MAX pooling is only piecewise linear: a finite difference is wrong when
   // the perturbed input overtakes (or falls below) another input of its
   // window. The test harness draws Gaussian inputs that are pairwise at least

@@ -1,7 +1,8 @@
 // Pooling (Caffe "Pooling") over the spatial dims of NCHW input, with Caffe's
 // semantics:
 // - output size: ceil((in + 2 * pad - kernel) / stride) + 1 (round_mode CEIL,
-//   the default) or floor(...) + 1 (FLOOR); an output whose window would
+//   the default) or floor(...) + 1 (FLOOR; also `ceil_mode: false`, the
+//   spelling of a widely used fork); an output whose window would
 //   start at or beyond in + pad is dropped. (Caffe checks that only when there
 //   is padding; without it the check matters only where Caffe would pool an
 //   empty window, so we always apply it, as PyTorch does.)

@@ -266,8 +266,10 @@ TEST(SnapshotTest, SolverStateRoundTrip) {
 }
 
 std::string solver_text(const std::string& type, const std::string& extra) {
-  return "net: \"net.prototxt\"\nbase_lr: 0.05\ntype: \"" + type +
-         "\"\nmomentum: 0.9\nweight_decay: 0.001\nlr_policy: \"step\" gamma: 0.7 stepsize: 5\n"
+  // Caffe's AdaGrad and RMSProp take no momentum; RMSProp has its rms_decay instead.
+  const std::string momentum = type == "AdaGrad" ? "" : type == "RMSProp" ? "rms_decay: 0.9\n" : "momentum: 0.9\n";
+  return "net: \"net.prototxt\"\nbase_lr: 0.05\ntype: \"" + type + "\"\n" + momentum +
+         "weight_decay: 0.001\nlr_policy: \"step\" gamma: 0.7 stepsize: 5\n"
          "iter_size: 2\nclip_gradients: 5\naverage_loss: 3\ntest_interval: 4\ntest_iter: 3\n"
          "display: 0\nsnapshot_prefix: \"snap/run\"\n" +
          extra;
@@ -349,7 +351,8 @@ TEST_P(ResumeTest, BitForBit) {
   EXPECT_EQ(straight.test_net()->save_layer_states(), second.test_net()->save_layer_states());
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, ResumeTest, ::testing::Values("SGD", "Nesterov", "Adam", "AdamW"));
+INSTANTIATE_TEST_SUITE_P(Types, ResumeTest,
+                         ::testing::Values("SGD", "Nesterov", "Adam", "AdamW", "AdaGrad", "AdaDelta", "RMSProp"));
 
 // A run that finished at N, resumed with a larger max_iter (fixed-shape
 // schedule), equals a run of 2N.

@@ -102,8 +102,12 @@ TEST(CheckKeys, NoSuggestionAndDefaultContext) {
   ConfigNode root = parse("layer {\n  name: \"ip1\"\n  zzz: 1\n}\nfoo: 1");
   std::string m = message_of([&] { root.block("layer").check_keys({"name", "type", "bottom", "top"}, ""); });
   EXPECT_EQ(m, "unknown key 'zzz' in layer 'ip1' at t.prototxt:3:3 (known keys: name, type, bottom, top)");
+  // Every unknown key of the block in one error.
   m = message_of([&] { root.check_keys({}, "the net"); });
-  EXPECT_EQ(m, "unknown key 'layer' in the net at t.prototxt:1:1 (this block takes no keys)");
+  EXPECT_EQ(m,
+            "the net has 2 problems:\n"
+            "  1. unknown key 'layer' in the net at t.prototxt:1:1 (this block takes no keys)\n"
+            "  2. unknown key 'foo' in the net at t.prototxt:5:1 (this block takes no keys)");
   EXPECT_NO_THROW(root.block("layer").check_keys({"name", "zzz"}, "layer"));
   EXPECT_NO_THROW(root.check_keys({"layer", "foo"}, "net"));
 }

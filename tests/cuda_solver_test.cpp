@@ -154,7 +154,10 @@ TEST_P(FusedOptimizerTest, MatchesTheCpuOptimizer) {
   STRATA_SKIP_WITHOUT_GPU("the fused optimizer kernels are compile-tested only");
   OptimizerOptions o;
   o.type = GetParam();
-  o.momentum = 0.9;
+  // Caffe's AdaGrad and RMSProp take no momentum (AdaDelta's is its decay).
+  o.momentum = o.type == SolverType::kAdaGrad || o.type == SolverType::kRMSProp ? 0.0 : 0.9;
+  o.rms_decay = 0.9;
+  o.delta = 1e-6;
   o.weight_decay = 1e-3;
   std::vector<NetParam> cpu = make_params(Device::cpu(), 7), gpu = make_params(Device::cuda(0), 7);
   auto cpu_opt = make_optimizer(o), gpu_opt = make_optimizer(o);
@@ -178,7 +181,8 @@ TEST_P(FusedOptimizerTest, MatchesTheCpuOptimizer) {
 
 INSTANTIATE_TEST_SUITE_P(AllRules, FusedOptimizerTest,
                          ::testing::Values(SolverType::kSGD, SolverType::kNesterov, SolverType::kAdam,
-                                           SolverType::kAdamW),
+                                           SolverType::kAdamW, SolverType::kAdaGrad, SolverType::kAdaDelta,
+                                           SolverType::kRMSProp),
                          [](const auto& info) { return std::string(solver_type_name(info.param)); });
 
 TEST(FusedGradientsTest, ClipAndOverflowCheckMatchTheCpu) {

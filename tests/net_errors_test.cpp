@@ -309,23 +309,27 @@ layer { name: "f" type: "Flatten" bottom: "data" top: "flat" }
   EXPECT_CONTAINS(missing, "input_shape");
 }
 
-TEST(NetLegacy, V1LayersBlocksGiveAClearError) {
-  const std::string one = build_error(R"(
+// V1 files are upgraded on load (framework/net_upgrade.h); what cannot be
+// upgraded is named, all of it at once.
+TEST(NetLegacy, V1FilesThatCannotBeUpgradedSayWhy) {
+  const std::string mixed = build_error(R"(
 name: "old"
 layers { name: "relu" type: RELU bottom: "x" top: "x" }
+layer { name: "r2" type: "ReLU" bottom: "x" top: "x" }
 )");
-  EXPECT_CONTAINS(one, "legacy 'layers' block at net.prototxt:3:1");
-  EXPECT_CONTAINS(one, "V1");
-  EXPECT_CONTAINS(one, "rename each 'layers' to 'layer'");
+  EXPECT_CONTAINS(mixed, "both `layer { }`");
+  EXPECT_CONTAINS(mixed, "net.prototxt:3:1");
 
-  // A real V1 file has many `layers` blocks (this used to report "key 'layers' given 2 times").
-  const std::string many = build_error(R"(
+  const std::string bad = build_error(R"(
 name: "old"
-layers { name: "conv1" type: CONVOLUTION bottom: "data" top: "conv1" }
-layers { name: "relu1" type: RELU bottom: "conv1" top: "conv1" }
+layers { name: "a" type: CONVOLUSION bottom: "data" top: "a" }
+layers { name: "b" type: RELU bottom: "a" top: "a" blobs_lrr: 1 }
+layers { layer { name: "c" type: "conv" } }
 )");
-  EXPECT_CONTAINS(many, "legacy 'layers' block at net.prototxt:3:1");
-  EXPECT_CONTAINS(many, "V1");
+  EXPECT_CONTAINS(bad, "3 problems");
+  EXPECT_CONTAINS(bad, "type CONVOLUSION is not a V1 layer type");
+  EXPECT_CONTAINS(bad, "unknown V1 key 'blobs_lrr'");
+  EXPECT_CONTAINS(bad, "V0 format");
 }
 
 // ----------------------------------------------- Caffe LeNet excerpt ----

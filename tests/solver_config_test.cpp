@@ -99,9 +99,32 @@ TEST(SolverConfigTest, SolverTypes) {
   EXPECT_DOUBLE_EQ(parse_solver("net: \"n\" base_lr: 1 type: \"Adam\"").optimizer.momentum, 0.9);
   EXPECT_DOUBLE_EQ(parse_solver("net: \"n\" base_lr: 1 type: \"Adam\" momentum: 0.8").optimizer.momentum, 0.8);
 
-  std::string e = error_of<ConfigError>([] { parse_solver("net: \"n\" base_lr: 1 type: \"RMSProp\""); });
-  EXPECT_CONTAINS(e, "not supported");
+  // Caffe's adaptive solvers, in its spelling and as its legacy enum.
+  EXPECT_EQ(parse_solver("net: \"n\" base_lr: 1 type: \"AdaGrad\"").optimizer.type, SolverType::kAdaGrad);
+  EXPECT_EQ(parse_solver("net: \"n\" base_lr: 1 type: \"AdaDelta\"").optimizer.type, SolverType::kAdaDelta);
+  EXPECT_EQ(parse_solver("net: \"n\" base_lr: 1 type: \"RMSProp\"").optimizer.type, SolverType::kRMSProp);
+  EXPECT_EQ(parse_solver("net: \"n\" base_lr: 1 solver_type: ADAGRAD").optimizer.type, SolverType::kAdaGrad);
+  EXPECT_EQ(parse_solver("net: \"n\" base_lr: 1 solver_type: ADADELTA").optimizer.type, SolverType::kAdaDelta);
+  EXPECT_EQ(parse_solver("net: \"n\" base_lr: 1 solver_type: RMSPROP").optimizer.type, SolverType::kRMSProp);
+  EXPECT_EQ(parse_solver("net: \"n\" base_lr: 1 solver_type: SGD").optimizer.type, SolverType::kSGD);
+  EXPECT_DOUBLE_EQ(parse_solver("net: \"n\" base_lr: 1 type: \"RMSProp\"").optimizer.rms_decay, 0.99);
+  EXPECT_DOUBLE_EQ(parse_solver("net: \"n\" base_lr: 1 type: \"RMSProp\" rms_decay: 0.98").optimizer.rms_decay,
+                   0.98);
+  // Caffe's mnist_autoencoder_solver_adadelta.prototxt: momentum is AdaDelta's decay.
+  const SolverConfig ada =
+      parse_solver("net: \"n\" base_lr: 1.0 momentum: 0.95 delta: 1e-6 type: \"AdaDelta\" weight_decay: 0.0005");
+  EXPECT_DOUBLE_EQ(ada.optimizer.momentum, 0.95);
+  EXPECT_DOUBLE_EQ(ada.optimizer.delta, 1e-6);
+
+  std::string e = error_of<ConfigError>([] { parse_solver("net: \"n\" base_lr: 1 type: \"AdaGrad\" momentum: 0.9"); });
   EXPECT_CONTAINS(e, "solver.prototxt:1:");
+  EXPECT_CONTAINS(e, "momentum cannot be used with AdaGrad");
+  e = error_of<ConfigError>([] { parse_solver("net: \"n\" base_lr: 1 type: \"RMSProp\" momentum: 0.9"); });
+  EXPECT_CONTAINS(e, "momentum cannot be used with RMSProp");
+  e = error_of<ConfigError>([] { parse_solver("net: \"n\" base_lr: 1 type: \"RMSProp\" rms_decay: 1.5"); });
+  EXPECT_CONTAINS(e, "rms_decay must be in [0, 1]");
+  e = error_of<ConfigError>([] { parse_solver("net: \"n\" base_lr: 1 type: \"AdaGrad\" solver_type: RMSPROP"); });
+  EXPECT_CONTAINS(e, "contradicts");
   e = error_of<ConfigError>([] { parse_solver("net: \"n\" base_lr: 1 type: \"Adan\""); });
   EXPECT_CONTAINS(e, "Adam");
   e = error_of<ConfigError>([] { parse_solver("net: \"n\" base_lr: 1 type: \"SGD\" solver_type: ADAM"); });

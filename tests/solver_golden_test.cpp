@@ -13,7 +13,9 @@
 // sgd, nesterov and sgd_clip cases compare with torch.optim.SGD (Caffe's
 // Nesterov step (1+m) v' - m v also equals torch's nesterov=True then). With
 // a changing lr they differ; sgd_step_caffe pins Caffe's form, computed by
-// hand in the script from autograd gradients.
+// hand in the script from autograd gradients. AdaGrad, RMSProp and AdaDelta
+// are computed by hand from Caffe's formulas too (torch's optimizers of the
+// same names are checked against them there).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -70,6 +72,12 @@ const Case kCases[] = {
      "lr_policy: \"cosine\" min_lr: 0.001 max_iter: 10 warmup_iter: 3 warmup_start_factor: 0.25"},
     {"sgd_step_caffe",
      "type: \"SGD\" base_lr: 0.1 momentum: 0.9 weight_decay: 0.01 lr_policy: \"step\" gamma: 0.5 stepsize: 2"},
+    // Caffe's adaptive solvers, computed from Caffe's formulas (see the script).
+    {"adagrad", "type: \"AdaGrad\" base_lr: 0.1 delta: 1e-6 weight_decay: 0.01"},
+    {"rmsprop_step",
+     "type: \"RMSProp\" base_lr: 0.01 rms_decay: 0.9 delta: 1e-6 weight_decay: 0.01 lr_policy: \"step\" gamma: 0.5 "
+     "stepsize: 2"},
+    {"adadelta", "solver_type: ADADELTA base_lr: 1.0 momentum: 0.95 delta: 1e-6 weight_decay: 0.01"},
 };
 
 void copy_into(Tensor& t, const NpyArray& a) {

@@ -174,6 +174,37 @@ __global__ void adam_kernel(const FusedTensor* tensors, const int64_t* offsets, 
   }
 }
 
+// The same arithmetic, in the same order, as AdaptiveOptimizer and
+// AdaDeltaOptimizer in framework/optimizer.cpp.
+__global__ void adaptive_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, double lr,
+                                AdaptiveRule rule, float keep, float add, float delta, double weight_decay,
+                                bool l1) {
+  const ChunkRange r = my_chunk(tensors, offsets, count);
+  const float rate = static_cast<float>(lr * static_cast<double>(r.t.lr_mult));
+  const float decay = static_cast<float>(weight_decay * static_cast<double>(r.t.decay_mult));
+  float* w = r.t.w;
+  const float* g = r.t.g;
+  float* h = r.t.s0;
+  float* hu = r.t.s1;
+  for (int64_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) {
+    const float wi = w[i];
+    const float grad = decay != 0.0f ? __fadd_rn(g[i], __fmul_rn(decay, regularizer(l1, wi))) : g[i];
+    const float g2 = __fmul_rn(grad, grad);
+    if (rule == AdaptiveRule::kAdaDelta) {
+      const float hi = __fadd_rn(__fmul_rn(keep, h[i]), __fmul_rn(add, g2));
+      h[i] = hi;
+      const float u = __fmul_rn(grad, __fsqrt_rn(__fdiv_rn(__fadd_rn(hu[i], delta), __fadd_rn(hi, delta))));
+      hu[i] = __fadd_rn(__fmul_rn(keep, hu[i]), __fmul_rn(add, __fmul_rn(u, u)));
+      w[i] = __fsub_rn(wi, __fmul_rn(rate, u));
+    } else {
+      const float hi = rule == AdaptiveRule::kRMSProp ? __fadd_rn(__fmul_rn(keep, h[i]), __fmul_rn(add, g2))
+                                                      : __fadd_rn(h[i], g2);
+      h[i] = hi;
+      w[i] = __fsub_rn(wi, __fdiv_rn(__fmul_rn(rate, grad), __fadd_rn(__fsqrt_rn(hi), delta)));
+    }
+  }
+}
+
 __global__ void scale_stats_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, float factor,
                                    bool stats, double* partials, int* nonfinite) {
   const ChunkRange r = my_chunk(tensors, offsets, count);
@@ -239,6 +270,18 @@ void fused_adam(const std::vector<FusedTensor>& tensors, const FusedAdamArgs& a,
       t.tensors, t.offsets, t.count, a.lr, static_cast<float>(a.beta1), static_cast<float>(a.beta2),
       static_cast<float>(1.0 - a.beta1), static_cast<float>(1.0 - a.beta2), bias_c1, bc2_sqrt,
       static_cast<float>(a.eps), a.weight_decay, a.decoupled, a.l1);
+  STRATA_KERNEL_CHECK();
+}
+
+void fused_adaptive(const std::vector<FusedTensor>& tensors, const FusedAdaptiveArgs& a, int index) {
+  DeviceGuard device(index);
+  DeviceTable& t = table_for(tensors, index);
+  if (t.chunks == 0) return;
+  const bool averaged = a.rule != AdaptiveRule::kAdaGrad;
+  const float keep = averaged ? static_cast<float>(a.decay) : 1.0f;
+  const float add = averaged ? static_cast<float>(1.0 - a.decay) : 1.0f;
+  adaptive_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, compute_stream()>>>(
+      t.tensors, t.offsets, t.count, a.lr, a.rule, keep, add, static_cast<float>(a.delta), a.weight_decay, a.l1);
   STRATA_KERNEL_CHECK();
 }
 

@@ -42,9 +42,23 @@ struct FusedAdamArgs {
   int64_t step = 1;        // t of the bias corrections
 };
 
+// Caffe's AdaGrad, RMSProp and AdaDelta (framework/optimizer.h). AdaGrad and
+// RMSProp keep one history slot (s0), AdaDelta two (s0: squared gradients,
+// s1: squared updates).
+enum class AdaptiveRule { kAdaGrad, kRMSProp, kAdaDelta };
+struct FusedAdaptiveArgs {
+  double lr = 0.0;
+  AdaptiveRule rule = AdaptiveRule::kAdaGrad;
+  double decay = 0.0;   // RMSProp: rms_decay; AdaDelta: momentum; AdaGrad: unused
+  double delta = 1e-8;
+  double weight_decay = 0.0;
+  bool l1 = false;
+};
+
 // All on the compute stream of device `index`; tensors with n == 0 are skipped.
 void fused_sgd(const std::vector<FusedTensor>& tensors, const FusedSgdArgs& args, int index);
 void fused_adam(const std::vector<FusedTensor>& tensors, const FusedAdamArgs& args, int index);
+void fused_adaptive(const std::vector<FusedTensor>& tensors, const FusedAdaptiveArgs& args, int index);
 
 struct GradStats {
   bool finite = true;

@@ -32,6 +32,24 @@ Cases and what they pin down:
                   the whole buffer), so this case is computed by hand from
                   autograd gradients, following Caffe's SGDSolver.
 
+  adagrad         Caffe's AdaGradSolver (delta 1e-6, weight_decay 0.01):
+                  h += g^2; w -= lr g / (sqrt(h) + delta)
+  rmsprop_step    Caffe's RMSPropSolver (rms_decay 0.9, delta 1e-6) with
+                  lr_policy step: h = d h + (1-d) g^2; w -= lr g / (sqrt(h) + delta)
+  adadelta        Caffe's AdaDeltaSolver (momentum 0.95, delta 1e-6, base_lr 1,
+                  as Caffe's mnist_autoencoder_solver_adadelta):
+                  h = m h + (1-m) g^2; u = g sqrt((hu + delta) / (h + delta));
+                  hu = m hu + (1-m) u^2; w -= lr u
+                  These three are computed by hand from Caffe's formulas
+                  (sgd_solvers.cpp; g includes weight_decay * w, as Caffe's
+                  Regularize adds it first). torch.optim.Adagrad, RMSprop and
+                  Adadelta differ in their defaults and argument names (eps
+                  1e-10, alpha, rho; Caffe's AdaDelta takes its decay from
+                  `momentum`), and newer torch versions changed details of
+                  their arithmetic, so they are not the reference;
+                  check_adaptive_against_torch() shows that this torch,
+                  given Caffe's settings, agrees with the formulas.
+
 Run from anywhere:  /usr/bin/python3 tests/golden/make_solver_golden.py
 Deterministic: regenerating rewrites identical bytes.
 """
@@ -81,7 +99,37 @@ CASES = {
                          warmup_iter=3, warmup_start_factor=0.25),
     "sgd_step_caffe": dict(opt="caffe_sgd", base_lr=0.1, momentum=0.9, weight_decay=0.01,
                            lr_policy="step", gamma=0.5, stepsize=2),
+    "adagrad": dict(opt="caffe_adagrad", base_lr=0.1, delta=1e-6, weight_decay=0.01),
+    "rmsprop_step": dict(opt="caffe_rmsprop", base_lr=0.01, rms_decay=0.9, delta=1e-6, weight_decay=0.01,
+                         lr_policy="step", gamma=0.5, stepsize=2),
+    "adadelta": dict(opt="caffe_adadelta", base_lr=1.0, momentum=0.95, delta=1e-6, weight_decay=0.01),
 }
+
+
+def caffe_update(case, p, hist, lr):
+    """One update of parameter p (its .grad set) by Caffe's solver `case`,
+    in place; `hist` is the list of history tensors for p."""
+    kind = case["opt"]
+    g = p.grad + case["weight_decay"] * p  # SGDSolver::Regularize (L2)
+    delta = case.get("delta", 0.0)
+    if kind == "caffe_sgd":
+        hist[0].mul_(case["momentum"]).add_(lr * g)
+        p.sub_(hist[0])
+    elif kind == "caffe_adagrad":
+        hist[0].add_(g * g)
+        p.sub_(lr * g / (hist[0].sqrt() + delta))
+    elif kind == "caffe_rmsprop":
+        d = case["rms_decay"]
+        hist[0].mul_(d).add_((1 - d) * g * g)
+        p.sub_(lr * g / (hist[0].sqrt() + delta))
+    elif kind == "caffe_adadelta":
+        m = case["momentum"]
+        hist[0].mul_(m).add_((1 - m) * g * g)
+        u = g * ((hist[1] + delta) / (hist[0] + delta)).sqrt()
+        hist[1].mul_(m).add_((1 - m) * u * u)
+        p.sub_(lr * u)
+    else:
+        raise ValueError(kind)
 
 
 def problem():
@@ -117,7 +165,7 @@ def run(case, x, labels, w0, b0):
     else:
         opt = None
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda it: lr_at(case, it) / base) if opt else None
-    velocity = [torch.zeros_like(p) for p in params]
+    history = [[torch.zeros_like(p), torch.zeros_like(p)] for p in params]
 
     ws, bs, lrs = [], [], []
     for it in range(STEPS):
@@ -131,12 +179,10 @@ def run(case, x, labels, w0, b0):
             assert abs(opt.param_groups[0]["lr"] - lr) <= 1e-15 * lr
             opt.step()
             sched.step()
-        else:  # Caffe's SGDSolver::ComputeUpdateValue, by hand
+        else:  # Caffe's solvers' ComputeUpdateValue, by hand
             with torch.no_grad():
-                for p, v in zip(params, velocity):
-                    g = p.grad + case["weight_decay"] * p
-                    v.mul_(case["momentum"]).add_(lr * g)
-                    p.sub_(v)
+                for p, h in zip(params, history):
+                    caffe_update(case, p, h, lr)
         lrs.append(lr)
         ws.append(w.detach().numpy().copy())
         bs.append(b.detach().numpy().copy())
@@ -165,11 +211,39 @@ def check_caffe_sgd_differs_from_torch(x, labels, w0, b0):
     assert np.abs(torch_ws[2:] - caffe_ws[2:]).max() > 1e-3
 
 
+def check_adaptive_against_torch(x, labels, w0, b0):
+    """This torch's Adagrad, RMSprop and Adadelta, given Caffe's settings,
+    agree with the formulas above (float64, to rounding)."""
+    for name, make in [
+        ("adagrad", lambda ps, c: torch.optim.Adagrad(ps, lr=c["base_lr"], eps=c["delta"],
+                                                      weight_decay=c["weight_decay"])),
+        ("rmsprop_step", lambda ps, c: torch.optim.RMSprop(ps, lr=c["base_lr"], alpha=c["rms_decay"],
+                                                           eps=c["delta"], weight_decay=c["weight_decay"])),
+        ("adadelta", lambda ps, c: torch.optim.Adadelta(ps, lr=c["base_lr"], rho=c["momentum"], eps=c["delta"],
+                                                        weight_decay=c["weight_decay"])),
+    ]:
+        case = CASES[name]
+        xs = torch.tensor(x, dtype=torch.float64)
+        y = torch.tensor(labels, dtype=torch.int64)
+        w = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+        b = torch.tensor(b0, dtype=torch.float64, requires_grad=True)
+        opt = make([w, b], case)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda it: lr_at(case, it) / case["base_lr"])
+        ours, _, _ = run(case, x, labels, w0, b0)
+        for it in range(STEPS):
+            w.grad = b.grad = None
+            loss_of(w, b, xs, y).backward()
+            opt.step()
+            sched.step()
+            assert np.allclose(w.detach().numpy(), ours[it], rtol=1e-6, atol=1e-7), (name, it)
+
+
 def main():
     check_cosine_against_torch()
     os.makedirs(OUT_DIR, exist_ok=True)
     x, labels, w0, b0 = problem()
     check_caffe_sgd_differs_from_torch(x, labels, w0, b0)
+    check_adaptive_against_torch(x, labels, w0, b0)
     for name, arr in [("x", x), ("labels", labels), ("w0", w0), ("b0", b0)]:
         np.save(os.path.join(OUT_DIR, name + ".npy"), arr)
     for name, case in CASES.items():

@@ -116,6 +116,32 @@ parallel::ModelParallelConfig model_parallel_config(const SolverConfig& config, 
   return c;
 }
 
+// --device when given; otherwise the solver's solver_mode as Caffe means it:
+// GPU trains on CUDA device device_id (one per local rank, counting on from
+// device_id, under a launcher) when this build and machine have one, and on
+// the CPU with one notice when not.
+Device training_device(const Args& args, const SolverConfig& config, const parallel::RankEnv& env) {
+  if (args.has("device") || config.solver_mode != SolverMode::kGPU) return device_flag(args);
+  std::string why;
+#ifdef STRATA_WITH_CUDA
+  const int gpus = cuda::device_count();
+  if (gpus > 0) {
+    const int64_t index = env.local_world_size > 1 ? (config.device_id + env.local_rank) % gpus : config.device_id;
+    const Device device = Device::cuda(static_cast<int>(index));
+    cuda::set_device(device.index);  // ConfigError naming the devices there are (device_id out of range)
+    return device;
+  }
+  why = "this machine has no GPU (the CUDA driver finds none)";
+#else
+  why = "this build of strata has no CUDA backend (built without nvcc or with -DSTRATA_CUDA=OFF)";
+#endif
+  if (env.rank == 0) {
+    std::printf("note: %s: solver_mode: GPU, but %s: training on the CPU (give --device cpu to choose it without this note)\n",
+                config.source.c_str(), why.c_str());
+  }
+  return Device::cpu();
+}
+
 }  // namespace
 
 Device device_flag(const Args& args) {
@@ -176,7 +202,8 @@ int train_main(int argc, char** argv) {
               "freeze layers whose names match (glob with * and ?, e.g. 'conv*'): lr_mult 0, no backward, "
               "BatchNorm on running statistics",
               ""},
-             {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)", "cpu"},
+             {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)",
+              "the solver's solver_mode (GPU: cuda:<device_id> when there is one), else cpu"},
              {"threads", FlagKind::kValue, "CPU threads for GEMM and layer loops (0 = all cores)",
               "all cores"},
              {"dp-backend", FlagKind::kValue, "data parallel: communication backend (auto, tcp, nccl, mpi)",
@@ -228,6 +255,10 @@ int train_main(int argc, char** argv) {
       transfer::parse_weights_format(args.get("weights-format", "auto"), "--weights-format");
 
   const SolverConfig config = load_solver_config(args.require("solver"));
+  const parallel::RankEnv env = parallel::detect_rank_env();
+  if (env.rank == 0) {
+    for (const std::string& line : config.notices) std::printf("note: %s\n", line.c_str());
+  }
   parallel::TrainingRunOptions run;
   run.data = data_parallel_config(config, args);
   run.model = model_parallel_config(config, args);
@@ -236,11 +267,10 @@ int train_main(int argc, char** argv) {
   if (args.has("slowdown")) run.slowdown = parallel::parse_slowdown(args.get("slowdown"), "--slowdown");
   if (args.has("max-memory")) set_memory_cap(parse_memory_size(args.get("max-memory"), "--max-memory"));
   // Several ranks on this host share its cores unless --threads says otherwise.
-  const parallel::RankEnv env = parallel::detect_rank_env();
   if (!args.has("threads") && env.local_world_size > 1) {
     set_num_threads(std::max(1, hardware_threads() / env.local_world_size));
   }
-  run.device = device_flag(args);
+  run.device = training_device(args, config, env);
   run.snapshot = args.get("snapshot", "");
   if (args.has("overwrite")) run.earlier_run = parallel::EarlierRunFiles::kReplace;
   if (args.has("freeze")) {
