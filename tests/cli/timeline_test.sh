@@ -62,6 +62,14 @@ echo "== one process"
 grep -q '^timeline: one.json' one.txt || { cat one.txt; fail "no timeline line"; }
 check one.json 1
 
+echo "== strata estimate takes its layer times from the trace"
+"$strata" estimate --model train.prototxt --timeline one.json --workers 1,2 --link 10gbe > est.txt 2>&1 ||
+  { cat est.txt; fail "estimate from the timeline failed"; }
+grep -q '^layer times from the timeline one.json, rank 0, 6 steps' est.txt || { cat est.txt; fail "no times line"; }
+grep -qE '^dp-ring +2 ' est.txt || { cat est.txt; fail "no dp-ring prediction"; }
+"$strata" estimate --model train.prototxt --timeline solver.prototxt > bad.txt 2>&1 && fail "a prototxt was taken for a trace"
+grep -q 'not a Chrome trace' bad.txt || { cat bad.txt; fail "no clear error for a file that is not a trace"; }
+
 echo "== 2 data-parallel ranks: one file, a track per rank, allreduce lanes"
 "$strata" launch --nproc 2 -- "$strata" train --solver solver.prototxt --timeline dp.json --overwrite > dp.txt 2>&1 ||
   { cat dp.txt; fail "launch failed"; }

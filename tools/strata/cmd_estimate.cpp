@@ -54,7 +54,10 @@ std::string comma_list(const std::vector<std::string>& items) {
 estimate::StepProfile load_profile(const Args& args, const SolverConfig* solver) {
   const int sources = args.has("times") + args.has("model") + args.has("solver");
   if (sources != 1) fail<ConfigError>("give exactly one of --model NET, --solver S or --times FILE");
-  if (args.has("times")) return estimate::read_times_file(args.get("times"));
+  if (args.has("times")) {
+    if (args.has("timeline")) fail<ConfigError>("--timeline needs the net (--model or --solver), not --times");
+    return estimate::read_times_file(args.get("times"));
+  }
   NetOptions options;
   options.phase = Phase::kTrain;
   options.device = device_flag(args);
@@ -65,6 +68,11 @@ estimate::StepProfile load_profile(const Args& args, const SolverConfig* solver)
   } else {
     const std::string path = solver ? (solver->net.empty() ? solver->train_net : solver->net) : args.get("model");
     net = Net::from_file(path, options);
+  }
+  if (args.has("timeline")) {
+    const LayerTimes times = layer_times_from_trace(args.get("timeline"), *net);
+    std::printf("layer times %s\n", times.note.c_str());
+    return step_profile(*net, times);
   }
   const int iterations = args.has("iterations") ? iterations_flag(args) : 20;
   const LayerTimes times = measure_layer_times(*net, iterations);
@@ -78,6 +86,9 @@ int estimate_main(int argc, char** argv) {
   std::string links = comma_list(estimate::link_names());
   Args args("estimate",
             {{"model", FlagKind::kValue, "net prototxt whose layers are timed here", ""},
+             {"timeline", FlagKind::kValue,
+              "with --model or --solver: take the layer times from a strata train --timeline trace instead of timing here",
+              ""},
              {"solver", FlagKind::kValue, "solver prototxt: its net, and its parallel { } block's bucket_mb, compression "
                                           "and micro_batches",
               ""},

@@ -1,7 +1,13 @@
 #include "tools/strata/layer_timing.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
+#include <map>
 
+#include "framework/error.h"
+#include "framework/io/file_util.h"
+#include "framework/io/json.h"
 #include "framework/optimizer.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
@@ -126,6 +132,74 @@ estimate::StepProfile step_profile(const Net& net, const LayerTimes& times) {
     p.batch = static_cast<int>(net.tops(0)[0]->shape()[0]);
   }
   return p;
+}
+
+LayerTimes layer_times_from_trace(const std::string& path, const Net& net) {
+  JsonValue trace;
+  try {
+    trace = parse_json(read_file_bytes(path));
+  } catch (const JsonError& e) {
+    fail<IoError>(path, ": not a Chrome trace from strata train --timeline: ", e.what());
+  }
+  const JsonValue* events = trace.is_object() ? trace.find("traceEvents") : nullptr;
+  if (!events || !events->is_array()) fail<IoError>(path, ": no traceEvents array; write one with strata train --timeline");
+  struct Span {
+    double ts, end;
+  };
+  struct Event {
+    std::string cat, name;
+    double ts, dur, pid, tid;
+  };
+  std::vector<Event> all;
+  for (const JsonValue& e : events->as_array()) {
+    const JsonValue* ph = e.find("ph");
+    if (!ph || !ph->is_string() || ph->as_string() != "X") continue;
+    const JsonValue *cat = e.find("cat"), *name = e.find("name"), *ts = e.find("ts"), *dur = e.find("dur"),
+                    *pid = e.find("pid"), *tid = e.find("tid");
+    if (!cat || !name || !ts || !dur || !pid || !tid || !ts->is_number() || !dur->is_number()) continue;
+    all.push_back({cat->as_string(), name->as_string(), ts->as_number(), dur->as_number(), pid->as_number(),
+                   tid->as_number()});
+  }
+  // Rank 0's steps (the lowest pid), on the thread that ran them.
+  std::vector<Span> steps;
+  double pid0 = 1e300, tid0 = 0;
+  for (const Event& e : all) {
+    if (e.cat == "step" && e.pid < pid0) pid0 = e.pid;
+  }
+  for (const Event& e : all) {
+    if (e.cat == "step" && e.pid == pid0) {
+      steps.push_back({e.ts, e.ts + e.dur});
+      tid0 = e.tid;
+    }
+  }
+  if (steps.empty()) fail<IoError>(path, ": the trace holds no training step");
+  std::sort(steps.begin(), steps.end(), [](const Span& a, const Span& b) { return a.ts < b.ts; });
+  LayerTimes t;
+  t.forward_ms.assign(static_cast<size_t>(net.num_layers()), 0.0);
+  t.backward_ms.assign(static_cast<size_t>(net.num_layers()), 0.0);
+  std::map<std::string, int> index;
+  for (int i = 0; i < net.num_layers(); ++i) index[net.layer(i).name()] = i;
+  size_t matched = 0;
+  for (const Event& e : all) {
+    if (e.pid != pid0 || e.tid != tid0 || (e.cat != "forward" && e.cat != "backward")) continue;
+    auto it = std::upper_bound(steps.begin(), steps.end(), e.ts, [](double v, const Span& s) { return v < s.ts; });
+    if (it == steps.begin() || e.ts + e.dur > std::prev(it)->end + 1) continue;  // outside a step: a test
+    const auto found = index.find(e.name);
+    if (found == index.end()) continue;
+    const int i = found->second;
+    (e.cat == "forward" ? t.forward_ms : t.backward_ms)[static_cast<size_t>(i)] += e.dur / 1000.0;
+    ++matched;
+  }
+  if (matched == 0) {
+    fail<IoError>(path, ": no forward or backward event in its steps names a layer of net '", net.name(),
+                  "'; was the trace written by a run of this net?");
+  }
+  const double n = static_cast<double>(steps.size());
+  for (double& v : t.forward_ms) v /= n;
+  for (double& v : t.backward_ms) v /= n;
+  for (size_t i = 0; i < t.forward_ms.size(); ++i) t.step_ms += t.forward_ms[i] + t.backward_ms[i];
+  t.note = "from the timeline " + path + ", rank 0, " + std::to_string(steps.size()) + " steps";
+  return t;
 }
 
 }  // namespace strata::cli

@@ -22,6 +22,12 @@ struct LayerTimes {
 // the CPU, CUDA events around each layer on the compute stream on a GPU.
 LayerTimes measure_layer_times(Net& net, int iterations);
 
+// The times of a `strata train --timeline` trace (rank 0's main thread):
+// each layer's forward and backward events inside the steps (a test's
+// forwards are outside them), averaged over the steps. IoError naming the
+// file when it is not a trace or holds no step.
+LayerTimes layer_times_from_trace(const std::string& path, const Net& net);
+
 // The estimate's view of the net: the times, the gradient bytes each layer's
 // backward makes final (as the data-parallel buckets count them), the bytes
 // of its tops and bottoms, its `split` key, and the batch (the first
