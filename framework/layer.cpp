@@ -65,8 +65,6 @@ const LayerRegistration& LayerRegistry::find(const std::string& type) const {
   for (const auto& t : known) list += (list.empty() ? "" : ", ") + t;
   // Caffe's database-backed data layers have no counterpart; say what to use.
   static const std::vector<std::pair<std::string, std::string>> caffe_data_layers = {
-      {"Data", "Caffe's LMDB/LevelDB Data layer is not supported: use MnistData for MNIST idx files, "
-               "Cifar10Data for CIFAR-10 binaries, or ArrayData for .npy arrays"},
       {"HDF5Data", "HDF5 input is not supported: convert the arrays to .npy and use ArrayData"},
       {"MemoryData", "use an Input layer and set its blobs from code"},
       {"WindowData", "use ArrayData with preprocessed .npy arrays"}};
