@@ -15,6 +15,7 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::kData: return "data";
     case LayerKind::kNormalization: return "normalization";
     case LayerKind::kEmbedding: return "embedding";
+    case LayerKind::kOutput: return "output";
   }
   return "?";
 }
