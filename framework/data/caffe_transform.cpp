@@ -1,5 +1,7 @@
 #include "framework/data/caffe_transform.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "framework/data/caffe_db.h"
@@ -99,6 +101,74 @@ Image from_datum(const Datum& d, ColorMode color, const std::string& what) {
     img.floats = d.float_data;
   }
   return img;
+}
+
+namespace {
+
+// Per output position: the first source index and its two weights (of 2048).
+struct LinearTaps {
+  std::vector<int> index;
+  std::vector<int> w0, w1;
+};
+
+LinearTaps linear_taps(int src, int dst) {
+  LinearTaps t;
+  const double scale = 1.0 / (static_cast<double>(dst) / src);
+  for (int d = 0; d < dst; ++d) {
+    float f = static_cast<float>((d + 0.5) * scale - 0.5);
+    int s = static_cast<int>(std::floor(f));
+    f -= static_cast<float>(s);
+    if (s < 0) {
+      f = 0;
+      s = 0;
+    }
+    if (s >= src - 1) {
+      f = 0;
+      s = src - 1;
+    }
+    t.index.push_back(s);
+    t.w0.push_back(static_cast<int>(std::lrint((1.0f - f) * 2048.0f)));
+    t.w1.push_back(static_cast<int>(std::lrint(f * 2048.0f)));
+  }
+  return t;
+}
+
+}  // namespace
+
+Image resize_linear(const Image& img, int height, int width) {
+  STRATA_CHECK(height > 0 && width > 0 && !img.bytes.empty(), "resize of a byte image to a positive size");
+  if (height == img.height && width == img.width) return img;
+  const LinearTaps tx = linear_taps(img.width, width), ty = linear_taps(img.height, height);
+  Image out;
+  out.channels = img.channels;
+  out.height = height;
+  out.width = width;
+  out.bytes.resize(static_cast<size_t>(img.channels) * height * width);
+  std::vector<int> row0(static_cast<size_t>(width)), row1(static_cast<size_t>(width));
+  auto horizontal = [&](const uint8_t* src, std::vector<int>& out_row) {
+    for (int x = 0; x < width; ++x) {
+      const int s = tx.index[x];
+      const int s1 = std::min(s + 1, img.width - 1);
+      out_row[static_cast<size_t>(x)] = src[s] * tx.w0[x] + src[s1] * tx.w1[x];
+    }
+  };
+  for (int c = 0; c < img.channels; ++c) {
+    const uint8_t* plane = img.bytes.data() + static_cast<size_t>(c) * img.height * img.width;
+    uint8_t* dst = out.bytes.data() + static_cast<size_t>(c) * height * width;
+    for (int y = 0; y < height; ++y) {
+      const int s = ty.index[y];
+      const int s1 = std::min(s + 1, img.height - 1);
+      horizontal(plane + static_cast<size_t>(s) * img.width, row0);
+      horizontal(plane + static_cast<size_t>(s1) * img.width, row1);
+      for (int x = 0; x < width; ++x) {
+        const int64_t v = int64_t{row0[static_cast<size_t>(x)]} * ty.w0[y] +
+                          int64_t{row1[static_cast<size_t>(x)]} * ty.w1[y];
+        const int64_t r = (v + (int64_t{1} << 21)) >> 22;
+        dst[static_cast<size_t>(y) * width + x] = static_cast<uint8_t>(std::clamp<int64_t>(r, 0, 255));
+      }
+    }
+  }
+  return out;
 }
 
 void output_size(const Transform& t, const Image& img, int* out_height, int* out_width, const std::string& what) {

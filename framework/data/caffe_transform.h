@@ -69,6 +69,13 @@ Image from_rgb(const RgbImage& rgb, ColorMode color);
 // IoError naming `what` when the sizes and the payload disagree.
 Image from_datum(const Datum& d, ColorMode color, const std::string& what);
 
+// cv::resize(..., INTER_LINEAR) of 8-bit planes, as Caffe's ImageData
+// resizes to new_height x new_width: half-pixel centres, edge pixels
+// repeated, OpenCV's 11-bit fixed-point weights with its portable rounding
+// (OpenCV's vectorised path may differ by one in the last bit). No
+// antialiasing when shrinking, as in OpenCV.
+Image resize_linear(const Image& img, int height, int width);
+
 // The transform's output size for an image of this size; ShapeError when
 // the crop is larger than the image.
 void output_size(const Transform& t, const Image& img, int* out_height, int* out_width, const std::string& what);
