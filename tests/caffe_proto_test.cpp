@@ -4,6 +4,9 @@
 // refused with the field and offset named.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -210,6 +213,35 @@ TEST(CaffeProto, BinaryprotoMeanFileRoundTripsAndWrongShapeIsNamed) {
   test::write_text(dir.file("bad.binaryproto"), bytes({0x08, 0x01, 0x10, 0x02, 0x2a, 0x04, 0, 0}));
   const std::string msg = error_of<IoError>([&] { caffe::read_binaryproto(dir.file("bad.binaryproto")); });
   EXPECT_NE(msg.find("bad.binaryproto"), std::string::npos) << msg;
+}
+
+// Every seed of the fuzz corpus (tests/fuzz/corpus_caffe_proto) is replayed:
+// the valid ones parse as what their name says, the invalid ones are refused.
+TEST(CaffeProto, FuzzCorpusSeedsParseOrAreRefused) {
+  const std::string dir = std::string(STRATA_SOURCE_DIR) + "/tests/fuzz/corpus_caffe_proto";
+  int seeds = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ++seeds;
+    auto walk = [&] {
+      WireReader r(bytes, name);
+      Field f;
+      while (r.next(&f)) {
+      }
+    };
+    if (name.rfind("invalid_", 0) == 0) {
+      EXPECT_THROW(walk(), IoError) << name;
+    } else if (name.rfind("datum_", 0) == 0) {
+      EXPECT_GT(caffe::parse_datum(bytes, name).channels, 0) << name;
+    } else if (name.rfind("blob_", 0) == 0) {
+      EXPECT_FALSE(caffe::parse_blob_proto(bytes, name).data.empty()) << name;
+    } else {
+      EXPECT_NO_THROW(walk()) << name;
+    }
+  }
+  EXPECT_EQ(seeds, 7);
 }
 
 }  // namespace
