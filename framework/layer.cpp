@@ -16,6 +16,7 @@ const char* layer_kind_name(LayerKind kind) {
     case LayerKind::kData: return "data";
     case LayerKind::kNormalization: return "normalization";
     case LayerKind::kEmbedding: return "embedding";
+    case LayerKind::kOutput: return "output";
   }
   return "?";
 }
@@ -64,11 +65,8 @@ const LayerRegistration& LayerRegistry::find(const std::string& type) const {
   const std::vector<std::string> known = types();
   std::string list;
   for (const auto& t : known) list += (list.empty() ? "" : ", ") + t;
-  // Caffe's database-backed data layers have no counterpart; say what to use.
+  // Caffe's data layers that have no counterpart; say what to use.
   static const std::vector<std::pair<std::string, std::string>> caffe_data_layers = {
-      {"Data", "Caffe's LMDB/LevelDB Data layer is not supported: use MnistData for MNIST idx files, "
-               "Cifar10Data for CIFAR-10 binaries, or ArrayData for .npy arrays"},
-      {"HDF5Data", "HDF5 input is not supported: convert the arrays to .npy and use ArrayData"},
       {"MemoryData", "use an Input layer and set its blobs from code"},
       {"WindowData", "use ArrayData with preprocessed .npy arrays"}};
   for (const auto& [caffe_type, hint] : caffe_data_layers) {

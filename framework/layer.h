@@ -125,6 +125,9 @@ enum class LayerKind {
                    // no_weight_decay: BIASES_NORMS_EMBEDDINGS leaves undecayed
   kEmbedding,      // turns the input into tokens or adds embeddings to them (PatchEmbed,
                    // PositionEmbedding): depth 0 of a ViT under layer_decay
+  kOutput,         // consumes blobs into a file and has no tops (HDF5Output): nothing to
+                   // differentiate or compare, so no LayerExample and no golden case; its
+                   // own test covers it
 };
 const char* layer_kind_name(LayerKind kind);
 

@@ -1,8 +1,10 @@
 #include "layers/image_data.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
+#include "framework/data/caffe_db.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 
@@ -54,15 +56,62 @@ ImageTransform read_image_transform(const ConfigNode& p, Phase phase, const std:
   return t;
 }
 
+namespace {
+
+const std::vector<std::string>& caffe_only_data_keys() {
+  static const std::vector<std::string> keys = {"new_height", "new_width", "is_color", "rand_skip"};
+  return keys;
+}
+const std::vector<std::string>& caffe_only_transform_keys() {
+  static const std::vector<std::string> keys = {"mean_file", "mean_value", "force_color", "force_gray"};
+  return keys;
+}
+const std::vector<std::string>& torchvision_only_transform_keys() {
+  static const std::vector<std::string> keys = {"preset", "resize", "interpolation", "crop", "mean", "std"};
+  return keys;
+}
+
+bool has_any(const ConfigNode& node, const std::vector<std::string>& keys) {
+  return std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return node.has(k); });
+}
+
+}  // namespace
+
 ImageDataLayer::ImageDataLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
   const ConfigNode& p = block("image_data_param");
-  source_ = join_path(ctx.base_dir, p.get_string("source"));
+  const ConfigNode& tp = block("transform_param");
+  const bool caffe_keys = has_any(p, caffe_only_data_keys()) || has_any(tp, caffe_only_transform_keys());
+  const bool torch_keys = has_any(tp, torchvision_only_transform_keys());
+  if (caffe_keys && torch_keys) {
+    fail<ConfigError>(where_at(), ": transform_param mixes Caffe's keys (new_height, new_width, is_color, "
+                      "rand_skip, mean_file, mean_value, force_color, force_gray) with torchvision-style ones "
+                      "(preset, resize, interpolation, crop, mean, std); use one convention");
+  }
+  if (caffe_keys) convention_ = Convention::kCaffe;
+  source_ = convention_ == Convention::kCaffe ? caffe::resolve_caffe_path(ctx.base_dir, p.get_string("source"))
+                                              : join_path(ctx.base_dir, p.get_string("source"));
   if (p.has("root_folder")) root_folder_ = join_path(ctx.base_dir, p.get_string("root_folder"));
-  const DataOptions data = read_data_options(p, ctx.phase, where());
-  transform_ = read_image_transform(block("transform_param"), ctx.phase, where_at());
-  if (transform_.crop_height <= 0 || transform_.crop_width <= 0) {
+  DataOptions data = read_data_options(p, ctx.phase, where());
+  if (convention_ == Convention::kCaffe) {
+    data.shuffle = p.get_bool("shuffle", false) ? ShuffleMode::kOn : ShuffleMode::kOff;  // Caffe's default
+    caffe_transform_ = caffe::read_transform(tp, ctx.phase, ctx.base_dir, where_at());
+    new_height_ = static_cast<int>(p.get_int("new_height", 0));
+    new_width_ = static_cast<int>(p.get_int("new_width", 0));
+    if ((new_height_ > 0) != (new_width_ > 0) || new_height_ < 0 || new_width_ < 0 || new_height_ > 65535 ||
+        new_width_ > 65535) {
+      fail<ConfigError>(where_at(), ": new_height and new_width go together (both > 0, or neither), got ",
+                        new_height_, " and ", new_width_);
+    }
+    color_ = p.get_bool("is_color", true) ? caffe::ColorMode::kColor : caffe::ColorMode::kGray;
+    rand_skip_ = p.get_int("rand_skip", 0);
+    if (rand_skip_ < 0) fail<ConfigError>(where_at(), ": rand_skip must be >= 0, got ", rand_skip_);
+  } else {
+    transform_ = read_image_transform(tp, ctx.phase, where_at());
+  }
+  if (convention_ == Convention::kTorchvision && (transform_.crop_height <= 0 || transform_.crop_width <= 0)) {
     fail<ConfigError>(where_at(), ": every image must become the same size; set transform_param { crop_size: N } "
-                                  "(or preset: IMAGENET / VIT_EVAL, which crop 224)");
+                                  "(or preset: IMAGENET / VIT_EVAL, which crop 224), or, in Caffe's spelling, "
+                                  "image_data_param { new_height: H new_width: W }");
   }
   options_.batch_size = data.batch_size;
   options_.shuffle = data.shuffle;
@@ -87,7 +136,10 @@ LayerSchema ImageDataLayer::schema() {
   s.kind = LayerKind::kData;
   std::vector<std::string> keys = {"source", "root_folder", "skip_bad_images", "threads", "prefetch"};
   keys.insert(keys.end(), data_option_keys().begin(), data_option_keys().end());
-  s.blocks = {{"image_data_param", keys}, {"transform_param", image_transform_keys()}};
+  keys.insert(keys.end(), caffe_only_data_keys().begin(), caffe_only_data_keys().end());
+  std::vector<std::string> transform = image_transform_keys();
+  transform.insert(transform.end(), caffe_only_transform_keys().begin(), caffe_only_transform_keys().end());
+  s.blocks = {{"image_data_param", keys}, {"transform_param", transform}};
   s.summary =
       "Reads JPEG/PNG/BMP images from class subfolders or a 'path label' list; resize, crop, flip and "
       "normalise as torchvision/timm presets; decoded on threads ahead of use";
@@ -113,11 +165,59 @@ void ImageDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {
       }
     }
   }
+  if (convention_ == Convention::kCaffe) setup_caffe(items);
   loader_ = std::make_unique<ImageLoader>(std::move(items), transform_, options_, where_at());
+  if (rand_skip_ > 0) {
+    // Caffe skips a random number of list lines before the first batch.
+    Rng skip(options_.seed ^ 0x72616e645f736b69ULL);
+    loader_->seek(static_cast<int64_t>(skip.uniform_int(static_cast<uint64_t>(rand_skip_))));
+  }
+}
+
+void ImageDataLayer::setup_caffe(const std::vector<ImageItem>& items) {
+  const std::string where = where_at();
+  const caffe::Transform t = caffe_transform_;
+  const int new_h = new_height_, new_w = new_width_;
+  const caffe::ColorMode color = color_;
+  auto prepare = [=](const RgbImage& rgb) {
+    caffe::Image img = caffe::from_rgb(rgb, color);
+    return new_h > 0 ? caffe::resize_linear(img, new_h, new_w) : img;
+  };
+  // The output size: the crop, else the new size, else the first image's (as Caffe infers its top).
+  caffe::Image first;
+  first.channels = color == caffe::ColorMode::kGray ? 1 : 3;
+  first.height = new_h;
+  first.width = new_w;
+  if (new_h == 0 && t.crop_size == 0) {
+    try {
+      first = prepare(decode_image_file(items.at(0).path));
+    } catch (const IoError& e) {
+      fail<IoError>(where, ": ", e.what());
+    }
+  }
+  int out_h = t.crop_size, out_w = t.crop_size;
+  if (t.crop_size == 0) {
+    out_h = first.height;
+    out_w = first.width;
+  }
+  options_.out_channels = first.channels;
+  options_.out_height = out_h;
+  options_.out_width = out_w;
+  options_.custom_transform = [=](const RgbImage& rgb, const std::string& path, Rng& rng, float* out) {
+    const caffe::Image img = prepare(rgb);
+    int h = 0, w = 0;
+    caffe::output_size(t, img, &h, &w, where + ": " + path);
+    if (h != out_h || w != out_w) {
+      fail<ConfigError>(where, ": ", path, " (", rgb.width, "x", rgb.height, ") becomes ", w, "x", h,
+                        " but the first image made ", out_w, "x", out_h, "; set image_data_param { new_height "
+                        "new_width } or transform_param { crop_size } so that every image has one size");
+    }
+    caffe::apply(t, img, &rng, out, where + ": " + path);
+  };
 }
 
 void ImageDataLayer::reshape(const BlobVec& /*bottom*/, const BlobVec& top) {
-  top[0]->resize({options_.batch_size, 3, options_.out_height, options_.out_width});
+  top[0]->resize({options_.batch_size, options_.out_channels, options_.out_height, options_.out_width});
   if (top.size() > 1) top[1]->resize({options_.batch_size});
 }
 

@@ -5,14 +5,21 @@
 // TRAIN applies the random crop and mirror of transform_param; TEST always
 // crops the centre and never mirrors. Sharded per rank like the other data
 // layers; the reading position is saved in snapshots, so resume is exact.
+//
+// Caffe's spelling (new_height / new_width / is_color / rand_skip, or
+// mean_file / mean_value / force_color / force_gray) switches to Caffe's meaning: images in BGR
+// (or gray with is_color: false) resized with OpenCV's bilinear filter to
+// new_height x new_width, then Caffe's DataTransformer
+// (framework/data/caffe_transform.h), no shuffling unless asked.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "framework/layer_registry.h"
+#include "framework/data/caffe_transform.h"
 #include "framework/data/image_loader.h"
+#include "framework/layer_registry.h"
 
 namespace strata {
 
@@ -42,6 +49,15 @@ class ImageDataLayer : public Layer {
 
  private:
   std::string where_at() const;
+  // Caffe's meaning: the transform, and the output size from the first image when no size is set.
+  void setup_caffe(const std::vector<ImageItem>& items);
+
+  enum class Convention { kTorchvision, kCaffe };
+  Convention convention_ = Convention::kTorchvision;
+  caffe::Transform caffe_transform_;
+  int new_height_ = 0, new_width_ = 0;
+  caffe::ColorMode color_ = caffe::ColorMode::kColor;
+  int64_t rand_skip_ = 0;
 
   std::string source_;
   std::string root_folder_;

@@ -15,7 +15,7 @@
 //                  gradients.
 // A type without examples fails unless its schema declares it a data layer
 // (LayerKind::kData; tests/layer_kind_test.cpp checks that such a layer has
-// no bottoms).
+// no bottoms) or an output layer (LayerKind::kOutput: no tops).
 // Kinks: see fill_inputs() in layer_test_util.h; Gaussian inputs stay two
 // steps apart from each other and from 0.
 
@@ -180,9 +180,10 @@ class LayerGenericTest : public ::testing::TestWithParam<GenericCase> {
 TEST_P(LayerGenericTest, Gradients) {
   const GenericCase& c = GetParam();
   if (c.example < 0) {
-    // Only data layers may go without examples.
-    if (LayerRegistry::instance().find(c.type).schema().kind == LayerKind::kData) {
-      GTEST_SKIP() << c.type << " is a data layer (LayerKind::kData); tested elsewhere";
+    // Only data and output layers may go without examples.
+    const LayerKind kind = LayerRegistry::instance().find(c.type).schema().kind;
+    if (kind == LayerKind::kData || kind == LayerKind::kOutput) {
+      GTEST_SKIP() << c.type << " is a " << layer_kind_name(kind) << " layer; tested elsewhere";
     }
     FAIL() << "layer type " << c.type << " has no LayerExample; add one to its schema() (only a data layer, "
            << "whose schema says kind = LayerKind::kData, may go without)";

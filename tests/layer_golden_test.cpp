@@ -38,7 +38,11 @@ namespace fs = std::filesystem;
 // Data layers (LayerKind::kData) are exempt from the golden coverage rule:
 // they have no bottoms to compare a computation on; the file readers are
 // tested in tests/data_layers_test.cpp, and every golden net runs an Input.
-bool exempt(const std::string& type) { return LayerRegistry::instance().find(type).schema().kind == LayerKind::kData; }
+// So are output layers (LayerKind::kOutput), which compute nothing.
+bool exempt(const std::string& type) {
+  const LayerKind kind = LayerRegistry::instance().find(type).schema().kind;
+  return kind == LayerKind::kData || kind == LayerKind::kOutput;
+}
 
 std::string golden_root() { return std::string(STRATA_SOURCE_DIR) + "/tests/golden/layers"; }
 

@@ -73,9 +73,10 @@ TEST(LayerKinds, NormLikeTypesDeclareNormalization) {
 TEST(LayerKinds, KnownTypesDeclareTheirKind) {
   for (const char* t : {"BatchNorm", "LayerNorm", "Scale"}) EXPECT_EQ(schema_of(t).kind, LayerKind::kNormalization) << t;
   for (const char* t : {"PatchEmbed", "PositionEmbedding"}) EXPECT_EQ(schema_of(t).kind, LayerKind::kEmbedding) << t;
-  for (const char* t : {"ArrayData", "Cifar10Data", "ImageData", "Input", "MnistData"}) {
+  for (const char* t : {"ArrayData", "Cifar10Data", "Data", "HDF5Data", "ImageData", "Input", "MnistData"}) {
     EXPECT_EQ(schema_of(t).kind, LayerKind::kData) << t;
   }
+  EXPECT_EQ(schema_of("HDF5Output").kind, LayerKind::kOutput);
   for (const char* t : {"Convolution", "InnerProduct", "ReLU", "Split"}) EXPECT_EQ(schema_of(t).kind, LayerKind::kCompute) << t;
   const std::vector<std::string> pos = schema_of("PositionEmbedding").embedding_params;
   EXPECT_EQ(pos, (std::vector<std::string>{"class_token", "pos_embedding"}));
@@ -95,6 +96,9 @@ TEST(LayerKinds, DataLayersAndOnlyThemHaveNoBottoms) {
         << "; a layer without bottoms produces the net's input: declare LayerKind::kData (and only such a layer)";
     if (data) {
       EXPECT_TRUE(schema.examples.empty()) << type << ": a data layer has no bottoms to give an example";
+    }
+    if (schema.kind == LayerKind::kOutput) {
+      EXPECT_EQ(layer->max_tops(), 0) << type << ": kind output means a layer without tops";
     }
   }
 }

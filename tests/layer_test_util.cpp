@@ -55,6 +55,7 @@ std::unique_ptr<Layer> build_any(const std::string& type, std::string* why) {
   for (const ParamBlockSchema& b : schema.blocks) {
     const std::string& n = b.block;
     if (n == "input_param" || n == "dummy_data_param") configs.push_back({n + " { shape { dim: 1 } }", 0});
+    if (n == "hdf5_output_param") configs.push_back({"hdf5_output_param { file_name: 'unused.h5' }", 1});
     if (n.size() >= 10 && n.compare(n.size() - 10, 10, "data_param") == 0) {
       configs.push_back({n + " { source: 'unused' batch_size: 1 }", 0});
       // ImageData also needs a fixed output size.

@@ -401,13 +401,16 @@ TEST(NetLeNet, CaffeTrainValBuildsAndTrains) {
   EXPECT_LE(acc, 1.0f);
 }
 
-TEST(NetCaffeCompat, DatabaseDataLayersGetAHintInsteadOfATypeList) {
-  const std::string msg = build_error(R"(
-    layer { name: "mnist" type: "Data" top: "data" top: "label"
-            data_param { source: "examples/mnist/mnist_train_lmdb" batch_size: 64 backend: LMDB } }
-  )");
+TEST(NetCaffeCompat, DataLayerWhoseDatabaseCannotBeOpenedNamesThePathAndTheBackend) {
+  const std::string msg = error_of<IoError>([] {
+    make_net(R"(
+      layer { name: "mnist" type: "Data" top: "data" top: "label"
+              data_param { source: "examples/mnist/mnist_train_lmdb" batch_size: 64 backend: LMDB } }
+    )");
+  });
   EXPECT_NE(msg.find("LMDB"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("MnistData"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("examples/mnist/mnist_train_lmdb"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("layer 'mnist' (Data)"), std::string::npos) << msg;
 }
 
 TEST(NetCaffeCompat, BatchNormAcceptsCaffesThreeFrozenParamBlocks) {

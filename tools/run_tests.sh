@@ -154,6 +154,7 @@ asan_filter+=':NearestKey.*:Files.*:LeNet.*:SolverConfigTest.*:LrPolicyTest.*:Ne
 asan_filter+=':NetLegacy.*:SolverStrategyTest.*:SolverNonFinite.*:SolverRetention.*'
 asan_filter+=':Json*:Safetensors*:Npy*:FileUtilTest.*:PathTest.*:WeightsTest.*:SnapshotTest.*:*ResumeTest.*'
 asan_filter+=':ResumeExtendTest.*:RestoreErrorsTest.*:TransferWeightsFiles.*'
+asan_filter+=':ProtobufWire.*:CaffeProto.*:CaffeTransform.*:Caffemodel.*:*CaffeData*:Hdf5*'
 asan_filter+=':ParallelStore.*:ParallelSocket.*:ParallelRankEnv.*:ParallelLaunch.*'
 asan_filter+=':*Transport*:PeerFailure.*'
 asan_filter+=':*Collectives*:*Communicator*:ReduceKernels.*:*ProcessTest.*:ProcessFailure.*'

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -10,6 +11,7 @@
 #include "framework/io/checkpoint.h"
 #include "framework/error.h"
 #include "framework/io/safetensors.h"
+#include "transfer/caffemodel.h"
 #include "transfer/name_maps.h"
 #include "transfer/position_embedding.h"
 #include "transfer/weights_file.h"
@@ -26,7 +28,8 @@ constexpr FormatName kFormats[] = {{WeightsFormat::kAuto, "auto"},
                                    {WeightsFormat::kStrata, "strata"},
                                    {WeightsFormat::kTorchvisionVgg, "torchvision-vgg"},
                                    {WeightsFormat::kTorchvisionVit, "torchvision-vit"},
-                                   {WeightsFormat::kTimmVit, "timm-vit"}};
+                                   {WeightsFormat::kTimmVit, "timm-vit"},
+                                   {WeightsFormat::kCaffe, "caffe"}};
 
 std::string format_list() {
   std::string s;
@@ -113,6 +116,7 @@ NameMap build_map(WeightsFormat format, const Net& net, const std::vector<FileTe
     case WeightsFormat::kTorchvisionVit: return map_by_name(tensors, &torchvision_vit_name);
     case WeightsFormat::kTimmVit: return map_by_name(tensors, &timm_vit_name);
     case WeightsFormat::kStrata:
+    case WeightsFormat::kCaffe:
     case WeightsFormat::kAuto: break;
   }
   return map_identity(tensors);
@@ -165,6 +169,91 @@ LoadReport load_with_advice(Net& net, const std::string& path, const std::string
   }
 }
 
+// Leading axes of size 1 dropped (at least one kept): Caffe's legacy 4-D
+// blobs ([1, 1, out, in] for an InnerProduct weight) against our shapes.
+Shape without_leading_ones(const Shape& s) {
+  size_t i = 0;
+  while (i + 1 < s.size() && s[i] == 1) ++i;
+  return Shape(s.begin() + static_cast<std::ptrdiff_t>(i), s.end());
+}
+
+// A .caffemodel: blob i of Caffe layer L goes to the i-th parameter of our
+// layer L (BatchNorm's three blobs to its two running statistics), then
+// through load_weights as a staged safetensors file, like the name maps.
+LoadReport load_caffe(Net& net, const std::string& path, const LoadOptions& load) {
+  const CaffeModel model = read_caffemodel(path);
+  const std::string what = path + " (caffe weights)";
+  std::vector<std::string> unexpected;
+  std::map<std::string, std::string> source;  // net param name -> "<caffe layer>.<param>"
+  std::vector<Tensor> converted;
+  std::vector<TensorToWrite> out;
+  for (const CaffeLayerBlobs& cl : model.layers) {
+    const Layer* ours = nullptr;
+    for (int i = 0; i < net.num_layers() && !ours; ++i) {
+      if (net.layer(i).name() == cl.name) ours = &net.layer(i);
+    }
+    std::vector<std::string> names;
+    if (ours) {
+      for (const LayerParam& lp : ours->params()) names.push_back(lp.name);
+    } else {
+      names = caffe_param_names(cl.type, cl.blobs.size());
+    }
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    try {
+      tensors = caffe_layer_tensors(cl, names);
+    } catch (const IoError& e) {
+      fail<IoError>(what, ": ", e.what());
+    }
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      auto& [short_name, value] = tensors[k];
+      const std::string file_name = cl.name + "." + short_name;
+      if (!ours) {
+        unexpected.push_back(file_name + " (no layer '" + cl.name + "' in the net)");
+        continue;
+      }
+      if (k >= ours->params().size()) {
+        unexpected.push_back(cl.name + " blob " + std::to_string(k) + " (layer '" + cl.name + "' has " +
+                             std::to_string(ours->params().size()) + " parameters)");
+        continue;
+      }
+      const int id = resolve_param(net, file_name);
+      const std::string net_name = id >= 0 ? net.params()[id].name : "";
+      if (id < 0 || source.count(net_name)) {
+        unexpected.push_back(file_name + (id < 0 ? " (not in the net)" : " (given twice)"));
+        continue;
+      }
+      const Shape& want = net.params()[id].blob->shape();
+      if (value.shape() != want && without_leading_ones(value.shape()) == without_leading_ones(want)) {
+        Tensor reshaped(want);
+        std::memcpy(reshaped.raw_data(), value.raw_data(), static_cast<size_t>(value.numel()) * sizeof(float));
+        value = reshaped;
+      }
+      source[net_name] = file_name;
+      converted.push_back(value);
+      out.push_back({net_name, DType::kF32, value.shape(), converted.back().raw_data()});
+    }
+  }
+  if (out.empty() && !net.params().empty()) {
+    std::vector<std::string> file_layers, net_layers;
+    for (const CaffeLayerBlobs& cl : model.layers) file_layers.push_back(cl.name);
+    for (int i = 0; i < net.num_layers(); ++i) {
+      if (!net.layer(i).params().empty()) net_layers.push_back(net.layer(i).name());
+    }
+    fail<IoError>(what, ": none of its ", model.layers.size(), " layers with weights (", join(file_layers, 4),
+                  ") is a layer of net '", net.name(), "' with parameters (", join(net_layers, 4),
+                  "); Caffe weights are matched by layer name, so the net must use the names of the net "
+                  "they were trained with");
+  }
+  const TempFile staged(path);
+  Metadata metadata = {{"source", "caffemodel"}};
+  if (!model.name.empty()) metadata["caffe_net"] = model.name;
+  write_safetensors(staged.path, out, metadata);
+  LoadReport report = load_with_advice(net, staged.path, what, load, source);
+  report.unexpected = unexpected;
+  report.metadata = metadata;
+  return report;
+}
+
 }  // namespace
 
 WeightsFormat parse_weights_format(const std::string& text, const std::string& flag) {
@@ -208,6 +297,11 @@ LoadReport load_pretrained(Net& net, const std::string& path, const PretrainedOp
   load.reinit = options.reinit;
   for (int i = 0; i < net.num_layers(); ++i) {
     if (net.layer(i).spec().node.get_bool("reinit", false)) load.reinit.insert(net.layer(i).name());
+  }
+
+  if (options.format == WeightsFormat::kCaffe ||
+      (options.format == WeightsFormat::kAuto && looks_like_caffemodel(path))) {
+    return load_caffe(net, path, load);
   }
 
   std::map<std::string, std::string> foreign;  // tensors of dtypes strata does not read

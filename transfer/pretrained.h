@@ -21,13 +21,15 @@ enum class WeightsFormat {
   kTorchvisionVgg,   // features.N.* / classifier.N.* (vgg11/16/19, with or without BN)
   kTorchvisionVit,   // conv_proj, encoder.layers.encoder_layer_i.* (mlp.0/3 or mlp.linear_1/2)
   kTimmVit,          // patch_embed.proj, blocks.i.*, cls_token, pos_embed
+  kCaffe,            // a .caffemodel (binary NetParameter): blobs by layer name (transfer/caffemodel.h)
 };
 
-// "auto", "strata", "torchvision-vgg", "torchvision-vit", "timm-vit";
+// "auto", "strata", "torchvision-vgg", "torchvision-vit", "timm-vit", "caffe";
 // ConfigError listing them otherwise. `flag` names the option in messages.
 WeightsFormat parse_weights_format(const std::string& text, const std::string& flag);
 const char* weights_format_name(WeightsFormat format);
 // The format whose names these are; IoError saying what was seen when none fits.
+// (A .caffemodel is recognised from the file itself, before any names are read.)
 WeightsFormat detect_weights_format(const std::vector<std::string>& tensor_names);
 
 struct PretrainedOptions {

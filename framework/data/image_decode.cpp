@@ -49,6 +49,7 @@ RgbImage decode_image_memory(const uint8_t* bytes, size_t size, const std::strin
   RgbImage img;
   img.width = w;
   img.height = h;
+  img.file_channels = channels;
   img.pixels.assign(data, data + static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
   stbi_image_free(data);
   return img;

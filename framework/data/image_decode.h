@@ -16,6 +16,9 @@ struct RgbImage {
   int width = 0;
   int height = 0;
   std::vector<uint8_t> pixels;
+  // Channels stored in the file (1 gray, 2 gray+alpha, 3 RGB, 4 RGBA): what
+  // Caffe's "native" decoding (cv::IMREAD_ANYCOLOR) keeps. 0 when unknown.
+  int file_channels = 0;
 };
 
 // False when this build has no stb_image.

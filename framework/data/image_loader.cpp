@@ -189,7 +189,7 @@ ImageLoader::ImageLoader(std::vector<ImageItem> items, const ImageTransform& tra
     fail<ConfigError>(where_, ": ", n, " images are too few to give rank ", options_.rank, " of ",
                       options_.world_size, " any; use more images or shard: NONE");
   }
-  sample_floats_ = int64_t{3} * options_.out_height * options_.out_width;
+  sample_floats_ = int64_t{options_.out_channels} * options_.out_height * options_.out_width;
   if (!options_.on_skip) {
     options_.on_skip = [](const std::string& msg) { std::fprintf(stderr, "warning: %s\n", msg.c_str()); };
   }
@@ -354,6 +354,11 @@ void ImageLoader::fill_batch(int64_t& pos, ImageBatch& batch) {
           bad[static_cast<size_t>(j)] = std::make_exception_ptr(IoError(where_ + ": " + e.what()));
           return;
         }
+        Rng rng(sample_seed(c.epoch, c.item));
+        if (options_.custom_transform) {
+          options_.custom_transform(img, path, rng, row);
+          return;
+        }
         int ow = 0, oh = 0;
         transform_output_size(transform_, img.width, img.height, &ow, &oh);
         if (ow != options_.out_width || oh != options_.out_height) {
@@ -361,7 +366,6 @@ void ImageLoader::fill_batch(int64_t& pos, ImageBatch& batch) {
                             " after the transform, but every image must become ", options_.out_width, "x",
                             options_.out_height, "; set a crop size");
         }
-        Rng rng(sample_seed(c.epoch, c.item));
         apply_transform(img, transform_, &rng, row);
       } catch (...) {
         fatal[static_cast<size_t>(j)] = std::current_exception();

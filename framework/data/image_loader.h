@@ -72,6 +72,11 @@ struct ImageLoaderOptions {
   EpochMode epochs = EpochMode::kRepeat;
   int out_height = 0;  // what the transform must produce for every image
   int out_width = 0;
+  int out_channels = 3;
+  // Replaces the ImageTransform when set (Caffe's DataTransformer for an
+  // ImageData layer in Caffe's spelling): writes out_channels x out_height x
+  // out_width floats for one decoded image, or throws an Error naming `path`.
+  std::function<void(const RgbImage& img, const std::string& path, Rng& rng, float* out)> custom_transform;
   // Called (from the loader's thread) for each unreadable image skipped
   // with kSkip, with a message naming the path and the count so far.
   // Default: a warning line on stderr.
@@ -80,7 +85,7 @@ struct ImageLoaderOptions {
 
 struct ImageBatch {
   int64_t rows = 0;               // filled rows (batch_size except a short last batch in kOnce)
-  std::vector<float> data;        // rows x 3 x out_height x out_width
+  std::vector<float> data;        // rows x out_channels x out_height x out_width
   std::vector<float> labels;      // rows
   std::vector<int64_t> items;     // index into the item list, per row
   int64_t end_position = 0;       // reading position after this batch

@@ -91,7 +91,7 @@ int embed_main(int argc, char** argv) {
             {{"model", FlagKind::kValue, "deploy prototxt (one Input blob [N, C, H, W])", ""},
              {"weights", FlagKind::kValue, ".safetensors weights (strata, torchvision or timm names)", ""},
              {"weights-format", FlagKind::kValue,
-              "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit", "auto"},
+              "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit, caffe", "auto"},
              {"reinit", FlagKind::kRepeated,
               "layers (comma-separated) left as initialised, e.g. a fine-tuned snapshot's head", ""},
              {"layer", FlagKind::kValue, "blob whose values become the rows", ""},

@@ -49,7 +49,7 @@ int test_main(int argc, char** argv) {
   Args args("test", {{"model", FlagKind::kValue, "net prototxt", ""},
                      {"weights", FlagKind::kValue, ".safetensors weights (a snapshot's weights file)", ""},
                      {"weights-format", FlagKind::kValue,
-                      "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit",
+                      "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit, caffe",
                       "auto"},
                      {"iterations", FlagKind::kValue, "batches to score",
                       "one pass over the TEST data, else 50"},

@@ -190,14 +190,14 @@ int iterations_flag(const Args& args) {
 int train_main(int argc, char** argv) {
   Args args("train",
             {{"solver", FlagKind::kValue, "solver prototxt", ""},
-             {"weights", FlagKind::kValue, "initialise from a .safetensors weights file", ""},
+             {"weights", FlagKind::kValue, "initialise from a .safetensors or Caffe .caffemodel weights file", ""},
              {"snapshot", FlagKind::kValue, "resume from a .solverstate.safetensors snapshot", ""},
              {"overwrite", FlagKind::kSwitch,
               "replace the snapshots and log an earlier run left under the solver's snapshot_prefix", ""},
              {"reinit", FlagKind::kRepeated, "with --weights: layers (comma-separated) left as initialised",
               ""},
              {"weights-format", FlagKind::kValue,
-              "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit", "auto"},
+              "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit, caffe", "auto"},
              {"freeze", FlagKind::kRepeated,
               "freeze layers whose names match (glob with * and ?, e.g. 'conv*'): lr_mult 0, no backward, "
               "BatchNorm on running statistics",

@@ -11,6 +11,7 @@ int time_main(int argc, char** argv);
 int launch_main(int argc, char** argv);
 int embed_main(int argc, char** argv);
 int estimate_main(int argc, char** argv);
+int convert_main(int argc, char** argv);
 
 // Applies --threads (default: all cores) and checks --device.
 void apply_common_flags(const class Args& args);

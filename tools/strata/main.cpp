@@ -22,6 +22,7 @@ void usage() {
       "  launch  run N ranks of a command: strata launch --nproc N -- strata train --solver S\n"
       "  estimate  predicted speedup of parallel strategies: strata estimate --model M --workers 1,2,4 --link 25gbe\n"
       "  embed   features of images: strata embed --model M --weights W --layer B --images DIR --out F.npy\n"
+      "  convert Caffe weights to safetensors: strata convert model.caffemodel out.safetensors\n"
       "  layers  list the registered layer types\n\n"
       "`strata COMMAND --help` lists a command's flags.\n");
 }
@@ -94,8 +95,9 @@ int main(int argc, char** argv) {
     if (cmd == "launch") return strata::cli::launch_main(argc, argv);
     if (cmd == "embed") return strata::cli::embed_main(argc, argv);
     if (cmd == "estimate") return strata::cli::estimate_main(argc, argv);
+    if (cmd == "convert") return strata::cli::convert_main(argc, argv);
     if (cmd == "layers") return layers_main();
-    const std::string near = strata::nearest_key(cmd, {"train", "test", "time", "launch", "embed", "estimate", "layers"});
+    const std::string near = strata::nearest_key(cmd, {"train", "test", "time", "launch", "embed", "estimate", "convert", "layers"});
     std::fprintf(stderr, "strata: unknown command '%s'%s\n\n", printable(cmd).c_str(),
                  near.empty() ? "" : ("; did you mean '" + near + "'?").c_str());
     usage();
