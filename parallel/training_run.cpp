@@ -208,7 +208,8 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   if (ps) {
     psw = std::make_unique<ParameterServerWorker>(solver, *ps->store, ps->config, ps->roles, env.rank, env);
     if (lead) {
-      std::printf("parameter server: %s\n%s\n", ps->config.summary(ps->roles.workers, ps->roles.shards).c_str(),
+      std::printf("parameter server: %s, over %s\n%s\n",
+                  ps->config.summary(ps->roles.workers, ps->roles.shards).c_str(), psw->link_description().c_str(),
                   psw->ownership_lines().c_str());
     }
   } else if (dp_comm) {
@@ -280,6 +281,7 @@ SolveResult run_with_parameter_server(const SolverConfig& config, const Training
                                       const RankEnv& env) {
   PsWorkerRun ps;
   ps.config = options.ps;
+  ps.config.transport = options.data.transport;
   ps.roles = resolve_ps_roles(ps.config, env.world_size);
   if (options.model.pipeline.stages > 1 || options.model.tensor_size > 1) {
     fail<ConfigError>("a parameter server does not combine with pipeline or tensor parallelism yet; drop --pp/--tp "

@@ -47,6 +47,9 @@ struct ParameterServerConfig {
   PsPlacement placement = PsPlacement::kCentral;
   int servers = -1;  // server processes; -1: STRATA_PS_SERVERS, else 0
   GradCompression compression = GradCompression::kNone;
+  // What carries each worker-server pair's bytes: the run's transport
+  // (--dp-transport, `transport:` of parallel { data { } }; transport_select.h).
+  std::string transport = "auto";
 
   // "ASYNC, 2 sharded servers, 3 workers"
   std::string summary(int workers, int shards) const;

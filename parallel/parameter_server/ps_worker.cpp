@@ -10,6 +10,7 @@
 #include "framework/lr_policy.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/transport/tcp_transport.h"
+#include "parallel/transport/transport_select.h"
 
 namespace strata::parallel {
 
@@ -20,14 +21,16 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-std::unique_ptr<Transport> connect_ps_pair(Store& store, int shard, int worker, int pair_rank, const RankEnv& env) {
-  TcpTransportOptions o;
-  o.hostname = env.hostname;
+std::unique_ptr<Transport> connect_ps_pair(Store& store, int shard, int worker, int pair_rank, const RankEnv& env,
+                                           const std::string& transport) {
+  TransportSetup setup;
+  setup.choice = parse_transport_choice(transport, "the parameter server's transport (--dp-transport)");
+  setup.hostname = env.hostname;
   // Toward the master, as the allreduce transport does; in one process (tests) on loopback.
-  o.advertise_host =
+  setup.advertise_host =
       env.master_host.empty() ? "127.0.0.1" : local_address_towards(env.master_host, env.master_port);
-  return connect_tcp_transport(store, pair_rank, 2,
-                               "strata/ps/" + std::to_string(shard) + "/" + std::to_string(worker), env.timeout, o);
+  setup.prefix = "strata/ps/" + std::to_string(shard) + "/" + std::to_string(worker);
+  return connect_transport(store, pair_rank, 2, env.timeout, setup);
 }
 
 ParameterServerWorker::ParameterServerWorker(Solver& solver, Store& store, const ParameterServerConfig& config,
@@ -52,7 +55,7 @@ ParameterServerWorker::ParameterServerWorker(Solver& solver, Store& store, const
   }
   layout_ = std::make_unique<KeyLayout>(mine, roles_.shards);
   for (int s = 0; s < roles_.shards; ++s) {
-    links_.push_back(connect_ps_pair(store, s, worker_, 1, env_));
+    links_.push_back(connect_ps_pair(store, s, worker_, 1, env_, config_.transport));
     values_.emplace_back(Shape{std::max<int64_t>(1, layout_->count(s))});
     wire_.emplace_back(static_cast<size_t>(layout_->count(s)) * 2);
   }
@@ -91,6 +94,10 @@ ParameterServerWorker::~ParameterServerWorker() {
     } catch (const std::exception&) {
     }
   }
+}
+
+std::string ParameterServerWorker::link_description() const {
+  return links_.empty() ? std::string("no links") : describe_transport(*links_.front());
 }
 
 std::string ParameterServerWorker::shard_desc(int s) const {

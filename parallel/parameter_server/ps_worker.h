@@ -42,8 +42,11 @@
 namespace strata::parallel {
 
 // Connects one side of the (shard, worker) pair transport: the server is
-// pair rank 0, the worker pair rank 1.
-std::unique_ptr<Transport> connect_ps_pair(Store& store, int shard, int worker, int pair_rank, const RankEnv& env);
+// pair rank 0, the worker pair rank 1; `transport` as --dp-transport
+// (auto: shared memory when both are on one host, RDMA between hosts with a
+// device, TCP otherwise; parallel/transport/transport_select.h).
+std::unique_ptr<Transport> connect_ps_pair(Store& store, int shard, int worker, int pair_rank, const RankEnv& env,
+                                           const std::string& transport);
 // Store key of the parameter table worker 0 publishes.
 inline constexpr const char* kPsTableKey = "strata/ps/table";
 
@@ -60,6 +63,8 @@ class ParameterServerWorker final : public TrainingStrategy {
   int workers() const { return roles_.workers; }
   // "server 0 (rank 3): conv1.weight, ... (7.2 KB)", one line per shard.
   std::string ownership_lines() const;
+  // What carries this worker's pairs: "tcp + shm (1 peer)", "rdma (tcp;ofi_rxm)".
+  std::string link_description() const;
   // Worker 0: every shard's statistics as JSON members ("shards":[{...},...]).
   std::string stats_fields();
   // Seconds spent waiting on the servers since the previous call.

@@ -45,7 +45,7 @@ void ShardService::run() {
         try {
           std::unique_ptr<Store> own =
               connect_store(env_.master_host, env_.master_port, env_.token, env_.rank, env_.timeout);
-          link = connect_ps_pair(*own, shard_, w, 0, env_);
+          link = connect_ps_pair(*own, shard_, w, 0, env_, ps_.transport);
         } catch (const std::exception& e) {
           server_->lose(w, desc, std::string("it did not connect: ") + e.what());
           return;

@@ -23,8 +23,9 @@ std::string this_hostname() {
 // auto: rdma only when every rank has an RDMA device and the world spans
 // more than one host; each rank publishes what it found, so all decide alike.
 // The hosts are compared first: a world on one host never loads libfabric.
-bool auto_wants_rdma(Store& store, int rank, int world_size, const std::string& hostname) {
-  const std::string key = "strata/transport/auto/";
+bool auto_wants_rdma(Store& store, int rank, int world_size, const std::string& hostname,
+                     const std::string& prefix) {
+  const std::string key = prefix + "/transport/auto/";
   store.set(key + "host/" + std::to_string(rank), hostname);
   bool several_hosts = false;
   for (int p = 0; p < world_size; ++p) {
@@ -75,12 +76,12 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int world_s
   TcpTransportOptions tcp_opts;
   tcp_opts.hostname = hostname;
   tcp_opts.advertise_host = setup.advertise_host;
-  std::unique_ptr<Transport> t = connect_tcp_transport(store, rank, world_size, "strata/tcp", timeout, tcp_opts);
+  std::unique_ptr<Transport> t = connect_tcp_transport(store, rank, world_size, setup.prefix + "/tcp", timeout, tcp_opts);
   if (world_size == 1) return t;
   bool rdma = setup.choice == TransportChoice::kRdma;
   bool shm = setup.choice == TransportChoice::kShm;
   if (setup.choice == TransportChoice::kAuto) {
-    rdma = auto_wants_rdma(store, rank, world_size, hostname);
+    rdma = auto_wants_rdma(store, rank, world_size, hostname, setup.prefix);
     shm = shm_enabled_by_env();
   }
   if (rdma) {
@@ -88,12 +89,12 @@ std::unique_ptr<Transport> connect_transport(Store& store, int rank, int world_s
     fabric_opts.provider = setup.fabric_provider;
     fabric_opts.hostname = hostname;
     fabric_opts.advertise_host = setup.advertise_host;
-    t = connect_fabric_transport(store, std::move(t), "strata/fabric", timeout, fabric_opts);
+    t = connect_fabric_transport(store, std::move(t), setup.prefix + "/fabric", timeout, fabric_opts);
   }
   if (shm) {
     ShmTransportOptions shm_opts;
     shm_opts.hostname = hostname;
-    t = connect_shm_transport(store, std::move(t), "strata/shm", timeout, shm_opts);
+    t = connect_shm_transport(store, std::move(t), setup.prefix + "/shm", timeout, shm_opts);
   }
   return t;
 }

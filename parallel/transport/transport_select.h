@@ -35,10 +35,13 @@ struct TransportSetup {
   std::string hostname;        // this machine's name in messages; "" = gethostname()
   std::string advertise_host;  // the address peers reach this rank on; "" = the first non-loopback one
   std::string fabric_provider;  // "" = STRATA_FABRIC_PROVIDER, else verbs
+  // Store keys live under "<prefix>/tcp", "<prefix>/fabric", "<prefix>/shm",
+  // so that several worlds (a parameter server's pairs) can meet in one store.
+  std::string prefix = "strata";
 };
 
 // Connects every rank of the world (all must call it with the same choice)
-// through the store, under "strata/tcp", "strata/fabric" and "strata/shm".
+// through the store, under "<prefix>/tcp", "<prefix>/fabric" and "<prefix>/shm".
 std::unique_ptr<Transport> connect_transport(Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
                                              const TransportSetup& setup);
 

@@ -64,8 +64,21 @@ for layout in "--servers 1 -- SYNC" "--servers 3 -- SYNC --ps-placement SHARDED"
     > "$work/ps.txt" 2>&1 || { cat "$work/ps.txt"; fail "launch failed"; }
   compare_weights "$want" "$dir/ps/digits_iter_8.safetensors" 1e-4
 done
-grep -q '^\[rank 0\] parameter server: SSP (staleness 0), 2 shards colocated with the workers, 2 workers' "$work/ps.txt" ||
+grep -q '^\[rank 0\] parameter server: SSP (staleness 0), 2 shards colocated with the workers, 2 workers, over tcp + shm' "$work/ps.txt" ||
   { cat "$work/ps.txt"; fail "no parameter-server summary"; }
+
+echo "== SYNC over the rdma transport (libfabric's tcp provider)"
+rm -rf "$dir/ps"
+if STRATA_FABRIC_PROVIDER=tcp "$strata" launch --nproc 2 --servers 1 -- "$strata" train --solver "$dir/ps.prototxt" \
+     --ps-mode SYNC --dp-transport rdma > "$work/ps_rdma.txt" 2>&1; then
+  grep -q '^\[rank 0\] parameter server: .*, over rdma (' "$work/ps_rdma.txt" ||
+    { cat "$work/ps_rdma.txt"; fail "the pairs did not go over the rdma transport"; }
+  compare_weights "$want" "$dir/ps/digits_iter_8.safetensors" 1e-4
+elif grep -q 'built without libfabric' "$work/ps_rdma.txt"; then
+  echo "  SKIP: this strata was built without libfabric"
+else
+  cat "$work/ps_rdma.txt"; fail "the parameter server over rdma failed"
+fi
 
 echo "== ASYNC, central server, 3 workers: the bundled solver to >= 97%"
 sed -e 's|^snapshot_prefix:.*|snapshot_prefix: "async/digits"|' "$dir/solver.prototxt" > "$dir/async.prototxt"
