@@ -8,13 +8,13 @@ namespace strata {
 
 const std::vector<std::string>& filler_keys() {
   static const std::vector<std::string> keys = {"type", "value", "min", "max",
-                                                "mean", "std",   "variance_norm"};
+                                                "mean", "std",   "variance_norm", "sparse"};
   return keys;
 }
 
 const std::vector<std::string>& filler_types() {
   static const std::vector<std::string> types = {"constant", "uniform", "gaussian", "xavier",
-                                                 "glorot",   "msra",    "kaiming"};
+                                                 "glorot",   "msra",    "kaiming", "positive_unitball", "bilinear"};
   return types;
 }
 
@@ -29,6 +29,10 @@ FillerSpec parse_filler(const ConfigNode& block, const FillerSpec& def, const st
   s.mean = static_cast<float>(block.get_double("mean", 0.0));
   s.std = static_cast<float>(block.get_double("std", 1.0));
   s.variance_norm = block.get_enum("variance_norm", {"FAN_IN", "FAN_OUT", "AVERAGE"}, "FAN_IN");
+  s.sparse = static_cast<int>(block.get_int("sparse", -1));
+  if (block.has("sparse") && s.type != "gaussian") {
+    fail<ConfigError>(context, " at ", block.loc().str(), ": `sparse` applies to the gaussian filler only (as in Caffe)");
+  }
   if (s.type == "uniform" && s.max < s.min) {
     fail<ConfigError>(context, " at ", block.loc().str(), ": uniform filler needs min <= max (got min ",
                       s.min, ", max ", s.max, ")");
@@ -66,6 +70,35 @@ void fill(const FillerSpec& s, Tensor& t, Rng& rng) {
     for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(s.min, s.max);
   } else if (s.type == "gaussian") {
     for (int64_t i = 0; i < n; ++i) p[i] = rng.gaussian(s.mean, s.std);
+    if (s.sparse >= 0 && t.ndim() >= 1 && t.dim(0) > 0) {
+      // Caffe's GaussianFiller: each weight survives with probability sparse / num_outputs.
+      const float keep = static_cast<float>(s.sparse) / static_cast<float>(t.dim(0));
+      for (int64_t i = 0; i < n; ++i) {
+        if (!(rng.uniform() < keep)) p[i] = 0.0f;
+      }
+    }
+  } else if (s.type == "positive_unitball") {
+    // Caffe's PositiveUnitballFiller: uniform in [0, 1), each output's row scaled to sum 1.
+    const int64_t rows = t.ndim() > 0 && t.dim(0) > 0 ? t.dim(0) : 1;
+    const int64_t dim = n / rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0.0;
+      for (int64_t k = 0; k < dim; ++k) sum += (p[r * dim + k] = rng.uniform());
+      for (int64_t k = 0; k < dim; ++k) p[r * dim + k] = sum > 0 ? static_cast<float>(p[r * dim + k] / sum) : 0.0f;
+    }
+  } else if (s.type == "bilinear") {
+    // Caffe's BilinearFiller: bilinear upsampling kernels for Deconvolution,
+    // the same for every channel: w(x, y) = (1 - |x/f - c|)(1 - |y/f - c|).
+    if (t.ndim() != 4 || t.dim(2) != t.dim(3)) {
+      fail<ConfigError>("the bilinear filler needs a square 4-D weight (out, in, k, k), got ", t.ndim(), " dimensions");
+    }
+    const int64_t k = t.dim(3);
+    const float f = std::ceil(static_cast<float>(k) / 2.0f);
+    const float c = (2.0f * f - 1.0f - static_cast<float>(static_cast<int64_t>(f) % 2)) / (2.0f * f);
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = static_cast<float>(i % k), y = static_cast<float>((i / k) % k);
+      p[i] = (1.0f - std::fabs(x / f - c)) * (1.0f - std::fabs(y / f - c));
+    }
   } else if (s.type == "xavier" || s.type == "glorot") {
     const float a = std::sqrt(3.0f / fan_scale(s, t));
     for (int64_t i = 0; i < n; ++i) p[i] = rng.uniform(-a, a);

@@ -20,6 +20,9 @@ struct FillerSpec {
   float min = 0.0f, max = 1.0f;
   float mean = 0.0f, std = 1.0f;
   std::string variance_norm = "FAN_IN";
+  // gaussian: Caffe's `sparse`: keep each weight with probability sparse /
+  // num_outputs (dimension 0), zero the rest; < 0 keeps all.
+  int sparse = -1;
 };
 
 // Reads a filler block; absent block -> `def`. Unknown keys and types are

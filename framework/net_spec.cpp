@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <cstdio>
+#include <mutex>
 #include <set>
 
 #include "framework/config_problems.h"
@@ -270,6 +272,16 @@ std::vector<LayerSpec> insert_splits(std::vector<LayerSpec> in) {
   return out;
 }
 
+void note_duplicate_name(const ConfigNode& block, const std::string& name, const std::string& renamed) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  const std::string where = block.loc().str();
+  std::lock_guard<std::mutex> lock(mu);
+  if (!seen.insert(where).second) return;  // the same net built again (TRAIN and TEST, several nets)
+  std::fprintf(stderr, "note: %s: a second layer named '%s'; it is called '%s' here (strata names parameters and "
+               "snapshots by layer name)\n", where.c_str(), name.c_str(), renamed.c_str());
+}
+
 }  // namespace
 
 std::vector<LayerSpec> net_layer_specs(const ConfigNode& root, Phase phase) {
@@ -290,14 +302,26 @@ std::vector<LayerSpec> net_layer_specs(const ConfigNode& given, const NetState& 
   std::vector<LayerSpec> specs;
   problems.check([&] { add_legacy_inputs(root, specs); });
   std::set<std::string> names;
+  std::set<std::string> own_names;  // every layer's own name, for renaming a duplicate out of their way
+  for (const ConfigNode* block : root.all("layer")) {
+    if (block->has("name") && !block->all("name")[0]->is_block()) own_names.insert(block->all("name")[0]->text());
+  }
   for (const ConfigNode* block : root.all("layer")) {
     problems.check([&] {
       // The other phase's layers are parsed too: their keys are checked in every run.
       LayerSpec spec = parse_layer_spec(*block);
       if (!layer_in_state(*block, state)) return;
       if (!names.insert(spec.name).second) {
-        fail<ConfigError>("two layers are named '", spec.name, "' (second at ", block->loc().str(),
-                          "); layer names must be unique");
+        // Caffe accepts two layers of one name (its own mnist_autoencoder has
+        // two 'loss' layers); strata names parameters, snapshots and --layer
+        // by layer name, so the later one gets a suffix, said once per file.
+        std::string renamed;
+        for (int k = 2; renamed.empty() || names.count(renamed) || own_names.count(renamed); ++k) {
+          renamed = spec.name + "_" + std::to_string(k);
+        }
+        note_duplicate_name(*block, spec.name, renamed);
+        spec.name = renamed;
+        names.insert(renamed);
       }
       specs.push_back(std::move(spec));
     });

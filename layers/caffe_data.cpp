@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "framework/io/input_path.h"
 #include "framework/error.h"
 
 namespace strata {
@@ -20,6 +21,10 @@ const std::vector<std::string>& legacy_transform_keys() {
 CaffeDataLayer::CaffeDataLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
   const ConfigNode& p = block("data_param");
   options_.source = caffe::resolve_caffe_path(ctx.base_dir, p.get_string("source"));
+  if (find_input_path(p.get_string("source"), ctx.base_dir).found == FoundIn::kNowhere) {
+    // Caffe's paths are relative to the working directory (its root); say where both spellings were looked for.
+    source_places_ = input_path_places(p.get_string("source"), ctx.base_dir);
+  }
   options_.backend = caffe::parse_db_backend(p.get_enum("backend", {"LEVELDB", "LMDB"}, "LEVELDB"));
   options_.batch_size = p.get_int("batch_size");
   if (options_.batch_size <= 0) {
@@ -69,7 +74,14 @@ LayerSchema CaffeDataLayer::schema() {
 std::string CaffeDataLayer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
 
 void CaffeDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {
-  reader_ = std::make_unique<caffe::DatumReader>(options_, where_at());
+  try {
+    reader_ = std::make_unique<caffe::DatumReader>(options_, where_at());
+  } catch (const IoError& e) {
+    if (source_places_.empty()) throw;
+    fail<IoError>(e.what(), ". The source exists in neither place looked at: ", source_places_,
+                  "; Caffe's example databases are made by its scripts (e.g. examples/mnist/create_mnist.sh, "
+                  "run from the Caffe root)");
+  }
 }
 
 void CaffeDataLayer::reshape(const BlobVec& /*bottom*/, const BlobVec& top) {

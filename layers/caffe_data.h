@@ -44,6 +44,8 @@ class CaffeDataLayer : public Layer {
   void read_batch();
 
   caffe::DatumReaderOptions options_;
+
+  std::string source_places_;  // where a source found nowhere was looked for, for the error
   std::unique_ptr<caffe::DatumReader> reader_;
   std::vector<float> data_, labels_;
 

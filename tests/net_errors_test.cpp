@@ -179,14 +179,21 @@ layer { name: "s" type: "Split" bottom: "x" top: "y" top: "y" }
 )");
   EXPECT_CONTAINS(one_layer, "layer 's' (Split)");
   EXPECT_CONTAINS(one_layer, "top 'y'");
+}
 
-  const std::string names = build_error(R"(
+// Caffe builds a net with two layers of one name (its examples/mnist/
+// mnist_autoencoder.prototxt has two 'loss' layers in the same phase);
+// strata keys parameters and snapshots by layer name, so the later one is
+// renamed with a suffix and a note says so.
+TEST(NetCaffeCompat, DuplicateLayerNamesGetASuffix) {
+  const auto net = make_net(R"(
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
-layer { name: "a" type: "ReLU" bottom: "x" top: "y" }
-layer { name: "a" type: "ReLU" bottom: "y" top: "z" }
+layer { name: "a" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { num_output: 2 } }
+layer { name: "a" type: "InnerProduct" bottom: "y" top: "z" inner_product_param { num_output: 2 } }
+layer { name: "a_2" type: "ReLU" bottom: "z" top: "w" }
 )");
-  EXPECT_CONTAINS(names, "two layers are named 'a'");
-  EXPECT_CONTAINS(names, "net.prototxt:4:");
+  EXPECT_EQ(layer_names(*net), (std::vector<std::string>{"in", "a", "a_3", "a_2"}));
+  EXPECT_NO_THROW(param_blob(*net, "a_3.weight"));
 }
 
 TEST(NetErrors, InPlaceOnlyWhereSupported) {

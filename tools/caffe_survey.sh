@@ -31,7 +31,7 @@ for f in $(find examples models -name '*.prototxt' | sort); do
   fi
   if [ $status -eq 0 ]; then
     result="runs"; runs=$((runs + 1))
-  elif grep -qiE "cannot open (the )?(LMDB|LevelDB|HDF5|database)|no such file|does not exist|cannot read .*(lmdb|leveldb|h5|txt|binaryproto)" "$out/log"; then
+  elif grep -qiE "cannot open (the )?(LMDB|LevelDB|HDF5|database)|no such file|does not exist|exists in neither|not found; tried|cannot read .*(lmdb|leveldb|h5|txt|binaryproto)" "$out/log"; then
     result="data absent: $(grep -m1 -iE 'error' "$out/log" | cut -c1-160)"; absent=$((absent + 1))
   else
     result="FAILS: $(grep -m1 -iE 'error' "$out/log" | cut -c1-200)"; failed=$((failed + 1))
