@@ -104,9 +104,31 @@ std::string speedup_chart_svg(const std::string& title, const std::vector<ChartS
     << num(X(wmax)) << "\" y2=\"" << num(Y(wmax)) << "\" stroke=\"#999\" stroke-dasharray=\"6,4\"/>\n";
   double legend_y = kTop + 10;
   o << "<text x=\"" << kLeft + pw + 15 << "\" y=\"" << num(legend_y) << "\" fill=\"#999\">- - ideal</text>\n";
+  // A measured series takes the colour of the predicted series of its name.
+  std::vector<std::string> predicted_names;
+  for (const ChartSeries& s : series) {
+    if (s.style == SeriesStyle::kPredicted) predicted_names.push_back(s.name);
+  }
+  size_t next_color = predicted_names.size();
   for (size_t i = 0; i < series.size(); ++i) {
     const ChartSeries& s = series[i];
-    const char* color = kColors[i % (sizeof kColors / sizeof kColors[0])];
+    size_t ci = i;
+    if (s.style == SeriesStyle::kMeasured) {
+      auto it = std::find(predicted_names.begin(), predicted_names.end(), s.name);
+      ci = it != predicted_names.end() ? static_cast<size_t>(it - predicted_names.begin()) : next_color++;
+    }
+    const char* color = kColors[ci % (sizeof kColors / sizeof kColors[0])];
+    if (s.style == SeriesStyle::kMeasured) {
+      o << "<g><title>" << escape(s.name) << " (measured)</title>\n";
+      for (size_t k = 0; k < s.workers.size(); ++k) {
+        o << "<circle cx=\"" << num(X(s.workers[k])) << "\" cy=\"" << num(Y(s.speedup[k]))
+          << "\" r=\"6\" fill=\"none\" stroke-width=\"2\" stroke=\"" << color << "\"/>\n";
+      }
+      legend_y += 20;
+      o << "<text x=\"" << kLeft + pw + 15 << "\" y=\"" << num(legend_y) << "\" fill=\"" << color << "\">o "
+        << escape(s.name) << " measured</text>\n</g>\n";
+      continue;
+    }
     std::string points;
     for (size_t k = 0; k < s.workers.size(); ++k) points += num(X(s.workers[k])) + "," + num(Y(s.speedup[k])) + " ";
     // Strategies that predict the same may coincide: dashes keep both visible.

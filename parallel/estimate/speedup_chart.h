@@ -1,6 +1,7 @@
 // A chart of predicted speedup against workers as a standalone SVG (no
 // dependencies; opens in any browser): workers on a log2 axis, one line per
-// strategy, and the ideal (speedup = workers) dashed.
+// strategy, the ideal (speedup = workers) dashed, and measured speedups as
+// hollow markers in their strategy's colour.
 #pragma once
 
 #include <string>
@@ -8,10 +9,15 @@
 
 namespace strata::estimate {
 
+// How a series is drawn: a line through its points (a prediction), or
+// hollow markers only (speedups measured by a real run, to compare).
+enum class SeriesStyle { kPredicted, kMeasured };
+
 struct ChartSeries {
   std::string name;
   std::vector<double> workers;  // the points that could run
   std::vector<double> speedup;
+  SeriesStyle style = SeriesStyle::kPredicted;
 };
 
 std::string speedup_chart_svg(const std::string& title, const std::vector<ChartSeries>& series);

@@ -120,5 +120,33 @@ expect_error "workers" --model "$model" --workers 1,0
 echo "layer,forward_ms" > "$work/bad.csv"
 expect_error "bad.csv:1: the header has no column 'backward_ms'" --times "$work/bad.csv"
 
+# 5. Measured points: compared with the predictions case by case and drawn
+# on the chart; --host-cores slows compute beyond the cores; --link measured
+# probes two launched ranks and only rank 0 prints.
+printf 'strategy,workers,speedup\n# digits here\ndp-ring,2,1.8\ndp-ring,4,2.1\n' > "$work/measured.csv"
+if "$strata" estimate --model "$model" --workers 1,2,4 --strategy dp-ring --link shm --host-cores 2 \
+     --measured "$work/measured.csv" --chart "$work/m.svg" --iterations 3 > "$work/out5.txt" 2> "$work/err.txt"; then
+  grep -qE '^dp-ring +4 .* [0-9.]+ +2\.10 +[-+][0-9.]+%$' "$work/out5.txt" || fail "no predicted/measured/error row: $(cat "$work/out5.txt")"
+  grep -q '^error: median .* over 2 measured cases' "$work/out5.txt" || fail "no error summary"
+  grep -q 'share this host.s 2 cores' "$work/out5.txt" || fail "no --host-cores line"
+  # With 4 workers on 2 cores the prediction stays at or below 2x.
+  sp4=$(grep -E '^dp-ring +4 ' "$work/out5.txt" | head -1 | awk '{print $5}')
+  "$py" -c "import sys; sys.exit(0 if float('$sp4') <= 2.0 else 1)" || fail "4 workers on 2 cores predicted $sp4x"
+  grep -c '<circle [^>]*r="6" fill="none"' "$work/m.svg" | grep -qx 2 || fail "the chart lacks the 2 measured markers"
+else
+  fail "strata estimate --measured failed: $(cat "$work/err.txt")"
+fi
+printf 'strategy,workers,speedup\nnot a row\n' > "$work/bad_measured.csv"
+expect_error "bad_measured.csv:2: expected strategy,workers,speedup" --model "$model" --measured "$work/bad_measured.csv"
+if STRATA_TIMEOUT_S=30 "$strata" launch --nproc 2 -- "$strata" estimate --model "$model" --workers 1,2 \
+     --strategy dp-ring --link measured --iterations 3 > "$work/out6.txt" 2>&1; then
+  grep -qE '^\[rank 0\] link measured: [0-9.]+ GB/s per direction, [0-9.]+ us latency \(ping-pong between rank 0 and rank 1' \
+    "$work/out6.txt" || fail "no measured link line: $(cat "$work/out6.txt")"
+  ! grep -q '^\[rank 1\]' "$work/out6.txt" || fail "rank 1 printed"
+else
+  fail "strata estimate --link measured under strata launch failed: $(cat "$work/out6.txt")"
+fi
+expect_error "probes the ranks of a launched job" --model "$model" --link measured
+
 [ "$failures" -eq 0 ] && echo "PASS: strata estimate"
 exit "$failures"

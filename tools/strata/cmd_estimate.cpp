@@ -9,6 +9,12 @@
 #include <string>
 #include <vector>
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
 #include "framework/error.h"
 #include "framework/net.h"
 #include "framework/solver_config.h"
@@ -17,6 +23,9 @@
 #include "parallel/estimate/strategies.h"
 #include "parallel/estimate/tensor_parallel_cost.h"
 #include "parallel/estimate/times_file.h"
+#include "parallel/estimate/link_probe.h"
+#include "parallel/backends/communicator_factory.h"
+#include "parallel/rendezvous/env.h"
 #include "parallel/model_parallel/model_parallel_config.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
@@ -80,6 +89,51 @@ estimate::StepProfile load_profile(const Args& args, const SolverConfig* solver)
   return step_profile(*net, times);
 }
 
+// --host-cores: n workers of one thread each on a host of `cores` cores run
+// their compute max(1, n / cores) times slower (0: a device per worker).
+estimate::StepProfile shared_host(const estimate::StepProfile& profile, int workers, int cores) {
+  if (cores <= 0 || workers <= cores) return profile;
+  estimate::StepProfile p = profile;
+  const double slow = static_cast<double>(workers) / cores;
+  for (estimate::LayerProfile& l : p.layers) {
+    l.forward *= slow;
+    l.backward *= slow;
+  }
+  return p;
+}
+
+struct MeasuredSpeedup {
+  std::string strategy;
+  int workers = 0;
+  double speedup = 0.0;
+};
+
+// strategy,workers,speedup per line; '#' comments and a header line allowed.
+std::vector<MeasuredSpeedup> read_measured(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail<IoError>(path, ": cannot read the measured speedups: ", std::strerror(errno));
+  std::vector<MeasuredSpeedup> out;
+  std::string line;
+  for (int no = 1; std::getline(in, line); ++no) {
+    if (line.empty() || line[0] == '#' || line.rfind("strategy", 0) == 0) continue;
+    std::istringstream f(line);
+    MeasuredSpeedup m;
+    std::string workers, speedup;
+    if (!std::getline(f, m.strategy, ',') || !std::getline(f, workers, ',') || !std::getline(f, speedup)) {
+      fail<ConfigError>(path, ":", no, ": expected strategy,workers,speedup, got '", line, "'");
+    }
+    estimate::parse_strategies(m.strategy);  // a known strategy name, or a ConfigError listing them
+    char* end = nullptr;
+    m.workers = static_cast<int>(std::strtol(workers.c_str(), &end, 10));
+    if (*end != '\0' || m.workers < 1) fail<ConfigError>(path, ":", no, ": workers must be a positive count, got '", workers, "'");
+    m.speedup = std::strtod(speedup.c_str(), &end);
+    if (*end != '\0' || !(m.speedup > 0)) fail<ConfigError>(path, ":", no, ": speedup must be > 0, got '", speedup, "'");
+    out.push_back(m);
+  }
+  if (out.empty()) fail<ConfigError>(path, ": no measured speedups in it (strategy,workers,speedup per line)");
+  return out;
+}
+
 }  // namespace
 
 int estimate_main(int argc, char** argv) {
@@ -94,13 +148,22 @@ int estimate_main(int argc, char** argv) {
               ""},
              {"times", FlagKind::kValue, "per-layer times file from strata time --out, instead of timing here", ""},
              {"workers", FlagKind::kValue, "comma-separated worker counts", "1,2,4,8,16,32,64"},
-             {"link", FlagKind::kValue, "link between workers: " + links, "10gbe"},
+             {"link", FlagKind::kValue,
+              "link between workers: " + links + ", or measured (probed between the ranks of a strata launch job)",
+              "10gbe"},
+             {"measured", FlagKind::kValue,
+              "CSV of measured speedups (strategy,workers,speedup) to compare with the predictions and draw on the chart",
+              ""},
              {"strategy", FlagKind::kValue,
               "comma-separated: dp-ring, dp-tree, dp-no-overlap, ps-central (= ps-central-worst, ps-central-best), "
               "ps-sharded, pipeline, tp",
               "all but tp; tp too when the net has split layers"},
              {"bucket-mb", FlagKind::kValue, "data parallel: MiB of gradients per bucket", "solver's, else 25"},
              {"micro-batches", FlagKind::kValue, "pipeline: micro-batches per step", "solver's if > 1, else 8"},
+             {"host-cores", FlagKind::kValue,
+              "model every worker on this one host of N cores, one thread each: compute slows by workers / N "
+              "when there are more workers than cores (for checking predictions against runs on one machine)",
+              "a device per worker"},
              {"shards", FlagKind::kValue, "ps-sharded: parameter-server shards", "one per worker"},
              {"chart", FlagKind::kValue, "write an SVG chart of speedup against workers", ""},
              {"iterations", FlagKind::kValue, "timed iterations when measuring", "20"},
@@ -124,17 +187,34 @@ int estimate_main(int argc, char** argv) {
   if (args.has("micro-batches")) {
     options.micro_batches = parallel::parse_positive_count(args.get("micro-batches"), "--micro-batches");
   }
+  const int host_cores = args.has("host-cores") ? parallel::parse_positive_count(args.get("host-cores"), "--host-cores") : 0;
   if (args.has("shards")) options.shards = parallel::parse_positive_count(args.get("shards"), "--shards");
   const std::vector<int> workers = parse_workers(args.get("workers", "1,2,4,8,16,32,64"));
   const std::string link_name = args.get("link", "10gbe");
   // Checked before the timing so a typo costs nothing.
-  estimate::link_preset(link_name, /*shm_memcpy_bandwidth=*/1.0);
+  if (link_name != "measured") estimate::link_preset(link_name, /*shm_memcpy_bandwidth=*/1.0);
+  const std::vector<MeasuredSpeedup> measured =
+      args.has("measured") ? read_measured(args.get("measured")) : std::vector<MeasuredSpeedup>{};
+  // --link measured: every rank of the job takes part in the probe; then
+  // rank 0 alone times the layers and prints.
+  estimate::Link probed;
+  if (link_name == "measured") {
+    const parallel::RankEnv env = parallel::detect_rank_env();
+    if (!env.distributed()) estimate::probe_link(*std::make_unique<LocalCommunicator>());
+    parallel::CommunicatorOptions copts;
+    copts.backend = "tcp";
+    const std::unique_ptr<Communicator> comm = parallel::create_communicator(env, copts);
+    probed = estimate::probe_link(*comm);
+    if (comm->rank() != 0) return 0;
+  }
   const std::vector<estimate::Strategy> chosen_flag =
       args.has("strategy") ? estimate::parse_strategies(args.get("strategy")) : std::vector<estimate::Strategy>{};
 
   const estimate::StepProfile profile = load_profile(args, solver.get());
-  const estimate::Link link = estimate::link_preset(
-      link_name, link_name == "shm" ? estimate::measure_memcpy_bandwidth() : 0.0);
+  const estimate::Link link =
+      link_name == "measured"
+          ? probed
+          : estimate::link_preset(link_name, link_name == "shm" ? estimate::measure_memcpy_bandwidth() : 0.0);
   std::vector<estimate::Strategy> strategies = chosen_flag;
   if (strategies.empty()) {
     strategies = estimate::parse_strategies("dp-ring,dp-tree,dp-no-overlap,ps-central,ps-sharded,pipeline");
@@ -147,6 +227,10 @@ int estimate_main(int argc, char** argv) {
               profile.backward_seconds() * 1e3, profile.grad_bytes() / (1 << 20));
   std::printf("link %s: %.2f GB/s per direction, %.1f us latency (%s)\n", link.name.c_str(), link.bandwidth / 1e9,
               link.latency * 1e6, link.source.c_str());
+  if (host_cores > 0) {
+    std::printf("workers share this host's %d cores (--host-cores): compute slows by workers / %d beyond %d "
+                "workers\n", host_cores, host_cores, host_cores);
+  }
   std::printf("data parallel: %g MiB buckets%s; pipeline: %d micro-batches; ps-sharded: %s\n\n",
               options.data.bucket_bytes / (1 << 20),
               options.data.wire_bytes_per_gradient_byte < 1 ? ", 16-bit gradients on the wire" : "",
@@ -160,7 +244,7 @@ int estimate_main(int argc, char** argv) {
     estimate::ChartSeries line;
     line.name = estimate::strategy_name(s);
     for (int n : workers) {
-      const estimate::StepEstimate e = estimate::estimate_step(s, profile, n, link, options);
+      const estimate::StepEstimate e = estimate::estimate_step(s, shared_host(profile, n, host_cores), n, link, options);
       if (!e.feasible) {
         std::printf("%-17s %7d %12s %12s %9s %10s %10s %11s\n", line.name.c_str(), n, "-", "-", "-", "-", "-", "-");
         notes.push_back(line.name + " at " + std::to_string(n) + ": " + e.note);
@@ -175,6 +259,32 @@ int estimate_main(int argc, char** argv) {
     series.push_back(line);
   }
   for (const std::string& note : notes) std::printf("not possible: %s\n", note.c_str());
+  if (!measured.empty()) {
+    // Predicted against measured, case by case; the measured points join the chart.
+    std::printf("\n%-17s %7s %10s %10s %8s\n", "measured", "workers", "predicted", "measured", "error");
+    std::vector<double> errors;
+    for (const MeasuredSpeedup& m : measured) {
+      const estimate::StepEstimate e =
+          estimate::estimate_step(estimate::parse_strategies(m.strategy).front(),
+                                  shared_host(profile, m.workers, host_cores), m.workers, link, options);
+      const double p = e.feasible ? estimate::speedup(e, profile) : 0.0;
+      const double err = (p - m.speedup) / m.speedup;
+      errors.push_back(std::abs(err));
+      std::printf("%-17s %7d %10.2f %10.2f %+7.1f%%\n", m.strategy.c_str(), m.workers, p, m.speedup, 100 * err);
+      auto it = std::find_if(series.begin(), series.end(), [&](const estimate::ChartSeries& c) {
+        return c.style == estimate::SeriesStyle::kMeasured && c.name == m.strategy;
+      });
+      if (it == series.end()) {
+        series.push_back({m.strategy, {}, {}, estimate::SeriesStyle::kMeasured});
+        it = series.end() - 1;
+      }
+      it->workers.push_back(m.workers);
+      it->speedup.push_back(m.speedup);
+    }
+    std::sort(errors.begin(), errors.end());
+    std::printf("error: median %.1f%%, largest %.1f%% over %zu measured cases\n", 100 * errors[errors.size() / 2],
+                100 * errors.back(), errors.size());
+  }
   if (args.has("chart")) {
     const std::string path = args.get("chart");
     estimate::write_speedup_chart(path, "predicted speedup: " + profile.net + " on " + link.name, series);
