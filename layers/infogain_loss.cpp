@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "framework/data/caffe_db.h"
+#include "framework/data/caffe_proto.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/threads.h"
@@ -18,19 +20,24 @@ InfogainLossLayer::InfogainLossLayer(const LayerSpec& spec, const LayerContext& 
   const ConfigNode& p = block("infogain_loss_param");
   // With a third bottom Caffe uses it and ignores `source`; so does this layer.
   if (spec.bottoms.size() < 3) {
-    if (p.has("source")) {
-      fail<ConfigError>(where(), " at ", p.find("source")->loc().str(),
-                        ": infogain_loss_param.source (a binaryproto) is not read yet; give H as a third bottom "
-                        "(e.g. from an Input or ArrayData layer holding the C x C matrix)");
+    if (!p.has("source")) {
+      fail<ConfigError>(where(), " at ", spec.node.loc().str(),
+                        ": InfogainLoss needs the C x C infogain matrix H: infogain_loss_param { source: "
+                        "\"H.binaryproto\" } or a third bottom (scores, labels, H)");
     }
-    fail<ConfigError>(where(), " at ", spec.node.loc().str(),
-                      ": InfogainLoss needs the C x C infogain matrix H as a third bottom (scores, labels, H)");
+    // Caffe's binaryproto of H ([1, 1, C, C]), read once, on the layer's device.
+    try {
+      const Tensor h = caffe::read_binaryproto(caffe::resolve_caffe_path(ctx.base_dir, p.get_string("source")));
+      h_from_file_ = ctx.device.is_cpu() ? h : h.to(ctx.device);
+    } catch (const IoError& e) {
+      fail<IoError>(where(), " at ", p.find("source")->loc().str(), ": infogain_loss_param.source: ", e.what());
+    }
   }
 }
 
 LayerSchema InfogainLossLayer::schema() {
   LayerSchema s;
-  s.summary = "Softmax + infogain-weighted log loss with a C x C matrix H from a third bottom (Caffe's InfogainLoss)";
+  s.summary = "Softmax + infogain-weighted log loss with a C x C matrix H from a third bottom or a binaryproto (Caffe's InfogainLoss)";
   s.blocks = {{"infogain_loss_param", {"source", "axis"}},
               {"loss_param", {"ignore_label", "normalization", "normalize"}}};
   LayerExample flat = layer_example("", {{3, 4}, {3}, {4, 4}});
@@ -66,10 +73,10 @@ void InfogainLossLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const int64_t C = geom_.channels;
   // An empty batch reads no H, so its size is checked only when there is a
   // position to weigh (a zero batch may shrink every bottom's first dim).
-  if (positions > 0 && bottom[2]->numel() != C * C) {
-    shape_error("the infogain matrix H (third bottom) must hold C x C = " + std::to_string(C * C) +
-                " values for the " + std::to_string(C) + " classes of scores " + shape_str(x.shape()) + ", got " +
-                shape_str(bottom[2]->shape()));
+  if (positions > 0 && h_of(bottom).numel() != C * C) {
+    shape_error(std::string("the infogain matrix H (") + (bottom.size() > 2 ? "third bottom" : "source file") +
+                ") must hold C x C = " + std::to_string(C * C) + " values for the " + std::to_string(C) +
+                " classes of scores " + shape_str(x.shape()) + ", got " + shape_str(h_of(bottom).shape()));
   }
   top[0]->resize({});
   if (top.size() > 1) top[1]->reshape_like(*bottom[0]);
@@ -90,7 +97,7 @@ void InfogainLossLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
     valid += labels_[k] >= 0 ? 1 : 0;
   }
   const float* x = bottom[0]->data.data<float>();
-  const float* H = bottom[2]->data.data<float>();
+  const float* H = h_of(bottom).data<float>();
   const float* mx = row_max_.data<float>();
   const float* sum = row_sum_.data<float>();
   softmax_forward(geom_, x, prob_.data<float>(), row_max_.data<float>(), row_sum_.data<float>());
@@ -126,7 +133,7 @@ void InfogainLossLayer::backward_cpu(const BlobVec& top, const std::vector<bool>
   if (!propagate_down[0]) return;
   const int64_t C = geom_.channels, inner = geom_.inner;
   if (geom_.outer * inner == 0) return;  // nothing to write, and H may be empty
-  const float* H = bottom[2]->data.data<float>();
+  const float* H = h_of(bottom).data<float>();
   sum_rows_.resize(static_cast<size_t>(C));
   for (int64_t c = 0; c < C; ++c) {
     double s = 0.0;

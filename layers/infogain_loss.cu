@@ -118,7 +118,7 @@ void InfogainLossLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) 
   if (positions > 0) {
     infogain_forward_kernel<<<cuda::blocks_for(positions), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
         positions, C, inner, x, bottom[1]->data.device_data<float>(), row_max_.device_data<float>(),
-        row_sum_.device_data<float>(), bottom[2]->data.device_data<float>(), ignore_label_ ? 1 : 0,
+        row_sum_.device_data<float>(), h_of(bottom).device_data<float>(), ignore_label_ ? 1 : 0,
         ignore_label_ ? static_cast<float>(*ignore_label_) : 0.0f, std::log(static_cast<double>(kLossLogThreshold)),
         st.labels.device_data<int32_t>(), st.terms.device_data<float>(), st.valid.device_data<float>(), bad_slot);
     STRATA_KERNEL_CHECK();
@@ -139,7 +139,7 @@ void InfogainLossLayer::backward_cuda(const BlobVec& top, const std::vector<bool
   const int64_t total = outer * C * inner;
   if (total == 0) return;  // nothing to write, and H may be empty
   CudaState& st = *cuda_;
-  const float* H = bottom[2]->data.device_data<float>();
+  const float* H = h_of(bottom).device_data<float>();
   cuda::ensure_on_device(st.sum_rows, {C}, DType::kF32, device());
   infogain_sum_rows_kernel<<<cuda::blocks_for(C), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
       C, H, st.sum_rows.device_data<float>());

@@ -4,8 +4,8 @@
 // with loss_param's ignore_label and normalization (default VALID) as in
 // SoftmaxWithLoss; H = identity gives SoftmaxWithLoss. Bottoms: scores
 // [..., C (axis), ...], labels (one per position), and H [C, C] (any shape of
-// C * C values) as a third bottom. Caffe can also read H from a binaryproto
-// file (`source`), which is not read yet: a ConfigError says so. Tops: the
+// C * C values) as a third bottom, or read once from Caffe's binaryproto
+// (`infogain_loss_param { source }`) when there is no third bottom. Tops: the
 // loss, optionally the probabilities, whose gradient (if any) flows back
 // through the softmax as in SoftmaxWithLoss. Only the scores take a gradient:
 // p_c * sum_k H[label, k] - H[label, c], Caffe's formula.
@@ -39,7 +39,11 @@ class InfogainLossLayer : public Layer {
                     const BlobVec& bottom) override;
 
  private:
+  // H: the third bottom when given, else the matrix read from `source`.
+  const Tensor& h_of(const BlobVec& bottom) const { return bottom.size() > 2 ? bottom[2]->data : h_from_file_; }
+
   int axis_;
+  Tensor h_from_file_;
   std::optional<int64_t> ignore_label_;
   LossNormalization normalization_;
   SoftmaxGeometry geom_;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/data/caffe_proto.h"
 #include "framework/config.h"
 #include "framework/error.h"
 #include "framework/layer.h"
@@ -190,11 +191,39 @@ std::unique_ptr<Layer> make_infogain(const std::string& body, int bottoms = 3) {
   return LayerRegistry::instance().find("InfogainLoss").create(spec, LayerContext{});
 }
 
-TEST(InfogainLoss, SourceWithoutThirdBottomIsAConfigErrorThatSaysWhatToDo) {
-  expect_error<ConfigError>([&] { make_infogain("infogain_loss_param { source: 'H.binaryproto' }", 2); },
-                            {"layer 'l' (InfogainLoss)", "net.prototxt:1",
-                             "infogain_loss_param.source (a binaryproto) is not read yet", "third bottom"});
-  expect_error<ConfigError>([&] { make_infogain("", 2); }, {"infogain matrix H", "third bottom"});
+TEST(InfogainLoss, HFromASourceBinaryprotoEqualsHAsABottom) {
+  const std::vector<float> x{0.5f, -1.0f, 2.0f, 0.0f, 1.5f, -0.5f};
+  const std::vector<float> hv{1.0f, 0.5f, 0.0f, 0.2f, 1.0f, 0.1f, 0.0f, 0.3f, 2.0f};
+  const std::string dir = ::testing::TempDir();
+  Tensor h(Shape{1, 1, 3, 3});
+  std::copy(hv.begin(), hv.end(), h.data<float>());
+  caffe::write_binaryproto(dir + "/H.binaryproto", h);
+
+  Blob xa, la, ha, loss_a;
+  set(xa, {2, 3}, x);
+  set(la, {2}, {2.0f, 0.0f});
+  set(ha, {3, 3}, hv);
+  auto with_bottom = make_infogain("");
+  forward(*with_bottom, {&xa, &la, &ha}, {&loss_a});
+  set_diff(loss_a, {1.0f});
+  with_bottom->backward_cpu({&loss_a}, {true, false, false}, {&xa, &la, &ha});
+
+  Blob xb, lb, loss_b;
+  set(xb, {2, 3}, x);
+  set(lb, {2}, {2.0f, 0.0f});
+  auto from_file = make_infogain("infogain_loss_param { source: '" + dir + "/H.binaryproto' }", 2);
+  forward(*from_file, {&xb, &lb}, {&loss_b});
+  set_diff(loss_b, {1.0f});
+  from_file->backward_cpu({&loss_b}, {true, false}, {&xb, &lb});
+  expect_near(values(loss_b.data), values(loss_a.data), 1e-7f);
+  expect_near(values(xb.diff), values(xa.diff), 1e-7f);
+}
+
+TEST(InfogainLoss, MissingHIsAnErrorThatSaysWhatToDo) {
+  expect_error<IoError>([&] { make_infogain("infogain_loss_param { source: '/nonexistent/H.binaryproto' }", 2); },
+                        {"layer 'l' (InfogainLoss)", "net.prototxt:1", "infogain_loss_param.source",
+                         "/nonexistent/H.binaryproto"});
+  expect_error<ConfigError>([&] { make_infogain("", 2); }, {"infogain matrix H", "source", "third bottom"});
   EXPECT_NE(make_infogain("infogain_loss_param { source: 'H.binaryproto' }", 3), nullptr);  // Caffe: the bottom wins
 }
 
