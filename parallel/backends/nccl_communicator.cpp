@@ -24,15 +24,18 @@ std::unique_ptr<Communicator> create_nccl_communicator(const RankEnv& env, std::
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "framework/cuda/device_api.h"
 #include "framework/cuda/runtime.h"
 #include "framework/cuda/streams.h"
+#include "parallel/backends/gpu_placement.h"
 
 // Throws "NCCL call failed: <expr> at <file>:<line>: <ncclGetErrorString>".
 #define STRATA_NCCL_CHECK(expr) \
@@ -452,6 +455,26 @@ std::unique_ptr<Communicator> create_nccl_communicator(const RankEnv& env, std::
   state->device = options.device >= 0 ? options.device : cuda::current_device();
   cuda::check_device_index(state->device);
   cuda::DeviceGuard guard(state->device);
+
+  // One rank per GPU: a clash is refused here with what to do, before
+  // NCCL refuses it with "Duplicate GPU detected".
+  {
+    GpuPlacement mine;
+    const char* host_id = std::getenv("NCCL_HOSTID");
+    mine.host = host_id && *host_id ? host_id : env.hostname;
+    char bus[64] = {0};
+    STRATA_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, state->device));
+    mine.gpu = bus;
+    mine.device = state->device;
+    mine.host_gpus = cuda::device_count();
+    store->set(options.key + "/gpu/" + std::to_string(env.rank), encode_gpu_placement(mine));
+    std::vector<GpuPlacement> all;
+    for (int r = 0; r < env.world_size; ++r) {
+      all.push_back(decode_gpu_placement(store->get(options.key + "/gpu/" + std::to_string(r))));
+    }
+    const std::string clash = duplicate_gpu_problem(all);
+    if (!clash.empty()) fail<ConfigError>(state->who, ": the nccl backend: ", clash);
+  }
 
   // Rendezvous: rank 0's unique id through the store.
   ncclUniqueId id;
