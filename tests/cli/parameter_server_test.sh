@@ -142,8 +142,10 @@ echo "== kill the server mid-run; resume from the last snapshot"
 sed -e 's|^snapshot_prefix:.*|snapshot_prefix: "losts/digits"|' -e 's|^display:.*|display: 20|' \
     -e 's|^snapshot:.*|snapshot: 40|' -e 's|^test_interval:.*|test_interval: 0|' -e 's|^max_iter:.*|max_iter: 100000|' \
     "$dir/solver.prototxt" > "$dir/losts.prototxt"
-"$strata" launch --nproc 2 --servers 1 --timeout 10 -- "$strata" train --solver "$dir/losts.prototxt" \
-  --ps-mode ASYNC > "$work/losts.txt" 2>&1 &
+# The ranks ignore the launcher's SIGTERM (an ignored signal stays ignored
+# across exec), so that the workers show their own reaction to the dead server.
+"$strata" launch --nproc 2 --servers 1 --timeout 10 -- bash -c 'trap "" TERM; exec "$0" "$@"' \
+  "$strata" train --solver "$dir/losts.prototxt" --ps-mode ASYNC > "$work/losts.txt" 2>&1 &
 bg_pid=$!
 wait_for "$work/losts.txt" 'snapshot @ '
 server=$(rank_pid "$bg_pid" 2)
