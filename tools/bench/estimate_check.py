@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Checks `strata estimate` against measured runs on this machine: the digits
 net trained by 1 process and by 2-4 data-parallel ranks over tcp and over
-shared memory, by a 2-stage pipeline, and against a parameter server (SYNC,
+shared memory, by pipelines of 2-4 stages (4 micro-batches), and against a parameter server (SYNC,
 central and 2 shards); every process with one thread. Measured speedup =
 samples/s of the run / samples/s of one process (medians of ROUNDS
 alternated rounds). The predictions come from `strata estimate` with the link
@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def train(strata, work, launch, flags, env_extra, iters, batch, workers):
+def train(strata, work, launch, flags, env_extra, iters, batch, batches_per_step):
     shutil.rmtree(os.path.join(work, "snap"), ignore_errors=True)
     cmd = ([strata] + (["launch"] + launch + ["--", strata] if launch else []) +
            ["train", "--solver", "solver.prototxt", "--overwrite", "--threads", "1"] + flags)
@@ -42,7 +42,7 @@ def train(strata, work, launch, flags, env_extra, iters, batch, workers):
     finish = [e for e in log if e["event"] == "finish"][-1]
     # From the first progress line on: start-up and the first iterations' warm-up left out.
     steps = finish["iter"] - first["iter"]
-    return steps * batch * workers / (finish["time_s"] - first["time_s"])
+    return steps * batch * batches_per_step / (finish["time_s"] - first["time_s"])
 
 
 def main():
@@ -77,7 +77,9 @@ def main():
         for n in (2, 3, 4):
             cases.append(("dp %d %s" % (n, transport), "dp-ring", n, transport, ["--nproc", str(n)],
                           ["--dp-transport", transport, "--dp-algorithm", "ring"]))
-    cases.append(("pipeline 2 shm", "pipeline", 2, "shm", ["--nproc", "2"], ["--pp", "2", "--micro-batches", "4"]))
+    for n in (2, 3, 4):
+        cases.append(("pipeline %d shm" % n, "pipeline", n, "shm", ["--nproc", str(n)],
+                      ["--pp", str(n), "--micro-batches", "4"]))
     cases.append(("ps SYNC central, 2 workers shm", "ps-central-worst", 2, "shm", ["--nproc", "2", "--servers", "1"],
                   ["--ps-mode", "SYNC", "--dp-transport", "shm"]))
     cases.append(("ps SYNC 2 shards, 2 workers shm", "ps-sharded", 2, "shm", ["--nproc", "2", "--servers", "2"],
@@ -85,9 +87,9 @@ def main():
     rates = {}
     for r in range(a.rounds):
         for name, strategy, n, transport, launch, flags in cases:
-            # A pipeline of 2 stages holds one replica: its speedup is against the same batch.
-            workers = 1 if strategy == "pipeline" else n
-            rate = train(strata, work, launch, flags, {}, a.iters, batch, workers)
+            # A pipeline holds one replica; a step is its micro-batches, each one data-layer batch.
+            per_step = 4 if strategy == "pipeline" else n
+            rate = train(strata, work, launch, flags, {}, a.iters, batch, per_step)
             rates.setdefault(name, []).append(rate)
             print("round %d %-32s %8.0f samples/s" % (r + 1, name, rate), file=sys.stderr, flush=True)
     base = statistics.median(rates["1 process"])
