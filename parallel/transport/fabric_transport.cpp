@@ -42,6 +42,11 @@ constexpr int kSeqBits = 64 - kRankBits;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
 // Idle polls of the completion queue before the loop starts sleeping.
 constexpr int kSpinPolls = 2000;
+// Messages this small (a collective's call header, a scalar) go through two
+// buffers the transport owns and registers once, instead of registering the
+// caller's memory: such buffers are often short-lived (a new address on every
+// call), and a registration costs far more than copying a few KiB.
+constexpr size_t kBounceBytes = 4096;
 
 uint64_t make_tag(int sender, uint64_t seq) {
   return (static_cast<uint64_t>(sender) << kSeqBits) | (seq & kSeqMask);
@@ -117,7 +122,9 @@ class FabricTransport final : public Transport {
         recv_ops_(static_cast<size_t>(window_)),
         addrs_(static_cast<size_t>(world_), FI_ADDR_UNSPEC),
         send_seq_(static_cast<size_t>(world_), 0),
-        recv_seq_(static_cast<size_t>(world_), 0) {}
+        recv_seq_(static_cast<size_t>(world_), 0),
+        send_bounce_(kBounceBytes),
+        recv_bounce_(kBounceBytes) {}
 
   ~FabricTransport() override {
     close_endpoint();
@@ -342,6 +349,14 @@ class FabricTransport final : public Transport {
                          "); it cannot be used again");
     }
     mr_->trim();  // between transfers nothing is in flight
+    const bool bounce_send = send_bytes > 0 && send_bytes <= kBounceBytes;
+    const bool bounce_recv = recv_bytes > 0 && recv_bytes <= kBounceBytes;
+    if (bounce_send) {
+      std::memcpy(send_bounce_.data(), send_data, send_bytes);
+      send_data = send_bounce_.data();
+    }
+    void* const caller_recv = recv_data;
+    if (bounce_recv) recv_data = recv_bounce_.data();
     Direction s;
     Direction r;
     if (send_bytes) {
@@ -365,7 +380,9 @@ class FabricTransport final : public Transport {
         if (s.ops) advance(s, send_ops_.size());
         if (r.ops) {
           const size_t before = r.done_bytes(chunk_);
-          if (advance(r, recv_ops_.size()) && on_received) (*on_received)(before, r.done_bytes(chunk_));
+          if (advance(r, recv_ops_.size()) && on_received && !bounce_recv) {
+            (*on_received)(before, r.done_bytes(chunk_));
+          }
         }
         if (progressed) {
           idle = 0;
@@ -397,6 +414,10 @@ class FabricTransport final : public Transport {
       close_endpoint();
       throw;
     }
+    if (bounce_recv) {
+      std::memcpy(caller_recv, recv_bounce_.data(), recv_bytes);
+      if (on_received) (*on_received)(0, recv_bytes);
+    }
   }
 
   std::unique_ptr<Transport> inner_;
@@ -422,6 +443,7 @@ class FabricTransport final : public Transport {
   std::vector<fi_addr_t> addrs_;
   std::vector<uint64_t> send_seq_;  // chunks sent to each peer so far
   std::vector<uint64_t> recv_seq_;  // chunks received from each peer so far
+  std::vector<char> send_bounce_, recv_bounce_;  // kBounceBytes each, registered on first use
 };
 
 }  // namespace
