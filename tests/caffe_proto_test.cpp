@@ -246,3 +246,24 @@ TEST(CaffeProto, FuzzCorpusSeedsParseOrAreRefused) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Found by the fuzzer: two large dimensions whose product overflows int64
+// must be refused as too large, not multiplied.
+TEST(CaffeProto, HugeShapeProductIsRefusedWithoutOverflow) {
+  caffe::BlobProto b;
+  b.shape = {int64_t{1000000000000}, int64_t{11542724607}};
+  b.data = {1.0f};
+  const std::string bytes = caffe::serialize_blob_proto(b);
+  try {
+    caffe::parse_blob_proto(bytes, "huge.binaryproto");
+    FAIL() << "a shape of 1.15e22 values was accepted";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("too large"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata

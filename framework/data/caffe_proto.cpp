@@ -106,8 +106,11 @@ BlobProto read_blob(WireReader r) {
       fail<IoError>(r.what(), ": blob has dimension ", dim, " in shape ", shape_str(b.shape),
                     "; the file is damaged");
     }
+    // Checked before multiplying: two large dimensions would overflow int64.
+    if (dim != 0 && count > (int64_t{1} << 40) / dim) {
+      fail<IoError>(r.what(), ": blob shape ", shape_str(b.shape), " is too large");
+    }
     count *= dim;
-    if (count > (int64_t{1} << 40)) fail<IoError>(r.what(), ": blob shape ", shape_str(b.shape), " is too large");
   }
   if (b.shape.empty() && b.data.empty()) return b;
   if (count != static_cast<int64_t>(b.data.size())) {
