@@ -19,6 +19,13 @@ struct LayerProfile {
   double grad_bytes = 0.0;
   double top_bytes = 0.0;     // bytes of the layer's outputs (activations) per step
   double bottom_bytes = 0.0;  // bytes of its inputs per step
+  // Bytes of the parameter values the layer owns, learnable or not (BatchNorm
+  // statistics too; a shared parameter counts at the layer that owns it).
+  double param_bytes = 0.0;
+  // Bytes of the outputs its forward creates per step: its tops that are not
+  // also its bottoms (an in-place ReLU creates none). What a device keeps per
+  // batch until backward (memory_cost.h).
+  double activation_bytes = 0.0;
   // Its tensor-parallel `split` key: "", "COLUMN", "ROW", "HEADS" or
   // "OUTPUT_CHANNELS" (docs/config.md, Tensor parallel).
   std::string split;

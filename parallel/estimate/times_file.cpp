@@ -35,12 +35,13 @@ void write_times_file(const std::string& path, const StepProfile& profile, const
   std::ofstream out(path);
   if (!out) fail<IoError>("cannot write the times file '", path, "': ", std::strerror(errno), "; check the folder exists");
   out << "# " << comment << "\n# net: " << profile.net << "\n# batch: " << profile.batch << "\n";
-  out << "layer,type,forward_ms,backward_ms,grad_bytes,top_bytes,bottom_bytes,split\n";
-  char buf[256];
+  out << "layer,type,forward_ms,backward_ms,grad_bytes,top_bytes,bottom_bytes,split,param_bytes,activation_bytes\n";
+  char buf[256], tail[128];
   for (const LayerProfile& l : profile.layers) {
     std::snprintf(buf, sizeof buf, ",%.6f,%.6f,%.0f,%.0f,%.0f,", l.forward * 1e3, l.backward * 1e3, l.grad_bytes,
                   l.top_bytes, l.bottom_bytes);
-    out << l.name << "," << l.type << buf << l.split << "\n";
+    std::snprintf(tail, sizeof tail, ",%.0f,%.0f", l.param_bytes, l.activation_bytes);
+    out << l.name << "," << l.type << buf << l.split << tail << "\n";
   }
   if (!out) fail<IoError>("writing the times file '", path, "' failed (disk full?)");
 }
@@ -86,7 +87,8 @@ StepProfile read_times_file(const std::string& path) {
       for (const char* need : {"layer", "forward_ms", "backward_ms", "grad_bytes"}) {
         if (!column.count(need)) {
           fail<ConfigError>(where(), ": the header has no column '", need,
-                            "' (expected layer,type,forward_ms,backward_ms,grad_bytes,top_bytes,bottom_bytes,split)");
+                            "' (expected layer,type,forward_ms,backward_ms,grad_bytes,top_bytes,bottom_bytes,split,param_bytes,"
+                            "activation_bytes)");
         }
       }
       continue;
@@ -105,6 +107,10 @@ StepProfile read_times_file(const std::string& path) {
     l.grad_bytes = number(cells, "grad_bytes", true);
     l.top_bytes = number(cells, "top_bytes", false);
     l.bottom_bytes = number(cells, "bottom_bytes", false);
+    // Files without them (older ones, or written by hand): every parameter
+    // learnable, and no layer in place.
+    l.param_bytes = text("param_bytes").empty() ? l.grad_bytes : number(cells, "param_bytes", false);
+    l.activation_bytes = text("activation_bytes").empty() ? l.top_bytes : number(cells, "activation_bytes", false);
     profile.layers.push_back(l);
   }
   if (profile.layers.empty()) {

@@ -5,12 +5,14 @@
 //
 //   # net: digits
 //   # batch: 64
-//   layer,type,forward_ms,backward_ms,grad_bytes,top_bytes,bottom_bytes,split
-//   conv1,Convolution,0.1210,0.2034,1280,524288,16384,
+//   layer,type,forward_ms,backward_ms,grad_bytes,top_bytes,bottom_bytes,split,param_bytes,activation_bytes
+//   conv1,Convolution,0.1210,0.2034,1280,524288,16384,,1280,524288
 //
 // Columns are found by their header name; layer, forward_ms, backward_ms and
-// grad_bytes are required, the others default to empty or 0. Times are per
-// step on one worker, in milliseconds; bytes as in step_profile.h.
+// grad_bytes are required, the others default to empty or 0, except
+// param_bytes (default: grad_bytes) and activation_bytes (default:
+// top_bytes). Times are per step on one worker, in milliseconds; bytes as in
+// step_profile.h.
 #pragma once
 
 #include <string>

@@ -119,12 +119,21 @@ estimate::StepProfile step_profile(const Net& net, const LayerTimes& times) {
     l.backward = times.backward_ms.at(i) / 1e3;
     l.top_bytes = blob_bytes(net.tops(i));
     l.bottom_bytes = blob_bytes(net.bottoms(i));
+    for (const Blob* top : net.tops(i)) {
+      const BlobVec& bottoms = net.bottoms(i);
+      if (std::find(bottoms.begin(), bottoms.end(), top) == bottoms.end()) {
+        l.activation_bytes += static_cast<double>(top->numel()) * sizeof(float);
+      }
+    }
     l.split = split_of(layer);
     p.layers.push_back(l);
   }
   // A gradient is final after the lowest layer whose backward writes it
   // (assign_buckets in parallel/data_parallel/data_parallel.cpp uses the same).
   for (const NetParam& param : net.params()) {
+    if (param.owner_layer >= 0) {
+      p.layers.at(param.owner_layer).param_bytes += static_cast<double>(param.blob->numel()) * sizeof(float);
+    }
     if (!is_updated(param) || param.last_backward_layer < 0) continue;
     p.layers.at(param.last_backward_layer).grad_bytes += static_cast<double>(param.blob->numel()) * sizeof(float);
   }

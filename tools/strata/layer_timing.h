@@ -30,8 +30,9 @@ LayerTimes layer_times_from_trace(const std::string& path, const Net& net);
 
 // The estimate's view of the net: the times, the gradient bytes each layer's
 // backward makes final (as the data-parallel buckets count them), the bytes
-// of its tops and bottoms, its `split` key, and the batch (the first
-// dimension of the first layer's first top).
+// of its parameters, of its tops and bottoms and of the tops it creates (not
+// in place), its `split` key, and the batch (the first dimension of the
+// first layer's first top).
 estimate::StepProfile step_profile(const Net& net, const LayerTimes& times);
 
 }  // namespace strata::cli
