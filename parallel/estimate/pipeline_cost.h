@@ -22,6 +22,8 @@
 // one batch per step: strong scaling.
 #pragma once
 
+#include <vector>
+
 #include "parallel/estimate/link.h"
 #include "parallel/estimate/step_estimate.h"
 
@@ -29,6 +31,9 @@ namespace strata::estimate {
 
 // (p - 1) / (m + p - 1).
 double bubble_fraction(int stages, int micro_batches);
+
+// The stage of each layer, as pipeline_step cuts them (1 <= stages <= layers).
+std::vector<int> pipeline_stage_of(const StepProfile& profile, int stages);
 
 // Infeasible (with the reason) when there are more stages than layers.
 StepEstimate pipeline_step(const StepProfile& profile, int stages, int micro_batches, const Link& link);

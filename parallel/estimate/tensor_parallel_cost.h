@@ -18,8 +18,22 @@
 
 namespace strata::estimate {
 
-// Seconds of collectives one split layer costs per step over `ranks` ranks.
+// Seconds of collectives one split layer costs per step over `ranks` ranks,
+// in its forward and in its backward.
+struct TensorParallelCollectives {
+  double forward = 0.0;
+  double backward = 0.0;
+  double total() const { return forward + backward; }
+};
+TensorParallelCollectives tensor_parallel_layer_collectives(const LayerProfile& layer, int ranks, const Link& link);
 double tensor_parallel_layer_seconds(const LayerProfile& layer, int ranks, const Link& link);
+
+// The step as one rank of a group of `ranks` sees it: a split layer's
+// forward and backward take 1/T of their time plus their collectives, it
+// holds 1/T of its parameters and gradients, and a COLUMN layer 1/T of its
+// outputs (the rank's slice; the other splits end with whole outputs).
+// The bias a ROW or HEADS layer keeps whole is counted split too (it is small).
+StepProfile tensor_parallel_rank_profile(const StepProfile& profile, int ranks, const Link& link);
 
 StepEstimate tensor_parallel_step(const StepProfile& profile, int ranks, const Link& link);
 

@@ -1,0 +1,91 @@
+#include "parallel/estimate/grid_cost.h"
+
+#include <algorithm>
+
+#include "framework/error.h"
+#include "parallel/estimate/pipeline_cost.h"
+#include "parallel/estimate/tensor_parallel_cost.h"
+
+namespace strata::estimate {
+
+std::vector<parallel::GridShape> grid_layouts(const StepProfile& profile, int workers) {
+  STRATA_CHECK(workers >= 1, "workers must be >= 1, got ", workers);
+  const int layers = static_cast<int>(profile.layers.size());
+  const int max_tp = has_split_layers(profile) ? workers : 1;
+  std::vector<parallel::GridShape> out;
+  for (int tp = 1; tp <= max_tp; ++tp) {
+    if (workers % tp != 0) continue;
+    for (int pp = 1; pp <= std::min(layers, workers / tp); ++pp) {
+      if ((workers / tp) % pp != 0) continue;
+      out.push_back({workers / (tp * pp), pp, tp});
+    }
+  }
+  return out;
+}
+
+GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& shape, const Link& link,
+                       const GridOptions& options) {
+  STRATA_CHECK(shape.dp >= 1 && shape.pp >= 1 && shape.tp >= 1, "bad grid ", shape.str());
+  GridEstimate g;
+  g.shape = shape;
+  const StepProfile rank = tensor_parallel_rank_profile(profile, shape.tp, link);
+  const int m = shape.pp > 1 ? options.micro_batches : 1;
+  const StepEstimate pipe = pipeline_step(rank, shape.pp, m, link);
+  if (!pipe.feasible) {
+    g.step = infeasible(shape.world(), pipe.note);
+    return g;
+  }
+  const std::vector<int> stage_of = pipeline_stage_of(rank, shape.pp);
+  g.memory = largest_stage_memory(rank, stage_of, m, options.memory);
+
+  double dp_exposed = 0.0, dp_busy = 0.0;
+  if (shape.dp > 1) {
+    for (int s = 0; s < shape.pp; ++s) {
+      // The stage's last micro-batch: its backward is what the buckets overlap.
+      StepProfile last;
+      last.batch = profile.batch;
+      for (size_t i = 0; i < rank.layers.size(); ++i) {
+        if (stage_of[i] != s) continue;
+        LayerProfile l = rank.layers[i];
+        l.forward /= m;
+        l.backward /= m;
+        last.layers.push_back(l);
+      }
+      const StepEstimate d = data_parallel_step(last, shape.dp, link, options.data);
+      dp_exposed = std::max(dp_exposed, d.exposed);
+      dp_busy = std::max(dp_busy, d.communication);
+    }
+  }
+  double tp_busy = 0.0;
+  for (const LayerProfile& l : profile.layers) tp_busy += tensor_parallel_layer_seconds(l, shape.tp, link);
+
+  StepEstimate& e = g.step;
+  e.workers = shape.world();
+  e.samples = static_cast<double>(shape.dp) * profile.batch;
+  e.step = pipe.step + dp_exposed;
+  e.communication = tp_busy + pipe.communication + dp_busy;
+  // Beyond a perfect split of one batch's work over the pp x tp devices of a pipeline.
+  e.exposed = std::max(0.0, e.step - profile.compute_seconds() / (shape.pp * shape.tp));
+  return g;
+}
+
+GridRanking rank_grid(const StepProfile& profile, int workers, const Link& link, const GridOptions& options,
+                      double memory_per_device) {
+  STRATA_CHECK(memory_per_device >= 0, "memory per device must be >= 0 (0: no limit)");
+  GridRanking r;
+  for (const parallel::GridShape& shape : grid_layouts(profile, workers)) {
+    const GridEstimate g = grid_step(profile, shape, link, options);
+    if (!g.step.feasible) continue;  // grid_layouts already keeps pp <= layers
+    const bool fits = memory_per_device <= 0 || g.memory.total() <= memory_per_device;
+    (fits ? r.fitting : r.too_big).push_back(g);
+  }
+  std::stable_sort(r.fitting.begin(), r.fitting.end(), [](const GridEstimate& a, const GridEstimate& b) {
+    if (a.step.throughput() != b.step.throughput()) return a.step.throughput() > b.step.throughput();
+    return a.memory.total() < b.memory.total();
+  });
+  std::stable_sort(r.too_big.begin(), r.too_big.end(),
+                   [](const GridEstimate& a, const GridEstimate& b) { return a.memory.total() < b.memory.total(); });
+  return r;
+}
+
+}  // namespace strata::estimate

@@ -1,0 +1,66 @@
+// The dp x pp x tp grid (parallel/model_parallel/process_grid.h): N workers
+// as dp copies of a pipeline of pp stages, each stage run by a
+// tensor-parallel group of tp ranks. Each layout is predicted from the
+// models of its parts, composed, not from formulas of its own:
+//
+//   rank profile  tensor_parallel_rank_profile(profile, tp): split layers
+//                 take 1/tp of their time plus their collectives
+//   pipeline      pipeline_step(rank profile, pp, m), m = the micro-batches
+//                 when pp > 1, else 1 (no pipeline, no micro-batches)
+//   data parallel each stage's dp group allreduces only that stage's
+//                 gradients, in buckets that overlap the backward of the
+//                 stage's last micro-batch (data_parallel_step on the stage's
+//                 layers with 1/m of their times); the groups run at once,
+//                 so the step waits for the most exposed one:
+//
+//   step = pipeline step + max over stages of the allreduce time that
+//          backward did not hide
+//
+// A pipeline (and the tp group in it) processes one batch per step (strong
+// scaling); the dp copies process one each (weak scaling): dp batches per
+// step, compared, as every strategy, with one worker training alone.
+//
+// Memory: the device of the stage that needs the most (memory_cost.h), on
+// the rank profile. Layouts are ranked by throughput; those that need more
+// than the memory per device do not fit.
+#pragma once
+
+#include <vector>
+
+#include "parallel/estimate/data_parallel_cost.h"
+#include "parallel/estimate/memory_cost.h"
+#include "parallel/estimate/step_estimate.h"
+#include "parallel/model_parallel/process_grid.h"
+
+namespace strata::estimate {
+
+struct GridOptions {
+  DataParallelOptions data;  // bucket size, algorithm, overlap, wire bytes of the dp allreduce
+  int micro_batches = 8;     // when pp > 1
+  MemoryOptions memory;
+};
+
+struct GridEstimate {
+  parallel::GridShape shape;
+  StepEstimate step;    // workers = dp x pp x tp, samples = dp x batch
+  DeviceMemory memory;  // the device that needs the most
+};
+
+// Every layout of `workers`: dp x pp x tp = workers with pp <= the layers,
+// and tp > 1 only when the net has split layers (otherwise tp ranks would
+// each run the whole net). Ordered by tp, then pp.
+std::vector<parallel::GridShape> grid_layouts(const StepProfile& profile, int workers);
+
+GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& shape, const Link& link,
+                       const GridOptions& options);
+
+struct GridRanking {
+  std::vector<GridEstimate> fitting;  // best first (highest throughput; ties: less memory)
+  std::vector<GridEstimate> too_big;  // need more than the memory per device, smallest first
+};
+
+// All layouts of `workers`, ranked; memory_per_device 0 means no limit.
+GridRanking rank_grid(const StepProfile& profile, int workers, const Link& link, const GridOptions& options,
+                      double memory_per_device);
+
+}  // namespace strata::estimate
