@@ -2,8 +2,8 @@
 # End-to-end `strata estimate`: timing models/digits here, the table parses
 # (every strategy at every worker count, speedup 1 on one worker, no
 # efficiency above 100%), the SVG chart is well-formed XML with one line per
-# strategy, `strata time --out` feeds `--times`, the shm link, and errors
-# that name the nearest link or strategy.
+# strategy, `strata time --out` feeds `--times`, the shm link, errors
+# that name the nearest link or strategy, and the dp x pp x tp grid.
 # Usage: estimate_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -147,6 +147,100 @@ else
   fail "strata estimate --link measured under strata launch failed: $(cat "$work/out6.txt")"
 fi
 expect_error "probes the ranks of a launched job" --model "$model" --link measured
+
+# 6. --grid: every dp x pp x tp layout of models/tp_mlp (split layers), ranked
+# by throughput, the memory per device of each; those over
+# --memory-per-device listed apart; more memory never removes a layout; the
+# one-worker memory is what the net itself reports (strata time's line).
+cat > "$work/check_grid.py" <<'PY'
+import re, sys
+# Sections "N workers: K layouts", then rows "rank dp pp tp step samples/s speedup eff% w g o a total",
+# "does not fit: dp A x pp B x tp C: X > Y (...)" lines and a "best at N workers:" line.
+limit_mib = float(sys.argv[1]) if len(sys.argv) > 1 else None
+sections, cur = {}, None
+for line in sys.stdin:
+    m = re.match(r"^(\d+) workers?: (\d+) layouts?$", line.strip())
+    if m:
+        cur = sections.setdefault(int(m.group(1)), {"count": int(m.group(2)), "rows": [], "too_big": [], "best": None})
+        continue
+    if cur is None:
+        continue
+    f = line.split()
+    if f and f[0].isdigit() and len(f) == 13:
+        rank, dp, pp, tp = map(int, f[:4])
+        row = dict(rank=rank, layout="dp %d x pp %d x tp %d" % (dp, pp, tp), workers=dp * pp * tp, tp=tp,
+                   thr=float(f[5]), parts=[float(x) for x in f[8:12]], mem=float(f[12]))
+        assert abs(sum(row["parts"]) - row["mem"]) < 0.03, line
+        cur["rows"].append(row)
+    elif line.startswith("does not fit: "):
+        cur["too_big"].append(line.split(": ")[1])
+    elif line.startswith("best at "):
+        cur["best"] = line.split(": ")[1].split(",")[0]
+for n, s in sections.items():
+    rows = s["rows"]
+    assert len(rows) + len(s["too_big"]) == s["count"], (n, s)
+    assert all(r["workers"] == n for r in rows), (n, rows)
+    thr = [r["thr"] for r in rows]
+    assert thr == sorted(thr, reverse=True), "not ranked by throughput at %d: %r" % (n, thr)
+    if limit_mib is not None:
+        assert all(r["mem"] <= limit_mib + 0.005 for r in rows), "a row over the limit at %d" % n
+    if rows:
+        assert s["best"] == rows[0]["layout"], (s["best"], rows[0])
+for n in sorted(sections):
+    s = sections[n]
+    print("%d %d %s %s" % (n, len(s["rows"]), ";".join(r["layout"] for r in s["rows"]),
+                           max([r["tp"] for r in s["rows"]] + [1])))
+    if n == 1 and s["rows"]:
+        print("one-worker-memory %.2f %.2f %.2f" % tuple(s["rows"][0]["parts"][i] for i in (0, 1, 3)))
+PY
+tp_model="$src/models/tp_mlp/train.prototxt"
+if "$strata" time --model "$tp_model" --iterations 2 --threads 2 --out "$work/tp_times.csv" > "$work/tp_time.txt" 2> "$work/err.txt"; then
+  if "$strata" estimate --times "$work/tp_times.csv" --workers 1,4 --grid --memory-per-device 2M \
+       > "$work/grid_small.txt" 2> "$work/err.txt" &&
+     "$strata" estimate --times "$work/tp_times.csv" --workers 1,4 --grid > "$work/grid_all.txt" 2> "$work/err.txt"; then
+    small=$("$py" "$work/check_grid.py" 2 < "$work/grid_small.txt") || fail "the grid under 2M does not parse: $(cat "$work/grid_small.txt")"
+    all_grid=$("$py" "$work/check_grid.py" < "$work/grid_all.txt") || fail "the grid does not parse: $(cat "$work/grid_all.txt")"
+    # 4 workers: tp 1 (pp 1, 2, 4), tp 2 (pp 1, 2), tp 4 (pp 1); all fit without a limit, some not in 2 MiB.
+    echo "$all_grid" | grep -q "^4 6 .* 4$" || fail "tp_mlp at 4 workers: not 6 layouts up to tp 4: $all_grid"
+    grep -q "^does not fit: dp 4 x pp 1 x tp 1: .* > 2.0 MiB (stage 0: weights" "$work/grid_small.txt" ||
+      fail "dp 4 (4.1 MiB) is not said not to fit in 2M: $(cat "$work/grid_small.txt")"
+    grep -q "^no layout fits 2.0 MiB at 1 worker" "$work/grid_small.txt" || fail "no 'no layout fits' line at 1 worker"
+    grep -q "^best at 4 workers: dp 1 x pp [0-9] x tp [24]," "$work/grid_small.txt" ||
+      fail "the best layout in 2 MiB is not a split one: $(grep best "$work/grid_small.txt")"
+    "$py" - "$small" "$all_grid" <<'PY' || fail "more memory removed a layout: $small / $all_grid"
+import sys
+parse = lambda t: {l.split()[0]: set(l.split()[2].split(";")) if len(l.split()) > 3 else set() for l in t.splitlines() if l[0].isdigit()}
+small, big = parse(sys.argv[1]), parse(sys.argv[2])
+assert all(small[n] <= big[n] for n in small), (small, big)
+PY
+    # One worker alone keeps the weights, gradients and activations strata time reports for the net.
+    "$py" - "$all_grid" "$work/tp_time.txt" <<'PY' || fail "one-worker memory differs from the net's: $all_grid / $(head -1 "$work/tp_time.txt")"
+import re, sys
+est = [float(x) for x in re.search(r"one-worker-memory ([0-9.]+) ([0-9.]+) ([0-9.]+)", sys.argv[1]).groups()]
+line = open(sys.argv[2]).readline()
+unit = {"B": 1 / 2**20, "KiB": 1 / 1024, "MiB": 1, "GiB": 1024}
+net = {k: float(v) * unit[u] for k, v, u in re.findall(r"(parameters|gradients|activations) ([0-9.]+) (B|KiB|MiB|GiB)", line)}
+# strata time prints MiB with one decimal, the grid two.
+for e, k in zip(est, ("parameters", "gradients", "activations")):
+    assert abs(e - net[k]) <= 0.01 + 0.051 * (net[k] >= 1), (k, e, net[k], line)
+PY
+  else
+    fail "strata estimate --grid failed: $(cat "$work/err.txt")"
+  fi
+else
+  fail "strata time --out on tp_mlp failed: $(cat "$work/err.txt")"
+fi
+# digits has no split layer: tp stays 1.
+if "$strata" estimate --times "$work/times.csv" --workers 8 --grid --schedule gpipe > "$work/grid_digits.txt" 2> "$work/err.txt"; then
+  g=$("$py" "$work/check_grid.py" < "$work/grid_digits.txt") || fail "the digits grid does not parse"
+  echo "$g" | grep -q "^8 4 .* 1$" || fail "digits at 8 workers: expected 4 layouts (pp 1, 2, 4, 8), tp 1: $g"
+  grep -q "with tp 1 (no layer of the net is split); GPIPE schedule" "$work/grid_digits.txt" || fail "no tp 1 / GPIPE note"
+else
+  fail "strata estimate --grid on digits failed: $(cat "$work/err.txt")"
+fi
+expect_error "add --grid" --times "$work/times.csv" --memory-per-device 16G
+expect_error "not --grid" --times "$work/times.csv" --grid --strategy dp-ring
+expect_error "--memory-per-device: expected a size" --times "$work/times.csv" --grid --memory-per-device 16X
 
 [ "$failures" -eq 0 ] && echo "PASS: strata estimate"
 exit "$failures"

@@ -29,6 +29,7 @@
 #include "parallel/model_parallel/model_parallel_config.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/estimate_grid.h"
 #include "tools/strata/layer_timing.h"
 
 namespace strata::cli {
@@ -165,6 +166,15 @@ int estimate_main(int argc, char** argv) {
               "when there are more workers than cores (for checking predictions against runs on one machine)",
               "a device per worker"},
              {"shards", FlagKind::kValue, "ps-sharded: parameter-server shards", "one per worker"},
+             {"grid", FlagKind::kSwitch,
+              "instead of the strategy table: every dp x pp x tp layout of each worker count, ranked by throughput, "
+              "with its memory per device",
+              ""},
+             {"memory-per-device", FlagKind::kValue, "--grid: the memory of one device, e.g. 16G; layouts that need "
+                                                     "more do not fit",
+              "no limit"},
+             {"schedule", FlagKind::kValue, "--grid: pipeline schedule for the activations kept: gpipe or 1f1b",
+              "solver's, else 1f1b"},
              {"chart", FlagKind::kValue, "write an SVG chart of speedup against workers", ""},
              {"iterations", FlagKind::kValue, "timed iterations when measuring", "20"},
              {"device", FlagKind::kValue, "where layers are timed: cpu, cuda or cuda:N", "cpu"},
@@ -209,6 +219,7 @@ int estimate_main(int argc, char** argv) {
   }
   const std::vector<estimate::Strategy> chosen_flag =
       args.has("strategy") ? estimate::parse_strategies(args.get("strategy")) : std::vector<estimate::Strategy>{};
+  const GridFlags grid = parse_grid_flags(args, solver.get());
 
   const estimate::StepProfile profile = load_profile(args, solver.get());
   const estimate::Link link =
@@ -236,6 +247,10 @@ int estimate_main(int argc, char** argv) {
               options.data.wire_bytes_per_gradient_byte < 1 ? ", 16-bit gradients on the wire" : "",
               options.micro_batches,
               options.shards > 0 ? (std::to_string(options.shards) + " shards").c_str() : "one shard per worker");
+  if (grid.mode == GridMode::kOn) {
+    print_grid_estimates(grid, profile, link, options, workers, args.get("chart"));
+    return 0;
+  }
   std::printf("%-17s %7s %12s %12s %9s %10s %10s %11s\n", "strategy", "workers", "step_ms", "samples/s", "speedup",
               "efficiency", "comm_ms", "exposed_ms");
   std::vector<estimate::ChartSeries> series;
