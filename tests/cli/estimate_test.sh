@@ -238,6 +238,27 @@ if "$strata" estimate --times "$work/times.csv" --workers 8 --grid --schedule gp
 else
   fail "strata estimate --grid on digits failed: $(cat "$work/err.txt")"
 fi
+# The solver's optimizer sets the copies of its state: Adam keeps two.
+cat > "$work/adam.prototxt" <<SOLVER
+net: "$tp_model"
+base_lr: 0.01
+type: "Adam"
+parallel { pipeline { micro_batches: 4 schedule: GPIPE } }
+SOLVER
+if "$strata" estimate --solver "$work/adam.prototxt" --workers 2 --grid --iterations 2 --threads 2 \
+     > "$work/grid_adam.txt" 2> "$work/err.txt"; then
+  grep -q "GPIPE schedule, 4 micro-batches when pp > 1; optimizer Adam (the solver's): 2 weight-sized copies" \
+    "$work/grid_adam.txt" || fail "the solver's Adam and GPIPE are not used: $(grep '^grid' "$work/grid_adam.txt")"
+  "$py" - "$work/grid_adam.txt" <<'PY' || fail "Adam's state is not twice the gradients: $(cat "$work/grid_adam.txt")"
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.split() and l.split()[0].isdigit() and len(l.split()) == 13]
+assert rows, "no rows"
+for f in rows:
+    assert abs(float(f[10]) - 2 * float(f[9])) <= 0.011, f
+PY
+else
+  fail "strata estimate --grid --solver failed: $(cat "$work/err.txt")"
+fi
 expect_error "add --grid" --times "$work/times.csv" --memory-per-device 16G
 expect_error "not --grid" --times "$work/times.csv" --grid --strategy dp-ring
 expect_error "--memory-per-device: expected a size" --times "$work/times.csv" --grid --memory-per-device 16X
