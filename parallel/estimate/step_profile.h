@@ -19,6 +19,10 @@ struct LayerProfile {
   double grad_bytes = 0.0;
   double top_bytes = 0.0;     // bytes of the layer's outputs (activations) per step
   double bottom_bytes = 0.0;  // bytes of its inputs per step
+  // Floating-point operations of its forward and of its backward per step
+  // (0: not counted); what profile_scale.h splits a published step time by.
+  double flops = 0.0;
+  double backward_flops = 0.0;
   // Its tensor-parallel `split` key: "", "COLUMN", "ROW", "HEADS" or
   // "OUTPUT_CHANNELS" (docs/config.md, Tensor parallel).
   std::string split;
