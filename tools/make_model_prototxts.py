@@ -2,13 +2,16 @@
 """Writes the prototxts of the pretrained-model zoo in models/ (and, for the
 golden tests, the same nets at toy sizes).
 
-Every model gets, in models/<name>/:
+Every VGG and ViT model gets, in models/<name>/:
   deploy.prototxt           Input "data" 1x3x224x224 -> logits (ViT: blob "pre_logits" too)
   finetune.prototxt         ImageData TRAIN/TEST on ../../data/images, a new 10-class head
                             (`reinit: true`), SoftmaxWithLoss + Accuracy
   finetune_solver.prototxt  SGD + momentum (VGG); AdamW + cosine + warmup + layer_decay 0.65
                             + no_weight_decay (ViT)
   README.md                 where the weights come from, converting, embedding, fine-tuning
+vgg16 and vit_b16 also get benchmark.prototxt (Input data + label -> net -> SoftmaxWithLoss, batch 1),
+and resnet50, resnet101 and inception_v3 get only that and a README: the nets `strata estimate`
+builds to count parameters and FLOPs per layer.
 The layer and blob names are the ones the torchvision/timm name maps of
 transfer/pretrained.h expect: VGG conv{b}_{i} ... fc6 fc7 fc8, ViT patch_embed, embed,
 block{i}_*, ln, pre_logits, head.
@@ -150,6 +153,204 @@ def vit_body(dim, heads, mlp, layers, patch=16, num_classes=1000, bottom="data",
             extra="reinit: true" if head_reinit else ""),
     ]
     return "".join(out), "head"
+
+
+# ---------------------------------------------------------------- ResNet, Inception V3
+# For `strata estimate` and `strata time`: the parameter layout and shapes of
+# torchvision's resnet50, resnet101 and inception_v3 (no pretrained name maps
+# yet, so no finetune files).
+
+def conv_bn_relu(out, name, bottom, num_output, kernel, stride=1, pad=0, eps=1e-5, relu=True):
+    """Convolution without bias + BatchNorm + Scale (+ ReLU in place), torchvision's
+    conv/BatchNorm2d pairs. kernel and pad are ints or (h, w) pairs. Returns the top."""
+    kh, kw = kernel if isinstance(kernel, tuple) else (kernel, kernel)
+    ph, pw = pad if isinstance(pad, tuple) else (pad, pad)
+    geometry = ("kernel_size: %d" % kh if kh == kw else "kernel_h: %d kernel_w: %d" % (kh, kw))
+    if ph or pw:
+        geometry += " pad: %d" % ph if ph == pw else " pad_h: %d pad_w: %d" % (ph, pw)
+    if stride != 1:
+        geometry += " stride: %d" % stride
+    out.append(layer(name, "Convolution", [bottom], body=(
+        "convolution_param { num_output: %d %s bias_term: false\n"
+        "    weight_filler { type: \"msra\" } }" % (num_output, geometry))))
+    out.append(layer(name + "_bn", "BatchNorm", [name], body="batch_norm_param { eps: %g }" % eps))
+    out.append(layer(name + "_scale", "Scale", [name + "_bn"], body="scale_param { bias_term: true }"))
+    if relu:
+        out.append(layer(name + "_relu", "ReLU", [name + "_scale"], [name + "_scale"]))
+    return name + "_scale"
+
+
+def pool(out, name, bottom, kind, kernel, stride, pad=0):
+    out.append(layer(name, "Pooling", [bottom], body=(
+        "pooling_param { pool: %s kernel_size: %d stride: %d%s round_mode: FLOOR }"
+        % (kind, kernel, stride, " pad: %d" % pad if pad else ""))))
+    return name
+
+
+RESNET_BLOCKS = {"resnet50": (3, 4, 6, 3), "resnet101": (3, 4, 23, 3)}
+
+
+def resnet_body(blocks, num_classes=1000, bottom="data"):
+    """torchvision's ResNet with Bottleneck blocks (v1.5: the stride in the 3x3):
+    conv1 7x7/2, maxpool 3x3/2, layer1..layer4, global average pooling, fc."""
+    out = []
+    prev = conv_bn_relu(out, "conv1", bottom, 64, 7, stride=2, pad=3)
+    prev = pool(out, "maxpool", prev, "MAX", 3, 2, pad=1)
+    channels = 64
+    for stage, count in enumerate(blocks, start=1):
+        width = 64 * 2 ** (stage - 1)
+        for b in range(count):
+            p = "layer%d_%d_" % (stage, b)
+            stride = 2 if b == 0 and stage > 1 else 1
+            x = conv_bn_relu(out, p + "conv1", prev, width, 1)
+            x = conv_bn_relu(out, p + "conv2", x, width, 3, stride=stride, pad=1)
+            x = conv_bn_relu(out, p + "conv3", x, width * 4, 1, relu=False)
+            shortcut = prev
+            if b == 0:
+                shortcut = conv_bn_relu(out, p + "downsample", prev, width * 4, 1, stride=stride, relu=False)
+            out.append(layer(p + "add", "Eltwise", [shortcut, x], body="eltwise_param { operation: SUM }"))
+            out.append(layer(p + "relu", "ReLU", [p + "add"], [p + "add"]))
+            prev = p + "add"
+        channels = width * 4
+    out.append(layer("avgpool", "Pooling", [prev], body="pooling_param { pool: AVE global_pooling: true }"))
+    out.append(layer("fc", "InnerProduct", ["avgpool"], body=(
+        "inner_product_param { num_output: %d\n"
+        "    weight_filler { type: \"gaussian\" std: 0.01 } }" % num_classes)))
+    return "".join(out), "fc"
+
+
+def inception_v3_body(num_classes=1000, bottom="data"):
+    """torchvision's inception_v3 without the auxiliary classifier (299x299 input,
+    BatchNorm eps 0.001): the stem, Mixed_5b..Mixed_7c, global average pooling,
+    dropout, fc. Each branch ends in its own blob; Concat joins them."""
+    out = []
+
+    def cbr(name, b, n, k, stride=1, pad=0):
+        return conv_bn_relu(out, name, b, n, k, stride=stride, pad=pad, eps=1e-3)
+
+    def concat(name, parts):
+        out.append(layer(name, "Concat", parts, body="concat_param { axis: 1 }"))
+        return name
+
+    def avg_branch(name, b, n):
+        pool(out, name + "_pool", b, "AVE", 3, 1, pad=1)
+        return cbr(name, name + "_pool", n, 1)
+
+    def block_a(m, b, pool_features):
+        return concat(m, [cbr(m + "_branch1x1", b, 64, 1),
+                          cbr(m + "_branch5x5_2", cbr(m + "_branch5x5_1", b, 48, 1), 64, 5, pad=2),
+                          cbr(m + "_branch3x3dbl_3", cbr(m + "_branch3x3dbl_2", cbr(m + "_branch3x3dbl_1", b, 64, 1),
+                                                         96, 3, pad=1), 96, 3, pad=1),
+                          avg_branch(m + "_branch_pool", b, pool_features)])
+
+    def block_b(m, b):
+        return concat(m, [cbr(m + "_branch3x3", b, 384, 3, stride=2),
+                          cbr(m + "_branch3x3dbl_3", cbr(m + "_branch3x3dbl_2", cbr(m + "_branch3x3dbl_1", b, 64, 1),
+                                                         96, 3, pad=1), 96, 3, stride=2),
+                          pool(out, m + "_branch_pool", b, "MAX", 3, 2)])
+
+    def block_c(m, b, c7):
+        x = cbr(m + "_branch7x7_1", b, c7, 1)
+        x = cbr(m + "_branch7x7_2", x, c7, (1, 7), pad=(0, 3))
+        seven = cbr(m + "_branch7x7_3", x, 192, (7, 1), pad=(3, 0))
+        y = cbr(m + "_branch7x7dbl_1", b, c7, 1)
+        y = cbr(m + "_branch7x7dbl_2", y, c7, (7, 1), pad=(3, 0))
+        y = cbr(m + "_branch7x7dbl_3", y, c7, (1, 7), pad=(0, 3))
+        y = cbr(m + "_branch7x7dbl_4", y, c7, (7, 1), pad=(3, 0))
+        double = cbr(m + "_branch7x7dbl_5", y, 192, (1, 7), pad=(0, 3))
+        return concat(m, [cbr(m + "_branch1x1", b, 192, 1), seven, double, avg_branch(m + "_branch_pool", b, 192)])
+
+    def block_d(m, b):
+        three = cbr(m + "_branch3x3_2", cbr(m + "_branch3x3_1", b, 192, 1), 320, 3, stride=2)
+        x = cbr(m + "_branch7x7x3_1", b, 192, 1)
+        x = cbr(m + "_branch7x7x3_2", x, 192, (1, 7), pad=(0, 3))
+        x = cbr(m + "_branch7x7x3_3", x, 192, (7, 1), pad=(3, 0))
+        x = cbr(m + "_branch7x7x3_4", x, 192, 3, stride=2)
+        return concat(m, [three, x, pool(out, m + "_branch_pool", b, "MAX", 3, 2)])
+
+    def block_e(m, b):
+        x = cbr(m + "_branch3x3_1", b, 384, 1)
+        three = concat(m + "_branch3x3", [cbr(m + "_branch3x3_2a", x, 384, (1, 3), pad=(0, 1)),
+                                          cbr(m + "_branch3x3_2b", x, 384, (3, 1), pad=(1, 0))])
+        y = cbr(m + "_branch3x3dbl_2", cbr(m + "_branch3x3dbl_1", b, 448, 1), 384, 3, pad=1)
+        double = concat(m + "_branch3x3dbl", [cbr(m + "_branch3x3dbl_3a", y, 384, (1, 3), pad=(0, 1)),
+                                              cbr(m + "_branch3x3dbl_3b", y, 384, (3, 1), pad=(1, 0))])
+        return concat(m, [cbr(m + "_branch1x1", b, 320, 1), three, double, avg_branch(m + "_branch_pool", b, 192)])
+
+    x = cbr("Conv2d_1a_3x3", bottom, 32, 3, stride=2)
+    x = cbr("Conv2d_2a_3x3", x, 32, 3)
+    x = cbr("Conv2d_2b_3x3", x, 64, 3, pad=1)
+    x = pool(out, "maxpool1", x, "MAX", 3, 2)
+    x = cbr("Conv2d_3b_1x1", x, 80, 1)
+    x = cbr("Conv2d_4a_3x3", x, 192, 3)
+    x = pool(out, "maxpool2", x, "MAX", 3, 2)
+    x = block_a("Mixed_5b", x, 32)
+    x = block_a("Mixed_5c", x, 64)
+    x = block_a("Mixed_5d", x, 64)
+    x = block_b("Mixed_6a", x)
+    for m, c7 in (("Mixed_6b", 128), ("Mixed_6c", 160), ("Mixed_6d", 160), ("Mixed_6e", 192)):
+        x = block_c(m, x, c7)
+    x = block_d("Mixed_7a", x)
+    x = block_e("Mixed_7b", x)
+    x = block_e("Mixed_7c", x)
+    out.append(layer("avgpool", "Pooling", [x], body="pooling_param { pool: AVE global_pooling: true }"))
+    out.append(layer("dropout", "Dropout", ["avgpool"], ["avgpool"], body="dropout_param { dropout_ratio: 0.5 }"))
+    out.append(layer("fc", "InnerProduct", ["avgpool"], body=(
+        "inner_product_param { num_output: %d\n"
+        "    weight_filler { type: \"gaussian\" std: 0.01 } }" % num_classes)))
+    return "".join(out), "fc"
+
+
+def benchmark_net(name, comment, body, logits, size=224):
+    """The net as synthetic-data benchmarks train it: Input blobs data (1x3xSxS) and
+    label, the net, SoftmaxWithLoss. Batch 1 keeps building it cheap; `strata
+    estimate --device-throughput ... --batch N` scales to the batch measured."""
+    inputs = layer("data", "Input", tops=["data", "label"], body=(
+        "input_param { shape { dim: 1 dim: 3 dim: %d dim: %d } shape { dim: 1 } }" % (size, size)))
+    tail = layer("loss", "SoftmaxWithLoss", [logits, "label"], ["loss"])
+    return "# %s\nname: \"%s\"\n\n%s%s%s" % (comment, name, inputs, body, tail)
+
+
+ESTIMATE_README = """# {name}
+
+torchvision's `{fn}` ({what}) as a strata net, for predicting how it scales
+(`strata estimate`, [docs/estimate.md](../../docs/estimate.md)) and timing it (`strata time`).
+Layers: {layers}. Every convolution is followed by
+`<conv>_bn` (BatchNorm) and `<conv>_scale` (Scale: torchvision's BatchNorm2d weight and bias){relu}.
+
+| file | what |
+|---|---|
+| `benchmark.prototxt` | Input `data` 1x3x{size}x{size} and `label` -> logits `fc` -> SoftmaxWithLoss: the net as synthetic-data benchmarks train it |
+
+{params:,} learnable parameters, as torchvision's `{fn}({args})`
+(`sum(p.numel() for p in model.parameters())`). {note}
+
+```sh
+./build/strata estimate --model models/{name}/benchmark.prototxt --device-throughput 1000 --batch 64 \\
+    --workers 1,8,64,512 --link ib-hdr --gpus-per-node 8 --node-link nvlink-a100 --strategy dp-ring
+```
+
+There is no name map for torchvision's weights yet, so no fine-tuning files. The prototxts are generated
+by `tools/make_model_prototxts.py`; edit that script, not the files.
+"""
+
+ESTIMATE_MODELS = {
+    # name: (what, fn, args, params, size, layers, relu, note)
+    "resnet50": ("Bottleneck blocks 3-4-6-3, stride in the 3x3 convolution (v1.5)", "resnet50", "", 25557032, 224,
+                 "`conv1`, `maxpool`, `layer{s}_{b}_conv1..3` with `layer{s}_0_downsample`, `layer{s}_{b}_add`, "
+                 "`layer{s}_{b}_relu`, `avgpool`, `fc`", ", then `<conv>_relu` in place where torchvision has one", ""),
+    "resnet101": ("Bottleneck blocks 3-4-23-3, stride in the 3x3 convolution (v1.5)", "resnet101", "", 44549160, 224,
+                  "`conv1`, `maxpool`, `layer{s}_{b}_conv1..3` with `layer{s}_0_downsample`, `layer{s}_{b}_add`, "
+                  "`layer{s}_{b}_relu`, `avgpool`, `fc`", ", then `<conv>_relu` in place where torchvision has one",
+                  ""),
+    "inception_v3": ("299x299 input, no auxiliary classifier", "inception_v3", "aux_logits=False", 23834568, 299,
+                     "`Conv2d_1a_3x3` ... `Conv2d_4a_3x3`, `maxpool1`, `maxpool2`, `Mixed_5b` ... `Mixed_7c` "
+                     "(each branch `Mixed_*_branch*`, joined by a Concat named after the block), `avgpool`, "
+                     "`dropout`, `fc`", ", then `<conv>_relu` in place",
+                     "The auxiliary classifier torchvision trains with (`aux_logits=True`, 3,326,696 more "
+                     "parameters, about 12% more gradient bytes) is left out. The 3x3 average poolings of the "
+                     "`branch_pool` branches count the padding as Caffe does (torchvision's default too)."),
+}
 
 
 # ---------------------------------------------------------------- files
@@ -425,6 +626,21 @@ def model_files():
             preset, train_batch=16, test_batch=8)
         files["models/%s/finetune_solver.prototxt" % name] = VIT_SOLVER.format(name=name)
         files["models/%s/README.md" % name] = vit_readme(name)
+    # Benchmark nets (for strata estimate / strata time) of the zoo's VGG-16 and ViT-B/16 too.
+    vgg, _ = vgg_body(VGG_CFGS["vgg16"])
+    files["models/vgg16/benchmark.prototxt"] = benchmark_net(
+        "vgg16", "vgg16 as torchvision's, trained on synthetic data: data + label -> fc8 -> loss", vgg, "fc8")
+    vit, _ = vit_body(*VIT_SIZES["vit_b16"])
+    files["models/vit_b16/benchmark.prototxt"] = benchmark_net(
+        "vit_b16", "vit_b16 (ViT-B/16), trained on synthetic data: data + label -> head -> loss", vit, "head")
+    for name, (what, fn, args, params, size, layers, relu, note) in ESTIMATE_MODELS.items():
+        body, logits = (inception_v3_body() if name == "inception_v3" else resnet_body(RESNET_BLOCKS[name]))
+        files["models/%s/benchmark.prototxt" % name] = benchmark_net(
+            name, "%s as torchvision's %s (%s), trained on synthetic data: data + label -> fc -> loss" % (name, fn, what),
+            body, logits, size=size)
+        files["models/%s/README.md" % name] = ESTIMATE_README.format(
+            name=name, fn=fn, what=what, args=args, params=params, size=size, layers=layers, relu=relu,
+            note=note).replace("\n\n\n", "\n\n")
     return files
 
 

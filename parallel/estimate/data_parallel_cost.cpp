@@ -38,14 +38,14 @@ StepEstimate data_parallel_step(const StepProfile& profile, int workers, const L
     return e;
   }
   if (options.overlap == parallel::Overlap::kOff) {
-    e.communication = allreduce_seconds(options.algorithm, workers, profile.grad_bytes() * scale, link);
+    e.communication = allreduce_seconds(options.algorithm, workers, profile.grad_bytes() * scale, link, options.nodes);
     e.step = forward + backward + e.communication;
     e.exposed = e.communication;
     return e;
   }
   double wire_free = 0.0;
   for (const GradientBucket& b : gradient_buckets(profile, options.bucket_bytes)) {
-    const double t = allreduce_seconds(options.algorithm, workers, b.bytes * scale, link);
+    const double t = allreduce_seconds(options.algorithm, workers, b.bytes * scale, link, options.nodes);
     wire_free = std::max(wire_free, b.ready) + t;
     e.communication += t;
   }

@@ -28,6 +28,7 @@
 
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/estimate/collectives_cost.h"
+#include "parallel/estimate/hierarchical_cost.h"
 #include "parallel/estimate/step_estimate.h"
 
 namespace strata::estimate {
@@ -46,6 +47,7 @@ struct DataParallelOptions {
   parallel::Overlap overlap = parallel::Overlap::kOn;
   double bucket_bytes = 25.0 * (1 << 20);  // DataParallelConfig's default, 25 MiB
   double wire_bytes_per_gradient_byte = 1.0;  // 0.5 with FP16/BF16 compression
+  NodeTopology nodes;  // servers of several devices (hierarchical_cost.h); none by default
 };
 
 StepEstimate data_parallel_step(const StepProfile& profile, int workers, const Link& link,

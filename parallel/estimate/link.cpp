@@ -20,6 +20,9 @@ std::vector<Link> presets() {
   return {
       {"10gbe", 10 * kGbit, 30 * kMicro, "10 Gb/s Ethernet line rate; 30 us TCP latency"},
       {"25gbe", 25 * kGbit, 25 * kMicro, "25 Gb/s Ethernet line rate; 25 us TCP latency"},
+      {"25gbe-rdma", 25 * kGbit, 3 * kMicro, "25 Gb/s Ethernet line rate with RDMA (RoCE); 3 us verbs latency"},
+      {"40gbe", 40 * kGbit, 25 * kMicro, "40 Gb/s Ethernet line rate; 25 us TCP latency"},
+      {"50gbe", 50 * kGbit, 25 * kMicro, "50 Gb/s Ethernet line rate; 25 us TCP latency"},
       {"100gbe", 100 * kGbit, 10 * kMicro, "100 Gb/s Ethernet line rate; 10 us TCP latency"},
       {"ib-hdr", 200 * kGbit, 2 * kMicro, "InfiniBand HDR 4x: 200 Gb/s; 2 us verbs latency"},
       {"ib-ndr", 400 * kGbit, 2 * kMicro, "InfiniBand NDR 4x: 400 Gb/s; 2 us verbs latency"},
@@ -30,6 +33,13 @@ std::vector<Link> presets() {
       {"nvlink", 450 * kGByte, 3 * kMicro, "NVLink 4 (H100 SXM): 450 GB/s per direction; 3 us NCCL latency"},
       {"nvswitch", 450 * kGByte, 3 * kMicro,
        "NVSwitch (HGX H100): 450 GB/s per GPU per direction to any peer; 3 us NCCL latency"},
+      // Links inside the servers of older systems, for --node-link: NVLink 3
+      // on an A100 SXM (12 links x 25 GB/s each way; NVIDIA: 600 GB/s both
+      // ways), NVLink 1 on a P100 SXM2 (4 links x 20 GB/s each way; NVIDIA:
+      // 160 GB/s both ways), and PCIe 3.0 x16 (15.75 GB/s each way).
+      {"nvlink-a100", 300 * kGByte, 3 * kMicro, "NVLink 3 (A100 SXM): 300 GB/s per direction; 3 us NCCL latency"},
+      {"nvlink-p100", 80 * kGByte, 3 * kMicro, "NVLink 1 (P100 SXM2): 80 GB/s per direction; 3 us NCCL latency"},
+      {"pcie3", 15.75 * kGByte, 5 * kMicro, "PCIe 3.0 x16: 15.75 GB/s per direction line rate; 5 us latency"},
   };
 }
 

@@ -26,6 +26,10 @@ struct LayerProfile {
   // also its bottoms (an in-place ReLU creates none). What a device keeps per
   // batch until backward (memory_cost.h).
   double activation_bytes = 0.0;
+  // Floating-point operations of its forward and of its backward per step
+  // (0: not counted); what profile_scale.h splits a published step time by.
+  double flops = 0.0;
+  double backward_flops = 0.0;
   // Its tensor-parallel `split` key: "", "COLUMN", "ROW", "HEADS" or
   // "OUTPUT_CHANNELS" (docs/config.md, Tensor parallel).
   std::string split;

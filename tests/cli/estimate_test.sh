@@ -102,6 +102,21 @@ else
   fail "strata estimate --solver failed: $(cat "$work/err.txt")"
 fi
 
+# 3b. A published per-device throughput instead of timing: the step is
+# batch / throughput, split by FLOPs; servers of 4 devices allreduce hierarchically.
+if "$strata" estimate --model "$model" --device-throughput 1000 --batch 128 --workers 1,4,8 --strategy dp-ring \
+    --link 25gbe --gpus-per-node 4 --node-link pcie3 --nics-per-node 1 > "$work/out3b.txt" 2> "$work/err.txt"; then
+  check_table dp-ring 1,4,8 < "$work/out3b.txt" > /dev/null || fail "--device-throughput table does not parse"
+  grep -q "batch 128 per worker" "$work/out3b.txt" || fail "--batch 128 not used: $(head -3 "$work/out3b.txt")"
+  grep -q "device throughput: step 128 ms = batch 128 / 1000 samples/s .*FLOPs.*an assumption" "$work/out3b.txt" ||
+    fail "no device throughput line: $(cat "$work/out3b.txt")"
+  grep -q "servers of 4 devices joined by pcie3" "$work/out3b.txt" || fail "no servers line: $(cat "$work/out3b.txt")"
+  grep -q "measured .* layers" "$work/out3b.txt" && fail "--device-throughput timed the layers"
+  grep -qE '^dp-ring +1 +128\.0000 ' "$work/out3b.txt" || fail "one worker's step is not 128 ms: $(cat "$work/out3b.txt")"
+else
+  fail "strata estimate --device-throughput failed: $(cat "$work/err.txt")"
+fi
+
 # 4. Errors say what to do, before any timing.
 expect_error() {
   local want="$1"
@@ -117,6 +132,10 @@ expect_error "did you mean 'dp-ring'" --model "$model" --strategy dp-rng
 expect_error "exactly one of --model" --model "$model" --times "$work/times.csv"
 expect_error "exactly one of --model" --workers 1,2
 expect_error "workers" --model "$model" --workers 1,0
+expect_error "--batch goes with --device-throughput" --model "$model" --batch 32
+expect_error "give --gpus-per-node" --model "$model" --node-link pcie3
+expect_error "did you mean 'pcie3'" --model "$model" --gpus-per-node 4 --node-link pcie
+expect_error "expected a positive number" --model "$model" --device-throughput fast
 echo "layer,forward_ms" > "$work/bad.csv"
 expect_error "bad.csv:1: the header has no column 'backward_ms'" --times "$work/bad.csv"
 

@@ -24,6 +24,8 @@
 #include "parallel/estimate/tensor_parallel_cost.h"
 #include "parallel/estimate/times_file.h"
 #include "parallel/estimate/link_probe.h"
+#include "parallel/estimate/profile_scale.h"
+#include "tools/strata/layer_flops.h"
 #include "parallel/backends/communicator_factory.h"
 #include "parallel/rendezvous/env.h"
 #include "parallel/model_parallel/model_parallel_config.h"
@@ -54,6 +56,16 @@ std::vector<int> parse_workers(const std::string& list) {
   return out;
 }
 
+double parse_positive_number(const std::string& text, const char* flag) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno != 0 || !(v > 0) || !std::isfinite(v)) {
+    fail<ConfigError>(flag, ": expected a positive number, got '", text, "'");
+  }
+  return v;
+}
+
 std::string comma_list(const std::vector<std::string>& items) {
   std::string s;
   for (const std::string& i : items) s += (s.empty() ? "" : ", ") + i;
@@ -78,6 +90,15 @@ estimate::StepProfile load_profile(const Args& args, const SolverConfig* solver)
   } else {
     const std::string path = solver ? (solver->net.empty() ? solver->train_net : solver->net) : args.get("model");
     net = Net::from_file(path, options);
+  }
+  if (args.has("device-throughput")) {
+    // Nothing is timed: the step comes from the published throughput, split by FLOPs.
+    LayerTimes none;
+    none.forward_ms.assign(net->num_layers(), 0.0);
+    none.backward_ms.assign(net->num_layers(), 0.0);
+    estimate::StepProfile p = step_profile(*net, none);
+    add_layer_flops(*net, &p);
+    return p;
   }
   if (args.has("timeline")) {
     const LayerTimes times = layer_times_from_trace(args.get("timeline"), *net);
@@ -175,6 +196,20 @@ int estimate_main(int argc, char** argv) {
               "no limit"},
              {"schedule", FlagKind::kValue, "--grid: pipeline schedule for the activations kept: gpipe or 1f1b",
               "solver's, else 1f1b"},
+             {"device-throughput", FlagKind::kValue,
+              "samples/s of one device training alone (a published number): the step becomes batch / this, split "
+              "over the layers by their FLOPs; nothing is timed here",
+              ""},
+             {"batch", FlagKind::kValue, "with --device-throughput: per-worker batch that throughput was measured at",
+              "the net's"},
+             {"gpus-per-node", FlagKind::kValue,
+              "devices per server: data parallel then allreduces hierarchically (inside each server over "
+              "--node-link, between servers over --link)",
+              "0: every hop is --link"},
+             {"node-link", FlagKind::kValue, "with --gpus-per-node: the link inside a server (a --link preset)",
+              "nvlink"},
+             {"nics-per-node", FlagKind::kValue,
+              "with --gpus-per-node: network adapters per server, shared by its devices", "1"},
              {"chart", FlagKind::kValue, "write an SVG chart of speedup against workers", ""},
              {"iterations", FlagKind::kValue, "timed iterations when measuring", "20"},
              {"device", FlagKind::kValue, "where layers are timed: cpu, cuda or cuda:N", "cpu"},
@@ -199,6 +234,25 @@ int estimate_main(int argc, char** argv) {
   }
   const int host_cores = args.has("host-cores") ? parallel::parse_positive_count(args.get("host-cores"), "--host-cores") : 0;
   if (args.has("shards")) options.shards = parallel::parse_positive_count(args.get("shards"), "--shards");
+  estimate::DeviceThroughput device;
+  if (args.has("device-throughput")) {
+    device.samples_per_second = parse_positive_number(args.get("device-throughput"), "--device-throughput");
+    if (args.has("batch")) device.batch = parallel::parse_positive_count(args.get("batch"), "--batch");
+  } else if (args.has("batch")) {
+    fail<ConfigError>("--batch goes with --device-throughput (the batch a published throughput was measured at); "
+                      "a timed net uses its own batch");
+  }
+  if (args.has("gpus-per-node")) {
+    options.data.nodes.devices_per_node = parallel::parse_positive_count(args.get("gpus-per-node"), "--gpus-per-node");
+    const std::string node_link = args.get("node-link", "nvlink");
+    options.data.nodes.intra =
+        estimate::link_preset(node_link, node_link == "shm" ? estimate::measure_memcpy_bandwidth() : 0.0);
+    if (args.has("nics-per-node")) {
+      options.data.nodes.nics_per_node = parallel::parse_positive_count(args.get("nics-per-node"), "--nics-per-node");
+    }
+  } else if (args.has("node-link") || args.has("nics-per-node")) {
+    fail<ConfigError>("--node-link and --nics-per-node describe the servers of --gpus-per-node; give --gpus-per-node");
+  }
   const std::vector<int> workers = parse_workers(args.get("workers", "1,2,4,8,16,32,64"));
   const std::string link_name = args.get("link", "10gbe");
   // Checked before the timing so a typo costs nothing.
@@ -221,7 +275,10 @@ int estimate_main(int argc, char** argv) {
       args.has("strategy") ? estimate::parse_strategies(args.get("strategy")) : std::vector<estimate::Strategy>{};
   const GridFlags grid = parse_grid_flags(args, solver.get());
 
-  const estimate::StepProfile profile = load_profile(args, solver.get());
+  std::string scaled_how;
+  const estimate::StepProfile profile =
+      device.samples_per_second > 0 ? estimate::scale_to_throughput(load_profile(args, solver.get()), device, &scaled_how)
+                                    : load_profile(args, solver.get());
   const estimate::Link link =
       link_name == "measured"
           ? probed
@@ -236,8 +293,17 @@ int estimate_main(int argc, char** argv) {
               "%.3f MiB of gradients\n",
               profile.net.c_str(), profile.layers.size(), profile.batch, profile.forward_seconds() * 1e3,
               profile.backward_seconds() * 1e3, profile.grad_bytes() / (1 << 20));
+  if (!scaled_how.empty()) std::printf("device throughput: %s\n", scaled_how.c_str());
   std::printf("link %s: %.2f GB/s per direction, %.1f us latency (%s)\n", link.name.c_str(), link.bandwidth / 1e9,
               link.latency * 1e6, link.source.c_str());
+  if (options.data.nodes.given()) {
+    const estimate::NodeTopology& nodes = options.data.nodes;
+    std::printf("servers of %d devices joined by %s (%.2f GB/s, %.1f us), %d network adapter%s each: data parallel "
+                "allreduces hierarchically (reduce-scatter inside, allreduce across servers, allgather inside); "
+                "the other strategies see --link only\n",
+                nodes.devices_per_node, nodes.intra.name.c_str(), nodes.intra.bandwidth / 1e9, nodes.intra.latency * 1e6,
+                nodes.nics_per_node, nodes.nics_per_node == 1 ? "" : "s");
+  }
   if (host_cores > 0) {
     std::printf("workers share this host's %d cores (--host-cores): compute slows by workers / %d beyond %d "
                 "workers\n", host_cores, host_cores, host_cores);
