@@ -76,6 +76,30 @@ echo "== 2 data-parallel ranks: one file, a track per rank, allreduce lanes"
 check dp.json 2
 grep -q '"cat":"allreduce","name":"allreduce bucket 0"' dp.json || fail "no allreduce bucket events"
 grep -q '"name":"thread_name","args":{"name":"allreduce"}' dp.json || fail "no allreduce lane"
+"$strata" estimate --model train.prototxt --timeline dp.json --workers 1,2 --link shm > dpest.txt 2>&1 ||
+  { cat dpest.txt; fail "estimate from the 2-rank timeline failed"; }
+# The trace's measured allreduce time (busy, exposed) is printed beside the model's at 2 workers, and it is
+# the union of rank 0's bucket spans: recompute it here from the file.
+line=$(grep -E "^the timeline's run: 2 ranks, rank 0's 6 steps of [0-9.]+ ms: allreduce busy [0-9.]+ ms per step" dpest.txt) ||
+  { cat dpest.txt; fail "no measured communication line"; }
+grep -qE '^predicted for dp-ring at 2 workers: step [0-9.]+ ms, communication [0-9.]+ ms, exposed [0-9.]+ ms' dpest.txt ||
+  { cat dpest.txt; fail "no predicted communication line"; }
+"$py" - dp.json "$line" <<'PY' || fail "the busy time printed is not the trace's"
+import json, re, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "step" and e["pid"] == 0)
+busy = 0.0
+for a, b in steps:
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in ev
+                   if e.get("cat") == "allreduce" and e["pid"] == 0 and a <= e["ts"] and e["ts"] + e["dur"] <= b + 1)
+    end = -1e300
+    for s, t in spans:
+        busy += max(0.0, t - max(s, end)); end = max(end, t)
+want = busy / len(steps) / 1000.0
+got = float(re.search(r"allreduce busy ([0-9.]+) ms", sys.argv[2]).group(1))
+assert want > 0 and abs(got - want) <= 1e-3 + 1e-3 * want, (got, want)
+print("  busy %.3f ms per step, as in the trace" % got)
+PY
 
 echo "== parameter server: a file per rank"
 "$strata" launch --nproc 2 --servers 1 -- "$strata" train --solver solver.prototxt --timeline ps.json --overwrite \

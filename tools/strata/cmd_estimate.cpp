@@ -340,6 +340,22 @@ int estimate_main(int argc, char** argv) {
     series.push_back(line);
   }
   for (const std::string& note : notes) std::printf("not possible: %s\n", note.c_str());
+  if (args.has("timeline")) {
+    // The trace's own communication beside the model's at its rank count:
+    // how much of the allreduce the run hid behind backward, measured.
+    const TraceCommunication c = communication_from_trace(args.get("timeline"));
+    if (c.ranks > 1 && c.busy_ms > 0) {
+      const estimate::Strategy s = c.overlapped ? estimate::Strategy::kDpRing : estimate::Strategy::kDpNoOverlap;
+      const estimate::StepEstimate e =
+          estimate::estimate_step(s, shared_host(profile, c.ranks, host_cores), c.ranks, link, options);
+      std::printf("\nthe timeline's run: %d ranks, rank 0's %d steps of %.3f ms: allreduce busy %.3f ms per step "
+                  "(%.1f buckets), exposed %.3f ms (%.0f%% hidden behind backward)\n",
+                  c.ranks, c.steps, c.step_ms, c.busy_ms, c.buckets_per_step, c.exposed_ms,
+                  100.0 * std::max(0.0, 1.0 - c.exposed_ms / c.busy_ms));
+      std::printf("predicted for %s at %d workers: step %.3f ms, communication %.3f ms, exposed %.3f ms\n",
+                  estimate::strategy_name(s), c.ranks, e.step * 1e3, e.communication * 1e3, e.exposed * 1e3);
+    }
+  }
   if (!measured.empty()) {
     // Predicted against measured, case by case; the measured points join the chart.
     std::printf("\n%-17s %7s %10s %10s %8s\n", "measured", "workers", "predicted", "measured", "error");

@@ -143,7 +143,19 @@ estimate::StepProfile step_profile(const Net& net, const LayerTimes& times) {
   return p;
 }
 
-LayerTimes layer_times_from_trace(const std::string& path, const Net& net) {
+namespace {
+
+struct TraceEvent {
+  std::string cat, name;
+  double ts, dur, pid, tid;
+};
+
+struct Span {
+  double ts, end;
+};
+
+// The complete ("X") events of a `strata train --timeline` trace.
+std::vector<TraceEvent> read_trace_events(const std::string& path) {
   JsonValue trace;
   try {
     trace = parse_json(read_file_bytes(path));
@@ -152,14 +164,7 @@ LayerTimes layer_times_from_trace(const std::string& path, const Net& net) {
   }
   const JsonValue* events = trace.is_object() ? trace.find("traceEvents") : nullptr;
   if (!events || !events->is_array()) fail<IoError>(path, ": no traceEvents array; write one with strata train --timeline");
-  struct Span {
-    double ts, end;
-  };
-  struct Event {
-    std::string cat, name;
-    double ts, dur, pid, tid;
-  };
-  std::vector<Event> all;
+  std::vector<TraceEvent> all;
   for (const JsonValue& e : events->as_array()) {
     const JsonValue* ph = e.find("ph");
     if (!ph || !ph->is_string() || ph->as_string() != "X") continue;
@@ -169,30 +174,51 @@ LayerTimes layer_times_from_trace(const std::string& path, const Net& net) {
     all.push_back({cat->as_string(), name->as_string(), ts->as_number(), dur->as_number(), pid->as_number(),
                    tid->as_number()});
   }
-  // Rank 0's steps (the lowest pid), on the thread that ran them.
+  return all;
+}
+
+// Rank 0's steps (the lowest pid that has steps), sorted, and the thread that ran them.
+std::vector<Span> rank0_steps(const std::vector<TraceEvent>& all, const std::string& path, double* pid0,
+                              double* tid0) {
   std::vector<Span> steps;
-  double pid0 = 1e300, tid0 = 0;
-  for (const Event& e : all) {
-    if (e.cat == "step" && e.pid < pid0) pid0 = e.pid;
+  *pid0 = 1e300;
+  *tid0 = 0;
+  for (const TraceEvent& e : all) {
+    if (e.cat == "step" && e.pid < *pid0) *pid0 = e.pid;
   }
-  for (const Event& e : all) {
-    if (e.cat == "step" && e.pid == pid0) {
+  for (const TraceEvent& e : all) {
+    if (e.cat == "step" && e.pid == *pid0) {
       steps.push_back({e.ts, e.ts + e.dur});
-      tid0 = e.tid;
+      *tid0 = e.tid;
     }
   }
   if (steps.empty()) fail<IoError>(path, ": the trace holds no training step");
   std::sort(steps.begin(), steps.end(), [](const Span& a, const Span& b) { return a.ts < b.ts; });
+  return steps;
+}
+
+// The step an event [ts, ts + dur] lies in, or nullptr (outside every step: a test, a snapshot).
+const Span* step_of(const std::vector<Span>& steps, double ts, double dur) {
+  auto it = std::upper_bound(steps.begin(), steps.end(), ts, [](double v, const Span& s) { return v < s.ts; });
+  if (it == steps.begin() || ts + dur > std::prev(it)->end + 1) return nullptr;
+  return &*std::prev(it);
+}
+
+}  // namespace
+
+LayerTimes layer_times_from_trace(const std::string& path, const Net& net) {
+  const std::vector<TraceEvent> all = read_trace_events(path);
+  double pid0 = 0, tid0 = 0;
+  const std::vector<Span> steps = rank0_steps(all, path, &pid0, &tid0);
   LayerTimes t;
   t.forward_ms.assign(static_cast<size_t>(net.num_layers()), 0.0);
   t.backward_ms.assign(static_cast<size_t>(net.num_layers()), 0.0);
   std::map<std::string, int> index;
   for (int i = 0; i < net.num_layers(); ++i) index[net.layer(i).name()] = i;
   size_t matched = 0;
-  for (const Event& e : all) {
+  for (const TraceEvent& e : all) {
     if (e.pid != pid0 || e.tid != tid0 || (e.cat != "forward" && e.cat != "backward")) continue;
-    auto it = std::upper_bound(steps.begin(), steps.end(), e.ts, [](double v, const Span& s) { return v < s.ts; });
-    if (it == steps.begin() || e.ts + e.dur > std::prev(it)->end + 1) continue;  // outside a step: a test
+    if (!step_of(steps, e.ts, e.dur)) continue;  // outside a step: a test
     const auto found = index.find(e.name);
     if (found == index.end()) continue;
     const int i = found->second;
@@ -209,6 +235,55 @@ LayerTimes layer_times_from_trace(const std::string& path, const Net& net) {
   for (size_t i = 0; i < t.forward_ms.size(); ++i) t.step_ms += t.forward_ms[i] + t.backward_ms[i];
   t.note = "from the timeline " + path + ", rank 0, " + std::to_string(steps.size()) + " steps";
   return t;
+}
+
+TraceCommunication communication_from_trace(const std::string& path) {
+  const std::vector<TraceEvent> all = read_trace_events(path);
+  double pid0 = 0, tid0 = 0;
+  const std::vector<Span> steps = rank0_steps(all, path, &pid0, &tid0);
+  TraceCommunication c;
+  c.steps = static_cast<int>(steps.size());
+  std::vector<double> ranks;
+  for (const TraceEvent& e : all) {
+    if (e.cat == "step" && std::find(ranks.begin(), ranks.end(), e.pid) == ranks.end()) ranks.push_back(e.pid);
+  }
+  c.ranks = static_cast<int>(ranks.size());
+  // Per step: the wire's busy time is the union of the bucket spans (a bucket
+  // is launched while an earlier one may still run); the exposed time is the
+  // step's wait for them.
+  std::map<const Span*, std::vector<Span>> busy;
+  double buckets = 0;
+  for (const TraceEvent& e : all) {
+    if (e.pid != pid0) continue;
+    const Span* step = step_of(steps, e.ts, e.dur);
+    if (!step) continue;
+    if (e.cat == "allreduce") {
+      busy[step].push_back({e.ts, e.ts + e.dur});
+      if (e.name == "allreduce (all buckets)") {
+        c.overlapped = false;
+        c.exposed_ms += e.dur / 1000.0;  // after backward, on the step's own thread
+      }
+      ++buckets;
+    } else if (e.cat == "wait" && e.name == "wait allreduce") {
+      c.exposed_ms += e.dur / 1000.0;
+    }
+  }
+  for (auto& [step, spans] : busy) {
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.ts < b.ts; });
+    double end = -1e300;
+    for (const Span& s : spans) {
+      const double from = std::max(s.ts, end);
+      if (s.end > from) c.busy_ms += (s.end - from) / 1000.0;
+      end = std::max(end, s.end);
+    }
+  }
+  for (const Span& s : steps) c.step_ms += (s.end - s.ts) / 1000.0;
+  const double n = static_cast<double>(steps.size());
+  c.busy_ms /= n;
+  c.exposed_ms /= n;
+  c.step_ms /= n;
+  c.buckets_per_step = buckets / n;
+  return c;
 }
 
 }  // namespace strata::cli

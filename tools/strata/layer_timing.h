@@ -28,6 +28,22 @@ LayerTimes measure_layer_times(Net& net, int iterations);
 // file when it is not a trace or holds no step.
 LayerTimes layer_times_from_trace(const std::string& path, const Net& net);
 
+// What rank 0 of a data-parallel `strata train --timeline` trace spent on
+// its gradients' allreduce, averaged over its steps: the wire's busy time
+// (the union of the buckets' spans, launch to completion) and the part the
+// step waited for (its "wait allreduce", or the whole allreduce after
+// backward when buckets do not overlap). Zero for a one-rank trace.
+struct TraceCommunication {
+  int ranks = 0;  // processes with steps in the trace
+  int steps = 0;  // rank 0's steps
+  double step_ms = 0.0;
+  double busy_ms = 0.0;
+  double exposed_ms = 0.0;
+  double buckets_per_step = 0.0;
+  bool overlapped = true;  // false: one allreduce after backward (overlap off)
+};
+TraceCommunication communication_from_trace(const std::string& path);
+
 // The estimate's view of the net: the times, the gradient bytes each layer's
 // backward makes final (as the data-parallel buckets count them), the bytes
 // of its parameters, of its tops and bottoms and of the tops it creates (not
