@@ -108,7 +108,7 @@ def bench(name, task, a):
     set_precision_flags(on_gpu, a.precision)
     if on_gpu:
         torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.reset_peak_memory_stats(a.device)
     torch.manual_seed(0)
     model = make().to(a.device)
     x = torch.randn(batch, *shape, device=a.device)
@@ -171,8 +171,8 @@ def bench(name, task, a):
            "device": a.device, "precision": a.precision, "threads": torch.get_num_threads(),
            "samples_per_s": sorted(runs)[len(runs) // 2], "runs": runs, "first_step_s": first_step_s}
     if on_gpu:
-        row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated()
-        row["peak_reserved_bytes"] = torch.cuda.max_memory_reserved()
+        row["peak_allocated_bytes"] = torch.cuda.max_memory_allocated(a.device)
+        row["peak_reserved_bytes"] = torch.cuda.max_memory_reserved(a.device)
     return row
 
 
