@@ -266,6 +266,7 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
 #ifdef STRATA_WITH_CUDA
     if (!device.is_cpu()) {
       std::printf("GPU memory: %s\n", cuda::memory_report(device.index).c_str());
+      std::printf("%s\n", cuda::memory_stats(device.index).peak_line().c_str());
       if (const LossScaler* ls = solver.loss_scaler()) {
         std::printf("loss scale %g, %lld update(s) skipped for overflow\n", ls->scale(),
                     static_cast<long long>(ls->skipped_steps()));

@@ -114,6 +114,8 @@ TEST(CachingAllocatorTest, StatsTrackAllocatedReservedAndPeak) {
   cache.reset_peak();
   EXPECT_EQ(cache.stats().peak_allocated_bytes, 1024u);
   EXPECT_CONTAINS(st.str(), "peak");
+  // The line a CUDA run ends with: the peak before reset_peak(), in MiB.
+  EXPECT_EQ(st.peak_line(), "peak GPU memory: 2.0 MiB (allocated in tensors; 2.0 MiB reserved from the device)");
   cache.empty_cache();  // the free 2 MiB block goes back
   st = cache.stats();
   EXPECT_EQ(st.reserved_bytes, 1024u);

@@ -1,6 +1,7 @@
 #include "framework/cuda/allocator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "framework/byte_size.h"
@@ -21,6 +22,14 @@ std::string AllocatorStats::str() const {
      << "), reserved " << format_bytes(reserved_bytes) << " (peak " << format_bytes(peak_reserved_bytes) << "), "
      << device_mallocs << " device allocations, " << cache_hits << " cache hits";
   return os.str();
+}
+
+std::string AllocatorStats::peak_line() const {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "peak GPU memory: %.1f MiB (allocated in tensors; %.1f MiB reserved from the device)",
+                static_cast<double>(peak_allocated_bytes) / kMiB, static_cast<double>(peak_reserved_bytes) / kMiB);
+  return buf;
 }
 
 size_t round_allocation(size_t bytes) {

@@ -38,6 +38,12 @@ struct AllocatorStats {
   int64_t device_frees = 0;         // calls to the backend's free (empty_cache, retries)
   int64_t cache_hits = 0;           // allocations served from the cache
   std::string str() const;          // "allocated 1.2 MiB (peak ...), reserved ..."
+  // "peak GPU memory: 10240.0 MiB (allocated in tensors; 12288.0 MiB reserved
+  // from the device)": the line `strata train` and `strata embed` end a CUDA
+  // run with. Always MiB with one decimal, so tools/bench/run_gpu_bench.py
+  // reads it with one pattern and compares it with
+  // torch.cuda.max_memory_allocated.
+  std::string peak_line() const;
 };
 
 // Size class of a request in bytes (>= bytes, 0 for 0).

@@ -4,10 +4,16 @@
 //
 //   strata_bench_gpu_gemm [size] [repeats]
 //
-// Prints one JSON object per mode: {"mode": "FP32"|"TF32"|"BF16", "tflops_median": ...}.
+// Prints first the device and library versions, {"gpu": name, "cuda_driver":
+// ..., "cuda_runtime": ..., "cublas": ..., "cudnn": ...} (versions as the
+// libraries report them: 13000 is CUDA 13.0), then one JSON object per mode:
+// {"mode": "FP32"|"TF32"|"BF16"|"FP16", "tflops_median": ...}. BF16 and FP16
+// take 16-bit inputs and accumulate in fp32, as autocast's GEMMs do.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -38,6 +44,29 @@ __global__ void to_bf16_kernel(const float* in, __nv_bfloat16* out, int64_t n) {
   }
 }
 
+__global__ void to_fp16_kernel(const float* in, __half* out, int64_t n) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x) {
+    out[i] = __float2half(in[i]);
+  }
+}
+
+// The GPU's name and the versions of the driver and libraries this program
+// runs with, for the benchmark table's header.
+void print_versions() {
+  cudaDeviceProp prop{};
+  int device = 0, driver = 0, runtime = 0, cublas = 0;
+  STRATA_CUDA_CHECK(cudaGetDevice(&device));
+  STRATA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  STRATA_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  STRATA_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  STRATA_CUBLAS_CHECK(cublasGetVersion(strata::cuda::cublas_handle(), &cublas));
+  std::printf("{\"gpu\": \"%s\", \"memory_bytes\": %zu, \"sm\": \"%d.%d\", \"cuda_driver\": %d, "
+              "\"cuda_runtime\": %d, \"cublas\": %d, \"cudnn\": %zu}\n",
+              prop.name, prop.totalGlobalMem, prop.major, prop.minor, driver, runtime, cublas,
+              static_cast<size_t>(cudnnGetVersion()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,14 +78,18 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "strata_bench_gpu_gemm: no CUDA device\n");
       return 1;
     }
+    print_versions();
     const int64_t count = n * n;
     float *a = nullptr, *b = nullptr, *c = nullptr;
     __nv_bfloat16 *a16 = nullptr, *b16 = nullptr;
+    __half *ah = nullptr, *bh = nullptr;
     STRATA_CUDA_CHECK(cudaMalloc(&a, count * sizeof(float)));
     STRATA_CUDA_CHECK(cudaMalloc(&b, count * sizeof(float)));
     STRATA_CUDA_CHECK(cudaMalloc(&c, count * sizeof(float)));
     STRATA_CUDA_CHECK(cudaMalloc(&a16, count * sizeof(__nv_bfloat16)));
     STRATA_CUDA_CHECK(cudaMalloc(&b16, count * sizeof(__nv_bfloat16)));
+    STRATA_CUDA_CHECK(cudaMalloc(&ah, count * sizeof(__half)));
+    STRATA_CUDA_CHECK(cudaMalloc(&bh, count * sizeof(__half)));
     cudaStream_t stream = compute_stream();
     init_kernel<<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(a, count);
     STRATA_KERNEL_CHECK();
@@ -66,18 +99,27 @@ int main(int argc, char** argv) {
     STRATA_KERNEL_CHECK();
     to_bf16_kernel<<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(b, b16, count);
     STRATA_KERNEL_CHECK();
+    to_fp16_kernel<<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(a, ah, count);
+    STRATA_KERNEL_CHECK();
+    to_fp16_kernel<<<blocks_for(count), kThreadsPerBlock, 0, stream>>>(b, bh, count);
+    STRATA_KERNEL_CHECK();
     cublasHandle_t h = cublas_handle();
     const Mode modes[] = {{"FP32", CUDA_R_32F, CUBLAS_COMPUTE_32F},
                           {"TF32", CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32},
-                          {"BF16", CUDA_R_16BF, CUBLAS_COMPUTE_32F}};
+                          {"BF16", CUDA_R_16BF, CUBLAS_COMPUTE_32F},
+                          {"FP16", CUDA_R_16F, CUBLAS_COMPUTE_32F}};
     cudaEvent_t start, stop;
     STRATA_CUDA_CHECK(cudaEventCreate(&start));
     STRATA_CUDA_CHECK(cudaEventCreate(&stop));
     const float alpha = 1.0f, beta = 0.0f;
     const int ni = static_cast<int>(n);
     for (const Mode& m : modes) {
-      const void* pa = m.input == CUDA_R_16BF ? static_cast<const void*>(a16) : a;
-      const void* pb = m.input == CUDA_R_16BF ? static_cast<const void*>(b16) : b;
+      const void* pa = m.input == CUDA_R_16BF ? static_cast<const void*>(a16)
+                       : m.input == CUDA_R_16F ? static_cast<const void*>(ah)
+                                               : a;
+      const void* pb = m.input == CUDA_R_16BF ? static_cast<const void*>(b16)
+                       : m.input == CUDA_R_16F ? static_cast<const void*>(bh)
+                                               : b;
       auto gemm = [&] {
         STRATA_CUBLAS_CHECK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &alpha, pa, m.input, ni, pb,
                                          m.input, ni, &beta, c, CUDA_R_32F, ni, m.compute, CUBLAS_GEMM_DEFAULT));
@@ -102,6 +144,8 @@ int main(int argc, char** argv) {
     cudaFree(c);
     cudaFree(a16);
     cudaFree(b16);
+    cudaFree(ah);
+    cudaFree(bh);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "strata_bench_gpu_gemm: %s\n", e.what());
     return 1;

@@ -10,8 +10,10 @@
 // On a GPU (a build with CUDA):
 //   strata_bench_train --device cuda --precision BF16 --models cifar_vgg,vgg16
 // trains on the device in the given precision (FP32, TF32, BF16, FP16) with
-// the GPU batches (cifar_vgg 128, vgg16 at 224x224 64; --batch overrides) and
-// also reports the caching allocator's peak allocated and reserved bytes.
+// the GPU batches (cifar_vgg 128, vgg16 and vit_b16 at 224x224 64; --batch
+// overrides) and also reports the caching allocator's peak allocated and
+// reserved bytes. tools/bench/run_gpu_bench.py runs it against PyTorch eager
+// and torch.compile.
 //
 // Under `strata launch --nproc N` it trains data-parallel: each rank gets
 // batch/N samples (the global batch stays the model's), gradients are
@@ -53,15 +55,16 @@ struct BenchModel {
 const std::vector<BenchModel> kModels = {{"mlp", {1, 28, 28}, 128, 128},
                                          {"lenet", {1, 28, 28}, 64, 64},
                                          {"cifar_vgg", {3, 32, 32}, 32, 128},
-                                         {"vgg16", {3, 224, 224}, 8, 64}};
+                                         {"vgg16", {3, 224, 224}, 8, 64},
+                                         {"vit_b16", {3, 224, 224}, 8, 64}};
 
 // The model's TRAIN net with its data layer replaced by an Input layer of the
 // benchmark's shape, wrapped in an SGD solver config (momentum 0.9, weight
 // decay 5e-4: the PyTorch script's settings).
 std::string solver_text(const std::string& source_dir, const BenchModel& m, int64_t batch,
                         const std::string& precision) {
-  // A model without a train.prototxt (vgg16) is benchmarked from its deploy
-  // net with a SoftmaxWithLoss on its last top.
+  // A model without a train.prototxt (vgg16, vit_b16) is benchmarked from
+  // its deploy net with a SoftmaxWithLoss on its last top (1000 logits).
   const std::string dir = source_dir + "/models/" + m.name;
   const bool has_train = file_exists(dir + "/train.prototxt");
   const ConfigNode root = parse_config_file(dir + (has_train ? "/train.prototxt" : "/deploy.prototxt"));
@@ -143,7 +146,7 @@ int main(int argc, char** argv) {
     while (std::getline(list, name, ',')) {
       auto it = std::find_if(kModels.begin(), kModels.end(), [&](const BenchModel& m) { return m.name == name; });
       if (it == kModels.end()) {
-        fail<ConfigError>("unknown benchmark model '", name, "' (mlp, lenet, cifar_vgg, vgg16)");
+        fail<ConfigError>("unknown benchmark model '", name, "' (mlp, lenet, cifar_vgg, vgg16, vit_b16)");
       }
       const int64_t batch = batch_override > 0 ? batch_override : device.is_cpu() ? it->batch : it->gpu_batch;
       if (batch % world != 0) fail<ConfigError>("batch ", batch, " does not split over ", world, " ranks");

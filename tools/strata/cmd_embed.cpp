@@ -8,6 +8,9 @@
 #include <mutex>
 #include <string>
 
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#endif
 #include "framework/error.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
@@ -162,6 +165,9 @@ int embed_main(int argc, char** argv) {
     std::printf("; %zu skipped, listed in %s", r.skipped.size(), r.skipped_file.c_str());
   }
   std::printf(")\n");
+#ifdef STRATA_WITH_CUDA
+  if (!o.device.is_cpu()) std::printf("%s\n", cuda::memory_stats(o.device.index).peak_line().c_str());
+#endif
   return 0;
 }
 

@@ -1,0 +1,204 @@
+// Inference throughput of strata (forward only, no gradients) on the deploy
+// nets of models/, with synthetic inputs already on the device: the
+// steady-state rate that tools/bench/run_gpu_bench.py compares with PyTorch
+// eager and torch.compile (tools/bench/torch_throughput.py --task infer).
+// `strata embed` (start-up, input reading and the copies back included) is
+// timed separately by the same script.
+//
+//   strata_bench_infer --models vgg16,vit_b16 --device cuda --precision BF16 --batch 64
+//
+// Prints one JSON object per model: {"impl":"strata","task":"infer","model":...,
+// "samples_per_s": median of --repeats timed runs of --iters forward passes,
+// "peak_allocated_bytes": the caching allocator's peak, ...}.
+//
+// --save-weights DIR writes each model's initial weights to
+// DIR/<model>.safetensors in strata's names, for `strata embed --weights
+// ... --weights-format strata`, and skips the timing.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "framework/config.h"
+#include "framework/error.h"
+#include "framework/io/checkpoint.h"
+#include "framework/net.h"
+#include "framework/rng.h"
+#include "framework/threads.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#include "framework/cuda/math.h"
+#include "framework/cuda/runtime.h"
+#endif
+
+namespace {
+
+using namespace strata;
+
+// The batches of strata_bench_train and tools/bench/torch_throughput.py.
+struct InferModel {
+  std::string name;
+  Shape input;        // per sample
+  int64_t batch;      // on the CPU
+  int64_t gpu_batch;  // on a GPU
+};
+
+const std::vector<InferModel> kModels = {{"vgg16", {3, 224, 224}, 8, 64}, {"vit_b16", {3, 224, 224}, 8, 64}};
+
+// models/<name>/deploy.prototxt with its Input layer's batch set to `batch`
+// (the file declares 1); the net-level keys other than `name` (such as
+// `preset:`, which is for `strata embed`) are left out.
+ConfigNode deploy_net(const std::string& source_dir, const InferModel& m, int64_t batch) {
+  const ConfigNode root = parse_config_file(source_dir + "/models/" + m.name + "/deploy.prototxt");
+  std::ostringstream net;
+  net << "name: \"" << m.name << "\"\n";
+  net << "layer { name: \"data\" type: \"Input\" top: \"data\" input_param { shape { dim: " << batch;
+  for (int64_t d : m.input) net << " dim: " << d;
+  net << " } } }\n";
+  for (const ConfigNode* layer : root.all("layer")) {
+    if (layer->get_string("type") == "Input") continue;
+    net << layer->to_string() << "\n";
+  }
+  return parse_config_text(net.str(), m.name + " (deploy, batch " + std::to_string(batch) + ")");
+}
+
+// The GEMM and convolution math of a precision, as the solver sets it for
+// training (framework/solver.cpp, apply_precision): the forward pass of a
+// trained net runs in the same mode. FP16 has no fp16 math mode yet and
+// computes as TF32 there too.
+void set_precision(const std::string& precision, const Device& device) {
+  if (precision != "FP32" && precision != "TF32" && precision != "BF16" && precision != "FP16") {
+    fail<ConfigError>("--precision ", precision, ": use FP32, TF32, BF16 or FP16");
+  }
+  if (device.is_cpu()) {
+    if (precision != "FP32") fail<ConfigError>("--precision ", precision, " needs --device cuda; the CPU runs FP32");
+    return;
+  }
+#ifdef STRATA_WITH_CUDA
+  cuda::set_math_mode(precision == "FP32"   ? cuda::MathMode::kFP32
+                      : precision == "BF16" ? cuda::MathMode::kBF16
+                                            : cuda::MathMode::kTF32);
+#endif
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string models = "vgg16,vit_b16";
+  std::string source_dir = STRATA_SOURCE_DIR;
+  std::string device_name = "cpu", precision = "FP32", save_dir;
+  int64_t batch_override = 0;
+  int threads = 2, iters = 20, warmup = 5, repeats = 5;
+  for (int i = 1; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "strata_bench_infer: %s needs a value\n", flag.c_str());
+      return 2;
+    }
+    const std::string value = argv[i + 1];
+    if (flag == "--models") models = value;
+    else if (flag == "--threads") threads = std::atoi(value.c_str());
+    else if (flag == "--iters") iters = std::atoi(value.c_str());
+    else if (flag == "--warmup") warmup = std::atoi(value.c_str());
+    else if (flag == "--repeats") repeats = std::atoi(value.c_str());
+    else if (flag == "--source-dir") source_dir = value;
+    else if (flag == "--device") device_name = value;
+    else if (flag == "--precision") precision = value;
+    else if (flag == "--batch") batch_override = std::atoll(value.c_str());
+    else if (flag == "--save-weights") save_dir = value;
+    else {
+      std::fprintf(stderr,
+                   "strata_bench_infer: unknown flag %s (flags: --models --threads --iters --warmup --repeats "
+                   "--source-dir --device --precision --batch --save-weights)\n",
+                   flag.c_str());
+      return 2;
+    }
+  }
+  if (iters < 1 || repeats < 1 || warmup < 0) {
+    std::fprintf(stderr, "strata_bench_infer: --iters and --repeats must be >= 1 and --warmup >= 0\n");
+    return 2;
+  }
+  try {
+    set_num_threads(threads);
+    const Device device = Device::parse(device_name);
+#ifdef STRATA_WITH_CUDA
+    if (!device.is_cpu()) cuda::set_device(device.index);
+#else
+    if (!device.is_cpu()) fail<ConfigError>("--device ", device.str(), ": this build has no CUDA backend");
+#endif
+    set_precision(precision, device);
+    std::stringstream list(models);
+    std::string name;
+    while (std::getline(list, name, ',')) {
+      auto it = std::find_if(kModels.begin(), kModels.end(), [&](const InferModel& m) { return m.name == name; });
+      if (it == kModels.end()) fail<ConfigError>("unknown inference model '", name, "' (vgg16, vit_b16)");
+      const int64_t batch = batch_override > 0 ? batch_override : device.is_cpu() ? it->batch : it->gpu_batch;
+#ifdef STRATA_WITH_CUDA
+      if (!device.is_cpu()) {  // each model's own peak: the previous model's memory goes back first
+        cuda::empty_cache(device.index);
+        cuda::reset_peak_memory_stats(device.index);
+      }
+#endif
+      NetOptions options;
+      options.phase = Phase::kTest;
+      options.device = device;
+      options.base_dir = source_dir + "/models/" + name;
+      Net net(deploy_net(source_dir, *it, batch), options);
+      if (!save_dir.empty()) {
+        const std::string path = save_dir + "/" + name + ".safetensors";
+        save_weights(net, path);
+        std::printf("{\"model\": \"%s\", \"weights\": \"%s\"}\n", name.c_str(), path.c_str());
+        std::fflush(stdout);
+        continue;
+      }
+      Rng rng(1);
+      Blob& data = net.blob("data");
+      Tensor x(data.shape());
+      for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.gaussian(0.0f, 1.0f);
+      data.data.copy_from(x);
+      auto sync = [&] {
+#ifdef STRATA_WITH_CUDA
+        if (!device.is_cpu()) cuda::synchronize(device.index);  // the last forward is queued, not done
+#endif
+      };
+      for (int i = 0; i < warmup; ++i) net.forward();
+      sync();
+      std::vector<double> runs;
+      for (int r = 0; r < repeats; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) net.forward();
+        sync();
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        runs.push_back(static_cast<double>(batch) * iters / s);
+      }
+      size_t peak_allocated = 0, peak_reserved = 0;
+#ifdef STRATA_WITH_CUDA
+      if (!device.is_cpu()) {
+        const cuda::AllocatorStats st = cuda::memory_stats(device.index);
+        peak_allocated = st.peak_allocated_bytes;
+        peak_reserved = st.peak_reserved_bytes;
+      }
+#endif
+      std::printf("{\"impl\": \"strata\", \"task\": \"infer\", \"model\": \"%s\", \"batch\": %lld, "
+                  "\"threads\": %d, \"device\": \"%s\", \"precision\": \"%s\", \"peak_allocated_bytes\": %zu, "
+                  "\"peak_reserved_bytes\": %zu, \"samples_per_s\": %.3f, \"runs\": [",
+                  name.c_str(), static_cast<long long>(batch), num_threads(), device.str().c_str(),
+                  precision.c_str(), peak_allocated, peak_reserved, median(runs));
+      for (size_t r = 0; r < runs.size(); ++r) std::printf("%s%.3f", r ? ", " : "", runs[r]);
+      std::printf("]}\n");
+      std::fflush(stdout);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "strata_bench_infer: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
