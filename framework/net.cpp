@@ -1,4 +1,3 @@
-#include "framework/timeline.h"
 #include "framework/net.h"
 
 #include <algorithm>
@@ -8,12 +7,14 @@
 #include <sstream>
 
 #include "framework/byte_size.h"
+#include "framework/cuda/device_timeline.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/layer_registry.h"
 #include "framework/memory_cap.h"
 #include "framework/memory_plan.h"
 #include "framework/net_spec.h"
+#include "framework/timeline.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
 #endif
@@ -51,6 +52,38 @@ std::string MemoryReport::str() const {
 Net::Net(const ConfigNode& root, const NetOptions& options) : options_(options) { build(root); }
 
 Net::~Net() = default;
+
+namespace {
+
+// The GPU side of a layer's timeline event (device_timeline.h); the spans
+// exist only in a CUDA build with the timeline on.
+#ifdef STRATA_WITH_CUDA
+int device_span_begin(cuda::DeviceTimeline* t) { return t->begin(); }
+void device_span_end(cuda::DeviceTimeline* t, int token, const char* category, const std::string& name) {
+  t->end(token, category, name);
+}
+#else
+int device_span_begin(cuda::DeviceTimeline*) { return -1; }
+void device_span_end(cuda::DeviceTimeline*, int, const char*, const std::string&) {}
+#endif
+
+}  // namespace
+
+cuda::DeviceTimeline* Net::device_timeline() {
+#ifdef STRATA_WITH_CUDA
+  if (!on_cuda() || !Timeline::on()) return nullptr;
+  if (!device_timeline_) device_timeline_ = std::make_unique<cuda::DeviceTimeline>(options_.device.index);
+  return device_timeline_.get();
+#else
+  return nullptr;
+#endif
+}
+
+void Net::flush_device_timeline() {
+#ifdef STRATA_WITH_CUDA
+  if (device_timeline_) device_timeline_->flush();
+#endif
+}
 
 std::unique_ptr<Net> Net::from_file(const std::string& path, NetOptions options) {
   const ConfigNode root = parse_config_file(path);
@@ -485,6 +518,8 @@ float Net::forward(int from, int to) {
   for (int i = from; i <= to; ++i) {
     Layer& layer = *layers_[i];
     const TimelineScope event("forward", layer.name());
+    cuda::DeviceTimeline* gpu = device_timeline();
+    const int gpu_span = gpu ? device_span_begin(gpu) : -1;
     naming_layer_on_oom(i, "forward", [&] {
       layer.reshape(bottoms_[i], tops_[i]);
       if (on_cuda()) {
@@ -493,6 +528,7 @@ float Net::forward(int from, int to) {
         layer.forward_cpu(bottoms_[i], tops_[i]);
       }
     });
+    if (gpu) device_span_end(gpu, gpu_span, phase() == Phase::kTrain ? "gpu forward" : "gpu test", layer.name());
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
       if (w == 0.0f) continue;
@@ -523,6 +559,8 @@ void Net::backward(int from, int to) {
       if (w != 0.0f) tops_[i][t]->diff.fill(w * loss_scale_);
     }
     const TimelineScope event("backward", layers_[i]->name());
+    cuda::DeviceTimeline* gpu = device_timeline();
+    const int gpu_span = gpu ? device_span_begin(gpu) : -1;
     naming_layer_on_oom(i, "backward", [&] {
       if (on_cuda()) {
         layers_[i]->backward_cuda(tops_[i], bottom_need_backward_[i], bottoms_[i]);
@@ -530,6 +568,7 @@ void Net::backward(int from, int to) {
         layers_[i]->backward_cpu(tops_[i], bottom_need_backward_[i], bottoms_[i]);
       }
     });
+    if (gpu) device_span_end(gpu, gpu_span, "gpu backward", layers_[i]->name());
     if (grad_ready_) {
       for (int id : params_ready_after_[i]) grad_ready_(id);
     }

@@ -19,6 +19,10 @@
 
 namespace strata {
 
+namespace cuda {
+class DeviceTimeline;
+}
+
 struct NetOptions {
   Phase phase = Phase::kTrain;
   // The solver's train_state or test_state (level, stages; a phase given
@@ -119,6 +123,10 @@ class Net {
   // prefix of the net runs none. Buffers (not learnable) keep lr_mult 0.
   void set_lr_mult(int param_index, float lr_mult);
   void zero_param_diffs();
+  // With the timeline on and the net on a GPU, hands the GPU spans of the
+  // layers run since the last call to the timeline (waits for that work);
+  // the Solver calls it at the end of every step and test. No-op otherwise.
+  void flush_device_timeline();
 
   // Makes this net use `other`'s parameter blobs (by name; shapes must match).
   // A TEST net shares the TRAIN net's weights this way.
@@ -169,6 +177,9 @@ class Net {
   float loss_scale_ = 1.0f;
   bool force_backward_ = false;
   size_t layer_bytes_ = 0;  // MemoryReport::layer_bytes, as set up
+  // The layers' GPU spans for the timeline; made when first needed.
+  std::unique_ptr<cuda::DeviceTimeline> device_timeline_;
+  cuda::DeviceTimeline* device_timeline();
   std::set<const void*> blob_and_param_storages() const;
 };
 

@@ -247,6 +247,7 @@ float Solver::step() {
 // The end of every step, updated or skipped: the iteration counts and its
 // loss joins the window the progress lines average.
 float Solver::finish_step(double loss) {
+  net_->flush_device_timeline();  // the step's GPU spans, inside its host span (waits only with --timeline)
   TrainingStrategy* updater = owner([](const TrainingStrategy& t) { return t.owns_update(); });
   iter_ = updater ? std::max(iter_, updater->next_iteration(iter_)) : iter_ + 1;
   loss_window_.push_back(static_cast<float>(loss));
@@ -274,6 +275,7 @@ NamedValues Solver::test() {
     for (size_t k = 0; k < sums.size() && k < now.size(); ++k) sums[k].second += now[k].second;
   }
   for (auto& kv : sums) kv.second /= static_cast<double>(config_.test_iter);
+  test_net_->flush_device_timeline();
   reduce_outputs(sums);
   return sums;
 }

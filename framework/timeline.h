@@ -11,8 +11,9 @@
 //           allreduce                        |==== bucket 0 ====|
 //
 // Times are microseconds of the system clock, so the ranks of one machine
-// line up in one file. GPU work is recorded as its host-side launch and wait
-// (no CUDA events yet).
+// line up in one file. On a GPU the host events time the launches; the
+// layers' GPU spans (CUDA events) go on a lane of their own
+// (framework/cuda/device_timeline.h).
 #pragma once
 
 #include <atomic>

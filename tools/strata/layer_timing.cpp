@@ -215,14 +215,20 @@ LayerTimes layer_times_from_trace(const std::string& path, const Net& net) {
   t.backward_ms.assign(static_cast<size_t>(net.num_layers()), 0.0);
   std::map<std::string, int> index;
   for (int i = 0; i < net.num_layers(); ++i) index[net.layer(i).name()] = i;
+  // A GPU run's host events time the launches; its GPU spans (CUDA events,
+  // framework/cuda/device_timeline.h) time the work, and only the training
+  // net's are "gpu forward" (a test's are "gpu test").
+  const bool gpu = std::any_of(all.begin(), all.end(),
+                               [&](const TraceEvent& e) { return e.pid == pid0 && e.cat == "gpu forward"; });
+  const std::string forward = gpu ? "gpu forward" : "forward", backward = gpu ? "gpu backward" : "backward";
   size_t matched = 0;
   for (const TraceEvent& e : all) {
-    if (e.pid != pid0 || e.tid != tid0 || (e.cat != "forward" && e.cat != "backward")) continue;
-    if (!step_of(steps, e.ts, e.dur)) continue;  // outside a step: a test
+    if (e.pid != pid0 || (e.cat != forward && e.cat != backward)) continue;
+    if (!gpu && (e.tid != tid0 || !step_of(steps, e.ts, e.dur))) continue;  // outside a step: a test
     const auto found = index.find(e.name);
     if (found == index.end()) continue;
     const int i = found->second;
-    (e.cat == "forward" ? t.forward_ms : t.backward_ms)[static_cast<size_t>(i)] += e.dur / 1000.0;
+    (e.cat == forward ? t.forward_ms : t.backward_ms)[static_cast<size_t>(i)] += e.dur / 1000.0;
     ++matched;
   }
   if (matched == 0) {
@@ -233,7 +239,8 @@ LayerTimes layer_times_from_trace(const std::string& path, const Net& net) {
   for (double& v : t.forward_ms) v /= n;
   for (double& v : t.backward_ms) v /= n;
   for (size_t i = 0; i < t.forward_ms.size(); ++i) t.step_ms += t.forward_ms[i] + t.backward_ms[i];
-  t.note = "from the timeline " + path + ", rank 0, " + std::to_string(steps.size()) + " steps";
+  t.note = "from the timeline " + path + ", rank 0, " + std::to_string(steps.size()) + " steps" +
+           (gpu ? ", GPU spans (CUDA events)" : "");
   return t;
 }
 
