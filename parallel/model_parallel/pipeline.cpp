@@ -214,6 +214,7 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
   so.rank = options_.dp_rank;
   so.world_size = options_.dp_size;
   so.comm = options_.tp;
+  so.device = options_.device;
   so.snapshots = options_.snapshots == SnapshotWriting::kEnabled && stage_ == 0 ? SnapshotWriting::kEnabled
                                                                                  : SnapshotWriting::kDisabled;
   const std::string context = "\n  (pipeline stage " + std::to_string(stage_) + " of " +
