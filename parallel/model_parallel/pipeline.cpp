@@ -78,7 +78,6 @@ void add_into(Tensor& dst, const Tensor& src) {
 #endif
 }
 
-
 int32_t name_hash(const std::string& s) {
   uint32_t h = 2166136261u;
   for (unsigned char c : s) h = (h ^ c) * 16777619u;
