@@ -104,6 +104,27 @@ void Communicator::recv(Tensor& t, int src, int tag) {
   do_recv(t, src, tag);
 }
 
+void Communicator::exchange(const std::vector<PeerTransfer>& batch) {
+  for (const PeerTransfer& t : batch) {
+    const bool send = t.kind == PeerTransfer::Kind::kSend;
+    const char* op = send ? "exchange (a send)" : "exchange (a receive)";
+    if (!t.tensor) fail<Error>(describe(), ": ", op, " without a tensor");
+    check_tensor(*this, op, *t.tensor, "the tensor");
+    check_peer(*this, op, t.peer);
+    check_tag(*this, op, t.tag);
+  }
+  if (!batch.empty()) do_exchange(batch);
+}
+
+void Communicator::do_exchange(const std::vector<PeerTransfer>& batch) {
+  for (const PeerTransfer& t : batch) {
+    if (t.kind == PeerTransfer::Kind::kSend) do_send(*t.tensor, t.peer, t.tag);
+  }
+  for (const PeerTransfer& t : batch) {
+    if (t.kind == PeerTransfer::Kind::kRecv) do_recv(*t.tensor, t.peer, t.tag);
+  }
+}
+
 void Communicator::barrier() { do_barrier(); }
 
 std::unique_ptr<CommWork> Communicator::allreduce_async(Tensor& t, ReduceOp op) {

@@ -16,6 +16,15 @@ namespace strata {
 
 enum class ReduceOp { kSum, kAverage, kMin, kMax };
 
+// One point-to-point transfer of a batch (Communicator::exchange).
+struct PeerTransfer {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  Tensor* tensor = nullptr;  // read by a send, written by a receive; alive until exchange returns
+  int peer = 0;
+  int tag = 0;
+};
+
 // Handle of an asynchronous operation. wait() throws the operation's error
 // (with rank, host and operation named) or a timeout error.
 class CommWork {
@@ -62,6 +71,15 @@ class Communicator {
   void reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op);
   void send(const Tensor& t, int dst, int tag);
   void recv(Tensor& t, int src, int tag);
+  // Posts every transfer of `batch` at once and returns when all are done
+  // (MPI's Isend/Irecv then Waitall; NCCL's ncclSend/ncclRecv in one group).
+  // Two ranks that each send to and receive from the other in one batch
+  // cannot block each other, as two blocking sends issued first would on a
+  // backend whose sends wait for the receiver (nccl). Between two ranks,
+  // transfers in one direction match in the order they are posted, batch
+  // after batch, whatever their tags (nccl ignores tags; keep tags and
+  // order in agreement so that every backend pairs them alike).
+  void exchange(const std::vector<PeerTransfer>& batch);
   void barrier();
 
   // Asynchronous forms; the tensor must stay alive and untouched until wait().
@@ -79,6 +97,11 @@ class Communicator {
   virtual void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) = 0;
   virtual void do_send(const Tensor& t, int dst, int tag) = 0;
   virtual void do_recv(Tensor& t, int src, int tag) = 0;
+  // Backends without a batch of their own: the sends in order, then the
+  // receives in order. Right for backends whose sends return before the
+  // receiver takes them (tcp: once the bytes are in the socket buffers, so
+  // for messages that fit them); nccl has its own (one group).
+  virtual void do_exchange(const std::vector<PeerTransfer>& batch);
   virtual void do_barrier() = 0;
   virtual std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) = 0;
   virtual std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) = 0;

@@ -262,6 +262,7 @@ NamedValues Solver::test() {
   for (TrainingStrategy* t : strategies_) t->before_test();
   if (TrainingStrategy* tester = owner([](const TrainingStrategy& t) { return t.owns_test(); })) {
     sums = tester->run_test();
+    test_net_->flush_device_timeline();
     reduce_outputs(sums);
     return sums;
   }

@@ -50,9 +50,16 @@ void copy_block_in(const float* block, const Shape& full_shape, int axis, int pa
 void copy_shard_out(const float* full, const Shape& full_shape, const ParamShard& s, float* block);
 void copy_shard_in(const float* block, const Shape& full_shape, const ParamShard& s, float* full);
 
-// This rank's block of `full`, as a new tensor.
+// The same for f32 tensors wherever they live (host, or one CUDA device for
+// both; 2-D copies there, queued on its compute stream): the block of
+// `full` into `block` (already of the block's size), and back.
+void copy_block_out(const Tensor& full, int axis, int parts, int index, Tensor& block);
+void copy_block_in(const Tensor& block, int axis, int parts, int index, Tensor& full);
+
+// This rank's block of `full`, as a new host tensor.
 Tensor slice_shard(const Tensor& full, const ParamShard& s);
-// The full tensor, assembled from every rank's block. Collective over
+// The full tensor, assembled from every rank's block, as a host tensor (the
+// block may live on a CUDA device: it is gathered there). Collective over
 // s.comm: every rank of the group calls it with its block, in the same order
 // relative to the group's other collectives. Without a split, a copy.
 Tensor gather_shard(const Tensor& shard, const ParamShard& s);
@@ -63,7 +70,9 @@ Tensor gather_shard(const Tensor& shard, const ParamShard& s);
 void fill_shard(const FillerSpec& spec, Tensor& shard, const ParamShard& s, Rng& rng);
 
 // Allgathers `local` (this rank's block along `axis` of a tensor of shape
-// `full_shape`) into `full`; `scratch` holds the gathered blocks.
+// `full_shape`) into `full`; `scratch` holds the gathered blocks (it is
+// moved to local's device when it lives elsewhere). On the host or on one
+// CUDA device: the collective then runs on device memory.
 void allgather_blocks(const TpGroup& group, const Tensor& local, const Shape& full_shape, int axis,
                       Tensor& scratch, Tensor& full);
 

@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "framework/communicator.h"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
@@ -148,9 +149,15 @@ void ConvolutionLayer::prepare_cudnn() {
 }
 
 void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
-  if (tp_.active()) {
-    fail<ConfigError>(where(), ": tensor-parallel split is not implemented on CUDA yet; run this net on the CPU "
-                      "or drop the split");
+  if (tp_.active() && top[0] != &local_top_) {
+    // split: OUTPUT_CHANNELS, as on the CPU: this rank's channels into
+    // local_top_ (the code below, whose descriptors have this rank's
+    // num_output_, with local_top_ as its top), then every rank's channels
+    // allgathered on the device into the whole top.
+    cuda::ensure_on_device(local_top_.data, {num_, num_output_, out_h_, out_w_}, DType::kF32, device());
+    forward_cuda(bottom, {&local_top_});
+    allgather_blocks(tp_, local_top_.data, top[0]->shape(), 1, gathered_, top[0]->data);
+    return;
   }
   if (num_ == 0) return;  // cuDNN rejects empty tensors; the top is empty too
   prepare_cudnn();
@@ -169,9 +176,15 @@ void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
 
 void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
                                      const BlobVec& bottom) {
-  if (tp_.active()) {
-    fail<ConfigError>(where(), ": tensor-parallel split is not implemented on CUDA yet; run this net on the CPU "
-                      "or drop the split");
+  if (tp_.active() && top[0] != &local_top_) {
+    // split: this rank's channels of the top gradient, the local backward,
+    // then the input gradient summed over the group (every rank's channels
+    // depend on all input channels).
+    cuda::ensure_on_device(local_top_.diff, {num_, num_output_, out_h_, out_w_}, DType::kF32, device());
+    copy_block_out(top[0]->diff, 1, tp_.size, tp_.rank, local_top_.diff);
+    backward_cuda({&local_top_}, propagate_down, bottom);
+    if (propagate_down[0]) tp_.comm->allreduce(bottom[0]->diff, ReduceOp::kSum);
+    return;
   }
   if (num_ == 0) return;  // nothing to add to the parameter gradients, no input gradient
   prepare_cudnn();

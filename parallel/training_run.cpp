@@ -19,6 +19,8 @@
 #include "framework/cuda/runtime.h"
 #endif
 #include "parallel/backends/communicator_factory.h"
+#include "parallel/backends/host_staging_communicator.h"
+#include "parallel/backends/nccl_communicator.h"
 #include "parallel/backends/tcp_communicator.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/model_parallel/model_parallel_run.h"
@@ -113,6 +115,30 @@ void write_rank_timeline(const std::string& path, int rank) {
   std::printf("timeline: %s\n", mine.c_str());
 }
 
+// Pipeline and tensor parallelism on GPUs run over nccl only: NCCL
+// point-to-point between the stages and NCCL collectives in the groups.
+void check_gpu_model_parallel(const TrainingRunOptions& options) {
+  std::string flags;
+  if (options.model.pipeline.stages > 1) flags += " --pp " + std::to_string(options.model.pipeline.stages);
+  if (options.model.tensor_size > 1) flags += " --tp " + std::to_string(options.model.tensor_size);
+  const std::string what = "--device " + options.device.str() + " with" + flags;
+  const std::string& backend = options.data.backend;
+  if (backend != "auto" && backend != "nccl") {
+    fail<ConfigError>(what, " runs over the nccl backend (activations between the stages and the tensor-parallel "
+                      "collectives stay on the GPUs), but --dp-backend is '", backend, "'; use --dp-backend nccl "
+                      "(or leave it at auto), or train on the CPU with --device cpu");
+  }
+  if (options.data.transport != "auto") {
+    fail<ConfigError>(what, " runs over the nccl backend, which moves its own bytes; --dp-transport '",
+                      options.data.transport, "' belongs to the tcp backend: leave it at auto, or use --device cpu");
+  }
+  if (!nccl_backend_built()) {
+    fail<ConfigError>(what, " needs the nccl backend, and this strata was built without NCCL (it needs the CUDA "
+                      "toolkit's nccl.h and libnccl.so, or $NCCL_ROOT, when cmake runs); rebuild with NCCL, or "
+                      "use --device cpu");
+  }
+}
+
 // A worker's view of the parameter server it trains against.
 struct PsWorkerRun {
   ParameterServerConfig config;
@@ -156,10 +182,6 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   // 2. Pipeline / tensor parallelism: the grid and this rank's stage, which
   // builds only its own layers.
   ModelParallelRun mp = start_model_parallel(config, options.model, env, world.get(), solver_options, std::cout);
-  if (mp.active() && !device.is_cpu()) {  // stages given by `stage:` on layers
-    fail<ConfigError>("--device ", device.str(), ": pipeline and tensor parallelism run on the CPU only so far; "
-                      "use --device cpu");
-  }
   std::unique_ptr<Solver> own_solver;
   if (!mp.pipe) own_solver = std::make_unique<Solver>(config, solver_options);
   Solver& solver = mp.pipe ? mp.pipe->solver() : *own_solver;
@@ -336,17 +358,19 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
     std::printf("note: the parameter server needs several ranks (strata launch --nproc N --servers K -- strata "
                 "train ...); training in this one process\n");
   }
-  if (env.distributed() && !options.device.is_cpu() &&
-      (options.model.pipeline.stages > 1 || options.model.tensor_size > 1)) {
-    fail<ConfigError>("--device ", options.device.str(), ": pipeline and tensor parallelism run on the CPU only so "
-                      "far; on GPUs use data parallelism (strata launch without --pp/--tp), or use --device cpu");
-  }
+  const bool model_parallel = options.model.pipeline.stages > 1 || options.model.tensor_size > 1;
+  if (env.distributed() && !options.device.is_cpu() && model_parallel) check_gpu_model_parallel(options);
   // 1. With a GPU, backend auto is nccl (when built with it): the gradients
   // are reduced on the device; tcp and mpi stage them through host memory.
   std::unique_ptr<Communicator> world;
   if (env.distributed()) {
     world = create_communicator(env, {options.data.backend, options.data.algorithm, options.device,
                                       options.data.transport});
+    // The model-parallel strategies' control messages (shapes, losses,
+    // snapshot parts) are host tensors: nccl takes them through its GPU.
+    if (model_parallel && world->backend_name() == "nccl") {
+      world = std::make_unique<DeviceStagingCommunicator>(std::move(world), options.device);
+    }
   }
   // A rank that fails, stops or hangs ends every rank within seconds, named
   // (parallel/rendezvous/heartbeat.h); destroyed before `world`, whose store

@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "framework/io/checkpoint.h"
@@ -28,6 +30,7 @@
 #include "parallel/model_parallel/pipeline.h"
 #include "parallel/model_parallel/pipeline_plan.h"
 #include "parallel/model_parallel/pipeline_schedule.h"
+#include "parallel/model_parallel/pipeline_transfers.h"
 #include "parallel/model_parallel/process_grid.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/backends/tcp_communicator.h"
@@ -62,6 +65,151 @@ TEST(PipelineSchedule, OneFOneBKeepsAtMostPMinusStageMicroBatches) {
     EXPECT_EQ(max_in_flight(pipeline_ops(PipelineSchedule::kOneFOneB, 4, s, 2)), std::min(2, 4 - s));
   }
   EXPECT_DOUBLE_EQ(theoretical_bubble(4, 4), 3.0 / 7.0);
+}
+
+// ---- batched transfers (StageTransfers::kBatched, the GPU pipeline) ----
+
+using Batches = std::vector<std::vector<StageTransfer>>;
+
+// Runs every stage's batches under nccl's rules: a batch finishes once every
+// transfer in it has been posted by the other side too, and between two
+// stages each direction's transfers pair in posting order (no tags). ""
+// when every stage gets through; else what is stuck. Fails the test when a
+// pair carries different tensors (boundary, micro-batch or kind).
+std::string simulate_rendezvous(const std::vector<Batches>& stages) {
+  const int P = static_cast<int>(stages.size());
+  // Per transfer: its sequence number on its (sender, receiver) channel.
+  struct Posted {
+    int batch;
+    StageTransfer t;
+  };
+  std::map<std::tuple<int, int, int>, Posted> sends, recvs;  // (from, to, seq)
+  std::vector<std::vector<std::vector<std::tuple<int, int, int>>>> keys(P);
+  for (int s = 0; s < P; ++s) {
+    std::map<std::pair<int, int>, int> count;
+    keys[s].resize(stages[s].size());
+    for (size_t b = 0; b < stages[s].size(); ++b) {
+      for (const StageTransfer& t : stages[s][b]) {
+        const bool send = t.kind == StageTransfer::Kind::kSend;
+        const int from = send ? s : t.peer, to = send ? t.peer : s;
+        const auto key = std::make_tuple(from, to, count[{from, to}]++);
+        (send ? sends : recvs)[key] = Posted{static_cast<int>(b), t};
+        keys[s][b].push_back(key);
+      }
+    }
+  }
+  for (const auto& [key, snd] : sends) {
+    auto it = recvs.find(key);
+    if (it == recvs.end()) {
+      ADD_FAILURE() << "a send from stage " << std::get<0>(key) << " to " << std::get<1>(key) << " is never received";
+      continue;
+    }
+    const StageTransfer& r = it->second.t;
+    EXPECT_TRUE(r.boundary == snd.t.boundary && r.micro == snd.t.micro && r.gradient == snd.t.gradient)
+        << "stage " << std::get<0>(key) << " -> " << std::get<1>(key) << " message " << std::get<2>(key)
+        << ": sent boundary " << snd.t.boundary << " micro " << snd.t.micro << (snd.t.gradient ? " gradient" : "")
+        << ", received as boundary " << r.boundary << " micro " << r.micro << (r.gradient ? " gradient" : "");
+  }
+  EXPECT_EQ(sends.size(), recvs.size());
+  std::vector<size_t> at(P, 0);  // the batch each stage has posted and waits in
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      if (at[s] == stages[s].size()) continue;
+      bool done = true;
+      for (const auto& key : keys[s][at[s]]) {
+        const bool sending = std::get<0>(key) == s;
+        const auto& other = sending ? recvs : sends;
+        auto it = other.find(key);
+        const int peer = sending ? std::get<1>(key) : std::get<0>(key);
+        done = done && it != other.end() && static_cast<size_t>(it->second.batch) <= at[peer];
+      }
+      if (done) {
+        ++at[s];
+        progress = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (int s = 0; s < P; ++s) {
+    if (at[s] < stages[s].size()) stuck += " stage " + std::to_string(s) + " in batch " + std::to_string(at[s]);
+  }
+  return stuck;
+}
+
+// P stages in a chain (two blobs on the link 0 -> 1), and labels from stage
+// 0 straight to the last stage (no gradient back), listed first or last.
+PipelinePlan chain_plan(int P, bool labels_first) {
+  PipelinePlan plan;
+  plan.stages = P;
+  auto add = [&](int from, int to, bool grad) {
+    PipelineBoundary b;
+    b.from = from;
+    b.to = to;
+    b.carries_grad = grad;
+    plan.boundaries.push_back(b);
+  };
+  if (labels_first && P > 2) add(0, P - 1, false);
+  for (int s = 0; s + 1 < P; ++s) {
+    add(s, s + 1, true);
+    if (s == 0) add(0, 1, true);
+  }
+  if (!labels_first && P > 2) add(0, P - 1, false);
+  return plan;
+}
+
+TEST(PipelineTransfers, BatchesNeverDeadlockAndPairTheRightTensors) {
+  for (PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB}) {
+    for (int P = 2; P <= 4; ++P) {
+      for (int M = 1; M <= 8; ++M) {
+        for (bool labels_first : {false, true}) {
+          const PipelinePlan plan = chain_plan(P, labels_first);
+          std::vector<Batches> train, test;
+          for (int s = 0; s < P; ++s) {
+            train.push_back(stage_transfer_batches(plan, s, pipeline_ops(schedule, P, s, M)));
+            std::vector<PipeOp> forwards;
+            for (int i = 0; i < M; ++i) forwards.push_back({PipeOpKind::kForward, i});
+            test.push_back(stage_transfer_batches(plan, s, forwards));
+          }
+          SCOPED_TRACE("P " + std::to_string(P) + ", M " + std::to_string(M) + ", " +
+                       (schedule == PipelineSchedule::kGPipe ? "GPIPE" : "ONE_F_ONE_B"));
+          EXPECT_EQ(simulate_rendezvous(train), "");
+          EXPECT_EQ(simulate_rendezvous(test), "");
+        }
+      }
+    }
+  }
+}
+
+TEST(PipelineTransfers, OneTransferAtATimeWouldDeadlockUnder1F1B) {
+  // What the batches avoid: each receive before its pass and each send
+  // after it, one by one, as blocking calls. Stage 0 sends micro-batch 1's
+  // activation while stage 1 sends micro-batch 0's gradient.
+  const PipelinePlan plan = chain_plan(2, false);
+  std::vector<Batches> one_by_one;
+  for (int s = 0; s < 2; ++s) {
+    Batches singles;
+    for (const auto& batch : stage_transfer_batches(plan, s, pipeline_ops(PipelineSchedule::kOneFOneB, 2, s, 4))) {
+      for (const StageTransfer& t : batch) singles.push_back({t});
+    }
+    one_by_one.push_back(singles);
+  }
+  EXPECT_NE(simulate_rendezvous(one_by_one), "");
+}
+
+TEST(PipelineTransfers, BatchesHoldTheLastPassesSendsAndTheNextPassesReceives) {
+  const PipelinePlan plan = chain_plan(2, false);  // boundaries 0 and 1, both 0 -> 1
+  const Batches b = stage_transfer_batches(plan, 0, pipeline_ops(PipelineSchedule::kOneFOneB, 2, 0, 2));
+  // stage 0: F0 F1 B0 B1
+  ASSERT_EQ(b.size(), 5u);
+  EXPECT_TRUE(b[0].empty());  // F0 receives nothing
+  ASSERT_EQ(b[2].size(), 4u);  // F1's two sends; B0's two gradients
+  EXPECT_EQ(b[2][0].kind, StageTransfer::Kind::kSend);
+  EXPECT_EQ(b[2][0].micro, 1);
+  EXPECT_EQ(b[2][2].kind, StageTransfer::Kind::kRecv);
+  EXPECT_TRUE(b[2][2].gradient);
+  EXPECT_EQ(b[2][2].micro, 0);
+  EXPECT_TRUE(b[4].empty());  // B1 sends nothing back on stage 0
 }
 
 // ---- the process grid ----
@@ -182,7 +330,8 @@ std::vector<int> cut(int pp) {
 
 // Trains dp x pp ranks; returns the losses every rank saw.
 std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int dp, int pp, int micro,
-                                               PipelineSchedule schedule) {
+                                               PipelineSchedule schedule,
+                                               StageTransfers transfers = StageTransfers::kAuto) {
   const int world = dp * pp;
   auto comms = make_world(world, "pp-world");
   auto store = make_memory_store(20s);
@@ -202,6 +351,7 @@ std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int d
     po.config.stages = pp;
     po.config.micro_batches = micro;
     po.config.schedule = schedule;
+    po.transfers = transfers;
     po.stage_of_layer = cut(pp);
     po.dp_rank = grid.dp_rank();
     po.dp_size = dp;
@@ -236,6 +386,8 @@ struct EquivCase {
   int dp, pp, micro;
   PipelineSchedule schedule;
   bool shuffle;
+  // kBatched: the GPU pipeline's transfers (pipeline_transfers.h), here over tcp.
+  StageTransfers transfers = StageTransfers::kAuto;
 };
 
 class PipelineEquivalence : public ::testing::TestWithParam<EquivCase> {};
@@ -250,7 +402,7 @@ TEST_P(PipelineEquivalence, TrainsLikeOneProcessWithIterSize) {
   const std::vector<float> want =
       train_reference(make_config(dir, batch * c.dp, c.micro, iters, c.shuffle, dir.file("ref/run")));
   const auto got = train_pipeline(make_config(dir, batch, 1, iters, c.shuffle, dir.file("pp/run")), c.dp, c.pp,
-                                  c.micro, c.schedule);
+                                  c.micro, c.schedule, c.transfers);
   for (size_t r = 0; r < got.size(); ++r) {
     ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[r][i], want[i], 1e-4) << "rank " << r << " iter " << i;
@@ -267,10 +419,14 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivCase{1, 2, 4, PipelineSchedule::kOneFOneB, true},
                       EquivCase{1, 3, 4, PipelineSchedule::kGPipe, true},
                       EquivCase{1, 3, 5, PipelineSchedule::kOneFOneB, true},
-                      EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false}),
+                      EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false},
+                      EquivCase{1, 2, 4, PipelineSchedule::kGPipe, true, StageTransfers::kBatched},
+                      EquivCase{1, 3, 5, PipelineSchedule::kOneFOneB, true, StageTransfers::kBatched},
+                      EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false, StageTransfers::kBatched}),
     [](const ::testing::TestParamInfo<EquivCase>& i) {
       return "dp" + std::to_string(i.param.dp) + "_pp" + std::to_string(i.param.pp) + "_m" +
-             std::to_string(i.param.micro) + "_" + pipeline_schedule_name(i.param.schedule);
+             std::to_string(i.param.micro) + "_" + pipeline_schedule_name(i.param.schedule) +
+             (i.param.transfers == StageTransfers::kBatched ? "_batched" : "");
     });
 
 // ---- plans and errors ----
@@ -381,24 +537,29 @@ TEST(PipelineTestPhase, RunsThroughTheStagesAndEveryRankReportsTheLastStagesOutp
   const NamedValues want = ref.test();
   ASSERT_EQ(want.size(), 2u);  // accuracy, loss
   const SolverConfig config = make_test_config(dir, 1, 4, dir.file("pp/run"));
-  auto comms = make_world(2, "pp-world");
-  auto grads = make_world(2, "pp-world");
-  std::vector<NamedValues> got(2);
-  expect_no_errors(run_ranks(2, [&](int rank) {
-    PipelineOptions po;
-    po.config.stages = 2;
-    po.config.micro_batches = 2;
-    po.stage_of_layer = cut(2);
-    PipelineParallel pipe(config, *comms[static_cast<size_t>(rank)], *grads[static_cast<size_t>(rank)], po);
-    EXPECT_TRUE(pipe.has_test_net());
-    for (int i = 0; i < 3; ++i) pipe.solver().step();
-    got[static_cast<size_t>(rank)] = pipe.solver().test();
-  }));
-  for (size_t r = 0; r < got.size(); ++r) {
-    ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
-    for (size_t k = 0; k < want.size(); ++k) {
-      EXPECT_EQ(got[r][k].first, want[k].first);
-      EXPECT_NEAR(got[r][k].second, want[k].second, 1e-5) << "rank " << r << " " << want[k].first;
+  // Both ways of moving tensors (kBatched: the GPU pipeline's, here over tcp).
+  for (StageTransfers transfers : {StageTransfers::kBackgroundSends, StageTransfers::kBatched}) {
+    SCOPED_TRACE(transfers == StageTransfers::kBatched ? "batched" : "background sends");
+    auto comms = make_world(2, "pp-world");
+    auto grads = make_world(2, "pp-world");
+    std::vector<NamedValues> got(2);
+    expect_no_errors(run_ranks(2, [&](int rank) {
+      PipelineOptions po;
+      po.config.stages = 2;
+      po.config.micro_batches = 2;
+      po.transfers = transfers;
+      po.stage_of_layer = cut(2);
+      PipelineParallel pipe(config, *comms[static_cast<size_t>(rank)], *grads[static_cast<size_t>(rank)], po);
+      EXPECT_TRUE(pipe.has_test_net());
+      for (int i = 0; i < 3; ++i) pipe.solver().step();
+      got[static_cast<size_t>(rank)] = pipe.solver().test();
+    }));
+    for (size_t r = 0; r < got.size(); ++r) {
+      ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
+      for (size_t k = 0; k < want.size(); ++k) {
+        EXPECT_EQ(got[r][k].first, want[k].first);
+        EXPECT_NEAR(got[r][k].second, want[k].second, 1e-5) << "rank " << r << " " << want[k].first;
+      }
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "framework/communicator.h"
+#include "framework/error.h"
 #include "framework/tensor.h"
 #include "parallel/backends/host_staging_communicator.h"
 #include "tests/test_util.h"
@@ -180,7 +181,46 @@ TEST(HostStagingCommunicator, HostTensorsPassStraightThrough) {
   EXPECT_EQ(inner.seen[2], out.raw_data());
 }
 
+// A batch (Communicator::exchange): sends first, then receives, each
+// tensor staged where it must be and the received values back in place.
+void check_exchange(Device device) {
+  auto fake = std::make_unique<FakeHostComm>(1);
+  FakeHostComm& inner = *fake;
+  HostStagingCommunicator comm(std::move(fake));
+  Tensor out = iota(3, 1, device), in = iota(2, 0, device);
+  comm.exchange({{PeerTransfer::Kind::kRecv, &in, 0, 1}, {PeerTransfer::Kind::kSend, &out, 0, 0}});
+  EXPECT_EQ(inner.sent, (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(host_values(in), (std::vector<float>{9, 9}));
+  ASSERT_EQ(inner.seen.size(), 2u);
+  if (device.is_cpu()) {
+    EXPECT_EQ(inner.seen[0], out.raw_data());  // the send went first, from the caller's tensor
+    EXPECT_EQ(inner.seen[1], in.raw_data());
+  }
+}
+
+TEST(Exchange, SendsThenReceivesThroughTheStagingFront) { check_exchange(Device::cpu()); }
+
+TEST(Exchange, EveryTransferIsCheckedBeforeAnyRuns) {
+  auto fake = std::make_unique<FakeHostComm>(1);
+  FakeHostComm& inner = *fake;
+  HostStagingCommunicator comm(std::move(fake));
+  Tensor t = iota(2, 0);
+  EXPECT_CONTAINS(test::error_of<Error>([&] {
+                    comm.exchange({{PeerTransfer::Kind::kSend, &t, 0, 0}, {PeerTransfer::Kind::kRecv, &t, 1, 0}});
+                  }),
+                  "is this rank");
+  EXPECT_CONTAINS(test::error_of<Error>([&] { comm.exchange({{PeerTransfer::Kind::kSend, nullptr, 0, 0}}); }),
+                  "without a tensor");
+  EXPECT_TRUE(inner.seen.empty());  // nothing was sent
+  comm.exchange({});                // an empty batch is nothing to do
+}
+
 #ifdef STRATA_WITH_CUDA
+TEST(Exchange, CudaTensorsAreStagedThroughTheHost) {
+  STRATA_SKIP_WITHOUT_GPU("staging CUDA tensors in a batch is compile-tested only");
+  check_exchange(Device::cuda(0));
+}
+
 TEST(HostStagingCommunicator, CudaTensorsAreStagedThroughTheHost) {
   STRATA_SKIP_WITHOUT_GPU("staging CUDA tensors is compile-tested only");
   check_every_operation(Device::cuda(0));

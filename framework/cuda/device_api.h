@@ -30,9 +30,17 @@ void device_free(void* ptr, int index) noexcept;
 // wait for the copy; device-to-device copies are only queued.
 // Device index -1 means host memory.
 void copy_bytes(void* dst, int dst_device, const void* src, int src_device, size_t bytes);
+// `rows` rows of `row_bytes` each, row r from src + r * src_pitch to
+// dst + r * dst_pitch, in one 2-D copy (cudaMemcpy2DAsync), with
+// copy_bytes' places and ordering: what cuts a block of channels out of a
+// tensor, or puts one back, without a copy per image (tensor parallelism).
+void copy_rows(void* dst, int dst_device, size_t dst_pitch, const void* src, int src_device, size_t src_pitch,
+               size_t row_bytes, size_t rows);
 // Queued on the compute stream of `index`.
 void zero_bytes(void* ptr, size_t bytes, int index);
 void fill_f32(float* ptr, int64_t n, float value, int index);
+// y[0..n) += alpha * x[0..n), device pointers on `index`; queued on its compute stream.
+void axpy_f32(int64_t n, float alpha, const float* x, float* y, int index);
 // Reads n device floats (each at its own address) into out[0..n) with one
 // synchronisation: what the Net does with its loss values once per step.
 void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index);

@@ -289,6 +289,34 @@ void copy_bytes(void* dst, int dst_device, const void* src, int src_device, size
   STRATA_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
 }
 
+void copy_rows(void* dst, int dst_device, size_t dst_pitch, const void* src, int src_device, size_t src_pitch,
+               size_t row_bytes, size_t rows) {
+  if (row_bytes == 0 || rows == 0) return;
+  if (dst_device < 0 && src_device < 0) {
+    for (size_t r = 0; r < rows; ++r) {
+      std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, row_bytes);
+    }
+    return;
+  }
+  if (dst_device >= 0 && src_device >= 0 && dst_device != src_device) {
+    // Between two GPUs (rare here): a peer copy per row, ordered as copy_bytes orders them.
+    for (size_t r = 0; r < rows; ++r) {
+      copy_bytes(static_cast<char*>(dst) + r * dst_pitch, dst_device, static_cast<const char*>(src) + r * src_pitch,
+                 src_device, row_bytes);
+    }
+    return;
+  }
+  const int dev = dst_device >= 0 ? dst_device : src_device;
+  DeviceContext& ctx = context(dev);
+  DeviceGuard g(dev);
+  const cudaMemcpyKind kind = dst_device >= 0 && src_device >= 0 ? cudaMemcpyDeviceToDevice
+                              : dst_device >= 0                  ? cudaMemcpyHostToDevice
+                                                                 : cudaMemcpyDeviceToHost;
+  STRATA_CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, kind, ctx.compute));
+  // As copy_bytes: the host may read dst or overwrite src right after a copy that touches it.
+  if (kind != cudaMemcpyDeviceToDevice) STRATA_CUDA_CHECK(cudaStreamSynchronize(ctx.compute));
+}
+
 void zero_bytes(void* ptr, size_t bytes, int index) {
   if (bytes == 0) return;
   DeviceContext& ctx = context(index);
@@ -300,6 +328,12 @@ void fill_f32(float* ptr, int64_t n, float value, int index) {
   if (n <= 0) return;
   DeviceGuard g(index);
   fill(n, value, ptr);  // framework/cuda/math.h, on the compute stream of `index`
+}
+
+void axpy_f32(int64_t n, float alpha, const float* x, float* y, int index) {
+  if (n <= 0) return;
+  DeviceGuard g(index);
+  axpy(n, alpha, x, y);  // framework/cuda/math.h, on the compute stream of `index`
 }
 
 void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index) {

@@ -12,18 +12,28 @@
 //
 // Staging buffers are ordinary host tensors, allocated per call; the copies
 // follow Tensor::copy_from (ordered after the device's compute stream).
+//
+// DeviceStagingCommunicator is the mirror image, for nccl: host tensors are
+// copied to its GPU and back. Both are one StagingCommunicator with the
+// place the inner backend wants ("home").
 #pragma once
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "framework/communicator.h"
 
 namespace strata::parallel {
 
-class HostStagingCommunicator final : public Communicator {
+// What both staging communicators share: a tensor that the inner backend
+// cannot take where it lives (host memory for a device backend, device
+// memory for a host backend) is copied to `home`, the inner backend runs
+// the operation there, and the result is copied back.
+class StagingCommunicator : public Communicator {
  public:
-  explicit HostStagingCommunicator(std::unique_ptr<Communicator> inner);
+  StagingCommunicator(std::unique_ptr<Communicator> inner, Device home);
 
   Communicator& inner() { return *inner_; }
 
@@ -33,8 +43,8 @@ class HostStagingCommunicator final : public Communicator {
   void set_timeout(std::chrono::milliseconds timeout) override { inner_->set_timeout(timeout); }
 
   std::string describe() const override { return inner_->describe(); }
-  // Any device: CUDA tensors reach the inner backend as host copies.
-  std::string why_cannot_move(const Tensor&) const override { return {}; }
+  // Staged tensors: none; the others: what the inner backend says.
+  std::string why_cannot_move(const Tensor& t) const override;
   int max_tag() const override { return inner_->max_tag(); }
 
  protected:
@@ -47,12 +57,39 @@ class HostStagingCommunicator final : public Communicator {
   void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override;
   void do_send(const Tensor& t, int dst, int tag) override;
   void do_recv(Tensor& t, int src, int tag) override;
+  // The inner backend's own batch (nccl: one group), staged tensors copied around it.
+  void do_exchange(const std::vector<PeerTransfer>& batch) override;
   void do_barrier() override { inner_->barrier(); }
   std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) override;
   std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override;
 
  private:
+  // Whether `t` goes through a copy on home_: it lives on the host and home_
+  // is a device, or the other way round.
+  bool staged(const Tensor& t) const;
+  Tensor home_like(const Tensor& t, bool copy) const;
+  Tensor root_only(const Tensor& t, bool is_root, bool copy) const;
+
   std::unique_ptr<Communicator> inner_;
+  Device home_;
+};
+
+// tcp and mpi (host memory) taking CUDA tensors too, through host copies.
+class HostStagingCommunicator final : public StagingCommunicator {
+ public:
+  explicit HostStagingCommunicator(std::unique_ptr<Communicator> inner)
+      : StagingCommunicator(std::move(inner), Device::cpu()) {}
+};
+
+// nccl (device memory) taking host tensors too, through copies on `device`:
+// what lets the model-parallel strategies, whose small control messages
+// (shapes, losses, snapshot parts) are host tensors, run over nccl while
+// their activations and gradients go straight from device memory. Tensors
+// on `device` go straight to nccl.
+class DeviceStagingCommunicator final : public StagingCommunicator {
+ public:
+  DeviceStagingCommunicator(std::unique_ptr<Communicator> inner, Device device)
+      : StagingCommunicator(std::move(inner), device) {}
 };
 
 }  // namespace strata::parallel

@@ -384,6 +384,34 @@ class NcclCommunicator final : public Communicator {
     })->wait();
   }
 
+  // One NCCL group: every send and receive of the batch is posted before
+  // any has to finish, so ranks that send to each other do not deadlock.
+  void do_exchange(const std::vector<PeerTransfer>& batch) override {
+    int64_t numel = 0;
+    int sends = 0;
+    for (const PeerTransfer& t : batch) {
+      numel += t.tensor->numel();
+      sends += t.kind == PeerTransfer::Kind::kSend ? 1 : 0;
+    }
+    const int recvs = static_cast<int>(batch.size()) - sends;
+    const std::string op = "exchange (" + std::to_string(sends) + " send" + (sends == 1 ? "" : "s") + ", " +
+                           std::to_string(recvs) + " receive" + (recvs == 1 ? "" : "s") + ", " +
+                           std::to_string(numel) + " elements)";
+    launch(op, numel, [&](ncclComm_t c, cudaStream_t s) {
+      grouped([&] {
+        for (const PeerTransfer& t : batch) {
+          if (t.tensor->numel() == 0) continue;  // the peer's matching transfer is empty as well
+          const size_t n = static_cast<size_t>(t.tensor->numel());
+          if (t.kind == PeerTransfer::Kind::kSend) {
+            STRATA_NCCL_CHECK_STARTED(ncclSend(t.tensor->raw_data(), n, nccl_dtype(t.tensor->dtype()), t.peer, c, s));
+          } else {
+            STRATA_NCCL_CHECK_STARTED(ncclRecv(t.tensor->raw_data(), n, nccl_dtype(t.tensor->dtype()), t.peer, c, s));
+          }
+        }
+      });
+    })->wait();
+  }
+
   void do_barrier() override {
     Tensor& b = s_->barrier_buffer;
     launch("barrier", 1, [&](ncclComm_t c, cudaStream_t s) {
@@ -443,7 +471,7 @@ std::unique_ptr<Communicator> create_nccl_communicator(const RankEnv& env, std::
     fail<ConfigError>(env.describe(), ": not a valid rank / world size for the nccl backend");
   }
   auto state = std::make_shared<NcclState>();
-  state->who = env.describe();
+  state->who = options.who.empty() ? env.describe() : options.who;
   state->rank = env.rank;
   state->world_size = env.world_size;
   state->timeout_ms = std::max<int64_t>(1, env.timeout.count());

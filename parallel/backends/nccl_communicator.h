@@ -25,7 +25,9 @@
 //   ncclSend/ncclRecv: unbuffered (a send returns once the peer has received)
 //   and tag-less (the tag is not transmitted; messages between two ranks
 //   match in call order), so two ranks exchanging tensors must not both send
-//   first. barrier() is a one-element allreduce.
+//   first; exchange() posts a batch of them in one NCCL group, which is how
+//   two ranks send to each other (the pipeline's stages on GPUs).
+//   barrier() is a one-element allreduce.
 // - Calls are serialised by a mutex; a CommWork may outlive the
 //   communicator (it keeps the NCCL state alive), but normally should not.
 #pragma once
@@ -44,6 +46,9 @@ namespace strata::parallel {
 struct NcclCommunicatorOptions {
   int device = -1;                 // CUDA device index; -1: the current device
   std::string key = "strata/nccl"; // store key prefix for the unique id
+  // Where this rank is, for messages; "" = env.describe(). A group of a
+  // process grid names the world rank and the group ("rank 3 (tp rank 1 of 2) on host-a").
+  std::string who;
   // Objects to keep alive as long as the communicator (rank 0's StoreServer).
   std::vector<std::shared_ptr<void>> keep_alive;
 };

@@ -131,7 +131,9 @@ ModelParallelRun start_model_parallel(const SolverConfig& config, const ModelPar
   LocalCommunicator local;
   Communicator& w = world ? *world : local;
   const GridShape shape = make_grid_shape(w.world_size(), mp.pipeline.stages, mp.tensor_size);
-  run.grid = std::make_unique<ProcessGrid>(w, shape, env);
+  ProcessGridOptions grid_options;
+  grid_options.device = solver_options.device;
+  run.grid = std::make_unique<ProcessGrid>(w, shape, env, grid_options);
   ProcessGrid& grid = *run.grid;
   if (w.rank() == 0) out << grid.describe();
   if (w.rank() == 0 && shape.tp > 1 && !has_split_key(net_config_of(config).first)) {
@@ -148,6 +150,7 @@ ModelParallelRun start_model_parallel(const SolverConfig& config, const ModelPar
 
   PipelineOptions po;
   po.config = mp.pipeline;
+  po.device = solver_options.device;
   po.dp_rank = grid.dp_rank();
   po.dp_size = shape.dp;
   po.tp = &grid.tp();
@@ -155,8 +158,10 @@ ModelParallelRun start_model_parallel(const SolverConfig& config, const ModelPar
   // One writer per stage: dp rank 0's pipeline, tp rank 0 of its group.
   po.snapshots = grid.dp_rank() == 0 && grid.tp_rank() == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
   if (!has_stage_keys(net_config_of(config).first)) po.stage_of_layer = balanced_cut(config, shape.pp, w, out);
-  run.grad_comm = grid.new_communicator(GridAxis::kPp, "grad");
-  run.pipe = std::make_unique<PipelineParallel>(config, grid.pp(), *run.grad_comm, po);
+  // Over nccl every transfer goes on the pp communicator in batches
+  // (StageTransfers::kBatched); elsewhere gradients get a channel of their own.
+  if (w.backend_name() != "nccl") run.grad_comm = grid.new_communicator(GridAxis::kPp, "grad");
+  run.pipe = std::make_unique<PipelineParallel>(config, grid.pp(), run.grad_comm ? *run.grad_comm : grid.pp(), po);
   if (w.rank() == 0) {
     out << "pipeline: " << mp.pipeline.summary() << " (theoretical bubble "
         << static_cast<int>(100.0 * theoretical_bubble(shape.pp, mp.pipeline.micro_batches) + 0.5)

@@ -18,7 +18,7 @@ namespace strata::parallel {
 
 struct ModelParallelRun {
   std::unique_ptr<ProcessGrid> grid;           // null when pp == tp == 1
-  std::unique_ptr<Communicator> grad_comm;     // the pipeline's gradient channel
+  std::unique_ptr<Communicator> grad_comm;     // the pipeline's gradient channel (null over nccl)
   std::unique_ptr<PipelineParallel> pipe;      // null when pp == 1
 
   bool active() const { return grid != nullptr; }

@@ -13,6 +13,9 @@
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/net_spec.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#endif
 
 #include "parallel/model_parallel/pipeline_internal.h"
 
@@ -55,6 +58,25 @@ ConfigNode with_test_stand_in(const ConfigNode& root) {
 }  // namespace
 
 namespace pipeline_internal {
+
+void add_into(Tensor& dst, const Tensor& src) {
+  STRATA_CHECK(dst.numel() == src.numel() && dst.dtype() == DType::kF32 && src.dtype() == DType::kF32 &&
+                   dst.device() == src.device(),
+               "pipeline: a received gradient ", shape_str(src.shape()), " on ", src.device().str(),
+               " does not fit its blob's ", shape_str(dst.shape()), " on ", dst.device().str());
+  const int64_t n = src.numel();
+  if (dst.device().is_cpu()) {
+    float* d = dst.data<float>();
+    const float* s = src.data<float>();
+    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+    return;
+  }
+#ifdef STRATA_WITH_CUDA
+  cuda::axpy_f32(n, 1.0f, src.device_data<float>(), dst.device_data<float>(), dst.device().index);
+#else
+  fail<Error>("pipeline: a gradient on ", dst.device().str(), " in a build without CUDA");
+#endif
+}
 
 int32_t name_hash(const std::string& s) {
   uint32_t h = 2166136261u;
@@ -108,6 +130,7 @@ PipelineParallel::PipelineParallel(const SolverConfig& config, Communicator& act
   net_options.rank = options.dp_rank;
   net_options.world_size = options.dp_size;
   net_options.comm = options.tp;
+  net_options.device = options.device;
   if (!plan_.sources(stage_).empty()) feeder_ = std::make_unique<Net>(stage_feeder_config(plan_, stage_), net_options);
 
   exchange_setup(config);
@@ -120,8 +143,14 @@ PipelineParallel::PipelineParallel(const SolverConfig& config, Communicator& act
     extra_slots_.push_back(std::move(net));
   }
   grad_in_.resize(plan_.boundaries.size());
-  act_sender_ = std::make_unique<Sender>(act_);
-  grad_sender_ = std::make_unique<Sender>(grad_);
+  batched_ = options.transfers == StageTransfers::kBatched ||
+             (options.transfers == StageTransfers::kAuto && act_.backend_name() == "nccl");
+  if (batched_) {
+    step_batches_ = stage_transfer_batches(plan_, stage_, ops_);  // carries_grad is known after setup
+  } else {
+    act_sender_ = std::make_unique<Sender>(act_);
+    grad_sender_ = std::make_unique<Sender>(grad_);
+  }
   solver_->attach(*this);
 }
 
@@ -139,11 +168,20 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
     }
   }
   std::string received;  // for error messages
-  for (int b : plan_.incoming(stage_)) {
+  // Every announcement this stage waits for, in one batch (over nccl a
+  // stage must not wait for one sender while another waits for it).
+  const std::vector<int> incoming = plan_.incoming(stage_);
+  std::vector<Tensor> announced(incoming.size());
+  std::vector<PeerTransfer> recvs;
+  for (size_t k = 0; k < incoming.size(); ++k) {
+    announced[k] = Tensor({4 + kMaxDims}, DType::kI32);
+    recvs.push_back({PeerTransfer::Kind::kRecv, &announced[k], plan_.boundaries[incoming[k]].from, kSetupTag});
+  }
+  act_.exchange(recvs);
+  for (size_t k = 0; k < incoming.size(); ++k) {
+    const int b = incoming[k];
     PipelineBoundary& pb = plan_.boundaries[b];
-    Tensor d({4 + kMaxDims}, DType::kI32);
-    act_.recv(d, pb.from, kSetupTag);
-    const int32_t* v = d.data<int32_t>();
+    const int32_t* v = announced[k].data<int32_t>();
     if (v[0] != name_hash(pb.blob)) {
       fail<ConfigError>("pipeline stage ", stage_, ": boundary #", b, " should carry blob '", pb.blob, "' from stage ",
                         pb.from, ", but stage ", pb.from,
@@ -175,6 +213,7 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
   so.rank = options_.dp_rank;
   so.world_size = options_.dp_size;
   so.comm = options_.tp;
+  so.device = options_.device;
   so.snapshots = options_.snapshots == SnapshotWriting::kEnabled && stage_ == 0 ? SnapshotWriting::kEnabled
                                                                                  : SnapshotWriting::kDisabled;
   const std::string context = "\n  (pipeline stage " + std::to_string(stage_) + " of " +
@@ -188,7 +227,11 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
   }
   slots_.push_back(&solver_->net());
   Net& net = solver_->net();
-  for (int b : plan_.outgoing(stage_)) {
+  const std::vector<int> outgoing = plan_.outgoing(stage_);
+  std::vector<Tensor> announcements;
+  announcements.reserve(outgoing.size());
+  std::vector<PeerTransfer> sends;
+  for (int b : outgoing) {
     PipelineBoundary& pb = plan_.boundaries[b];
     pb.shape = net.blob(pb.blob).shape();
     // A data layer's blob (labels, or the input) takes no gradient.
@@ -205,8 +248,10 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
     v[1] = static_cast<int32_t>(pb.shape.size());
     for (size_t k = 0; k < pb.shape.size(); ++k) v[2 + k] = static_cast<int32_t>(pb.shape[k]);
     v[3 + kMaxDims] = pb.carries_grad ? 1 : 0;
-    act_.send(d, pb.to, kSetupTag);
+    announcements.push_back(d);
+    sends.push_back({PeerTransfer::Kind::kSend, &announcements.back(), pb.to, kSetupTag});
   }
+  act_.exchange(sends);
 }
 
 MemoryReport PipelineParallel::memory_report() const {
@@ -233,15 +278,20 @@ float PipelineParallel::run_step() {
   const Clock::time_point start = Clock::now();
   compute_acc_ = 0.0;
   double loss = 0.0;
-  for (const PipeOp& op : ops_) {
+  for (size_t i = 0; i <= ops_.size(); ++i) {
+    if (batched_) exchange_batch(step_batches_[i]);  // the last op's sends, this op's receives
+    if (i == ops_.size()) break;
+    const PipeOp& op = ops_[i];
     if (op.kind == PipeOpKind::kForward) {
       loss += forward(op.micro);
     } else {
       backward(op.micro);
     }
   }
-  act_sender_->flush();
-  grad_sender_->flush();
+  if (!batched_) {
+    act_sender_->flush();
+    grad_sender_->flush();
+  }
   Tensor l({1});
   l.data<float>()[0] = static_cast<float>(loss / options_.config.micro_batches);
   act_.allreduce(l, ReduceOp::kSum);
@@ -256,7 +306,7 @@ float PipelineParallel::run_step() {
 }
 
 float PipelineParallel::forward(int micro) {
-  Net& net = *slots_[static_cast<size_t>(micro) % slots_.size()];
+  Net& net = slot(micro);
   if (feeder_) {
     const Clock::time_point t = Clock::now();
     feeder_->forward();
@@ -270,7 +320,7 @@ float PipelineParallel::forward(int micro) {
     }
     compute_acc_ += seconds_since(t);
   }
-  for (int b : plan_.incoming(stage_)) {
+  for (int b : batched_ ? std::vector<int>() : plan_.incoming(stage_)) {  // kBatched: received already
     const PipelineBoundary& pb = plan_.boundaries[b];
     Blob& blob = net.blob(pb.blob);
     blob.resize(pb.shape);
@@ -289,25 +339,26 @@ float PipelineParallel::forward(int micro) {
                        shape_str(pb.shape), " but micro-batch ", micro, " has ", shape_str(blob.shape()),
                        "; every micro-batch must have the same shape");
     }
-    act_sender_->send(blob.data.clone(), pb.to, 2 * b);
+    if (!batched_) act_sender_->send(blob.data.clone(), pb.to, 2 * b);  // kBatched: with the next batch
   }
   return loss;
 }
 
 void PipelineParallel::backward(int micro) {
-  Net& net = *slots_[static_cast<size_t>(micro) % slots_.size()];
+  Net& net = slot(micro);
   // Gradients of what this stage sent, from each receiver.
   std::map<int, std::vector<int>> inject;  // writer layer index -> boundaries
   for (int b : plan_.outgoing(stage_)) {
     const PipelineBoundary& pb = plan_.boundaries[b];
     net.blob(pb.blob).diff.zero();
     if (!pb.carries_grad) continue;
-    Tensor& g = grad_in_[static_cast<size_t>(b)];
-    g.resize(pb.shape);
-    const TimelineScope event("pipeline", Timeline::on() ? "recv gradient of " + pb.blob + " from stage " +
-                                                               std::to_string(pb.to)
-                                                         : std::string());
-    grad_.recv(g, pb.to, 2 * b + 1);
+    if (!batched_) {  // kBatched: received already
+      Tensor& g = grad_buffer(b);
+      const TimelineScope event("pipeline", Timeline::on() ? "recv gradient of " + pb.blob + " from stage " +
+                                                                 std::to_string(pb.to)
+                                                           : std::string());
+      grad_.recv(g, pb.to, 2 * b + 1);
+    }
     inject[net.layer_index(pb.writer)].push_back(b);
   }
   for (int b : plan_.incoming(stage_)) net.blob(plan_.boundaries[b].blob).diff.zero();
@@ -319,22 +370,69 @@ void PipelineParallel::backward(int micro) {
   for (auto it = inject.rbegin(); it != inject.rend(); ++it) {
     const int p = it->first;
     net.backward(p + 1, hi);
-    for (int b : it->second) {
-      Tensor& diff = net.blob(plan_.boundaries[b].blob).diff;
-      const Tensor& g = grad_in_[static_cast<size_t>(b)];
-      float* d = diff.data<float>();
-      const float* s = g.data<float>();
-      for (int64_t i = 0; i < g.numel(); ++i) d[i] += s[i];
-    }
+    for (int b : it->second) add_into(net.blob(plan_.boundaries[b].blob).diff, grad_in_[static_cast<size_t>(b)]);
     hi = p;
   }
   net.backward(0, hi);
   compute_acc_ += seconds_since(t);
   for (int b : plan_.incoming(stage_)) {
     const PipelineBoundary& pb = plan_.boundaries[b];
-    if (!pb.carries_grad) continue;
+    if (!pb.carries_grad || batched_) continue;  // kBatched: with the next batch
     grad_sender_->send(net.blob(pb.blob).diff.clone(), pb.from, 2 * b + 1);
   }
+}
+
+Tensor& PipelineParallel::grad_buffer(int b) {
+  const PipelineBoundary& pb = plan_.boundaries[static_cast<size_t>(b)];
+  Tensor& g = grad_in_[static_cast<size_t>(b)];
+  if (g.device() != options_.device || !g.defined()) {
+    g = Tensor(pb.shape, DType::kF32, options_.device);
+  } else {
+    g.resize(pb.shape);
+  }
+  return g;
+}
+
+// One batch of kBatched transfers: a stage's sends of the pass just run and
+// its receives for the next (pipeline_transfers.h), in one exchange. A send
+// whose tensor a receive of the same batch overwrites (a blob received and
+// passed on, with one activation slot) goes from a copy.
+void PipelineParallel::exchange_batch(const std::vector<StageTransfer>& batch) {
+  if (batch.empty()) return;
+  std::vector<PeerTransfer> transfers;
+  std::vector<Tensor> copies;
+  copies.reserve(batch.size());
+  std::set<const void*> written;
+  for (const StageTransfer& t : batch) {
+    const PipelineBoundary& pb = plan_.boundaries[static_cast<size_t>(t.boundary)];
+    if (t.kind != StageTransfer::Kind::kRecv) continue;
+    Tensor* dst = nullptr;
+    if (t.gradient) {
+      dst = &grad_buffer(t.boundary);
+    } else {
+      Blob& blob = slot(t.micro).blob(pb.blob);
+      blob.resize(pb.shape);
+      dst = &blob.data;
+    }
+    written.insert(dst->storage_id());
+    transfers.push_back({PeerTransfer::Kind::kRecv, dst, t.peer, 2 * t.boundary + (t.gradient ? 1 : 0)});
+  }
+  std::vector<PeerTransfer> sends;
+  for (const StageTransfer& t : batch) {
+    if (t.kind != StageTransfer::Kind::kSend) continue;
+    const PipelineBoundary& pb = plan_.boundaries[static_cast<size_t>(t.boundary)];
+    Blob& blob = slot(t.micro).blob(pb.blob);
+    Tensor* src = t.gradient ? &blob.diff : &blob.data;
+    if (written.count(src->storage_id())) {
+      copies.push_back(src->clone());
+      src = &copies.back();
+    }
+    sends.push_back({PeerTransfer::Kind::kSend, src, t.peer, 2 * t.boundary + (t.gradient ? 1 : 0)});
+  }
+  sends.insert(sends.end(), transfers.begin(), transfers.end());  // sends first, as the plan lists them
+  const TimelineScope event("pipeline", Timeline::on() ? "exchange of " + std::to_string(sends.size()) + " tensors"
+                                                       : std::string());
+  act_.exchange(sends);
 }
 
 }  // namespace strata::parallel

@@ -26,7 +26,10 @@
 // - A step (run_step): runs the schedule; activations travel
 //   on `activations` (lower -> higher stage), gradients on `gradients`
 //   (higher -> lower), sends from a background thread, so that a large send
-//   never blocks a stage that must first receive. The loss (summed over the
+//   never blocks a stage that must first receive. Over nccl (GPUs), whose
+//   communicator runs one operation at a time, every transfer goes on
+//   `activations` instead, the sends of one pass and the receives of the
+//   next in one batch (parallel/model_parallel/pipeline_transfers.h). The loss (summed over the
 //   stages' loss layers, averaged over micro-batches) is allreduced over the
 //   group, so every stage reports the same loss (DataParallel then averages
 //   it over the dp group).
@@ -63,11 +66,22 @@
 #include "parallel/model_parallel/model_parallel_config.h"
 #include "parallel/model_parallel/pipeline_plan.h"
 #include "parallel/model_parallel/pipeline_schedule.h"
+#include "parallel/model_parallel/pipeline_transfers.h"
 
 namespace strata::parallel {
 
+// How a step's activations and gradients travel between the stages.
+enum class StageTransfers {
+  kAuto,             // kBatched over nccl, else kBackgroundSends
+  kBackgroundSends,  // receives in the schedule, sends from a thread per direction
+  kBatched,          // the sends of a pass and the receives of the next in one exchange
+};
+
 struct PipelineOptions {
   PipelineConfig config;
+  // Where the stage's nets run (the rank's GPU, or the CPU).
+  Device device = Device::cpu();
+  StageTransfers transfers = StageTransfers::kAuto;
   // One stage per TRAIN-phase layer (the balancer's cut); empty: the
   // `stage:` keys of the net config.
   std::vector<int> stage_of_layer;
@@ -146,6 +160,12 @@ class PipelineParallel final : public TrainingStrategy {
   struct Sender;
   float forward(int micro);
   void backward(int micro);
+  Net& slot(int micro) { return *slots_[static_cast<size_t>(micro) % slots_.size()]; }
+  // The gradient buffer of boundary b, on the nets' device, of its shape.
+  Tensor& grad_buffer(int b);
+  // kBatched: posts one batch of the step (TEST: of the TEST pass).
+  void exchange_batch(const std::vector<StageTransfer>& batch);
+  void exchange_test_batch(const std::vector<StageTransfer>& batch);
   void exchange_setup(const SolverConfig& config);
   void setup_test(const SolverConfig& config, const NetOptions& net_options);
   void gather_snapshot(SolverState& st);
@@ -161,7 +181,9 @@ class PipelineParallel final : public TrainingStrategy {
   std::vector<Net*> slots_;                  // slots_[0] is the solver's net
   std::vector<std::unique_ptr<Net>> extra_slots_;
   std::vector<Tensor> grad_in_;              // per boundary: gradient received from its receiver
-  std::unique_ptr<Sender> act_sender_, grad_sender_;
+  std::unique_ptr<Sender> act_sender_, grad_sender_;  // kBackgroundSends only
+  bool batched_ = false;                               // kBatched
+  std::vector<std::vector<StageTransfer>> step_batches_;
   // Gathered at a snapshot point on the writer: full-net weights in order.
   std::vector<std::pair<std::string, Tensor>> snapshot_weights_;
   PipelineStepTimes times_;

@@ -34,6 +34,10 @@ inline double seconds_since(Clock::time_point t) { return std::chrono::duration<
 
 int32_t name_hash(const std::string& s);
 
+// dst += src (f32, same size, on the host or on one CUDA device): a
+// received gradient added to the blob's own.
+void add_into(Tensor& dst, const Tensor& src);
+
 // The net config a solver config trains, and the folder its paths resolve against.
 std::pair<ConfigNode, std::string> train_net_config(const SolverConfig& config);
 

@@ -35,7 +35,8 @@ void put_tensor(std::string& out, uint64_t kind, const std::string& name, const 
   put_bytes(out, name.data(), name.size());
   put_u64(out, t.shape().size());
   for (int64_t d : t.shape()) put_u64(out, static_cast<uint64_t>(d));
-  put_bytes(out, t.raw_data(), t.nbytes());
+  const Tensor host = t.to(Device::cpu());  // parameters and history may live on a GPU
+  put_bytes(out, host.raw_data(), host.nbytes());
 }
 
 }  // namespace
@@ -123,7 +124,7 @@ void PipelineParallel::gather_snapshot(SolverState& st) {
   snapshot_weights_.clear();
   std::set<std::string> names;
   for (int i = 0; i < static_cast<int>(params.size()); ++i) {
-    if (names.insert(params[i].name).second) snapshot_weights_.emplace_back(params[i].name, whole(i));
+    if (names.insert(params[i].name).second) snapshot_weights_.emplace_back(params[i].name, whole(i).to(Device::cpu()));
   }
   // Keep the Solver's "@world_size" (the dp size): a resume with another
   // number of data-parallel ranks then restarts the data order.

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
+#include <vector>
 
 #include "framework/error.h"
 #include "framework/net_spec.h"
@@ -22,7 +24,7 @@ NamedValues net_scalar_outputs(Net& net) {
   NamedValues out;
   for (const std::string& name : net.output_names()) {
     const Blob& b = net.blob(name);
-    if (b.numel() == 1) out.emplace_back(name, b.data.data<float>()[0]);
+    if (b.numel() == 1) out.emplace_back(name, b.data.to(Device::cpu()).data<float>()[0]);
   }
   return out;
 }
@@ -47,11 +49,18 @@ void PipelineParallel::setup_test(const SolverConfig& config, const NetOptions& 
     }
   }
   std::string received;
-  for (int b : test_plan_.incoming(stage_)) {
+  const std::vector<int> incoming = test_plan_.incoming(stage_);
+  std::vector<Tensor> announced(incoming.size());
+  std::vector<PeerTransfer> recvs;
+  for (size_t k = 0; k < incoming.size(); ++k) {
+    announced[k] = Tensor({4 + kMaxDims}, DType::kI32);
+    recvs.push_back({PeerTransfer::Kind::kRecv, &announced[k], test_plan_.boundaries[incoming[k]].from, kTestSetupTag});
+  }
+  act_.exchange(recvs);  // in one batch, as exchange_setup
+  for (size_t k = 0; k < incoming.size(); ++k) {
+    const int b = incoming[k];
     PipelineBoundary& pb = test_plan_.boundaries[b];
-    Tensor d({4 + kMaxDims}, DType::kI32);
-    act_.recv(d, pb.from, kTestSetupTag);
-    const int32_t* v = d.data<int32_t>();
+    const int32_t* v = announced[k].data<int32_t>();
     if (v[0] != name_hash(pb.blob)) {
       fail<ConfigError>("pipeline stage ", stage_, ": TEST boundary #", b, " should carry blob '", pb.blob,
                         "' from stage ", pb.from, ", but stage ", pb.from, " sent a different blob");
@@ -70,7 +79,11 @@ void PipelineParallel::setup_test(const SolverConfig& config, const NetOptions& 
                      received + "; the stages disagree on the shape at this boundary)");
   }
   test_net_->share_params_from(solver_->net());
-  for (int b : test_plan_.outgoing(stage_)) {
+  const std::vector<int> outgoing = test_plan_.outgoing(stage_);
+  std::vector<Tensor> announcements;
+  announcements.reserve(outgoing.size());
+  std::vector<PeerTransfer> sends;
+  for (int b : outgoing) {
     PipelineBoundary& pb = test_plan_.boundaries[b];
     pb.shape = test_net_->blob(pb.blob).shape();
     pb.carries_grad = false;
@@ -84,8 +97,41 @@ void PipelineParallel::setup_test(const SolverConfig& config, const NetOptions& 
     v[0] = name_hash(pb.blob);
     v[1] = static_cast<int32_t>(pb.shape.size());
     for (size_t k = 0; k < pb.shape.size(); ++k) v[2 + k] = static_cast<int32_t>(pb.shape[k]);
-    act_.send(d, pb.to, kTestSetupTag);
+    announcements.push_back(d);
+    sends.push_back({PeerTransfer::Kind::kSend, &announcements.back(), pb.to, kTestSetupTag});
   }
+  act_.exchange(sends);
+}
+
+// kBatched: the TEST pass's sends of the batch just run and its receives
+// for the next, in one exchange (pipeline_transfers.h; forward only).
+void PipelineParallel::exchange_test_batch(const std::vector<StageTransfer>& batch) {
+  if (batch.empty()) return;
+  std::vector<PeerTransfer> transfers;
+  std::vector<Tensor> copies;
+  copies.reserve(batch.size());
+  std::set<const void*> written;
+  for (const StageTransfer& t : batch) {
+    if (t.kind != StageTransfer::Kind::kRecv) continue;
+    const PipelineBoundary& pb = test_plan_.boundaries[static_cast<size_t>(t.boundary)];
+    Blob& blob = test_net_->blob(pb.blob);
+    blob.resize(pb.shape);
+    written.insert(blob.data.storage_id());
+    transfers.push_back({PeerTransfer::Kind::kRecv, &blob.data, t.peer, kTestTagBase + t.boundary});
+  }
+  std::vector<PeerTransfer> sends;
+  for (const StageTransfer& t : batch) {
+    if (t.kind != StageTransfer::Kind::kSend) continue;
+    const PipelineBoundary& pb = test_plan_.boundaries[static_cast<size_t>(t.boundary)];
+    Tensor* src = &test_net_->blob(pb.blob).data;
+    if (written.count(src->storage_id())) {  // received and passed on: send a copy
+      copies.push_back(src->clone());
+      src = &copies.back();
+    }
+    sends.push_back({PeerTransfer::Kind::kSend, src, t.peer, kTestTagBase + t.boundary});
+  }
+  sends.insert(sends.end(), transfers.begin(), transfers.end());
+  act_.exchange(sends);
 }
 
 // test_iter batches through the stages, forward only; the last stage's
@@ -94,7 +140,16 @@ NamedValues PipelineParallel::run_test() {
   const int64_t batches = solver_->config().test_iter;
   const bool last = stage_ == plan_.stages - 1;
   NamedValues sums;
+  std::vector<std::vector<StageTransfer>> transfers;
+  if (batched_) {
+    std::vector<PipeOp> passes;
+    for (int64_t it = 0; it < batches; ++it) passes.push_back({PipeOpKind::kForward, static_cast<int>(it)});
+    transfers = stage_transfer_batches(test_plan_, stage_, passes);
+  }
   for (int64_t it = 0; it < batches; ++it) {
+    // Before feeding: the batch sends the previous pass's blobs (labels
+    // among them) before the feeder overwrites them.
+    if (batched_) exchange_test_batch(transfers[static_cast<size_t>(it)]);
     if (test_feeder_) {
       test_feeder_->forward();
       for (int i : test_plan_.sources(stage_)) {
@@ -106,7 +161,7 @@ NamedValues PipelineParallel::run_test() {
         }
       }
     }
-    for (int b : test_plan_.incoming(stage_)) {
+    for (int b : batched_ ? std::vector<int>() : test_plan_.incoming(stage_)) {
       const PipelineBoundary& pb = test_plan_.boundaries[b];
       Blob& blob = test_net_->blob(pb.blob);
       blob.resize(pb.shape);
@@ -121,7 +176,7 @@ NamedValues PipelineParallel::run_test() {
                          ") was set up as ", shape_str(pb.shape), " but batch ", it, " has ",
                          shape_str(blob.shape()), "; every TEST batch must have the same shape");
       }
-      act_sender_->send(blob.data.clone(), pb.to, kTestTagBase + b);
+      if (!batched_) act_sender_->send(blob.data.clone(), pb.to, kTestTagBase + b);
     }
     if (!last) continue;
     const NamedValues now = net_scalar_outputs(*test_net_);
@@ -131,7 +186,11 @@ NamedValues PipelineParallel::run_test() {
       for (size_t k = 0; k < sums.size() && k < now.size(); ++k) sums[k].second += now[k].second;
     }
   }
-  act_sender_->flush();
+  if (batched_) {
+    exchange_test_batch(transfers.back());
+  } else {
+    act_sender_->flush();
+  }
   // The last stage's results to every stage, as text ("name\tvalue\n"...).
   std::string text;
   if (last) {

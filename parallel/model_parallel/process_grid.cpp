@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "framework/error.h"
+#include "parallel/backends/host_staging_communicator.h"
+#include "parallel/backends/nccl_communicator.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/backends/tcp_communicator.h"
 #include "parallel/transport/tcp_transport.h"
@@ -91,30 +93,35 @@ std::unique_ptr<Communicator> ProcessGrid::new_communicator(GridAxis axis, const
   return connect_group(static_cast<int>(axis), name);
 }
 
+void ProcessGrid::open_store(const std::string& who) {
+  if (options_.store) return;
+  if (env_.master_host.empty() || env_.master_port <= 0 || env_.token.empty()) {
+    fail<ConfigError>(who, ": the process grid's groups need rank 0's store (STRATA_MASTER, STRATA_TOKEN)");
+  }
+  options_.store = connect_store(env_.master_host, env_.master_port, env_.token, env_.rank, env_.timeout);
+}
+
 std::unique_ptr<Communicator> ProcessGrid::connect_group(int axis, const std::string& name) {
   const int n = axis_size(shape_, axis);
   if (n == 1) return std::make_unique<LocalCommunicator>();
   const std::string backend = world_.backend_name();
   const std::string who = "rank " + std::to_string(world_.rank()) + " on " + env_.hostname;
-  if (backend != "tcp") {
+  if (backend != "tcp" && backend != "nccl") {
     fail<ConfigError>(who, ": process grid ", shape_.str(), " over the '", backend, "' backend needs a ",
                       grid_axis_name(static_cast<GridAxis>(axis)),
-                      " group communicator, which only the tcp backend provides so far; use --dp-backend tcp");
+                      " group communicator, which only the tcp and nccl backends provide so far; use --dp-backend "
+                      "tcp (or nccl on GPUs)");
   }
-  if (!options_.store) {
-    if (env_.master_host.empty() || env_.master_port <= 0 || env_.token.empty()) {
-      fail<ConfigError>(who, ": the process grid's tcp groups need rank 0's store (STRATA_MASTER, STRATA_TOKEN)");
-    }
-    options_.store = connect_store(env_.master_host, env_.master_port, env_.token, env_.rank, env_.timeout);
-  }
+  open_store(who);
+  const std::string prefix = std::string("strata/grid/") + grid_axis_name(static_cast<GridAxis>(axis)) + "/" +
+                             name + "/" + std::to_string(group_index(shape_, coord_, axis));
+  if (backend == "nccl") return connect_nccl_group(axis, prefix);
   TcpTransportOptions topts;
   topts.hostname = env_.hostname;
   topts.advertise_host = options_.advertise_host;
   if (topts.advertise_host.empty() && !env_.master_host.empty()) {
     topts.advertise_host = local_address_towards(env_.master_host, env_.master_port);
   }
-  const std::string prefix = std::string("strata/grid/") + grid_axis_name(static_cast<GridAxis>(axis)) + "/" +
-                             name + "/" + std::to_string(group_index(shape_, coord_, axis));
   auto transport = connect_tcp_transport(*options_.store, axis_coord(coord_, axis), n, prefix, env_.timeout, topts);
   TcpCommunicatorOptions copts;
   copts.hostname = env_.hostname;
@@ -122,6 +129,30 @@ std::unique_ptr<Communicator> ProcessGrid::connect_group(int axis, const std::st
   comm->hold(options_.store);
   comm->set_timeout(env_.timeout);
   return comm;
+}
+
+// A group of a GPU grid: its own NCCL communicator (a unique id of its own,
+// through the store under `prefix`), on this rank's GPU; host tensors (the
+// strategies' small control messages) are staged through that GPU.
+std::unique_ptr<Communicator> ProcessGrid::connect_nccl_group(int axis, const std::string& prefix) {
+  if (options_.device.is_cpu()) {
+    fail<ConfigError>("rank ", world_.rank(), " on ", env_.hostname, ": process grid ", shape_.str(),
+                      " over the nccl backend needs the rank's CUDA device (--device cuda); for a CPU run use "
+                      "--dp-backend tcp");
+  }
+  const int n = axis_size(shape_, axis);
+  const int r = axis_coord(coord_, axis);
+  RankEnv group = env_;
+  group.rank = r;
+  group.world_size = n;
+  NcclCommunicatorOptions o;
+  o.device = options_.device.index;
+  o.key = prefix;
+  o.who = "rank " + std::to_string(world_.rank()) + " (" + grid_axis_name(static_cast<GridAxis>(axis)) + " rank " +
+          std::to_string(r) + " of " + std::to_string(n) + ") on " + env_.hostname;
+  o.keep_alive.push_back(options_.store);
+  return std::make_unique<DeviceStagingCommunicator>(create_nccl_communicator(group, options_.store, std::move(o)),
+                                                     options_.device);
 }
 
 ProcessGrid::~ProcessGrid() = default;

@@ -16,11 +16,16 @@
 //
 // Axis communicators: an axis of size 1 gets a LocalCommunicator; an axis
 // that spans the whole world reuses the world communicator (not owned);
-// otherwise the group gets its own communicator:
+// otherwise the group gets its own communicator, of the world's backend:
 // - tcp: new connections between the group's ranks, rendezvoused through the
 //   world's store (a new client of rank 0's store server, from env's
 //   STRATA_MASTER/STRATA_TOKEN, or the `store` given to the constructor)
 //   under the key prefix "strata/grid/<axis>/<group index>".
+// - nccl (GPUs): an NCCL communicator per group on the rank's GPU
+//   (ProcessGridOptions::device), with a unique id of its own through the
+//   same store under the same key prefix, wrapped in a
+//   DeviceStagingCommunicator so that host tensors pass too. The
+//   one-rank-per-GPU check runs per group (NCCL_HOSTID counts as the host).
 // - mpi: needs MPI_Comm_split, not available yet: ConfigError when a grid
 //   over mpi would need a proper sub-group (pure dp or pure tp worlds work,
 //   as their axes are the world or single ranks; the pipeline needs a second
@@ -68,6 +73,8 @@ struct ProcessGridOptions {
   // Address other ranks connect to for group connections ("" = the
   // interface that routes to the master, as the world's tcp backend does).
   std::string advertise_host;
+  // This rank's GPU, for nccl groups (a CPU device: a world over nccl is refused).
+  Device device = Device::cpu();
 };
 
 class ProcessGrid {
@@ -112,6 +119,8 @@ class ProcessGrid {
   GridShape shape_;
   GridCoord coord_;
   std::unique_ptr<Communicator> connect_group(int axis, const std::string& name);
+  std::unique_ptr<Communicator> connect_nccl_group(int axis, const std::string& prefix);
+  void open_store(const std::string& who);
 
   RankEnv env_;
   ProcessGridOptions options_;

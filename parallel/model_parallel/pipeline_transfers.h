@@ -1,0 +1,50 @@
+// The transfers of a pipeline stage's step grouped into batches, for
+// backends whose sends wait for the receiver (nccl on GPUs).
+//
+// With such sends, a stage cannot send and then receive one by one: under
+// 1F1B, stage 0 sends micro-batch 1's activation while stage 1 sends
+// micro-batch 0's gradient, and each waits for the other to receive. The
+// CPU pipeline sends from a background thread instead; on a GPU the
+// communicator runs one operation at a time, so the sends of one pass and
+// the receives of the next go out together, as one batch
+// (Communicator::exchange, one NCCL group), before that pass (Megatron's
+// send_forward_recv_backward and its kin):
+//
+//   ops:      F0        F1        B0        B1
+//   batches: [R0] F0 [S0 R1] F1 [S1 R0'] B0 [S0' R1'] B1 [S1']
+//   (R/S: receive/send of an activation, ' a gradient)
+//
+// Batch i holds the sends of ops[i-1] and the receives of ops[i]; the last
+// batch the sends of the last op. Within a batch, sends come first in op
+// order and boundary order, then the receives, in the order the pipeline
+// posts them; between two stages each direction carries only activations
+// (lower -> higher) or only gradients, in micro-batch and boundary order on
+// both sides, so the tag-less in-order matching of nccl pairs them right.
+// A stage of the TEST phase (forward only) uses the same batches over its
+// forward ops. tests/parallel_pipeline_test.cpp checks that the batches of
+// every stage never deadlock under "a transfer finishes once both sides
+// have posted it" and pair the same tensors, for both schedules.
+#pragma once
+
+#include <vector>
+
+#include "parallel/model_parallel/pipeline_plan.h"
+#include "parallel/model_parallel/pipeline_schedule.h"
+
+namespace strata::parallel {
+
+struct StageTransfer {
+  enum class Kind { kSend, kRecv };
+  Kind kind = Kind::kSend;
+  bool gradient = false;  // else an activation
+  int boundary = 0;       // index into plan.boundaries
+  int micro = 0;
+  int peer = 0;           // the other stage
+};
+
+// batches.size() == ops.size() + 1. A boundary's gradient travels only when
+// the boundary carries_grad (known after setup).
+std::vector<std::vector<StageTransfer>> stage_transfer_batches(const PipelinePlan& plan, int stage,
+                                                               const std::vector<PipeOp>& ops);
+
+}  // namespace strata::parallel
