@@ -188,6 +188,9 @@ class Layer {
   virtual void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom);
   Device device() const { return ctx_.device; }
+  // What the layer's runtime chose on its own, for `strata time` (a
+  // convolution's cuDNN algorithms and workspaces); "" when nothing.
+  virtual std::string describe_runtime() const { return ""; }
 
   // The user froze this layer (--freeze): a layer that normalises with batch
   // statistics switches to its running statistics. True if it did.

@@ -1,6 +1,7 @@
 // Convolution on the GPU through cuDNN: descriptors are set when the shape
 // changes, and the algorithms for forward, backward-data and backward-filter
-// are chosen once per (shape, math mode) by cuDNN's heuristics and cached.
+// are chosen once per (shape, math mode) by framework/cuda/conv_algos.h
+// (timed by default, remembered process-wide and on disk) and kept here.
 // Workspace comes from the runtime's caching allocator. cuDNN handles groups
 // itself (group count on the convolution descriptor).
 #include <limits>
@@ -8,6 +9,7 @@
 #include <tuple>
 
 #include "framework/communicator.h"
+#include "framework/cuda/conv_algos.h"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
@@ -17,54 +19,24 @@ namespace strata {
 
 namespace {
 
-// Algorithms needing more scratch than this are passed over.
-constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
-constexpr int kMaxAlgos = 16;
-
 int to_int(int64_t v, const char* what) {
   STRATA_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), "Convolution: ", what, " ", v,
                " is too large for cuDNN");
   return static_cast<int>(v);
 }
 
-// cuDNN lists candidates best first; take the first that ran the heuristic
-// successfully, fits the workspace cap and, in strict FP32, is no tensor-op
-// variant (those would round inputs to TF32; the descriptor's FMA math type
-// rules them out as well).
-template <typename Perf>
-bool acceptable(const Perf& p) {
-  if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspaceBytes) return false;
-  return cuda::math_mode() != cuda::MathMode::kFP32 ||
-         (p.mathType != CUDNN_TENSOR_OP_MATH && p.mathType != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
-}
-
-template <typename Perf>
-const Perf& pick(const Perf* perf, int n, const char* what) {
-  for (int i = 0; i < n; ++i) {
-    if (acceptable(perf[i])) return perf[i];
-  }
-  fail<Error>("Convolution: cuDNN offers no usable ", what, " algorithm for this shape (", n,
-              " candidates, none within ", kMaxWorkspaceBytes >> 20, " MiB of workspace in math mode ",
-              cuda::math_mode_name(cuda::math_mode()), ")");
-}
-
 }  // namespace
 
 struct ConvolutionLayer::CudaState {
-  struct Algos {
-    cudnnConvolutionFwdAlgo_t fwd;
-    cudnnConvolutionBwdDataAlgo_t bwd_data;
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    size_t fwd_bytes, bwd_data_bytes, bwd_filter_bytes;
-  };
   using Key = std::tuple<int64_t, int64_t, int64_t, int>;  // N, H, W, math mode
 
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
+  // One per direction, same geometry: each in its algorithm's math type.
+  cudnnConvolutionDescriptor_t conv = nullptr, conv_bwd_data = nullptr, conv_bwd_filter = nullptr;
   Key current{-1, -1, -1, -1};  // shape the descriptors describe
-  std::map<Key, Algos> cache;
-  const Algos* algos = nullptr;
+  std::map<Key, cuda::ConvAlgos> cache;
+  const cuda::ConvAlgos* algos = nullptr;
 
   CudaState() {
     STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
@@ -72,6 +44,8 @@ struct ConvolutionLayer::CudaState {
     STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias));
     STRATA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
     STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_bwd_data));
+    STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_bwd_filter));
   }
   ~CudaState() {
     // Destructors must not throw: errors here are ignored.
@@ -79,15 +53,34 @@ struct ConvolutionLayer::CudaState {
     if (y) cudnnDestroyTensorDescriptor(y);
     if (bias) cudnnDestroyTensorDescriptor(bias);
     if (w) cudnnDestroyFilterDescriptor(w);
-    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    for (cudnnConvolutionDescriptor_t c : {conv, conv_bwd_data, conv_bwd_filter}) {
+      if (c) cudnnDestroyConvolutionDescriptor(c);
+    }
   }
   CudaState(const CudaState&) = delete;
   CudaState& operator=(const CudaState&) = delete;
+
+  cuda::ConvDescriptors descriptors() const {
+    cuda::ConvDescriptors d;
+    d.x = x;
+    d.y = y;
+    d.w = w;
+    d.conv[static_cast<int>(cuda::ConvDirection::kForward)] = conv;
+    d.conv[static_cast<int>(cuda::ConvDirection::kBackwardData)] = conv_bwd_data;
+    d.conv[static_cast<int>(cuda::ConvDirection::kBackwardFilter)] = conv_bwd_filter;
+    return d;
+  }
+  void set_math(const cuda::ConvAlgos& a) {
+    STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, a.fwd_math));
+    STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_data, a.bwd_data_math));
+    STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_filter, a.bwd_filter_math));
+  }
 };
 
 // Sets the descriptors for the current shape (a no-op when unchanged) and
-// finds the algorithms (once per shape and math mode).
-void ConvolutionLayer::prepare_cudnn() {
+// chooses the algorithms (once per shape and math mode). Timing them reads
+// the bottom and the weights; it writes neither the top nor any gradient.
+void ConvolutionLayer::prepare_cudnn(const BlobVec& bottom) {
   if (!cuda_) {
     cuda_ = std::make_shared<CudaState>();
     // Shape-independent parts.
@@ -95,57 +88,66 @@ void ConvolutionLayer::prepare_cudnn() {
                                                   to_int(num_output_, "num_output"),
                                                   to_int(channels_ / group_, "channels per group"),
                                                   to_int(kernel_.h, "kernel_h"), to_int(kernel_.w, "kernel_w")));
-    STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
-        cuda_->conv, to_int(pad_.h, "pad_h"), to_int(pad_.w, "pad_w"), to_int(stride_.h, "stride_h"),
-        to_int(stride_.w, "stride_w"), to_int(dilation_.h, "dilation_h"), to_int(dilation_.w, "dilation_w"),
-        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    STRATA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(cuda_->conv, to_int(group_, "group")));
+    for (cudnnConvolutionDescriptor_t c : {cuda_->conv, cuda_->conv_bwd_data, cuda_->conv_bwd_filter}) {
+      STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+          c, to_int(pad_.h, "pad_h"), to_int(pad_.w, "pad_w"), to_int(stride_.h, "stride_h"),
+          to_int(stride_.w, "stride_w"), to_int(dilation_.h, "dilation_h"), to_int(dilation_.w, "dilation_w"),
+          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      STRATA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(c, to_int(group_, "group")));
+    }
     STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(cuda_->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
                                                   to_int(num_output_, "num_output"), 1, 1));
   }
   CudaState& st = *cuda_;
   const CudaState::Key key{num_, height_, width_, static_cast<int>(cuda::math_mode())};
   if (key == st.current) return;
-  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(st.conv, cuda::cudnn_math_type()));
   STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(num_, "batch"),
                                                 to_int(channels_, "channels"), to_int(height_, "height"),
                                                 to_int(width_, "width")));
   STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(num_, "batch"),
                                                 to_int(num_output_, "num_output"), to_int(out_h_, "out_h"),
                                                 to_int(out_w_, "out_w")));
-  st.current = key;
   auto found = st.cache.find(key);
   if (found == st.cache.end()) {
-    cudnnHandle_t h = cuda::cudnn_handle();
-    CudaState::Algos a{};
-    int n = 0;
-    cudnnConvolutionFwdAlgoPerf_t fwd[kMaxAlgos];
-    STRATA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, st.x, st.w, st.conv, st.y, kMaxAlgos, &n, fwd));
-    const cudnnConvolutionFwdAlgoPerf_t& f = pick(fwd, n, "forward");
-    a.fwd = f.algo;
-    a.fwd_bytes = f.memory;
-    cudnnConvolutionBwdDataAlgoPerf_t bwd_data[kMaxAlgos];
-    STRATA_CUDNN_CHECK(
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, st.w, st.y, st.conv, st.x, kMaxAlgos, &n, bwd_data));
-    const cudnnConvolutionBwdDataAlgoPerf_t& d = pick(bwd_data, n, "backward-data");
-    a.bwd_data = d.algo;
-    a.bwd_data_bytes = d.memory;
-    cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[kMaxAlgos];
-    STRATA_CUDNN_CHECK(
-        cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, st.x, st.y, st.conv, st.w, kMaxAlgos, &n, bwd_filter));
-    const cudnnConvolutionBwdFilterAlgoPerf_t& g = pick(bwd_filter, n, "backward-filter");
-    a.bwd_filter = g.algo;
-    a.bwd_filter_bytes = g.memory;
-    // The heuristic's memory estimate can differ from what the call needs: ask.
-    STRATA_CUDNN_CHECK(
-        cudnnGetConvolutionForwardWorkspaceSize(h, st.x, st.w, st.conv, st.y, a.fwd, &a.fwd_bytes));
-    STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, st.w, st.y, st.conv, st.x, a.bwd_data,
-                                                                    &a.bwd_data_bytes));
-    STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, st.x, st.y, st.conv, st.w, a.bwd_filter,
-                                                                      &a.bwd_filter_bytes));
-    found = st.cache.emplace(key, a).first;
+    // The math type asked for; the choice may run a direction in another.
+    const cudnnMathType_t math = cuda::cudnn_math_type();
+    for (cudnnConvolutionDescriptor_t c : {st.conv, st.conv_bwd_data, st.conv_bwd_filter}) {
+      STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c, math));
+    }
+    cuda::ConvProblem p;
+    p.n = num_;
+    p.c = channels_;
+    p.h = height_;
+    p.w = width_;
+    p.k = num_output_;
+    p.kernel_h = kernel_.h;
+    p.kernel_w = kernel_.w;
+    p.pad_h = pad_.h;
+    p.pad_w = pad_.w;
+    p.stride_h = stride_.h;
+    p.stride_w = stride_.w;
+    p.dilation_h = dilation_.h;
+    p.dilation_w = dilation_.w;
+    p.group = group_;
+    p.dtype = "f32";
+    p.layout = "NCHW";
+    p.math = static_cast<int>(math);
+    cuda::ConvBuffers b;
+    b.x = bottom[0]->data.device_data<float>();
+    b.w = param(0).data.device_data<float>();
+    b.x_bytes = static_cast<size_t>(num_ * channels_ * height_ * width_) * sizeof(float);
+    b.y_bytes = static_cast<size_t>(num_ * num_output_ * out_h_ * out_w_) * sizeof(float);
+    b.w_bytes = static_cast<size_t>(param(0).numel()) * sizeof(float);
+    found = st.cache.emplace(key, cuda::choose_conv_algos(p, st.descriptors(), b, where())).first;
+  } else {
+    st.set_math(found->second);
   }
+  st.current = key;
   st.algos = &found->second;
+}
+
+std::string ConvolutionLayer::describe_runtime() const {
+  return cuda_ && cuda_->algos ? cuda_->algos->description : std::string();
 }
 
 void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
@@ -160,7 +162,7 @@ void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
     return;
   }
   if (num_ == 0) return;  // cuDNN rejects empty tensors; the top is empty too
-  prepare_cudnn();
+  prepare_cudnn(bottom);
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
@@ -187,7 +189,7 @@ void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>
     return;
   }
   if (num_ == 0) return;  // nothing to add to the parameter gradients, no input gradient
-  prepare_cudnn();
+  prepare_cudnn(bottom);
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
@@ -199,13 +201,15 @@ void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>
   }
   void* ws = st.algos->bwd_filter_bytes > 0 ? cuda::workspace(st.algos->bwd_filter_bytes) : nullptr;
   STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, bottom[0]->data.device_data<float>(), st.y, dy,
-                                                    st.conv, st.algos->bwd_filter, ws, st.algos->bwd_filter_bytes, &one,
-                                                    st.w, param(0).diff.device_data<float>()));
+                                                    st.conv_bwd_filter, st.algos->bwd_filter, ws,
+                                                    st.algos->bwd_filter_bytes, &one, st.w,
+                                                    param(0).diff.device_data<float>()));
   if (propagate_down[0]) {
     ws = st.algos->bwd_data_bytes > 0 ? cuda::workspace(st.algos->bwd_data_bytes) : nullptr;
     STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, param(0).data.device_data<float>(), st.y, dy,
-                                                    st.conv, st.algos->bwd_data, ws, st.algos->bwd_data_bytes, &zero,
-                                                    st.x, bottom[0]->diff.device_data<float>()));
+                                                    st.conv_bwd_data, st.algos->bwd_data, ws,
+                                                    st.algos->bwd_data_bytes, &zero, st.x,
+                                                    bottom[0]->diff.device_data<float>()));
   }
 }
 

@@ -125,11 +125,13 @@ class ConvolutionLayer : public Layer {
   void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
                      const BlobVec& bottom) override;
+  // The cuDNN algorithms of the current shape and their workspaces.
+  std::string describe_runtime() const override;
 
  private:
   struct CudaState;  // device scratch and library handles, in layers/convolution.cu
   std::shared_ptr<CudaState> cuda_;
-  void prepare_cudnn();
+  void prepare_cudnn(const BlobVec& bottom);
 #endif
 };
 

@@ -1,9 +1,11 @@
 // strata time: per-layer forward and backward time, averaged over
 // iterations after a warm-up pass: wall time on the CPU, GPU time measured
-// with CUDA events on the compute stream with --device cuda. --out writes
-// them as a times file (parallel/estimate/times_file.h) for strata estimate.
+// with CUDA events on the compute stream with --device cuda, where each
+// convolution also shows the cuDNN algorithms it runs. --out writes them as
+// a times file (parallel/estimate/times_file.h) for strata estimate.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "framework/error.h"
 #include "framework/net.h"
@@ -36,12 +38,22 @@ int time_main(int argc, char** argv) {
 
   const LayerTimes times = measure_layer_times(*net, iterations);
   if (!options.device.is_cpu()) std::printf("%s\n", times.note.c_str());
-  std::printf("\n%-24s %-16s %12s %12s\n", "layer", "type", "forward ms", "backward ms");
+  // What the layers chose at run time (a convolution's cuDNN algorithms):
+  // a last column, present only when some layer has something to say.
+  std::vector<std::string> runtime(static_cast<size_t>(n));
+  bool any_runtime = false;
+  for (int i = 0; i < n; ++i) {
+    runtime[static_cast<size_t>(i)] = net->layer(i).describe_runtime();
+    any_runtime = any_runtime || !runtime[static_cast<size_t>(i)].empty();
+  }
+  std::printf("\n%-24s %-16s %12s %12s%s\n", "layer", "type", "forward ms", "backward ms",
+              any_runtime ? "  runtime choice" : "");
   double fsum = 0, bsum = 0;
   for (int i = 0; i < n; ++i) {
     const Layer& l = net->layer(i);
-    std::printf("%-24s %-16s %12.4f %12.4f\n", l.name().c_str(), l.type().c_str(), times.forward_ms[i],
-                times.backward_ms[i]);
+    const std::string& choice = runtime[static_cast<size_t>(i)];
+    std::printf("%-24s %-16s %12.4f %12.4f%s%s\n", l.name().c_str(), l.type().c_str(), times.forward_ms[i],
+                times.backward_ms[i], choice.empty() ? "" : "  ", choice.c_str());
     fsum += times.forward_ms[i];
     bsum += times.backward_ms[i];
   }
