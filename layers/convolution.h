@@ -6,7 +6,11 @@
 // to run near peak). On AVX-512 CPUs the GEMMs read the image patches straight
 // from the images (gemm_pack_b; no column buffer), and the input gradient of a
 // stride-1 convolution is the convolution of the top gradient with the
-// flipped kernel. Elsewhere each chunk is unrolled by im2col into one column
+// flipped kernel; 3x3 stride-1 undilated convolutions with 16 or more
+// channels per group run as Winograd F(2x2, 3x3) there instead
+// (layers/convolution_winograd_path.cpp: 2.25x fewer multiplications, which
+// put the 8x8 and 16x16 layers of cifar_vgg ahead of a direct convolution at
+// the FMA peak). Elsewhere each chunk is unrolled by im2col into one column
 // buffer [C * kh * kw, n_img * out_h * out_w] (col2im for the input gradient).
 // Chunks run in parallel, one per thread, each with its own scratch and (in
 // backward) its own weight-gradient accumulator; 1x1 stride-1 unpadded
