@@ -218,6 +218,7 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const int64_t by_memory = kMaxColumnFloats / (col_rows * hw > 0 ? col_rows * hw : 1);
   if (n_img > by_memory) n_img = by_memory;
   if (n_img < 1) n_img = 1;
+  if (use_winograd()) n_img = winograd_chunk_images();
   const int64_t threads = num_threads();
   if (num_ > 0) {
     int64_t chunks = (num_ + n_img - 1) / n_img;
@@ -236,10 +237,20 @@ void ConvolutionLayer::force_algorithm_for_testing(Algorithm a) { g_forced_algor
 
 bool ConvolutionLayer::use_patches() const {
 #ifdef STRATA_CONV_PATCHES
-  return g_forced_algorithm == Algorithm::kAuto && conv_patches::cpu_has_avx512();
+  return g_forced_algorithm != Algorithm::kIm2col && conv_patches::cpu_has_avx512();
 #else
   return false;
 #endif
+}
+
+bool ConvolutionLayer::use_winograd() const {
+  const bool shape = kernel_.h == 3 && kernel_.w == 3 && stride_.h == 1 && stride_.w == 1 && dilation_.h == 1 &&
+                     dilation_.w == 1;
+  if (!shape || g_forced_algorithm == Algorithm::kIm2col) return false;
+  if (g_forced_algorithm == Algorithm::kWinograd) return true;
+  // With few channels the 16 GEMMs are too thin to pay for the transforms
+  // (a first layer on RGB keeps the patch path).
+  return use_patches() && channels_ / group_ >= 16 && num_output_ / group_ >= 16;
 }
 
 bool ConvolutionLayer::input_grad_as_convolution() const {
@@ -256,6 +267,10 @@ void ConvolutionLayer::prepare_workspaces() {
   const int64_t threads = num_threads();
   const int64_t workers = num_chunks_ < threads ? (num_chunks_ > 0 ? num_chunks_ : 1) : threads;
   if (static_cast<int64_t>(workspaces_.size()) < workers) workspaces_.resize(workers);
+  if (use_winograd()) {
+    for (Workspace& ws : workspaces_) prepare_winograd_workspace(ws);
+    return;
+  }
   const int64_t n_img = chunk_images_;
   const int64_t cols = n_img * out_h_ * out_w_;
   const int64_t col_rows = channels_ * kernel_.h * kernel_.w;
@@ -325,6 +340,10 @@ void ConvolutionLayer::fill_columns(const float* x, int64_t i0, int64_t n, Works
 }
 
 void ConvolutionLayer::forward_chunk(const float* x, float* y, int64_t i0, int64_t n, Workspace& ws) const {
+  if (use_winograd()) {
+    winograd_forward_chunk(x, y, i0, n, ws);
+    return;
+  }
   const int64_t hw = out_h_ * out_w_;
   const int64_t cols = n * hw;
   const int64_t out_g = num_output_ / group_;
@@ -399,6 +418,9 @@ void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) 
   prepare_workspaces();
   const float* x = bottom[0]->data.data<float>();
   float* y = top[0]->data.data<float>();
+  if (use_winograd()) {
+    winograd_transform_filters(param(0).data.data<float>(), num_output_ / group_, channels_ / group_, wino_u_);
+  }
   for_each_chunk([&](int64_t i0, int64_t n, int worker) {
     forward_chunk(x, y, i0, n, workspaces_[worker]);
   });
@@ -428,6 +450,10 @@ void ConvolutionLayer::flip_weights() {
 
 void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx, int64_t i0, int64_t n,
                                       float* dw, float* db, float dw_beta, Workspace& ws) const {
+  if (use_winograd()) {
+    winograd_backward_chunk(x, dy, dx, i0, n, dw, db, dw_beta, ws);
+    return;
+  }
   const int64_t hw = out_h_ * out_w_;
   const int64_t cols = n * hw;
   const int64_t out_g = num_output_ / group_;
@@ -538,7 +564,10 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
   const float* x = bottom[0]->data.data<float>();
   const float* dy = top[0]->diff.data<float>();
   float* dx = propagate_down[0] ? bottom[0]->diff.data<float>() : nullptr;
-  if (dx && input_grad_as_convolution()) flip_weights();
+  if (dx && (input_grad_as_convolution() || use_winograd())) flip_weights();
+  if (dx && use_winograd()) {
+    winograd_transform_filters(flipped_.data<float>(), channels_ / group_, num_output_ / group_, wino_u_flipped_);
+  }
   Blob& wblob = param(0);
   float* bias_diff = bias_ == Bias::kYes ? param(1).diff.data<float>() : nullptr;
   const int64_t wsize = wblob.numel();

@@ -6,7 +6,11 @@
 // to run near peak). On AVX-512 CPUs the GEMMs read the image patches straight
 // from the images (gemm_pack_b; no column buffer), and the input gradient of a
 // stride-1 convolution is the convolution of the top gradient with the
-// flipped kernel. Elsewhere each chunk is unrolled by im2col into one column
+// flipped kernel; 3x3 stride-1 undilated convolutions with 16 or more
+// channels per group run as Winograd F(2x2, 3x3) there instead
+// (layers/convolution_winograd_path.cpp: 2.25x fewer multiplications, which
+// put the 8x8 and 16x16 layers of cifar_vgg ahead of a direct convolution at
+// the FMA peak). Elsewhere each chunk is unrolled by im2col into one column
 // buffer [C * kh * kw, n_img * out_h * out_w] (col2im for the input gradient).
 // Chunks run in parallel, one per thread, each with its own scratch and (in
 // backward) its own weight-gradient accumulator; 1x1 stride-1 unpadded
@@ -29,9 +33,13 @@ namespace strata {
 
 class ConvolutionLayer : public Layer {
  public:
-  // kAuto: patch packing where the CPU has AVX-512, else im2col. kIm2col
-  // forces the portable im2col path (for tests of both paths on one machine).
-  enum class Algorithm { kAuto, kIm2col };
+  // kAuto: Winograd F(2x2, 3x3) for 3x3 stride-1 undilated convolutions with
+  // enough channels, and patch packing for the others, where the CPU has
+  // AVX-512; im2col elsewhere. kIm2col forces the portable im2col path;
+  // kWinograd forces Winograd wherever the shape allows it (any CPU, any
+  // channel count) and patch packing or im2col for the rest (for tests of
+  // every path on one machine).
+  enum class Algorithm { kAuto, kIm2col, kWinograd };
 
   ConvolutionLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
@@ -58,6 +66,10 @@ class ConvolutionLayer : public Layer {
     Tensor dw;      // weight-gradient partial sums (workers other than 0)
     Tensor db;      // bias-gradient partial sums (workers other than 0)
     Tensor padded;  // patch path: zero-padded copy of a chunk's images or top gradient
+    Tensor wino_v;        // Winograd: transformed input windows [16][channels][tiles]
+    Tensor wino_m;        // Winograd: products, or transformed top gradient [16][out][tiles]
+    Tensor wino_du;       // Winograd: weight gradient in the transformed domain [16][out][in]
+    Tensor wino_scratch;  // Winograd: one zero-padded plane and row sums
   };
 
   // Image patches of a chunk of zero-padded images as a GEMM operand (see
@@ -79,6 +91,14 @@ class ConvolutionLayer : public Layer {
   Hw output_size(const Shape& s) const;
   void prepare_workspaces();
   bool use_patches() const;
+  // Winograd F(2x2, 3x3) path (layers/convolution_winograd_path.cpp).
+  bool use_winograd() const;
+  int64_t winograd_chunk_images() const;
+  void prepare_winograd_workspace(Workspace& ws) const;
+  void winograd_transform_filters(const float* w, int64_t out_g, int64_t in_g, Tensor& u) const;
+  void winograd_forward_chunk(const float* x, float* y, int64_t i0, int64_t n, Workspace& ws) const;
+  void winograd_backward_chunk(const float* x, const float* dy, float* dx, int64_t i0, int64_t n, float* dw,
+                               float* db, float dw_beta, Workspace& ws) const;
   bool input_grad_as_convolution() const;
   static void pad_images(const float* x, int64_t i0, int64_t n, int64_t channels, int64_t height, int64_t width,
                          Hw pad, float* dst);
@@ -117,7 +137,9 @@ class ConvolutionLayer : public Layer {
   int64_t chunk_images_ = 1;  // images per chunk
   int64_t num_chunks_ = 0;
   std::vector<Workspace> workspaces_;
-  Tensor flipped_;  // weights of the input-gradient convolution (stride 1, patch path)
+  Tensor flipped_;  // weights of the input-gradient convolution (stride 1, patch and Winograd paths)
+  Tensor wino_u_;          // Winograd: the filters transformed, [group][16][out_g][in_g]
+  Tensor wino_u_flipped_;  // Winograd: the input-gradient filters transformed, [group][16][in_g][out_g]
 
 #ifdef STRATA_WITH_CUDA
  public:

@@ -11,8 +11,17 @@ namespace strata {
 // x > 0, so it also works in place), else the input.
 struct ReLUOp {
   float slope;
-  STRATA_HOST_DEVICE float forward(float x) const { return x > 0.0f ? x : slope * x; }
-  STRATA_HOST_DEVICE float backward(float saved, float dy) const { return saved > 0.0f ? dy : slope * dy; }
+  // Both sides computed, then selected: a multiply only under the condition
+  // is not if-converted (it could raise a floating-point flag), which left
+  // the CPU loops scalar and branching on the sign of random data.
+  STRATA_HOST_DEVICE float forward(float x) const {
+    const float neg = slope * x;
+    return x > 0.0f ? x : neg;
+  }
+  STRATA_HOST_DEVICE float backward(float saved, float dy) const {
+    const float neg = slope * dy;
+    return saved > 0.0f ? dy : neg;
+  }
 };
 
 class ReLULayer : public NeuronLayer {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "framework/convolution_winograd.h"
 #include "framework/error.h"
 #include "framework/layer.h"
 #include "framework/rng.h"
@@ -235,6 +236,78 @@ TEST(ConvolutionTest, Im2colPathMatchesNaive) {
   cases.push_back({9, 4, 8, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2});
   cases.push_back({5, 8, 24, 24, 4, 1, 1});
   cases.push_back({11, 8, 5, 5, 4, 1, 1});
+  for (const ConvGeometry& g : cases) check_against_naive(g);
+}
+
+// Forces the Winograd F(2x2, 3x3) path for every 3x3 stride-1 undilated
+// convolution (other shapes keep their usual path) while alive.
+struct ForceWinograd {
+  ForceWinograd() { ConvolutionLayer::force_algorithm_for_testing(ConvolutionLayer::Algorithm::kWinograd); }
+  ~ForceWinograd() { ConvolutionLayer::force_algorithm_for_testing(ConvolutionLayer::Algorithm::kAuto); }
+};
+
+TEST(ConvolutionTest, WinogradPathMatchesNaive) {
+  ForceWinograd force;
+  std::vector<ConvGeometry> cases;
+  cases.push_back({2, 3, 7, 6, 4, 3, 3});                                // no pad, odd output (5x4)
+  cases.push_back({2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1});                    // pad 1, odd height
+  cases.push_back({3, 2, 5, 9, 3, 3, 3, 1, 1, 2, 0});                    // pad 2 / 0: input-gradient pad 0 / 2
+  cases.push_back({2, 2, 6, 6, 3, 3, 3, 1, 1, 3, 1});                    // pad 3: the input gradient crops
+  cases.push_back({2, 4, 6, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2});           // group 2
+  cases.push_back({3, 6, 5, 5, 6, 3, 3, 1, 1, 1, 0, 1, 1, 3, false});    // group 3, no bias
+  cases.push_back({1, 1, 3, 3, 1, 3, 3});                                // one output pixel
+  cases.push_back({2, 2, 40, 37, 3, 3, 3, 1, 1, 1, 1});                  // rows of more than 16 tiles
+  // Shapes Winograd does not take keep their own path under the forcing.
+  cases.push_back({2, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1});                    // stride 2
+  cases.push_back({2, 2, 9, 8, 3, 3, 3, 1, 1, 2, 2, 2, 2});              // dilation 2
+  cases.push_back({2, 4, 5, 5, 4, 1, 1});                                // 1x1
+  cases.push_back({2, 3, 6, 6, 2, 3, 2, 1, 1, 1, 1});                    // 3x2 kernel
+  for (const ConvGeometry& g : cases) check_against_naive(g);
+}
+
+TEST(ConvolutionTest, WinogradPortableTransformsMatchNaive) {
+  // The transforms' portable loops (CPUs without AVX-512) on this CPU too.
+  ForceWinograd force;
+  struct ForcePortable {
+    ForcePortable() { winograd::force_kernels_for_testing(winograd::Kernels::kPortable); }
+    ~ForcePortable() { winograd::force_kernels_for_testing(winograd::Kernels::kAuto); }
+  } portable;
+  std::vector<ConvGeometry> cases;
+  cases.push_back({2, 3, 7, 6, 4, 3, 3});
+  cases.push_back({3, 2, 5, 9, 3, 3, 3, 1, 1, 2, 0});
+  cases.push_back({2, 2, 6, 6, 3, 3, 3, 1, 1, 3, 1});
+  cases.push_back({3, 6, 5, 5, 6, 3, 3, 1, 1, 1, 0, 1, 1, 3, false});
+  cases.push_back({5, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1});
+  for (const ConvGeometry& g : cases) check_against_naive(g);
+}
+
+TEST(ConvolutionTest, WinogradPathWithChunksAndThreads) {
+  // Enough channels for the automatic choice to take Winograd on AVX-512
+  // CPUs (and forced elsewhere), several images per chunk, a short last
+  // chunk, per-thread weight gradients summed, with 1, 2 and 3 threads.
+  ForceWinograd force;
+  std::vector<ConvGeometry> cases;
+  cases.push_back({11, 16, 8, 8, 32, 3, 3, 1, 1, 1, 1});
+  cases.push_back({5, 16, 9, 11, 16, 3, 3, 1, 1, 1, 1});
+  cases.push_back({3, 32, 16, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 2});
+  struct RestoreThreads {
+    int saved = num_threads();
+    ~RestoreThreads() { set_num_threads(saved); }
+  } restore;
+  for (const int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    for (const ConvGeometry& g : cases) check_against_naive(g);
+  }
+}
+
+TEST(ConvolutionTest, AutomaticPathMatchesNaiveWithManyChannels) {
+  // The shapes of models/cifar_vgg's convolutions (fewer images), which the
+  // automatic choice runs through Winograd on AVX-512 CPUs.
+  std::vector<ConvGeometry> cases;
+  cases.push_back({3, 3, 32, 32, 64, 3, 3, 1, 1, 1, 1});
+  cases.push_back({2, 64, 16, 16, 64, 3, 3, 1, 1, 1, 1});
+  cases.push_back({2, 128, 8, 8, 256, 3, 3, 1, 1, 1, 1});
   for (const ConvGeometry& g : cases) check_against_naive(g);
 }
 

@@ -99,6 +99,85 @@ def run(cmd, env):
     return {r["model"]: r for r in (json.loads(line) for line in out.splitlines() if line.startswith("{"))}
 
 
+def cpu_description():
+    """The CPU as lscpu names it: model, family/model numbers, and its vector flags."""
+    info = {}
+    out = subprocess.run(["lscpu"], capture_output=True, text=True, env=dict(os.environ, LC_ALL="C")).stdout
+    for line in out.splitlines():
+        key, _, value = line.partition(":")
+        info[key.strip()] = value.strip()
+    flags = [f for f in info.get("Flags", "").split() if f.startswith(("avx", "fma", "amx"))]
+    return (f"{info.get('Model name', '?')} (vendor {info.get('Vendor ID', '?')}, family {info.get('CPU family', '?')} "
+            f"model {info.get('Model', '?')}, {info.get('CPU(s)', '?')} CPUs); flags: {' '.join(flags)}")
+
+
+def torch_configs(pythons, env, threads):
+    """One PyTorch configuration per interpreter and BLAS thread count: PyTorch
+    gets `threads` intra-op threads; where its BLAS is OpenBLAS (Debian's) the
+    BLAS pool is tried at one thread (torch parallelises around BLAS calls) and
+    at `threads`. Debian's build reports BLAS_INFO=generic (the system BLAS,
+    OpenBLAS); PyPI's wheels use MKL, which the OpenBLAS setting does not touch."""
+    configs = {}
+    for py in pythons:
+        probe = subprocess.run([py, "-c", "import torch; print(torch.__version__); print(torch.__config__.show())"],
+                               check=True, capture_output=True, text=True).stdout
+        version = probe.splitlines()[0].strip()
+        openblas = "BLAS_INFO=generic" in probe or "BLAS_INFO=open" in probe
+        for blas in sorted({1, threads}) if openblas else [threads]:
+            e = dict(env)
+            e["OPENBLAS_NUM_THREADS"] = str(blas)
+            name = f"PyTorch {version}" + (f" (OPENBLAS_NUM_THREADS={blas})" if openblas else "")
+            configs[name] = (py, e)
+    return configs
+
+
+def cpu_main(a):
+    """CPU table: strata against every PyTorch configuration, alternating
+    within each round (strata first in even rounds, last in odd ones)."""
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env[var] = str(a.threads)
+    configs = torch_configs(a.torch_python or ["/usr/bin/python3"], env, a.threads)
+    strata_cmd = [os.path.join(a.build, "strata_bench_train"), "--models", a.models, "--threads",
+                  str(a.threads), "--iters", str(a.iters), "--repeats", "3"]
+    results = {name: {} for name in ["strata", *configs]}
+    for r in range(a.rounds):
+        order = ["strata", *configs] if r % 2 == 0 else [*configs, "strata"]
+        for name in order:
+            if name == "strata":
+                cmd, e = strata_cmd, env
+            else:
+                py, e = configs[name]
+                cmd = [py, os.path.join(HERE, "torch_train_throughput.py"), "--models", a.models, "--threads",
+                       str(a.threads), "--iters", str(a.iters), "--repeats", "3"]
+            for model, row in run(cmd, e).items():
+                results[name].setdefault(model, []).append(row["samples_per_s"])
+        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+
+    sgemm = subprocess.run([os.path.join(a.build, "strata_bench_sgemm"), str(a.threads), "1024"],
+                           check=True, capture_output=True, text=True).stdout
+    peak = json.loads(sgemm)["gflops_median"]
+    print(f"\nCPU: {cpu_description()}")
+    print(f"SGEMM peak (1024^3, {a.threads} threads): {peak:.1f} GFLOP/s (median)")
+    if "cifar_vgg" in results["strata"]:
+        rate = statistics.median(results["strata"]["cifar_vgg"]) * cifar_vgg_train_gflop_per_sample()
+        print(f"cifar_vgg: {cifar_vgg_train_gflop_per_sample():.3f} GFLOP per training sample (direct "
+              f"convolution); strata reaches {rate:.1f} GFLOP/s = {100 * rate / peak:.0f}% of the SGEMM peak")
+    print()
+    print("| model | batch | strata samples/s | " + " | ".join(f"{n} samples/s" for n in configs) +
+          " | strata / fastest PyTorch (median of rounds) | per-round ratios |")
+    print("|---|---|---|" + "---|" * len(configs) + "---|---|")
+    batches = {"mlp": 128, "lenet": 64, "cifar_vgg": 32}
+    for model in a.models.split(","):
+        s = results["strata"][model]
+        medians = {name: statistics.median(results[name][model]) for name in configs}
+        best = max(medians, key=medians.get)
+        ratios = [x / y for x, y in zip(s, results[best][model])]
+        print(f"| {model} | {batches[model]} | {statistics.median(s):.1f} | " +
+              " | ".join(f"{medians[n]:.1f}" for n in configs) +
+              f" | {statistics.median(ratios):.2f} (against {best}) | {', '.join(f'{q:.2f}' for q in ratios)} |")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default="build")
@@ -108,60 +187,15 @@ def main():
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N for the GPU table")
     p.add_argument("--precisions", default="FP32,TF32,BF16", help="GPU only: comma-separated precisions")
+    p.add_argument("--torch-python", action="append", default=None, metavar="PYTHON",
+                   help="CPU only: an interpreter with PyTorch to compare with (repeatable; default "
+                        "/usr/bin/python3, Debian's PyTorch); every one runs in every round")
     a = p.parse_args()
     if a.device != "cpu":
         gpu_main(a, dict(os.environ))
         return
 
-    env = dict(os.environ)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        env[var] = str(a.threads)
-    # PyTorch gets a.threads intra-op threads; its BLAS pool is tried both at
-    # one thread (torch parallelises around BLAS calls) and at a.threads, and
-    # the faster setting is reported for each model.
-    torch_envs = {}
-    for blas in sorted({1, a.threads}):
-        e = dict(env)
-        e["OPENBLAS_NUM_THREADS"] = str(blas)
-        torch_envs[f"pytorch (OPENBLAS_NUM_THREADS={blas})"] = e
-    strata_cmd = [os.path.join(a.build, "strata_bench_train"), "--models", a.models, "--threads",
-                  str(a.threads), "--iters", str(a.iters), "--repeats", "3"]
-    torch_cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_train_throughput.py"), "--models", a.models,
-                 "--threads", str(a.threads), "--iters", str(a.iters), "--repeats", "3"]
-    results = {"strata": {}}
-    for name in torch_envs:
-        results[name] = {}
-    for r in range(a.rounds):
-        for model, row in run(strata_cmd, env).items():
-            results["strata"].setdefault(model, []).append(row["samples_per_s"])
-        for name, e in torch_envs.items():
-            for model, row in run(torch_cmd, e).items():
-                results[name].setdefault(model, []).append(row["samples_per_s"])
-        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
-
-    sgemm = subprocess.run([os.path.join(a.build, "strata_bench_sgemm"), str(a.threads), "1024"],
-                           check=True, capture_output=True, text=True).stdout
-    peak = json.loads(sgemm)["gflops_median"]
-    print(f"\nSGEMM peak (1024^3, {a.threads} threads): {peak:.1f} GFLOP/s (median)")
-    if "cifar_vgg" in results["strata"]:
-        rate = statistics.median(results["strata"]["cifar_vgg"]) * cifar_vgg_train_gflop_per_sample()
-        print(f"cifar_vgg: {cifar_vgg_train_gflop_per_sample():.3f} GFLOP per training sample; strata reaches "
-              f"{rate:.1f} GFLOP/s = {100 * rate / peak:.0f}% of the SGEMM peak")
-    print()
-    print("| model | batch | strata samples/s | PyTorch samples/s (best BLAS setting) | strata / PyTorch | "
-          "per-round ratios | other PyTorch setting |")
-    print("|---|---|---|---|---|---|---|")
-    batches = {"mlp": 128, "lenet": 64, "cifar_vgg": 32}
-    for model in a.models.split(","):
-        s = results["strata"][model]
-        medians = {name: statistics.median(results[name][model]) for name in torch_envs}
-        best = max(medians, key=medians.get)
-        t = results[best][model]
-        ratios = [x / y for x, y in zip(s, t)]
-        others = "; ".join(f"{n}: {m:.1f}" for n, m in medians.items() if n != best)
-        print(f"| {model} | {batches[model]} | {statistics.median(s):.1f} | {statistics.median(t):.1f} "
-              f"({best.split('(')[1].rstrip(')')}) | {statistics.median(ratios):.2f} | "
-              f"{', '.join(f'{q:.2f}' for q in ratios)} | {others} |")
+    cpu_main(a)
 
 
 if __name__ == "__main__":
