@@ -368,6 +368,30 @@ TEST(ParallelLaunch, RankKilledBySignal) {
       << p.err();
 }
 
+// After the first failure, a rank that a signal from elsewhere kills is
+// named too: it may be the cause (a parameter server killed while its
+// workers report the lost connection first).
+TEST(ParallelLaunch, RankKilledByAnotherSignalAfterTheFailureIsNamed) {
+  const std::string script =
+      "if [ \"$STRATA_RANK\" = 1 ]; then exit 3; fi; trap '' TERM; sleep 1; kill -9 $$";
+  Proc p(launch_args({"--nproc", "2"}, script), clean_env());
+  EXPECT_EQ(p.wait(40), 3) << p.err();
+  EXPECT_NE(p.err().find("strata launch: rank 1 exited with status 3; stopping the other ranks"), std::string::npos)
+      << p.err();
+  EXPECT_NE(p.err().find("strata launch: rank 0 exited with status 137 (killed by signal 9, Killed), a signal this "
+                         "launcher did not send"),
+            std::string::npos)
+      << p.err();
+}
+
+// The launcher's own SIGTERM is not reported as another cause.
+TEST(ParallelLaunch, RanksStoppedByTheLauncherAreNotNamedAsCauses) {
+  const std::string script = "if [ \"$STRATA_RANK\" = 1 ]; then exit 3; fi; exec sleep 60";
+  Proc p(launch_args({"--nproc", "2"}, script), clean_env());
+  EXPECT_EQ(p.wait(40), 3) << p.err();
+  EXPECT_EQ(p.err().find("did not send"), std::string::npos) << p.err();
+}
+
 TEST(ParallelLaunch, MissingProgramFails) {
   Proc p({STRATA_BINARY, "launch", "--nproc", "2", "--", "/nonexistent/strata-test-program"}, clean_env());
   EXPECT_EQ(p.wait(30), 127) << p.err();

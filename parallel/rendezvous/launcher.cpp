@@ -440,12 +440,20 @@ int launch(const LaunchOptions& options) {
   };
 
   for (;;) {
-    // Reap every rank that has exited.
+    // Reap every rank that has exited. Of those found together, one killed
+    // by a signal goes first: it is more likely the cause than one that
+    // exited with an error because that peer died (a worker reports its
+    // dead server within microseconds of the server's end).
+    std::vector<std::pair<Child*, int>> reaped;
     for (auto& c : children) {
       if (c.exited) continue;
       int ws = 0;
-      const pid_t r = ::waitpid(c.pid, &ws, WNOHANG);
-      if (r != c.pid) continue;
+      if (::waitpid(c.pid, &ws, WNOHANG) == c.pid) reaped.emplace_back(&c, ws);
+    }
+    std::stable_partition(reaped.begin(), reaped.end(),
+                          [](const std::pair<Child*, int>& e) { return WIFSIGNALED(e.second); });
+    for (auto& [child, ws] : reaped) {
+      Child& c = *child;
       c.exited = true;
       c.drain_until = deadline_after(kDrainAfterExit);
       const std::string what = describe_status(ws, &c.status);
@@ -476,6 +484,11 @@ int launch(const LaunchOptions& options) {
           say("rank " + std::to_string(c.rank) + " " + what + "; stopping the other ranks");
         }
         stop_others();
+      } else if (failed_rank >= 0 && WIFSIGNALED(ws) && !interrupted && !terminated &&
+                 WTERMSIG(ws) != SIGTERM && !(killed && WTERMSIG(ws) == SIGKILL)) {
+        // Killed by a signal this launcher did not send: another cause of
+        // the failure, maybe the first, that would otherwise go unnamed.
+        say("rank " + std::to_string(c.rank) + " " + what + ", a signal this launcher did not send");
       }
     }
     bool all_done = true;
