@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <tuple>
 #include <utility>
 
@@ -394,18 +393,18 @@ Tensor& PipelineParallel::grad_buffer(int b) {
 }
 
 // One batch of kBatched transfers: a stage's sends of the pass just run and
-// its receives for the next (pipeline_transfers.h), in one exchange. A send
-// whose tensor a receive of the same batch overwrites (a blob received and
-// passed on, with one activation slot) goes from a copy.
+// its receives for the next (pipeline_transfers.h), in one exchange.
 void PipelineParallel::exchange_batch(const std::vector<StageTransfer>& batch) {
   if (batch.empty()) return;
-  std::vector<PeerTransfer> transfers;
-  std::vector<Tensor> copies;
-  copies.reserve(batch.size());
-  std::set<const void*> written;
+  std::vector<PeerTransfer> sends, recvs;
   for (const StageTransfer& t : batch) {
     const PipelineBoundary& pb = plan_.boundaries[static_cast<size_t>(t.boundary)];
-    if (t.kind != StageTransfer::Kind::kRecv) continue;
+    const int tag = 2 * t.boundary + (t.gradient ? 1 : 0);
+    if (t.kind == StageTransfer::Kind::kSend) {
+      Blob& blob = slot(t.micro).blob(pb.blob);
+      sends.push_back({PeerTransfer::Kind::kSend, t.gradient ? &blob.diff : &blob.data, t.peer, tag});
+      continue;
+    }
     Tensor* dst = nullptr;
     if (t.gradient) {
       dst = &grad_buffer(t.boundary);
@@ -414,25 +413,11 @@ void PipelineParallel::exchange_batch(const std::vector<StageTransfer>& batch) {
       blob.resize(pb.shape);
       dst = &blob.data;
     }
-    written.insert(dst->storage_id());
-    transfers.push_back({PeerTransfer::Kind::kRecv, dst, t.peer, 2 * t.boundary + (t.gradient ? 1 : 0)});
+    recvs.push_back({PeerTransfer::Kind::kRecv, dst, t.peer, tag});
   }
-  std::vector<PeerTransfer> sends;
-  for (const StageTransfer& t : batch) {
-    if (t.kind != StageTransfer::Kind::kSend) continue;
-    const PipelineBoundary& pb = plan_.boundaries[static_cast<size_t>(t.boundary)];
-    Blob& blob = slot(t.micro).blob(pb.blob);
-    Tensor* src = t.gradient ? &blob.diff : &blob.data;
-    if (written.count(src->storage_id())) {
-      copies.push_back(src->clone());
-      src = &copies.back();
-    }
-    sends.push_back({PeerTransfer::Kind::kSend, src, t.peer, 2 * t.boundary + (t.gradient ? 1 : 0)});
-  }
-  sends.insert(sends.end(), transfers.begin(), transfers.end());  // sends first, as the plan lists them
-  const TimelineScope event("pipeline", Timeline::on() ? "exchange of " + std::to_string(sends.size()) + " tensors"
+  const TimelineScope event("pipeline", Timeline::on() ? "exchange of " + std::to_string(batch.size()) + " tensors"
                                                        : std::string());
-  act_.exchange(sends);
+  exchange_batch_transfers(act_, std::move(sends), recvs);
 }
 
 }  // namespace strata::parallel

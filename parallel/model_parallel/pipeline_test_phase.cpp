@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <utility>
 #include <vector>
 
@@ -106,32 +105,18 @@ void PipelineParallel::setup_test(const SolverConfig& config, const NetOptions& 
 // kBatched: the TEST pass's sends of the batch just run and its receives
 // for the next, in one exchange (pipeline_transfers.h; forward only).
 void PipelineParallel::exchange_test_batch(const std::vector<StageTransfer>& batch) {
-  if (batch.empty()) return;
-  std::vector<PeerTransfer> transfers;
-  std::vector<Tensor> copies;
-  copies.reserve(batch.size());
-  std::set<const void*> written;
+  std::vector<PeerTransfer> sends, recvs;
   for (const StageTransfer& t : batch) {
-    if (t.kind != StageTransfer::Kind::kRecv) continue;
     const PipelineBoundary& pb = test_plan_.boundaries[static_cast<size_t>(t.boundary)];
     Blob& blob = test_net_->blob(pb.blob);
-    blob.resize(pb.shape);
-    written.insert(blob.data.storage_id());
-    transfers.push_back({PeerTransfer::Kind::kRecv, &blob.data, t.peer, kTestTagBase + t.boundary});
-  }
-  std::vector<PeerTransfer> sends;
-  for (const StageTransfer& t : batch) {
-    if (t.kind != StageTransfer::Kind::kSend) continue;
-    const PipelineBoundary& pb = test_plan_.boundaries[static_cast<size_t>(t.boundary)];
-    Tensor* src = &test_net_->blob(pb.blob).data;
-    if (written.count(src->storage_id())) {  // received and passed on: send a copy
-      copies.push_back(src->clone());
-      src = &copies.back();
+    if (t.kind == StageTransfer::Kind::kSend) {
+      sends.push_back({PeerTransfer::Kind::kSend, &blob.data, t.peer, kTestTagBase + t.boundary});
+      continue;
     }
-    sends.push_back({PeerTransfer::Kind::kSend, src, t.peer, kTestTagBase + t.boundary});
+    blob.resize(pb.shape);
+    recvs.push_back({PeerTransfer::Kind::kRecv, &blob.data, t.peer, kTestTagBase + t.boundary});
   }
-  sends.insert(sends.end(), transfers.begin(), transfers.end());
-  act_.exchange(sends);
+  exchange_batch_transfers(act_, std::move(sends), recvs);
 }
 
 // test_iter batches through the stages, forward only; the last stage's

@@ -1,5 +1,8 @@
 #include "parallel/model_parallel/pipeline_transfers.h"
 
+#include <deque>
+#include <set>
+
 namespace strata::parallel {
 
 namespace {
@@ -38,6 +41,22 @@ std::vector<std::vector<StageTransfer>> stage_transfer_batches(const PipelinePla
     if (i < ops.size()) add_receives(plan, stage, ops[i], batches[i]);
   }
   return batches;
+}
+
+void exchange_batch_transfers(Communicator& comm, std::vector<PeerTransfer> sends,
+                              const std::vector<PeerTransfer>& recvs) {
+  if (sends.empty() && recvs.empty()) return;
+  std::set<const void*> written;
+  for (const PeerTransfer& r : recvs) written.insert(r.tensor->storage_id());
+  std::deque<Tensor> copies;  // stable addresses while the exchange runs
+  for (PeerTransfer& t : sends) {
+    if (written.count(t.tensor->storage_id())) {
+      copies.push_back(t.tensor->clone());
+      t.tensor = &copies.back();
+    }
+  }
+  sends.insert(sends.end(), recvs.begin(), recvs.end());
+  comm.exchange(sends);
 }
 
 }  // namespace strata::parallel

@@ -28,6 +28,7 @@
 
 #include <vector>
 
+#include "framework/communicator.h"
 #include "parallel/model_parallel/pipeline_plan.h"
 #include "parallel/model_parallel/pipeline_schedule.h"
 
@@ -46,5 +47,11 @@ struct StageTransfer {
 // the boundary carries_grad (known after setup).
 std::vector<std::vector<StageTransfer>> stage_transfer_batches(const PipelinePlan& plan, int stage,
                                                                const std::vector<PipeOp>& ops);
+
+// Runs one batch as one exchange on `comm`: the sends first (as the plan
+// lists them), then the receives. A send whose tensor a receive of the same
+// batch overwrites (a blob received and passed on) goes from a copy.
+void exchange_batch_transfers(Communicator& comm, std::vector<PeerTransfer> sends,
+                              const std::vector<PeerTransfer>& recvs);
 
 }  // namespace strata::parallel
