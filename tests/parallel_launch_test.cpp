@@ -372,8 +372,15 @@ TEST(ParallelLaunch, RankKilledBySignal) {
 // named too: it may be the cause (a parameter server killed while its
 // workers report the lost connection first).
 TEST(ParallelLaunch, RankKilledByAnotherSignalAfterTheFailureIsNamed) {
+  // Rank 1 fails only once rank 0 ignores SIGTERM: otherwise the
+  // launcher's own SIGTERM could end rank 0 first (seen under ASan).
+  TempDir dir("strata_launch_test");
+  const std::string ready = dir.path() + "/ignoring.0";
   const std::string script =
-      "if [ \"$STRATA_RANK\" = 1 ]; then exit 3; fi; trap '' TERM; sleep 1; kill -9 $$";
+      "if [ \"$STRATA_RANK\" = 1 ]; then "
+      "  while [ ! -f " + ready + " ]; do sleep 0.02; done; exit 3; "
+      "fi; "
+      "trap '' TERM; touch " + ready + "; sleep 1; kill -9 $$";
   Proc p(launch_args({"--nproc", "2"}, script), clean_env());
   EXPECT_EQ(p.wait(40), 3) << p.err();
   EXPECT_NE(p.err().find("strata launch: rank 1 exited with status 3; stopping the other ranks"), std::string::npos)
