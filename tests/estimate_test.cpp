@@ -180,6 +180,83 @@ TEST(EstimatePipeline, StepIsSlotsTimesSlowestStage) {
   EXPECT_NE(none.note.find("2 layers"), std::string::npos) << none.note;
 }
 
+// Two layers of forward 2 s, backward 4 s; 2 micro-batches: each stage's
+// forward takes 1 s and its backward 2 s per micro-batch. 1F1B ops: stage
+// 0 runs F0 F1 B0 B1, stage 1 runs F0 B0 F1 B1.
+StepProfile two_stage_net() {
+  StepProfile p;
+  p.batch = 8;
+  p.layers = {layer("a", 2, 4, 0, 0), layer("b", 2, 4, 0)};
+  return p;
+}
+
+TEST(EstimatePipeline, SimulatedScheduleWithACoreEachMatchesTheSlotFormula) {
+  const StepProfile p = two_stage_net();
+  // Unshared: s0 F0 [0,1], F1 [1,2]; s1 F0 [1,2], B0 [2,4], F1 [4,5],
+  // B1 [5,7]; s0 B0 [4,6], B1 [7,9]: 9 s = (2 + 2 - 1) slots of 3 s.
+  for (auto schedule : {parallel::PipelineSchedule::kOneFOneB, parallel::PipelineSchedule::kGPipe}) {
+    EXPECT_NEAR(pipeline_step_on_cores(p, 2, 2, test_link(0), 2, schedule).step, 9.0, 1e-9);
+    EXPECT_NEAR(pipeline_step_on_cores(p, 2, 2, test_link(0), 2, schedule).step,
+                pipeline_step(p, 2, 2, test_link(0)).step, 1e-9);
+  }
+  // One stage is the net itself, however many cores.
+  EXPECT_NEAR(pipeline_step_on_cores(p, 1, 2, test_link(0), 1, parallel::PipelineSchedule::kOneFOneB).step, 12.0,
+              1e-9);
+}
+
+TEST(EstimatePipeline, StagesSharingOneCoreTakeTheWholeWork) {
+  const StepProfile p = two_stage_net();
+  // One core, 1F1B: s0 F0 alone [0,1]; s0 F1 and s1 F0 at half speed
+  // [1,3]; s1 B0 alone [3,5]; s0 B0 and s1 F1 at half speed until s1 F1
+  // ends at 7; s0 B0's last second and s1 B1 at half speed until 9; s1 B1
+  // alone [9,10]; s0 B1 alone [10,12]. The core never idles: 12 s, the
+  // one-process step, where slowing each stage by stages / cores would say
+  // 2 x 9 = 18 s.
+  const StepEstimate e = pipeline_step_on_cores(p, 2, 2, test_link(0), 1, parallel::PipelineSchedule::kOneFOneB);
+  EXPECT_NEAR(e.step, 12.0, 1e-9);
+  EXPECT_NEAR(pipeline_step(on_shared_cores(p, 2, 1), 2, 2, test_link(0)).step, 18.0, 1e-9);
+  // A copy of 1 GB each way per micro-batch is 1 s of work on each side:
+  // 2 micro-batches x 2 directions x 2 sides x 1 s more on the one core.
+  StepProfile big = p;
+  big.layers[0].top_bytes = 2e9;
+  EXPECT_NEAR(pipeline_step_on_cores(big, 2, 2, test_link(0), 1, parallel::PipelineSchedule::kGPipe).step, 20.0,
+              1e-9);
+  // One micro-batch is a chain: no two stages ever run at once.
+  EXPECT_NEAR(pipeline_step_on_cores(p, 2, 1, test_link(0), 1, parallel::PipelineSchedule::kGPipe).step, 12.0, 1e-9);
+}
+
+TEST(EstimatePipeline, SharedCoresLieBetweenTheWorkBoundAndTheSlowedFormula) {
+  StepProfile p;
+  p.batch = 64;
+  for (int i = 0; i < 9; ++i) p.layers.push_back(layer("l" + std::to_string(i), 0.001 * (i % 3 + 1), 0.002, 0, 1e5));
+  const double work = p.compute_seconds();
+  for (int stages = 2; stages <= 6; ++stages) {
+    for (int cores = 1; cores <= stages; ++cores) {
+      for (auto schedule : {parallel::PipelineSchedule::kOneFOneB, parallel::PipelineSchedule::kGPipe}) {
+        const StepEstimate e = pipeline_step_on_cores(p, stages, 8, test_link(0), cores, schedule);
+        EXPECT_GE(e.step, work / cores - 1e-12) << stages << " stages, " << cores << " cores";
+        EXPECT_LE(e.step, pipeline_step(on_shared_cores(p, stages, cores), stages, 8, test_link(0)).step + 1e-12)
+            << stages << " stages, " << cores << " cores";
+        // More cores never predict slower.
+        if (cores > 1) {
+          EXPECT_LE(e.step, pipeline_step_on_cores(p, stages, 8, test_link(0), cores - 1, schedule).step + 1e-12);
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(pipeline_step_on_cores(p, 10, 8, test_link(0), 2, parallel::PipelineSchedule::kGPipe).feasible);
+}
+
+TEST(EstimatePipeline, HostCoresOptionSimulatesOnlyThePipeline) {
+  const StepProfile p = two_stage_net();
+  StrategyOptions o;
+  o.micro_batches = 2;
+  o.host_cores = 1;
+  EXPECT_NEAR(estimate_step(Strategy::kPipeline, p, 2, test_link(0), o).step, 12.0, 1e-9);
+  // Data parallel: both workers' compute at half speed.
+  EXPECT_NEAR(estimate_step(Strategy::kDpNoOverlap, p, 2, test_link(0), o).step, 24.0, 1e-6);
+}
+
 TEST(EstimateTensorParallel, CollectivesPerSplitLayer) {
   StepProfile p;
   p.batch = 4;

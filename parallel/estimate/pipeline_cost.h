@@ -20,12 +20,22 @@
 // micro-batch is its time on the batch / m (optimistic: small batches use a
 // device less well), sends do not overlap compute. One pipeline processes
 // one batch per step: strong scaling.
+//
+// Stages that share fewer cores than there are stages (processes of one
+// thread on one host) are not simply slowed by stages / cores: a stage idle
+// in the bubble leaves its core to the others. pipeline_step_on_cores
+// simulates the schedule instead: each stage runs its ops in the schedule's
+// order (parallel/model_parallel/pipeline_schedule.h), an op starts once
+// its input arrived, and the stages running at any moment share the cores
+// equally (each at min(1, cores / running) of full speed). A send and a
+// receive are work of the stage that makes them (a copy through memory).
 #pragma once
 
 #include <vector>
 
 #include "parallel/estimate/link.h"
 #include "parallel/estimate/step_estimate.h"
+#include "parallel/model_parallel/model_parallel_config.h"
 
 namespace strata::estimate {
 
@@ -37,5 +47,10 @@ std::vector<int> pipeline_stage_of(const StepProfile& profile, int stages);
 
 // Infeasible (with the reason) when there are more stages than layers.
 StepEstimate pipeline_step(const StepProfile& profile, int stages, int micro_batches, const Link& link);
+
+// The same pipeline on a host of `cores` cores shared by its stages, by
+// simulating `schedule` (see above). Infeasible as pipeline_step is.
+StepEstimate pipeline_step_on_cores(const StepProfile& profile, int stages, int micro_batches, const Link& link,
+                                    int cores, parallel::PipelineSchedule schedule);
 
 }  // namespace strata::estimate

@@ -64,8 +64,24 @@ std::vector<Strategy> parse_strategies(const std::string& list) {
   return out;
 }
 
-StepEstimate estimate_step(Strategy s, const StepProfile& profile, int workers, const Link& link,
+StepProfile on_shared_cores(const StepProfile& profile, int workers, int cores) {
+  if (cores <= 0 || workers <= cores) return profile;
+  StepProfile p = profile;
+  const double slow = static_cast<double>(workers) / cores;
+  for (LayerProfile& l : p.layers) {
+    l.forward *= slow;
+    l.backward *= slow;
+  }
+  return p;
+}
+
+StepEstimate estimate_step(Strategy s, const StepProfile& unshared, int workers, const Link& link,
                            const StrategyOptions& options) {
+  if (s == Strategy::kPipeline && options.host_cores > 0) {
+    return pipeline_step_on_cores(unshared, workers, options.micro_batches, link, options.host_cores,
+                                  options.schedule);
+  }
+  const StepProfile profile = on_shared_cores(unshared, workers, options.host_cores);
   DataParallelOptions dp = options.data;
   switch (s) {
     case Strategy::kDpRing:

@@ -8,6 +8,7 @@
 #include "parallel/estimate/data_parallel_cost.h"
 #include "parallel/estimate/link.h"
 #include "parallel/estimate/step_estimate.h"
+#include "parallel/model_parallel/model_parallel_config.h"
 
 namespace strata::estimate {
 
@@ -26,7 +27,17 @@ struct StrategyOptions {
   DataParallelOptions data;  // bucket size and wire bytes; algorithm and overlap are set per strategy
   int shards = 0;            // ps-sharded: servers; 0 = one per worker
   int micro_batches = 8;     // pipeline
+  parallel::PipelineSchedule schedule = parallel::PipelineSchedule::kOneFOneB;  // pipeline on shared cores
+  // Workers are processes of one thread sharing this many cores of one
+  // host; 0: a device each. Compute slows by workers / host_cores beyond
+  // host_cores workers, except a pipeline's, whose schedule is simulated
+  // (pipeline_step_on_cores: stages idle in the bubble leave their core).
+  int host_cores = 0;
 };
+
+// The profile with every layer's compute slowed by workers / cores when
+// more workers than cores share them (unchanged for cores 0).
+StepProfile on_shared_cores(const StepProfile& profile, int workers, int cores);
 
 const char* strategy_name(Strategy s);
 // Every strategy, in table order.

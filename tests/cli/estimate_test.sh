@@ -166,6 +166,22 @@ else
   fail "strata estimate --link measured under strata launch failed: $(cat "$work/out6.txt")"
 fi
 expect_error "probes the ranks of a launched job" --model "$model" --link measured
+# A pipeline on shared cores is simulated, not slowed by stages / cores: 4
+# stages on 2 cores are never predicted slower than that formula would make
+# them (half the speedup of 4 stages with a core each).
+if "$strata" estimate --times "$work/times.csv" --workers 4 --strategy pipeline --link shm --micro-batches 4 \
+     > "$work/pipe_free.txt" 2> "$work/err.txt" &&
+   "$strata" estimate --times "$work/times.csv" --workers 4 --strategy pipeline --link shm --micro-batches 4 \
+     --host-cores 2 --schedule gpipe > "$work/pipe_shared.txt" 2> "$work/err.txt"; then
+  grep -q "a pipeline's GPIPE schedule is simulated" "$work/pipe_shared.txt" || fail "no simulation line"
+  free=$(grep -E '^pipeline +4 ' "$work/pipe_free.txt" | awk '{print $5}')
+  shared=$(grep -E '^pipeline +4 ' "$work/pipe_shared.txt" | awk '{print $5}')
+  "$py" -c "import sys; sys.exit(0 if float('$free') / 2 <= float('$shared') <= 2.0 else 1)" \
+    || fail "4 stages on 2 cores predicted $shared (a core each: $free)"
+else
+  fail "strata estimate --host-cores pipeline failed: $(cat "$work/err.txt")"
+fi
+expect_error "--schedule is for --grid" --model "$model" --schedule gpipe
 
 # 6. --grid: every dp x pp x tp layout of models/tp_mlp (split layers), ranked
 # by throughput, the memory per device of each; those over

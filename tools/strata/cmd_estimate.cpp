@@ -111,19 +111,6 @@ estimate::StepProfile load_profile(const Args& args, const SolverConfig* solver)
   return step_profile(*net, times);
 }
 
-// --host-cores: n workers of one thread each on a host of `cores` cores run
-// their compute max(1, n / cores) times slower (0: a device per worker).
-estimate::StepProfile shared_host(const estimate::StepProfile& profile, int workers, int cores) {
-  if (cores <= 0 || workers <= cores) return profile;
-  estimate::StepProfile p = profile;
-  const double slow = static_cast<double>(workers) / cores;
-  for (estimate::LayerProfile& l : p.layers) {
-    l.forward *= slow;
-    l.backward *= slow;
-  }
-  return p;
-}
-
 struct MeasuredSpeedup {
   std::string strategy;
   int workers = 0;
@@ -184,7 +171,8 @@ int estimate_main(int argc, char** argv) {
              {"micro-batches", FlagKind::kValue, "pipeline: micro-batches per step", "solver's if > 1, else 8"},
              {"host-cores", FlagKind::kValue,
               "model every worker on this one host of N cores, one thread each: compute slows by workers / N "
-              "when there are more workers than cores (for checking predictions against runs on one machine)",
+              "when there are more workers than cores, and a pipeline's schedule is simulated with its running "
+              "stages sharing the cores (for checking predictions against runs on one machine)",
               "a device per worker"},
              {"shards", FlagKind::kValue, "ps-sharded: parameter-server shards", "one per worker"},
              {"grid", FlagKind::kSwitch,
@@ -194,7 +182,9 @@ int estimate_main(int argc, char** argv) {
              {"memory-per-device", FlagKind::kValue, "--grid: the memory of one device, e.g. 16G; layouts that need "
                                                      "more do not fit",
               "no limit"},
-             {"schedule", FlagKind::kValue, "--grid: pipeline schedule for the activations kept: gpipe or 1f1b",
+             {"schedule", FlagKind::kValue,
+              "pipeline schedule, gpipe or 1f1b: with --grid, for the activations kept; with --host-cores, the order "
+              "the stages' work is simulated in",
               "solver's, else 1f1b"},
              {"device-throughput", FlagKind::kValue,
               "samples/s of one device training alone (a published number): the step becomes batch / this, split "
@@ -225,14 +215,18 @@ int estimate_main(int argc, char** argv) {
     if (dp.compression != parallel::GradCompression::kNone) options.data.wire_bytes_per_gradient_byte = 0.5;
     const parallel::ModelParallelConfig mp = parallel::parse_model_parallel_config(solver->parallel);
     if (mp.pipeline.micro_batches > 1) options.micro_batches = mp.pipeline.micro_batches;
+    options.schedule = mp.pipeline.schedule;
   }
+  if (args.has("schedule")) options.schedule = parallel::parse_pipeline_schedule(args.get("schedule"), "--schedule");
   if (args.has("bucket-mb")) {
     options.data.bucket_bytes = parallel::parse_bucket_mb(args.get("bucket-mb"), "--bucket-mb") * (1 << 20);
   }
   if (args.has("micro-batches")) {
     options.micro_batches = parallel::parse_positive_count(args.get("micro-batches"), "--micro-batches");
   }
-  const int host_cores = args.has("host-cores") ? parallel::parse_positive_count(args.get("host-cores"), "--host-cores") : 0;
+  if (args.has("host-cores")) {
+    options.host_cores = parallel::parse_positive_count(args.get("host-cores"), "--host-cores");
+  }
   if (args.has("shards")) options.shards = parallel::parse_positive_count(args.get("shards"), "--shards");
   estimate::DeviceThroughput device;
   if (args.has("device-throughput")) {
@@ -304,15 +298,20 @@ int estimate_main(int argc, char** argv) {
                 nodes.devices_per_node, nodes.intra.name.c_str(), nodes.intra.bandwidth / 1e9, nodes.intra.latency * 1e6,
                 nodes.nics_per_node, nodes.nics_per_node == 1 ? "" : "s");
   }
-  if (host_cores > 0) {
+  if (options.host_cores > 0) {
     std::printf("workers share this host's %d cores (--host-cores): compute slows by workers / %d beyond %d "
-                "workers\n", host_cores, host_cores, host_cores);
+                "workers; a pipeline's %s schedule is simulated with its running stages sharing the cores\n",
+                options.host_cores, options.host_cores, options.host_cores,
+                parallel::pipeline_schedule_name(options.schedule));
   }
-  std::printf("data parallel: %g MiB buckets%s; pipeline: %d micro-batches; ps-sharded: %s\n\n",
+  // The grid has no parameter server: its shard count would not apply.
+  const std::string shards = grid.mode == GridMode::kOn ? ""
+                             : options.shards > 0       ? "; ps-sharded: " + std::to_string(options.shards) + " shards"
+                                                        : "; ps-sharded: one shard per worker";
+  std::printf("data parallel: %g MiB buckets%s; pipeline: %d micro-batches%s\n\n",
               options.data.bucket_bytes / (1 << 20),
               options.data.wire_bytes_per_gradient_byte < 1 ? ", 16-bit gradients on the wire" : "",
-              options.micro_batches,
-              options.shards > 0 ? (std::to_string(options.shards) + " shards").c_str() : "one shard per worker");
+              options.micro_batches, shards.c_str());
   if (grid.mode == GridMode::kOn) {
     print_grid_estimates(grid, profile, link, options, workers, args.get("chart"));
     return 0;
@@ -325,7 +324,7 @@ int estimate_main(int argc, char** argv) {
     estimate::ChartSeries line;
     line.name = estimate::strategy_name(s);
     for (int n : workers) {
-      const estimate::StepEstimate e = estimate::estimate_step(s, shared_host(profile, n, host_cores), n, link, options);
+      const estimate::StepEstimate e = estimate::estimate_step(s, profile, n, link, options);
       if (!e.feasible) {
         std::printf("%-17s %7d %12s %12s %9s %10s %10s %11s\n", line.name.c_str(), n, "-", "-", "-", "-", "-", "-");
         notes.push_back(line.name + " at " + std::to_string(n) + ": " + e.note);
@@ -347,7 +346,7 @@ int estimate_main(int argc, char** argv) {
     if (c.ranks > 1 && c.busy_ms > 0) {
       const estimate::Strategy s = c.overlapped ? estimate::Strategy::kDpRing : estimate::Strategy::kDpNoOverlap;
       const estimate::StepEstimate e =
-          estimate::estimate_step(s, shared_host(profile, c.ranks, host_cores), c.ranks, link, options);
+          estimate::estimate_step(s, profile, c.ranks, link, options);
       std::printf("\nthe timeline's run: %d ranks, rank 0's %d steps of %.3f ms: allreduce busy %.3f ms per step "
                   "(%.1f buckets), exposed %.3f ms (%.0f%% hidden behind backward)\n",
                   c.ranks, c.steps, c.step_ms, c.busy_ms, c.buckets_per_step, c.exposed_ms,
@@ -363,7 +362,7 @@ int estimate_main(int argc, char** argv) {
     for (const MeasuredSpeedup& m : measured) {
       const estimate::StepEstimate e =
           estimate::estimate_step(estimate::parse_strategies(m.strategy).front(),
-                                  shared_host(profile, m.workers, host_cores), m.workers, link, options);
+                                  profile, m.workers, link, options);
       const double p = e.feasible ? estimate::speedup(e, profile) : 0.0;
       const double err = (p - m.speedup) / m.speedup;
       errors.push_back(std::abs(err));

@@ -39,8 +39,10 @@ GridFlags parse_grid_flags(const Args& args, const SolverConfig* solver) {
   GridFlags f;
   f.mode = args.has("grid") ? GridMode::kOn : GridMode::kOff;
   if (f.mode == GridMode::kOff) {
-    for (const char* flag : {"memory-per-device", "schedule"}) {
-      if (args.has(flag)) fail<ConfigError>("--", flag, " is for the dp x pp x tp grid: add --grid");
+    if (args.has("memory-per-device")) fail<ConfigError>("--memory-per-device is for the dp x pp x tp grid: add --grid");
+    if (args.has("schedule") && !args.has("host-cores")) {
+      fail<ConfigError>("--schedule is for --grid (the activations each schedule keeps) or --host-cores (the order a "
+                        "pipeline's stages run in when they share cores): add one of them");
     }
     return f;
   }
