@@ -1,6 +1,7 @@
 #include "parallel/estimate/pipeline_cost.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "framework/error.h"
@@ -31,23 +32,36 @@ struct StageWork {
   double transfers = 0.0;
 };
 
-std::vector<StageWork> stage_work(const StepProfile& profile, const std::vector<int>& stage_of, int stages,
-                                  int micro_batches, const Link& link, double* communication) {
+// The net cut into `stages` as the training code cuts it, each stage's
+// work; `refusal` says why it cannot be cut (then `work` is empty).
+struct PipelineCut {
+  std::vector<StageWork> work;
+  double communication = 0.0;  // seconds of transfers per step, both directions
+  std::string refusal;
+};
+
+PipelineCut cut_pipeline(const StepProfile& profile, int stages, int micro_batches, const Link& link) {
   const int n = static_cast<int>(profile.layers.size());
-  std::vector<StageWork> work(stages);
+  PipelineCut cut;
+  if (stages > n) {
+    cut.refusal = std::to_string(stages) + " stages but the net has " + std::to_string(n) + " layers";
+    return cut;
+  }
+  const std::vector<int> stage_of = parallel::balance_stages(layer_costs(profile), stages);
+  cut.work.resize(stages);
   for (int i = 0; i < n; ++i) {
-    StageWork& w = work[stage_of[i]];
+    StageWork& w = cut.work[stage_of[i]];
     w.forward += profile.layers[i].forward / micro_batches;
     w.backward += profile.layers[i].backward / micro_batches;
     if (i + 1 < n && stage_of[i + 1] != stage_of[i]) {
       // Activations forward, their gradient back; both stages take part in each.
       const double one_way = transfer_seconds(link, profile.layers[i].top_bytes / micro_batches);
       w.transfers += 2 * one_way;
-      work[stage_of[i + 1]].transfers += 2 * one_way;
-      *communication += 2 * one_way * micro_batches;
+      cut.work[stage_of[i + 1]].transfers += 2 * one_way;
+      cut.communication += 2 * one_way * micro_batches;
     }
   }
-  return work;
+  return cut;
 }
 }  // namespace
 
@@ -59,20 +73,15 @@ std::vector<int> pipeline_stage_of(const StepProfile& profile, int stages) {
 
 StepEstimate pipeline_step(const StepProfile& profile, int stages, int micro_batches, const Link& link) {
   STRATA_CHECK(stages >= 1 && micro_batches >= 1, "stages and micro-batches must be >= 1");
-  const int n = static_cast<int>(profile.layers.size());
-  if (stages > n) {
-    return infeasible(stages, std::to_string(stages) + " stages but the net has " + std::to_string(n) + " layers");
-  }
-  double communication = 0.0;
-  const std::vector<StageWork> work = stage_work(profile, parallel::balance_stages(layer_costs(profile), stages),
-                                                 stages, micro_batches, link, &communication);
+  const PipelineCut cut = cut_pipeline(profile, stages, micro_batches, link);
+  if (!cut.refusal.empty()) return infeasible(stages, cut.refusal);
   double slot = 0.0;
-  for (const StageWork& w : work) slot = std::max(slot, w.forward + w.backward + w.transfers);
+  for (const StageWork& w : cut.work) slot = std::max(slot, w.forward + w.backward + w.transfers);
   StepEstimate e;
   e.workers = stages;
   e.samples = profile.batch;
   e.step = (micro_batches + stages - 1) * slot;
-  e.communication = communication;
+  e.communication = cut.communication;
   e.exposed = std::max(0.0, e.step - profile.compute_seconds() / stages);  // the bubble and the sends
   return e;
 }
@@ -80,13 +89,8 @@ StepEstimate pipeline_step(const StepProfile& profile, int stages, int micro_bat
 StepEstimate pipeline_step_on_cores(const StepProfile& profile, int stages, int micro_batches, const Link& link,
                                     int cores, parallel::PipelineSchedule schedule) {
   STRATA_CHECK(stages >= 1 && micro_batches >= 1 && cores >= 1, "stages, micro-batches and cores must be >= 1");
-  const int n = static_cast<int>(profile.layers.size());
-  if (stages > n) {
-    return infeasible(stages, std::to_string(stages) + " stages but the net has " + std::to_string(n) + " layers");
-  }
-  double communication = 0.0;
-  const std::vector<StageWork> work = stage_work(profile, parallel::balance_stages(layer_costs(profile), stages),
-                                                 stages, micro_batches, link, &communication);
+  const PipelineCut cut = cut_pipeline(profile, stages, micro_batches, link);
+  if (!cut.refusal.empty()) return infeasible(stages, cut.refusal);
   // done[kind][stage][micro]: whether that op has finished.
   std::vector<std::vector<std::vector<char>>> done(2, std::vector<std::vector<char>>(stages,
                                                                                     std::vector<char>(micro_batches, 0)));
@@ -111,7 +115,7 @@ StepEstimate pipeline_step_on_cores(const StepProfile& profile, int stages, int 
       finished = false;
       const parallel::PipeOp& op = s.ops[s.next];
       if (s.remaining < 0 && input_arrived(j, op)) {
-        const StageWork& w = work[j];
+        const StageWork& w = cut.work[j];
         s.remaining = (op.kind == parallel::PipeOpKind::kForward ? w.forward : w.backward) + w.transfers / 2;
       }
       if (s.remaining >= 0) ++running;
@@ -140,7 +144,7 @@ StepEstimate pipeline_step_on_cores(const StepProfile& profile, int stages, int 
   e.workers = stages;
   e.samples = profile.batch;
   e.step = now;
-  e.communication = communication;
+  e.communication = cut.communication;
   e.exposed = std::max(0.0, e.step - profile.compute_seconds() / std::min(stages, cores));
   return e;
 }
