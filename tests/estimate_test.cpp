@@ -255,6 +255,12 @@ TEST(EstimatePipeline, HostCoresOptionSimulatesOnlyThePipeline) {
   EXPECT_NEAR(estimate_step(Strategy::kPipeline, p, 2, test_link(0), o).step, 12.0, 1e-9);
   // Data parallel: both workers' compute at half speed.
   EXPECT_NEAR(estimate_step(Strategy::kDpNoOverlap, p, 2, test_link(0), o).step, 24.0, 1e-6);
+  // 3 workers on 2 cores: one core holds two of them, and the step waits
+  // for it: 2 x 12 s, not 1.5 x; 4 workers on 2 cores take no longer.
+  o.host_cores = 2;
+  EXPECT_NEAR(estimate_step(Strategy::kDpNoOverlap, p, 3, test_link(0), o).step, 24.0, 1e-6);
+  EXPECT_NEAR(estimate_step(Strategy::kDpNoOverlap, p, 4, test_link(0), o).step, 24.0, 1e-6);
+  EXPECT_NEAR(estimate_step(Strategy::kDpNoOverlap, p, 2, test_link(0), o).step, 12.0, 1e-6);
 }
 
 TEST(EstimateTensorParallel, CollectivesPerSplitLayer) {

@@ -23,7 +23,8 @@
 //
 // Stages that share fewer cores than there are stages (processes of one
 // thread on one host) are not simply slowed by stages / cores: a stage idle
-// in the bubble leaves its core to the others. pipeline_step_on_cores
+// in the bubble leaves its core to the others, and stages that block and
+// wake at every micro-batch are spread over the idle cores as they wake. pipeline_step_on_cores
 // simulates the schedule instead: each stage runs its ops in the schedule's
 // order (parallel/model_parallel/pipeline_schedule.h), an op starts once
 // its input arrived, and the stages running at any moment share the cores

@@ -67,7 +67,7 @@ std::vector<Strategy> parse_strategies(const std::string& list) {
 StepProfile on_shared_cores(const StepProfile& profile, int workers, int cores) {
   if (cores <= 0 || workers <= cores) return profile;
   StepProfile p = profile;
-  const double slow = static_cast<double>(workers) / cores;
+  const double slow = (workers + cores - 1) / cores;  // the most workers any core holds
   for (LayerProfile& l : p.layers) {
     l.forward *= slow;
     l.backward *= slow;

@@ -30,13 +30,19 @@ struct StrategyOptions {
   parallel::PipelineSchedule schedule = parallel::PipelineSchedule::kOneFOneB;  // pipeline on shared cores
   // Workers are processes of one thread sharing this many cores of one
   // host; 0: a device each. Compute slows by workers / host_cores beyond
-  // host_cores workers, except a pipeline's, whose schedule is simulated
-  // (pipeline_step_on_cores: stages idle in the bubble leave their core).
+  // host_cores workers (rounded up: see on_shared_cores), except a
+  // pipeline's, whose schedule is simulated (pipeline_step_on_cores:
+  // stages idle in the bubble leave their core).
   int host_cores = 0;
 };
 
-// The profile with every layer's compute slowed by workers / cores when
-// more workers than cores share them (unchanged for cores 0).
+// The profile with every layer's compute slowed by ceil(workers / cores)
+// when more workers than cores share them (unchanged for cores 0): the
+// scheduler keeps each process on its core within a step of a few
+// milliseconds, so some core runs ceil(workers / cores) of them, and a
+// synchronous step waits for the slowest. (A fair share, workers / cores,
+// predicted 3 ranks on 2 cores 34-43% too fast, and could not show what
+// was measured: 4 ranks on 2 cores faster than 3.)
 StepProfile on_shared_cores(const StepProfile& profile, int workers, int cores);
 
 const char* strategy_name(Strategy s);

@@ -170,7 +170,7 @@ int estimate_main(int argc, char** argv) {
              {"bucket-mb", FlagKind::kValue, "data parallel: MiB of gradients per bucket", "solver's, else 25"},
              {"micro-batches", FlagKind::kValue, "pipeline: micro-batches per step", "solver's if > 1, else 8"},
              {"host-cores", FlagKind::kValue,
-              "model every worker on this one host of N cores, one thread each: compute slows by workers / N "
+              "model every worker on this one host of N cores, one thread each: compute slows by ceil(workers / N) "
               "when there are more workers than cores, and a pipeline's schedule is simulated with its running "
               "stages sharing the cores (for checking predictions against runs on one machine)",
               "a device per worker"},
@@ -299,7 +299,7 @@ int estimate_main(int argc, char** argv) {
                 nodes.nics_per_node, nodes.nics_per_node == 1 ? "" : "s");
   }
   if (options.host_cores > 0) {
-    std::printf("workers share this host's %d cores (--host-cores): compute slows by workers / %d beyond %d "
+    std::printf("workers share this host's %d cores (--host-cores): compute slows by ceil(workers / %d) beyond %d "
                 "workers; a pipeline's %s schedule is simulated with its running stages sharing the cores\n",
                 options.host_cores, options.host_cores, options.host_cores,
                 parallel::pipeline_schedule_name(options.schedule));
