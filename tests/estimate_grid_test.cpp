@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/estimate/data_parallel_cost.h"
 #include "parallel/estimate/grid_cost.h"
 #include "parallel/estimate/memory_cost.h"
 #include "parallel/estimate/pipeline_cost.h"
@@ -169,6 +170,64 @@ TEST(EstimateGrid, StepMatchesHandComputedCase) {
   const GridEstimate g = grid_step(p, {2, 2, 1}, link, o);
   EXPECT_NEAR(g.step.step, pipe + 1e-3, 1e-12);
   EXPECT_EQ(g.step.workers, 4);
+}
+
+// Servers of 4 devices, their own link 100 times the network's.
+NodeTopology four_per_server(int nics) {
+  NodeTopology n;
+  n.devices_per_node = 4;
+  n.intra = test_link(1e-6, 1e11);
+  n.nics_per_node = nics;
+  return n;
+}
+
+TEST(EstimateGrid, ServersPutTpAndPipelinesOnTheirOwnLink) {
+  StepProfile p = four_layers();
+  p.layers[1].split = "COLUMN";
+  p.layers[2].split = "ROW";
+  const Link network = test_link(1e-5);
+  GridOptions o;
+  o.micro_batches = 4;
+  o.data.nodes = four_per_server(1);
+  GridOptions flat = o;
+  flat.data.nodes = {};
+  // Every layout of 4 workers fits one server: as if the server's link were the only one.
+  for (const GridShape& shape : grid_layouts(p, 4)) {
+    EXPECT_NEAR(grid_step(p, shape, network, o).step.step, grid_step(p, shape, o.data.nodes.intra, flat).step.step,
+                1e-15)
+        << shape.str();
+  }
+  // Pure dp over 4 servers equals the dp-ring strategy's hierarchical allreduce, with 1 or 4 adapters.
+  for (int nics : {1, 4}) {
+    o.data.nodes = four_per_server(nics);
+    EXPECT_NEAR(grid_step(p, {16, 1, 1}, network, o).step.step, data_parallel_step(p, 16, network, o.data).step,
+                1e-15)
+        << nics << " adapters";
+  }
+  o.data.nodes = four_per_server(1);
+  // tp 4 inside each server: its collectives on the server's link, as a
+  // tp group alone there; the dp group's 4 ranks are one per server, a
+  // flat ring over the network at a quarter of the one adapter each.
+  const GridEstimate inside = grid_step(p, {4, 1, 4}, network, o);
+  const double tp_inside = tensor_parallel_step(p, 4, o.data.nodes.intra).step;
+  GridOptions dp_only = flat;
+  Link quarter = network;
+  quarter.bandwidth /= 4;
+  const StepProfile rank = tensor_parallel_rank_profile(p, 4, o.data.nodes.intra);
+  EXPECT_NEAR(inside.step.step, tp_inside + data_parallel_step(rank, 4, quarter, dp_only.data).exposed, 1e-12);
+  // tp 8 straddles two servers: over the network, and less throughput than tp 2 x dp 4.
+  const double tp8_network = grid_step(p, {1, 1, 8}, network, flat).step.step;
+  ASSERT_LT(grid_step(p, {1, 1, 8}, o.data.nodes.intra, flat).step.step, tp8_network);
+  const GridEstimate across = grid_step(p, {2, 1, 8}, network, o);
+  EXPECT_GE(across.step.step, tp8_network - 1e-15);
+  EXPECT_LT(across.step.throughput(), grid_step(p, {4, 1, 2}, network, o).step.throughput());
+  // A faster server link never predicts a slower step.
+  for (const GridShape& shape : grid_layouts(p, 16)) {
+    GridOptions faster = o;
+    faster.data.nodes.intra.bandwidth *= 10;
+    EXPECT_LE(grid_step(p, shape, network, faster).step.step, grid_step(p, shape, network, o).step.step + 1e-15)
+        << shape.str();
+  }
 }
 
 TEST(EstimateGrid, RankingFollowsThroughputAndTheLink) {

@@ -23,14 +23,44 @@ std::vector<parallel::GridShape> grid_layouts(const StepProfile& profile, int wo
   return out;
 }
 
+namespace {
+// The links each axis of `shape` uses on servers of `nodes` (grid_cost.h).
+struct AxisLinks {
+  Link tp, pp, dp;
+  NodeTopology dp_nodes;  // given when a dp group has several ranks per server
+};
+
+AxisLinks axis_links(const parallel::GridShape& shape, const Link& link, const NodeTopology& nodes) {
+  AxisLinks a{link, link, link, {}};
+  if (!nodes.given()) return a;
+  const int g = nodes.devices_per_node;
+  const int per_pipeline = shape.tp * shape.pp;
+  if (shape.world() <= g) return {nodes.intra, nodes.intra, nodes.intra, {}};  // the whole grid in one server
+  if (g % shape.tp == 0) a.tp = nodes.intra;
+  if (g % per_pipeline == 0) a.pp = nodes.intra;
+  // Every device of a server takes part in some dp group's network phase at once.
+  a.dp.bandwidth = link.bandwidth * std::min(nodes.nics_per_node, g) / g;
+  if (g % per_pipeline == 0 && g / per_pipeline > 1) {
+    // G / (tp x pp) ranks of each dp group per server: hierarchical, the
+    // group's devices of a server sharing their own part of the adapters.
+    a.dp_nodes = nodes;
+    a.dp_nodes.devices_per_node = g / per_pipeline;
+    a.dp_nodes.nics_per_node = 1;
+    a.dp.bandwidth *= a.dp_nodes.devices_per_node;
+  }
+  return a;
+}
+}  // namespace
+
 GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& shape, const Link& link,
                        const GridOptions& options) {
   STRATA_CHECK(shape.dp >= 1 && shape.pp >= 1 && shape.tp >= 1, "bad grid ", shape.str());
   GridEstimate g;
   g.shape = shape;
-  const StepProfile rank = tensor_parallel_rank_profile(profile, shape.tp, link);
+  const AxisLinks links = axis_links(shape, link, options.data.nodes);
+  const StepProfile rank = tensor_parallel_rank_profile(profile, shape.tp, links.tp);
   const int m = shape.pp > 1 ? options.micro_batches : 1;
-  const StepEstimate pipe = pipeline_step(rank, shape.pp, m, link);
+  const StepEstimate pipe = pipeline_step(rank, shape.pp, m, links.pp);
   if (!pipe.feasible) {
     g.step = infeasible(shape.world(), pipe.note);
     return g;
@@ -39,6 +69,8 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
   g.memory = largest_stage_memory(rank, stage_of, m, options.memory);
 
   double dp_exposed = 0.0, dp_busy = 0.0;
+  DataParallelOptions dp_options = options.data;
+  dp_options.nodes = links.dp_nodes;
   if (shape.dp > 1) {
     for (int s = 0; s < shape.pp; ++s) {
       // The stage's last micro-batch: its backward is what the buckets overlap.
@@ -51,13 +83,13 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
         l.backward /= m;
         last.layers.push_back(l);
       }
-      const StepEstimate d = data_parallel_step(last, shape.dp, link, options.data);
+      const StepEstimate d = data_parallel_step(last, shape.dp, links.dp, dp_options);
       dp_exposed = std::max(dp_exposed, d.exposed);
       dp_busy = std::max(dp_busy, d.communication);
     }
   }
   double tp_busy = 0.0;
-  for (const LayerProfile& l : profile.layers) tp_busy += tensor_parallel_layer_seconds(l, shape.tp, link);
+  for (const LayerProfile& l : profile.layers) tp_busy += tensor_parallel_layer_seconds(l, shape.tp, links.tp);
 
   StepEstimate& e = g.step;
   e.workers = shape.world();

@@ -20,6 +20,21 @@
 // scaling); the dp copies process one each (weak scaling): dp batches per
 // step, compared, as every strategy, with one worker training alone.
 //
+// Servers (options.data.nodes given, G devices each): ranks are packed per
+// server in the grid's order (tp fastest, then pp, then dp), so every axis
+// uses the server's link when all the workers fit in one server; otherwise
+//   tp group      inside a server when tp divides G: the server's link
+//   pipeline      inside a server when tp x pp divides G, else --link
+//                 (the cuts that cross servers set the slowest stage)
+//   dp group      its ranks are tp x pp apart: G / (tp x pp) of them share a
+//                 server when that divides G (a hierarchical allreduce with
+//                 that many devices per server), one per server otherwise
+//                 (a flat allreduce over the network); all the dp groups of
+//                 a server run at once, so each device gets its share of the
+//                 server's adapters, B x min(adapters, G) / G.
+// The tp and pipeline traffic that crosses servers is not charged for the
+// adapters it shares with the dp groups (an optimistic simplification).
+//
 // Memory: the device of the stage that needs the most (memory_cost.h), on
 // the rank profile. Layouts are ranked by throughput; those that need more
 // than the memory per device do not fit.

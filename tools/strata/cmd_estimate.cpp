@@ -294,9 +294,12 @@ int estimate_main(int argc, char** argv) {
     const estimate::NodeTopology& nodes = options.data.nodes;
     std::printf("servers of %d devices joined by %s (%.2f GB/s, %.1f us), %d network adapter%s each: data parallel "
                 "allreduces hierarchically (reduce-scatter inside, allreduce across servers, allgather inside); "
-                "the other strategies see --link only\n",
+                "%s\n",
                 nodes.devices_per_node, nodes.intra.name.c_str(), nodes.intra.bandwidth / 1e9, nodes.intra.latency * 1e6,
-                nodes.nics_per_node, nodes.nics_per_node == 1 ? "" : "s");
+                nodes.nics_per_node, nodes.nics_per_node == 1 ? "" : "s",
+                grid.mode == GridMode::kOn ? "the grid packs ranks per server, tp fastest, then pp, then dp: a tp group or a "
+                                             "pipeline inside one server uses its link"
+                                           : "the other strategies see --link only");
   }
   if (options.host_cores > 0) {
     std::printf("workers share this host's %d cores (--host-cores): compute slows by ceil(workers / %d) beyond %d "
