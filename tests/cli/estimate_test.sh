@@ -265,6 +265,21 @@ PY
 else
   fail "strata time --out on tp_mlp failed: $(cat "$work/err.txt")"
 fi
+# On servers of 4 devices over NVLink, joined by 10 GbE: the header says how
+# ranks are placed (and names no parameter-server shards), and tp 4 inside a
+# server is predicted at least as fast as tp 4 over the network alone.
+if "$strata" estimate --times "$work/tp_times.csv" --workers 8 --grid --link 10gbe > "$work/grid_flat.txt" 2> "$work/err.txt" &&
+   "$strata" estimate --times "$work/tp_times.csv" --workers 8 --grid --link 10gbe --gpus-per-node 4 \
+     --node-link nvlink > "$work/grid_servers.txt" 2> "$work/err.txt"; then
+  grep -q "the grid packs ranks per server, tp fastest" "$work/grid_servers.txt" || fail "no placement line"
+  ! grep -q "ps-sharded" "$work/grid_servers.txt" || fail "the grid's header names parameter-server shards"
+  rate() { grep -E '^ +[0-9]+ +2 +1 +4 ' "$1" | awk '{print $6}'; }
+  flat=$(rate "$work/grid_flat.txt"); servers=$(rate "$work/grid_servers.txt")
+  "$py" -c "import sys; sys.exit(0 if float('$servers') >= float('$flat') > 0 else 1)" ||
+    fail "dp 2 x tp 4: $servers samples/s on servers, $flat over 10gbe alone"
+else
+  fail "strata estimate --grid --gpus-per-node failed: $(cat "$work/err.txt")"
+fi
 # digits has no split layer: tp stays 1.
 if "$strata" estimate --times "$work/times.csv" --workers 8 --grid --schedule gpipe > "$work/grid_digits.txt" 2> "$work/err.txt"; then
   g=$("$py" "$work/check_grid.py" < "$work/grid_digits.txt") || fail "the digits grid does not parse"
