@@ -49,6 +49,14 @@ StepProfile four_layers() {
   return p;
 }
 
+// four_layers with L1 split by columns and L2 by rows (an MLP block).
+StepProfile four_split_layers() {
+  StepProfile p = four_layers();
+  p.layers[1].split = "COLUMN";
+  p.layers[2].split = "ROW";
+  return p;
+}
+
 std::string names(const std::vector<GridEstimate>& v) {
   std::string s;
   for (const GridEstimate& g : v) s += (s.empty() ? "" : ", ") + g.shape.str();
@@ -95,9 +103,7 @@ TEST(EstimateMemory, GPipeKeepsEveryMicroBatchOneFOneBAtMostTheStagesLeft) {
 }
 
 TEST(EstimateMemory, SplitLayersHoldOneTthOfTheirWeightsAndColumnOfItsOutputs) {
-  StepProfile p = four_layers();
-  p.layers[1].split = "COLUMN";
-  p.layers[2].split = "ROW";
+  const StepProfile p = four_split_layers();
   const StepProfile r = tensor_parallel_rank_profile(p, 2, test_link());
   EXPECT_DOUBLE_EQ(r.layers[1].param_bytes, 100);
   EXPECT_DOUBLE_EQ(r.layers[1].grad_bytes, 100);
@@ -129,9 +135,7 @@ TEST(EstimateGrid, LayoutsHaveTpOnlyWithSplitLayersAndPpUpToTheLayers) {
 }
 
 TEST(EstimateGrid, PureLayoutsEqualTheirStrategies) {
-  StepProfile p = four_layers();
-  p.layers[1].split = "COLUMN";
-  p.layers[2].split = "ROW";
+  const StepProfile p = four_split_layers();
   const Link link = test_link(1e-5);
   GridOptions o;
   o.micro_batches = 4;
@@ -182,9 +186,7 @@ NodeTopology four_per_server(int nics) {
 }
 
 TEST(EstimateGrid, ServersPutTpAndPipelinesOnTheirOwnLink) {
-  StepProfile p = four_layers();
-  p.layers[1].split = "COLUMN";
-  p.layers[2].split = "ROW";
+  const StepProfile p = four_split_layers();
   const Link network = test_link(1e-5);
   GridOptions o;
   o.micro_batches = 4;
@@ -274,9 +276,7 @@ TEST(EstimateGrid, LayoutsThatNeedMoreThanTheMemoryDoNotFit) {
 }
 
 TEST(EstimateGrid, MoreMemoryNeverRemovesALayout) {
-  StepProfile p = four_layers();
-  p.layers[1].split = "COLUMN";
-  p.layers[2].split = "ROW";
+  const StepProfile p = four_split_layers();
   GridOptions o;
   o.micro_batches = 4;
   for (PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB}) {
