@@ -28,10 +28,9 @@
 #include "framework/net.h"
 #include "framework/rng.h"
 #include "framework/threads.h"
+#include "tools/bench/bench_device.h"
 #ifdef STRATA_WITH_CUDA
-#include "framework/cuda/device_api.h"
 #include "framework/cuda/math.h"
-#include "framework/cuda/runtime.h"
 #endif
 
 namespace {
@@ -84,11 +83,6 @@ void set_precision(const std::string& precision, const Device& device) {
 #endif
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -129,11 +123,7 @@ int main(int argc, char** argv) {
   try {
     set_num_threads(threads);
     const Device device = Device::parse(device_name);
-#ifdef STRATA_WITH_CUDA
-    if (!device.is_cpu()) cuda::set_device(device.index);
-#else
-    if (!device.is_cpu()) fail<ConfigError>("--device ", device.str(), ": this build has no CUDA backend");
-#endif
+    bench::use_device(device);
     set_precision(precision, device);
     std::stringstream list(models);
     std::string name;
@@ -141,12 +131,7 @@ int main(int argc, char** argv) {
       auto it = std::find_if(kModels.begin(), kModels.end(), [&](const InferModel& m) { return m.name == name; });
       if (it == kModels.end()) fail<ConfigError>("unknown inference model '", name, "' (vgg16, vit_b16)");
       const int64_t batch = batch_override > 0 ? batch_override : device.is_cpu() ? it->batch : it->gpu_batch;
-#ifdef STRATA_WITH_CUDA
-      if (!device.is_cpu()) {  // each model's own peak: the previous model's memory goes back first
-        cuda::empty_cache(device.index);
-        cuda::reset_peak_memory_stats(device.index);
-      }
-#endif
+      bench::reset_peak_memory(device);
       NetOptions options;
       options.phase = Phase::kTest;
       options.device = device;
@@ -160,38 +145,23 @@ int main(int argc, char** argv) {
         continue;
       }
       Rng rng(1);
-      Blob& data = net.blob("data");
-      Tensor x(data.shape());
-      for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.gaussian(0.0f, 1.0f);
-      data.data.copy_from(x);
-      auto sync = [&] {
-#ifdef STRATA_WITH_CUDA
-        if (!device.is_cpu()) cuda::synchronize(device.index);  // the last forward is queued, not done
-#endif
-      };
+      bench::fill_gaussian(net.blob("data"), rng);
       for (int i = 0; i < warmup; ++i) net.forward();
-      sync();
+      bench::wait_for(device);
       std::vector<double> runs;
       for (int r = 0; r < repeats; ++r) {
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < iters; ++i) net.forward();
-        sync();
+        bench::wait_for(device);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         runs.push_back(static_cast<double>(batch) * iters / s);
       }
-      size_t peak_allocated = 0, peak_reserved = 0;
-#ifdef STRATA_WITH_CUDA
-      if (!device.is_cpu()) {
-        const cuda::AllocatorStats st = cuda::memory_stats(device.index);
-        peak_allocated = st.peak_allocated_bytes;
-        peak_reserved = st.peak_reserved_bytes;
-      }
-#endif
+      const bench::PeakMemory peak = bench::peak_memory(device);
       std::printf("{\"impl\": \"strata\", \"task\": \"infer\", \"model\": \"%s\", \"batch\": %lld, "
                   "\"threads\": %d, \"device\": \"%s\", \"precision\": \"%s\", \"peak_allocated_bytes\": %zu, "
                   "\"peak_reserved_bytes\": %zu, \"samples_per_s\": %.3f, \"runs\": [",
                   name.c_str(), static_cast<long long>(batch), num_threads(), device.str().c_str(),
-                  precision.c_str(), peak_allocated, peak_reserved, median(runs));
+                  precision.c_str(), peak.allocated, peak.reserved, bench::median(runs));
       for (size_t r = 0; r < runs.size(); ++r) std::printf("%s%.3f", r ? ", " : "", runs[r]);
       std::printf("]}\n");
       std::fflush(stdout);

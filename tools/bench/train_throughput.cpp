@@ -29,10 +29,6 @@
 
 #include "framework/config.h"
 #include "framework/io/file_util.h"
-#ifdef STRATA_WITH_CUDA
-#include "framework/cuda/device_api.h"
-#include "framework/cuda/runtime.h"
-#endif
 #include "framework/error.h"
 #include "framework/rng.h"
 #include "framework/solver.h"
@@ -40,6 +36,7 @@
 #include "parallel/backends/communicator_factory.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/rendezvous/env.h"
+#include "tools/bench/bench_device.h"
 
 namespace {
 
@@ -97,11 +94,6 @@ std::string solver_text(const std::string& source_dir, const BenchModel& m, int6
   return solver.str();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,11 +124,7 @@ int main(int argc, char** argv) {
   try {
     set_num_threads(threads);
     const Device device = Device::parse(device_name);
-#ifdef STRATA_WITH_CUDA
-    if (!device.is_cpu()) cuda::set_device(device.index);
-#else
-    if (!device.is_cpu()) fail<ConfigError>("--device ", device.str(), ": this build has no CUDA backend");
-#endif
+    bench::use_device(device);
     const parallel::RankEnv env = parallel::detect_rank_env();
     std::unique_ptr<Communicator> comm;
     if (env.distributed()) comm = parallel::create_communicator(env, parallel::CommunicatorOptions{});
@@ -153,12 +141,7 @@ int main(int argc, char** argv) {
       const int64_t local_batch = batch / world;
       const SolverConfig config =
           parse_solver_config(parse_config_text(solver_text(source_dir, *it, local_batch, precision), name), "");
-#ifdef STRATA_WITH_CUDA
-      if (!device.is_cpu()) {  // each model's own peak: the previous model's memory goes back first
-        cuda::empty_cache(device.index);
-        cuda::reset_peak_memory_stats(device.index);
-      }
-#endif
+      bench::reset_peak_memory(device);
       SolverOptions options;
       options.rank = env.rank;
       options.world_size = world;
@@ -171,22 +154,13 @@ int main(int argc, char** argv) {
       Net& net = solver.net();
       Rng rng(1 + static_cast<uint64_t>(env.rank));
       // Synthetic inputs, made on the host and copied to the net's device once.
-      Blob& data = net.blob("data");
-      Tensor x(data.shape());
-      for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = rng.gaussian(0.0f, 1.0f);
-      data.data.copy_from(x);
+      bench::fill_gaussian(net.blob("data"), rng);
       Blob& label = net.blob("label");
       Tensor y(label.shape());
       for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = static_cast<float>(rng.uniform_int(10));
       label.data.copy_from(y);
-      auto sync = [&] {
-#ifdef STRATA_WITH_CUDA
-        if (!device.is_cpu()) cuda::synchronize(device.index);  // the last update is queued, not done
-#endif
-      };
-
       for (int i = 0; i < warmup; ++i) solver.step();
-      sync();
+      bench::wait_for(device);
       if (dp) dp->take_comm_wait_seconds();
       std::vector<double> runs;
       double total_seconds = 0.0;
@@ -194,26 +168,19 @@ int main(int argc, char** argv) {
         if (comm) comm->barrier();
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < iters; ++i) solver.step();
-        sync();
+        bench::wait_for(device);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         total_seconds += s;
         runs.push_back(static_cast<double>(batch) * iters / s);
       }
       const double comm_share = dp ? dp->take_comm_wait_seconds() / total_seconds : 0.0;
       if (env.rank != 0) continue;
-      size_t peak_allocated = 0, peak_reserved = 0;
-#ifdef STRATA_WITH_CUDA
-      if (!device.is_cpu()) {
-        const cuda::AllocatorStats st = cuda::memory_stats(device.index);
-        peak_allocated = st.peak_allocated_bytes;
-        peak_reserved = st.peak_reserved_bytes;
-      }
-#endif
+      const bench::PeakMemory peak = bench::peak_memory(device);
       std::printf("{\"impl\": \"strata\", \"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, "
                   "\"threads\": %d, \"device\": \"%s\", \"precision\": \"%s\", \"peak_allocated_bytes\": %zu, "
                   "\"peak_reserved_bytes\": %zu, \"comm_wait_share\": %.3f, \"samples_per_s\": %.3f, \"runs\": [",
                   name.c_str(), static_cast<long long>(batch), world, num_threads(), device.str().c_str(),
-                  precision.c_str(), peak_allocated, peak_reserved, comm_share, median(runs));
+                  precision.c_str(), peak.allocated, peak.reserved, comm_share, bench::median(runs));
       for (size_t r = 0; r < runs.size(); ++r) std::printf("%s%.3f", r ? ", " : "", runs[r]);
       std::printf("]}\n");
       std::fflush(stdout);
