@@ -45,6 +45,19 @@ int64_t input_scratch_floats(TileGrid grid) { return plane_rows(grid) * plane_co
 
 namespace {
 
+// input_scratch_floats' layout over `scratch`.
+struct InputScratch {
+  float* plane;
+  float* t[4];
+};
+
+InputScratch input_scratch(TileGrid grid, float* scratch) {
+  const int64_t rows = plane_rows(grid), cols = plane_cols(grid);
+  InputScratch in{scratch, {}};
+  for (int k = 0; k < 4; ++k) in.t[k] = scratch + rows * cols + 48 + k * (cols + 48);
+  return in;
+}
+
 // Portable versions (CPUs without AVX-512).
 void transform_filters_scalar(const float* w, int64_t out, int64_t in, float* u) {
   const int64_t xs = out * in;  // floats between transformed points
@@ -73,9 +86,9 @@ void transform_input_scalar(const Planes& p, TileGrid grid, float* v, float* scr
   const int64_t T = p.n * per_image;
   const int64_t xs = p.channels * T;  // floats between transformed points
   const int64_t rows = plane_rows(grid), cols = plane_cols(grid);
-  float* plane = scratch;
-  float* t[4];
-  for (int k = 0; k < 4; ++k) t[k] = scratch + rows * cols + 48 + k * (cols + 48);
+  const InputScratch in = input_scratch(grid, scratch);
+  float* plane = in.plane;
+  float* const* t = in.t;
   const int64_t tw = grid.tiles_w;
   for (int64_t i = 0; i < p.n; ++i) {
     for (int64_t c = 0; c < p.channels; ++c) {
@@ -272,9 +285,9 @@ STRATA_AVX512 void transform_input_avx512(const Planes& p, TileGrid grid, float*
   const int64_t T = p.n * per_image;
   const int64_t xs = p.channels * T;
   const int64_t rows = plane_rows(grid), cols = plane_cols(grid);
-  float* plane = scratch;
-  float* t[4];
-  for (int k = 0; k < 4; ++k) t[k] = scratch + rows * cols + 48 + k * (cols + 48);
+  const InputScratch in = input_scratch(grid, scratch);
+  float* plane = in.plane;
+  float* const* t = in.t;
   const int64_t tw = grid.tiles_w;
   for (int64_t i = 0; i < p.n; ++i) {
     for (int64_t c = 0; c < p.channels; ++c) {
