@@ -106,6 +106,10 @@ class Tensor {
   // tensor that lives on a CUDA device it throws Error instead of handing
   // out a device address the host cannot read: copy the tensor to the host
   // with to(Device::cpu()), or, in CUDA code, use device_data<T>().
+  // In a CUDA translation unit (a .cu file, and every header it includes)
+  // it does not compile at all: a CUDA path that reaches host memory, also
+  // through an inline helper it shares with the CPU path, is a build error
+  // (tests/lint/device_access.py checks the helpers in other files).
   template <typename T> T* data();
   template <typename T> const T* data() const;
   // The storage address wherever the tensor lives, for code that gives it to
@@ -164,6 +168,25 @@ void Tensor::check_element_type() const {
   }
 }
 
+#ifdef __CUDACC__
+template <typename T> struct HostAccessInCudaCode : std::false_type {};
+
+template <typename T>
+T* Tensor::data() {
+  static_assert(HostAccessInCudaCode<T>::value,
+                "Tensor::data<T>() reads memory on the host and is not for CUDA code: use device_data<T>() "
+                "(a helper shared with the CPU path should return the Tensor and let each side pick its accessor)");
+  return nullptr;
+}
+
+template <typename T>
+const T* Tensor::data() const {
+  static_assert(HostAccessInCudaCode<T>::value,
+                "Tensor::data<T>() reads memory on the host and is not for CUDA code: use device_data<T>() "
+                "(a helper shared with the CPU path should return the Tensor and let each side pick its accessor)");
+  return nullptr;
+}
+#else
 template <typename T>
 T* Tensor::data() {
   check_on_host();
@@ -177,6 +200,7 @@ const T* Tensor::data() const {
   check_element_type<T>();
   return static_cast<const T*>(raw_data());
 }
+#endif
 
 template <typename T>
 T* Tensor::device_data() {
@@ -214,5 +238,8 @@ using BlobVec = std::vector<Blob*>;
 // ordering. Same dtype and both ranges in bounds, ShapeError otherwise.
 // What packs parameters into one flat buffer for a collective.
 void copy_elements(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t src_offset, int64_t count);
+// The same for bytes, whatever the two dtypes: what packs tensors of several
+// dtypes into one u8 buffer (a pipeline stage's messages to one peer).
+void copy_bytes(Tensor& dst, size_t dst_offset, const Tensor& src, size_t src_offset, size_t bytes);
 
 }  // namespace strata

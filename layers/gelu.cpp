@@ -45,7 +45,7 @@ void GELULayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propag
                              const BlobVec& bottom) {
   if (!propagate_down[0]) return;
   const int64_t n = bottom[0]->numel();
-  const float* x = saved_input(top, bottom);
+  const float* x = saved_input(top, bottom).data<float>();
   const float* dy = top[0]->diff.data<float>();
   float* dx = bottom[0]->diff.data<float>();  // may equal dy: read before written, per element
   if (approximate_ == Approximate::kTanh) {

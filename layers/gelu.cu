@@ -23,7 +23,7 @@ void GELULayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
 void GELULayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) {
   if (!propagate_down[0]) return;
   const int64_t n = bottom[0]->numel();
-  const float* x = saved_input(top, bottom);
+  const float* x = saved_input(top, bottom).device_data<float>();
   const float* dy = top[0]->diff.device_data<float>();
   float* dx = bottom[0]->diff.device_data<float>();
   if (approximate_ == Approximate::kTanh) {

@@ -47,9 +47,11 @@ class GELULayer : public NeuronLayer {
  private:
   enum class Approximate { kNone, kTanh };
 
-  // The input backward reads: the bottom, or its copy when in place.
-  const float* saved_input(const BlobVec& top, const BlobVec& bottom) const {
-    return top[0] == bottom[0] ? input_copy_.data<float>() : bottom[0]->data.data<float>();
+  // The input backward reads: the bottom, or its copy when in place. A
+  // tensor, not a pointer: the CPU path takes data<float>(), the CUDA path
+  // device_data<float>() (the host accessor does not exist in .cu files).
+  const Tensor& saved_input(const BlobVec& top, const BlobVec& bottom) const {
+    return top[0] == bottom[0] ? input_copy_ : bottom[0]->data;
   }
 
   Approximate approximate_;

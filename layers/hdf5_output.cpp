@@ -86,7 +86,7 @@ void Hdf5OutputLayer::forward_cuda(const BlobVec& bottom, const BlobVec& /*top*/
   std::vector<const float*> rows;
   for (Blob* b : bottom) {
     host.push_back(b->data.to(Device::cpu()));
-    rows.push_back(host.back().data<float>());
+    rows.push_back(host.back().data<float>());  // device access: host copy
   }
   write(rows, bottom);
 }
