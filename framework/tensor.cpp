@@ -257,11 +257,20 @@ void copy_elements(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t s
     fail<ShapeError>("copy_elements: ", count, " elements from offset ", src_offset, " of a source of ", src.numel(),
                      " to offset ", dst_offset, " of a destination of ", dst.numel(), " is out of bounds");
   }
-  if (count == 0) return;
   const size_t elem = dtype_size(dst.dtype());
-  char* to = static_cast<char*>(dst.raw_data()) + static_cast<size_t>(dst_offset) * elem;
-  const char* from = static_cast<const char*>(src.raw_data()) + static_cast<size_t>(src_offset) * elem;
-  const size_t bytes = static_cast<size_t>(count) * elem;
+  copy_bytes(dst, static_cast<size_t>(dst_offset) * elem, src, static_cast<size_t>(src_offset) * elem,
+             static_cast<size_t>(count) * elem);
+}
+
+void copy_bytes(Tensor& dst, size_t dst_offset, const Tensor& src, size_t src_offset, size_t bytes) {
+  if (src_offset > src.nbytes() || bytes > src.nbytes() - src_offset || dst_offset > dst.nbytes() ||
+      bytes > dst.nbytes() - dst_offset) {
+    fail<ShapeError>("copy_bytes: ", bytes, " bytes from offset ", src_offset, " of a source of ", src.nbytes(),
+                     " bytes to offset ", dst_offset, " of a destination of ", dst.nbytes(), " is out of bounds");
+  }
+  if (bytes == 0) return;
+  char* to = static_cast<char*>(dst.raw_data()) + dst_offset;
+  const char* from = static_cast<const char*>(src.raw_data()) + src_offset;
   if (dst.device().is_cpu() && src.device().is_cpu()) {
     std::memcpy(to, from, bytes);
     return;
