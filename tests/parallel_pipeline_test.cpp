@@ -11,7 +11,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <map>
+#include <set>
 #include <memory>
 #include <random>
 #include <string>
@@ -175,6 +177,118 @@ TEST(PipelineTransfers, BatchesNeverDeadlockAndPairTheRightTensors) {
                        (schedule == PipelineSchedule::kGPipe ? "GPIPE" : "ONE_F_ONE_B"));
           EXPECT_EQ(simulate_rendezvous(train), "");
           EXPECT_EQ(simulate_rendezvous(test), "");
+        }
+      }
+    }
+  }
+}
+
+// A stricter model of nccl, the one that explains a hang on two GPUs: the
+// transfers of one group run as pairs, one pair after the other. A group
+// of stage s takes rounds d = 1 .. P-1, sending to (s + d) % P and
+// receiving from (s - d) % P; within a round the k-th send and the k-th
+// receive form a pair, whose halves progress independently; the next pair
+// starts when both halves are done. A message moves while both of its ends
+// are in their current pairs. `packed`: the messages of a batch to one peer
+// travel as one (exchange_batch_transfers). "" when every stage gets
+// through; else where each is stuck.
+std::string simulate_nccl_pairs(const std::vector<Batches>& stages, bool packed) {
+  const int P = static_cast<int>(stages.size());
+  using Key = std::tuple<int, int, int>;  // (from, to, sequence number on that channel)
+  struct Half {
+    Key key;
+    bool send;
+  };
+  // Per stage: its pairs in order, each with the batch it belongs to.
+  std::vector<std::vector<std::vector<Half>>> pairs(P);
+  for (int s = 0; s < P; ++s) {
+    std::map<std::pair<int, int>, int> count;
+    for (const auto& batch : stages[s]) {
+      std::map<std::pair<bool, int>, std::vector<Key>> msgs;  // (send, peer) -> messages in order
+      for (const StageTransfer& t : batch) {
+        const bool send = t.kind == StageTransfer::Kind::kSend;
+        auto& list = msgs[{send, t.peer}];
+        if (packed && !list.empty()) continue;  // one message per peer and direction
+        const int from = send ? s : t.peer, to = send ? t.peer : s;
+        list.push_back(std::make_tuple(from, to, count[{from, to}]++));
+      }
+      for (int d = 1; d < P; ++d) {
+        const auto& out = msgs[{true, (s + d) % P}];
+        const auto& in = msgs[{false, (s - d + P) % P}];
+        for (size_t k = 0; k < std::max(out.size(), in.size()); ++k) {
+          std::vector<Half> pair;
+          if (k < out.size()) pair.push_back({out[k], true});
+          if (k < in.size()) pair.push_back({in[k], false});
+          pairs[s].push_back(pair);
+        }
+      }
+    }
+  }
+  std::vector<size_t> at(P, 0);
+  std::set<Key> moved;
+  auto active = [&](int s, const Key& key, bool send) {
+    if (at[s] == pairs[s].size()) return false;
+    for (const Half& h : pairs[s][at[s]]) {
+      if (h.key == key && h.send == send) return true;
+    }
+    return false;
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      if (at[s] == pairs[s].size()) continue;
+      for (const Half& h : pairs[s][at[s]]) {
+        const int peer = h.send ? std::get<1>(h.key) : std::get<0>(h.key);
+        if (!moved.count(h.key) && active(peer, h.key, !h.send)) moved.insert(h.key);
+      }
+      bool done = true;
+      for (const Half& h : pairs[s][at[s]]) done = done && moved.count(h.key);
+      if (done) {
+        ++at[s];
+        progress = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (int s = 0; s < P; ++s) {
+    if (at[s] < pairs[s].size()) stuck += " stage " + std::to_string(s) + " at pair " + std::to_string(at[s]);
+  }
+  return stuck;
+}
+
+TEST(PipelineTransfers, TwoTensorsToOnePeerUnpackedHangUnderNcclPairsAsOnTwoGpus) {
+  // What two stages on an H100 did in their first step (GPIPE, 4
+  // micro-batches, an activation and the labels on the link 0 -> 1):
+  // stage 0's batch {send act 3, send label 3, receive gradient 0} ran as
+  // the pairs (act 3 | gradient 0), (label 3 | -), so the label waited for
+  // a gradient that stage 1 computes only once it has the label.
+  const PipelinePlan plan = chain_plan(2, false);
+  std::vector<Batches> gpipe;
+  for (int s = 0; s < 2; ++s) {
+    gpipe.push_back(stage_transfer_batches(plan, s, pipeline_ops(PipelineSchedule::kGPipe, 2, s, 4)));
+  }
+  EXPECT_NE(simulate_nccl_pairs(gpipe, false), "");
+  EXPECT_EQ(simulate_nccl_pairs(gpipe, true), "");
+}
+
+TEST(PipelineTransfers, PackedBatchesNeverDeadlockUnderNcclPairs) {
+  for (PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB}) {
+    for (int P = 2; P <= 4; ++P) {
+      for (int M = 1; M <= 8; ++M) {
+        for (bool labels_first : {false, true}) {
+          const PipelinePlan plan = chain_plan(P, labels_first);
+          std::vector<Batches> train, test;
+          for (int s = 0; s < P; ++s) {
+            train.push_back(stage_transfer_batches(plan, s, pipeline_ops(schedule, P, s, M)));
+            std::vector<PipeOp> forwards;
+            for (int i = 0; i < M; ++i) forwards.push_back({PipeOpKind::kForward, i});
+            test.push_back(stage_transfer_batches(plan, s, forwards));
+          }
+          SCOPED_TRACE("P " + std::to_string(P) + ", M " + std::to_string(M) + ", " +
+                       (schedule == PipelineSchedule::kGPipe ? "GPIPE" : "ONE_F_ONE_B") +
+                       (labels_first ? ", labels first" : ""));
+          EXPECT_EQ(simulate_nccl_pairs(train, true), "");
+          EXPECT_EQ(simulate_nccl_pairs(test, true), "");
         }
       }
     }
@@ -485,6 +599,67 @@ TEST(PipelineSetup, StagesThatDisagreeOnAShapeFailNamingTheBoundary) {
   EXPECT_NE(errors[1].find("'fc1' [8, 12] from stage 0"), std::string::npos) << errors[1];
   EXPECT_NE(errors[1].find("pipeline stage 1 of 2"), std::string::npos) << errors[1];
 }
+
+// A stage that stops answering (here: stage 1 takes one step, then never
+// calls again) is named by the other within the communicators' timeout:
+// its stage, the iteration, what it waited for (micro-batch, direction,
+// peer stage), then the transport's own account; in both transfer modes.
+class PipelineStalledPeer : public ::testing::TestWithParam<StageTransfers> {};
+
+TEST_P(PipelineStalledPeer, IsNamedWithinTheTimeout) {
+  set_num_threads(1);
+  TempDir dir;
+  write_data(dir);
+  const SolverConfig config = make_config(dir, 8, 1, 10, false, dir.file("run"));
+  constexpr auto kTimeout = std::chrono::seconds(2);
+  auto comms = make_world(2, "pp-stall");
+  auto grads = make_world(2, "pp-stall-grad");
+  for (auto* w : {&comms, &grads}) {
+    for (auto& c : *w) c->set_timeout(kTimeout);
+  }
+  std::promise<void> stage0_done;
+  std::shared_future<void> stage0_finished = stage0_done.get_future().share();
+  std::string error;
+  double waited = 0.0;
+  std::vector<std::string> errors = run_ranks(2, [&](int rank) {
+    PipelineOptions po;
+    po.config.stages = 2;
+    po.config.micro_batches = 2;
+    po.config.schedule = PipelineSchedule::kGPipe;
+    po.transfers = GetParam();
+    po.stage_of_layer = cut(2);
+    po.snapshots = SnapshotWriting::kDisabled;
+    PipelineParallel pipe(config, *comms[static_cast<size_t>(rank)], *grads[static_cast<size_t>(rank)], po);
+    pipe.solver().step();  // both stages: one whole step
+    if (rank == 1) {
+      stage0_finished.wait();  // stops answering, without closing a connection
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      pipe.solver().step();
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    stage0_done.set_value();
+  });
+  expect_no_errors(errors);
+  ASSERT_NE(error, "") << "stage 0's second step did not fail although stage 1 stopped answering";
+  EXPECT_LT(waited, 2.0 * std::chrono::duration<double>(kTimeout).count() + 3.0) << error;
+  EXPECT_CONTAINS(error, "pipeline stage 0 of 2");
+  EXPECT_CONTAINS(error, "iteration 2");  // the log's numbering: the second step
+  EXPECT_CONTAINS(error, "micro-batch 0");
+  EXPECT_CONTAINS(error, "from stage 1");
+  EXPECT_CONTAINS(error, "receive the gradient of 'fc");  // fc1 or fc2, both sent to stage 1
+}
+
+INSTANTIATE_TEST_SUITE_P(Transfers, PipelineStalledPeer,
+                         ::testing::Values(StageTransfers::kBackgroundSends, StageTransfers::kBatched),
+                         [](const ::testing::TestParamInfo<StageTransfers>& i) {
+                           return i.param == StageTransfers::kBatched ? std::string("Batched")
+                                                                      : std::string("BackgroundSends");
+                         });
 
 TEST(PipelinePlan, TestPhaseLayersTakeTheStagesOfTheirTrainLayers) {
   const ConfigNode root = parse_config_text(

@@ -176,7 +176,15 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
     announced[k] = Tensor({4 + kMaxDims}, DType::kI32);
     recvs.push_back({PeerTransfer::Kind::kRecv, &announced[k], plan_.boundaries[incoming[k]].from, kSetupTag});
   }
-  act_.exchange(recvs);
+  if (!recvs.empty()) {
+    std::string from;
+    for (int b : incoming) from += (from.empty() ? "" : ", ") + std::to_string(plan_.boundaries[b].from);
+    const auto what = [&] {
+      return "setup: receive the shapes of the " + std::to_string(recvs.size()) +
+             " incoming boundary blob(s) from stage(s) " + from + " (each stage builds after those below it)";
+    };
+    waiting_for(what, [&] { act_.exchange(recvs); });
+  }
   for (size_t k = 0; k < incoming.size(); ++k) {
     const int b = incoming[k];
     PipelineBoundary& pb = plan_.boundaries[b];
@@ -250,7 +258,12 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
     announcements.push_back(d);
     sends.push_back({PeerTransfer::Kind::kSend, &announcements.back(), pb.to, kSetupTag});
   }
-  act_.exchange(sends);
+  if (!sends.empty()) {
+    const auto what = [&] {
+      return "setup: send the shapes of " + std::to_string(sends.size()) + " outgoing boundary blob(s)";
+    };
+    waiting_for(what, [&] { act_.exchange(sends); });
+  }
 }
 
 MemoryReport PipelineParallel::memory_report() const {
@@ -278,7 +291,9 @@ float PipelineParallel::run_step() {
   compute_acc_ = 0.0;
   double loss = 0.0;
   for (size_t i = 0; i <= ops_.size(); ++i) {
-    if (batched_) exchange_batch(step_batches_[i]);  // the last op's sends, this op's receives
+    if (batched_ && !step_batches_[i].empty()) {  // the last op's sends, this op's receives
+      waiting_for([&] { return describe_batch(step_batches_[i], i); }, [&] { exchange_batch(step_batches_[i]); });
+    }
     if (i == ops_.size()) break;
     const PipeOp& op = ops_[i];
     if (op.kind == PipeOpKind::kForward) {
@@ -288,12 +303,21 @@ float PipelineParallel::run_step() {
     }
   }
   if (!batched_) {
-    act_sender_->flush();
-    grad_sender_->flush();
+    const auto what = [] {
+      return std::string("the end of the step: the queued sends of activations and gradients to the other stages");
+    };
+    waiting_for(what, [&] {
+      act_sender_->flush();
+      grad_sender_->flush();
+    });
   }
   Tensor l({1});
   l.data<float>()[0] = static_cast<float>(loss / options_.config.micro_batches);
-  act_.allreduce(l, ReduceOp::kSum);
+  const auto what = [&] {
+    return "the end of the step: the loss, summed over the " + std::to_string(plan_.stages) +
+           " stages (an allreduce over the pp group)";
+  };
+  waiting_for(what, [&] { act_.allreduce(l, ReduceOp::kSum); });
   times_.step_seconds = seconds_since(start);
   times_.compute_seconds = compute_acc_;
   if (++steps_run_ > 1) {  // the first step allocates: not timed
@@ -325,7 +349,11 @@ float PipelineParallel::forward(int micro) {
     blob.resize(pb.shape);
     const TimelineScope event("pipeline", Timeline::on() ? "recv " + pb.blob + " from stage " + std::to_string(pb.from)
                                                          : std::string());
-    act_.recv(blob.data, pb.from, 2 * b);
+    const auto what = [&] {
+      return "receive the activation '" + pb.blob + "' of micro-batch " + std::to_string(micro) + " from stage " +
+             std::to_string(pb.from);
+    };
+    waiting_for(what, [&] { act_.recv(blob.data, pb.from, 2 * b); });
   }
   const Clock::time_point t = Clock::now();
   const float loss = net.forward();
@@ -356,7 +384,11 @@ void PipelineParallel::backward(int micro) {
       const TimelineScope event("pipeline", Timeline::on() ? "recv gradient of " + pb.blob + " from stage " +
                                                                  std::to_string(pb.to)
                                                            : std::string());
-      grad_.recv(g, pb.to, 2 * b + 1);
+      const auto what = [&] {
+        return "receive the gradient of '" + pb.blob + "' for micro-batch " + std::to_string(micro) + " from stage " +
+               std::to_string(pb.to);
+      };
+      waiting_for(what, [&] { grad_.recv(g, pb.to, 2 * b + 1); });
     }
     inject[net.layer_index(pb.writer)].push_back(b);
   }
@@ -418,6 +450,41 @@ void PipelineParallel::exchange_batch(const std::vector<StageTransfer>& batch) {
   const TimelineScope event("pipeline", Timeline::on() ? "exchange of " + std::to_string(batch.size()) + " tensors"
                                                        : std::string());
   exchange_batch_transfers(act_, std::move(sends), recvs);
+}
+
+void PipelineParallel::waiting_for(const std::function<std::string()>& what,
+                                   const std::function<void()>& wait) const {
+  try {
+    wait();
+  } catch (const ConfigError&) {
+    throw;  // a mistake in the run's setup, already named
+  } catch (const Error& e) {
+    const std::string when = solver_ ? "iteration " + std::to_string(solver_->iter() + 1) : std::string("setup");
+    throw Error("pipeline stage " + std::to_string(stage_) + " of " + std::to_string(plan_.stages) + " (" +
+                act_.describe() + "), " + when + ": " + what() + ": " + e.what());
+  }
+}
+
+std::string PipelineParallel::describe_transfer(const StageTransfer& t) const {
+  const std::string blob = plan_.boundaries[static_cast<size_t>(t.boundary)].blob;
+  const std::string what = t.gradient ? "the gradient of '" + blob + "' for" : "the activation '" + blob + "' of";
+  const bool send = t.kind == StageTransfer::Kind::kSend;
+  return std::string(send ? "send " : "receive ") + what + " micro-batch " + std::to_string(t.micro) +
+         (send ? " to stage " : " from stage ") + std::to_string(t.peer);
+}
+
+std::string PipelineParallel::describe_batch(const std::vector<StageTransfer>& batch, size_t before_op) const {
+  std::string s = "the exchange ";
+  if (before_op < ops_.size()) {
+    const PipeOp& op = ops_[before_op];
+    s += std::string("before the ") + (op.kind == PipeOpKind::kForward ? "forward" : "backward") +
+         " of micro-batch " + std::to_string(op.micro);
+  } else {
+    s += "after the step's last op";
+  }
+  s += " (";
+  for (size_t k = 0; k < batch.size(); ++k) s += (k ? "; " : "") + describe_transfer(batch[k]);
+  return s + ")";
 }
 
 }  // namespace strata::parallel

@@ -169,6 +169,16 @@ class PipelineParallel final : public TrainingStrategy {
   void exchange_setup(const SolverConfig& config);
   void setup_test(const SolverConfig& config, const NetOptions& net_options);
   void gather_snapshot(SolverState& st);
+  // Runs `wait` (a transfer, an exchange or a collective on the pp group);
+  // an error it throws (a timeout, a peer gone) is thrown again beginning
+  // with this stage, its rank and the iteration (1-based, as the log counts
+  // them), then what() it waited for (the micro-batch, the direction and the
+  // peer stage), then the cause. what() runs only then: a step builds no text.
+  void waiting_for(const std::function<std::string()>& what, const std::function<void()>& wait) const;
+  // "send the activation 'pool2' of micro-batch 1 to stage 1"
+  std::string describe_transfer(const StageTransfer& t) const;
+  // What a batch of the step holds, and before which op it runs.
+  std::string describe_batch(const std::vector<StageTransfer>& batch, size_t before_op) const;
 
   PipelineOptions options_;
   Communicator& act_;

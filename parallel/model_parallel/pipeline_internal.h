@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "framework/error.h"
 #include "parallel/model_parallel/pipeline.h"
 
 namespace strata::parallel {
@@ -84,6 +85,10 @@ struct PipelineParallel::Sender {
       lock.unlock();
       try {
         if (!error) comm.send(item.t, item.dst, item.tag);
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> g(mu);
+        error = std::make_exception_ptr(Error("send " + describe_tag(item.tag) + " to stage " +
+                                              std::to_string(item.dst) + ": " + e.what()));
       } catch (...) {
         std::lock_guard<std::mutex> g(mu);
         error = std::current_exception();
@@ -92,6 +97,13 @@ struct PipelineParallel::Sender {
       --busy;
       cv.notify_all();
     }
+  }
+  // "the gradient of boundary #1", from the tags above.
+  static std::string describe_tag(int tag) {
+    if (tag >= pipeline_internal::kTestTagBase && tag < pipeline_internal::kSetupTag) {
+      return "the TEST-phase activation of boundary #" + std::to_string(tag - pipeline_internal::kTestTagBase);
+    }
+    return std::string(tag % 2 ? "the gradient" : "the activation") + " of boundary #" + std::to_string(tag / 2);
   }
   void send(Tensor t, int dst, int tag) {
     {

@@ -115,10 +115,13 @@ void PipelineParallel::gather_snapshot(SolverState& st) {
     Tensor len({1}, DType::kI32);
     len.data<int32_t>()[0] = static_cast<int32_t>(msg.size());
     STRATA_CHECK(msg.size() < (size_t{1} << 31), "pipeline snapshot message over 2 GiB");
-    act_.send(len, 0, kSnapshotTag);
     Tensor body({static_cast<int64_t>(msg.size())}, DType::kU8);
     if (!msg.empty()) std::memcpy(body.raw_data(), msg.data(), msg.size());
-    act_.send(body, 0, kSnapshotTag);
+    const auto what = [] { return std::string("snapshot: send this stage's parameters and state to stage 0"); };
+    waiting_for(what, [&] {
+      act_.send(len, 0, kSnapshotTag);
+      act_.send(body, 0, kSnapshotTag);
+    });
     return;
   }
   snapshot_weights_.clear();
@@ -142,9 +145,13 @@ void PipelineParallel::gather_snapshot(SolverState& st) {
   if (!world_size.empty()) st.layer_states[kWorldSizeStateKey] = world_size;
   for (int s = 1; s < plan_.stages; ++s) {
     Tensor len({1}, DType::kI32);
-    act_.recv(len, s, kSnapshotTag);
-    Tensor body({len.data<int32_t>()[0]}, DType::kU8);
-    act_.recv(body, s, kSnapshotTag);
+    Tensor body;
+    const auto what = [&] { return "snapshot: receive the parameters and state of stage " + std::to_string(s); };
+    waiting_for(what, [&] {
+      act_.recv(len, s, kSnapshotTag);
+      body = Tensor({len.data<int32_t>()[0]}, DType::kU8);
+      act_.recv(body, s, kSnapshotTag);
+    });
     const std::string msg(static_cast<const char*>(body.raw_data()), body.nbytes());
     wire::Reader in(msg, "the pipeline snapshot message of stage " + std::to_string(s));
     while (!in.done()) {

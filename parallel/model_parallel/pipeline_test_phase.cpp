@@ -55,7 +55,10 @@ void PipelineParallel::setup_test(const SolverConfig& config, const NetOptions& 
     announced[k] = Tensor({4 + kMaxDims}, DType::kI32);
     recvs.push_back({PeerTransfer::Kind::kRecv, &announced[k], test_plan_.boundaries[incoming[k]].from, kTestSetupTag});
   }
-  act_.exchange(recvs);  // in one batch, as exchange_setup
+  if (!recvs.empty()) {  // in one batch, as exchange_setup
+    const auto what = [] { return std::string("TEST-phase setup: receive the shapes of the incoming blobs"); };
+    waiting_for(what, [&] { act_.exchange(recvs); });
+  }
   for (size_t k = 0; k < incoming.size(); ++k) {
     const int b = incoming[k];
     PipelineBoundary& pb = test_plan_.boundaries[b];
@@ -99,7 +102,10 @@ void PipelineParallel::setup_test(const SolverConfig& config, const NetOptions& 
     announcements.push_back(d);
     sends.push_back({PeerTransfer::Kind::kSend, &announcements.back(), pb.to, kTestSetupTag});
   }
-  act_.exchange(sends);
+  if (!sends.empty()) {
+    const auto what = [] { return std::string("TEST-phase setup: send the shapes of the outgoing blobs"); };
+    waiting_for(what, [&] { act_.exchange(sends); });
+  }
 }
 
 // kBatched: the TEST pass's sends of the batch just run and its receives
@@ -116,7 +122,14 @@ void PipelineParallel::exchange_test_batch(const std::vector<StageTransfer>& bat
     blob.resize(pb.shape);
     recvs.push_back({PeerTransfer::Kind::kRecv, &blob.data, t.peer, kTestTagBase + t.boundary});
   }
-  exchange_batch_transfers(act_, std::move(sends), recvs);
+  if (sends.empty() && recvs.empty()) return;
+  std::string peers;
+  for (const StageTransfer& t : batch) peers += (peers.empty() ? "" : ", ") + std::to_string(t.peer);
+  const auto what = [&] {
+    return "TEST phase: the exchange of " + std::to_string(sends.size()) + " send(s) and " +
+           std::to_string(recvs.size()) + " receive(s) with stage(s) " + peers;
+  };
+  waiting_for(what, [&] { exchange_batch_transfers(act_, std::move(sends), recvs); });
 }
 
 // test_iter batches through the stages, forward only; the last stage's
@@ -150,7 +163,11 @@ NamedValues PipelineParallel::run_test() {
       const PipelineBoundary& pb = test_plan_.boundaries[b];
       Blob& blob = test_net_->blob(pb.blob);
       blob.resize(pb.shape);
-      act_.recv(blob.data, pb.from, kTestTagBase + b);
+      const auto what = [&] {
+        return "TEST phase: receive '" + pb.blob + "' of batch " + std::to_string(it) + " from stage " +
+               std::to_string(pb.from);
+      };
+      waiting_for(what, [&] { act_.recv(blob.data, pb.from, kTestTagBase + b); });
     }
     test_net_->forward();
     for (int b : test_plan_.outgoing(stage_)) {
@@ -174,7 +191,8 @@ NamedValues PipelineParallel::run_test() {
   if (batched_) {
     exchange_test_batch(transfers.back());
   } else {
-    act_sender_->flush();
+    const auto what = [] { return std::string("TEST phase: the queued sends to the next stages"); };
+    waiting_for(what, [&] { act_sender_->flush(); });
   }
   // The last stage's results to every stage, as text ("name\tvalue\n"...).
   std::string text;
@@ -187,10 +205,16 @@ NamedValues PipelineParallel::run_test() {
   }
   Tensor len({1}, DType::kI32);
   len.data<int32_t>()[0] = static_cast<int32_t>(text.size());
-  act_.broadcast(len, plan_.stages - 1);
-  Tensor body({std::max<int32_t>(1, len.data<int32_t>()[0])}, DType::kU8);
-  if (last && !text.empty()) std::memcpy(body.raw_data(), text.data(), text.size());
-  act_.broadcast(body, plan_.stages - 1);
+  Tensor body;
+  const auto what = [&] {
+    return "TEST phase: the results, broadcast from the last stage (" + std::to_string(plan_.stages - 1) + ")";
+  };
+  waiting_for(what, [&] {
+    act_.broadcast(len, plan_.stages - 1);
+    body = Tensor({std::max<int32_t>(1, len.data<int32_t>()[0])}, DType::kU8);
+    if (last && !text.empty()) std::memcpy(body.raw_data(), text.data(), text.size());
+    act_.broadcast(body, plan_.stages - 1);
+  });
   text.assign(static_cast<const char*>(body.raw_data()), static_cast<size_t>(len.data<int32_t>()[0]));
   NamedValues out;
   size_t pos = 0;

@@ -43,6 +43,25 @@ std::vector<std::vector<StageTransfer>> stage_transfer_batches(const PipelinePla
   return batches;
 }
 
+namespace {
+
+// The transfers of `list` with `peer`, in order.
+std::vector<const PeerTransfer*> with_peer(const std::vector<PeerTransfer>& list, int peer) {
+  std::vector<const PeerTransfer*> out;
+  for (const PeerTransfer& t : list) {
+    if (t.peer == peer) out.push_back(&t);
+  }
+  return out;
+}
+
+size_t total_bytes(const std::vector<const PeerTransfer*>& ts) {
+  size_t n = 0;
+  for (const PeerTransfer* t : ts) n += t->tensor->nbytes();
+  return n;
+}
+
+}  // namespace
+
 void exchange_batch_transfers(Communicator& comm, std::vector<PeerTransfer> sends,
                               const std::vector<PeerTransfer>& recvs) {
   if (sends.empty() && recvs.empty()) return;
@@ -55,8 +74,44 @@ void exchange_batch_transfers(Communicator& comm, std::vector<PeerTransfer> send
       t.tensor = &copies.back();
     }
   }
-  sends.insert(sends.end(), recvs.begin(), recvs.end());
-  comm.exchange(sends);
+  // One message per peer and direction (see the header): several tensors
+  // for one peer travel packed, byte after byte in the order listed.
+  std::set<int> peers;
+  for (const PeerTransfer& t : sends) peers.insert(t.peer);
+  for (const PeerTransfer& t : recvs) peers.insert(t.peer);
+  std::vector<PeerTransfer> batch;
+  struct Unpack {
+    const Tensor* packed;
+    std::vector<const PeerTransfer*> into;
+  };
+  std::vector<Unpack> unpacks;
+  for (const bool sending : {true, false}) {
+    for (int peer : peers) {
+      const std::vector<const PeerTransfer*> ts = with_peer(sending ? sends : recvs, peer);
+      if (ts.size() == 1) batch.push_back(*ts[0]);
+      if (ts.size() < 2) continue;
+      copies.emplace_back(Shape{static_cast<int64_t>(total_bytes(ts))}, DType::kU8, ts[0]->tensor->device());
+      Tensor& packed = copies.back();
+      if (sending) {
+        size_t at = 0;
+        for (const PeerTransfer* t : ts) {
+          copy_bytes(packed, at, *t->tensor, 0, t->tensor->nbytes());
+          at += t->tensor->nbytes();
+        }
+      } else {
+        unpacks.push_back({&packed, ts});
+      }
+      batch.push_back({sending ? PeerTransfer::Kind::kSend : PeerTransfer::Kind::kRecv, &packed, peer, ts[0]->tag});
+    }
+  }
+  comm.exchange(batch);
+  for (const Unpack& u : unpacks) {
+    size_t at = 0;
+    for (const PeerTransfer* t : u.into) {
+      copy_bytes(*t->tensor, 0, *u.packed, at, t->tensor->nbytes());
+      at += t->tensor->nbytes();
+    }
+  }
 }
 
 }  // namespace strata::parallel

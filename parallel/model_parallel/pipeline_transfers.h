@@ -48,8 +48,17 @@ struct StageTransfer {
 std::vector<std::vector<StageTransfer>> stage_transfer_batches(const PipelinePlan& plan, int stage,
                                                                const std::vector<PipeOp>& ops);
 
-// Runs one batch as one exchange on `comm`: the sends first (as the plan
-// lists them), then the receives. A send whose tensor a receive of the same
+// Runs one batch as one exchange on `comm`: the sends first, then the
+// receives, at most one message per peer and direction: the tensors a batch
+// sends to one peer travel packed into one u8 buffer (in the order listed),
+// and those it receives from one peer are unpacked from one. NCCL runs the
+// sends and receives of a group with one peer as pairs, one pair after the
+// other, so with two sends and a receive the second send would wait for the
+// receive; when the peer can send that only after it got the second send
+// (GPipe: stage 0 sends micro-batch 3's activation and label and receives
+// micro-batch 0's gradient, which stage 1 computes from both), two stages
+// on GPUs hung in the first step. One message each way is one pair, whose
+// halves progress independently. A send whose tensor a receive of the same
 // batch overwrites (a blob received and passed on) goes from a copy.
 void exchange_batch_transfers(Communicator& comm, std::vector<PeerTransfer> sends,
                               const std::vector<PeerTransfer>& recvs);

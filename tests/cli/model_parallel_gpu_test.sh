@@ -27,7 +27,7 @@ cleanup() { rm -rf "$work"; }
 trap cleanup EXIT
 if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "work: $work"; fi
 fail() { echo "FAIL: $*"; exit 1; }
-export STRATA_TIMEOUT_S=120
+export STRATA_TIMEOUT_S=${STRATA_TIMEOUT_S:-120}
 
 # shellcheck source=tests/cli/data_parallel_lib.sh
 source "$(dirname "$0")/data_parallel_lib.sh"
