@@ -9,8 +9,15 @@
 #                         file formats, the store protocol, transports and collectives
 #   fuzz     build-fuzz/  clang libFuzzer: each tests/fuzz target for
 #                         STRATA_FUZZ_SECONDS (default 45) over its committed corpus
-# Usage: bash tools/run_tests.sh [default] [cpu] [asan] [fuzz]
-#   (no argument: every stage, in this order). Each stage prints a line when it
+#   gpu      build-gpu/   only on request, on a machine with an NVIDIA GPU: built
+#                         for that GPU's compute capability, then every test that
+#                         needs a GPU (tools/gpu_tests.py), ending with one line:
+#                         how many ran, passed, failed, skipped
+# Usage: bash tools/run_tests.sh [default] [cpu] [asan] [fuzz] [gpu]
+#   (no argument: default, cpu, asan and fuzz, in this order; CI has no GPU).
+#   STRATA_GPU_BUILD_DIR names another folder for the gpu stage (one configured
+#   before with the -D flags a machine needs), STRATA_NO_INSTALL=1 skips the
+#   package step (a machine without a package registry). Each stage prints a line when it
 #   starts and ends with its elapsed time, and a progress line every 5 minutes;
 #   build output goes to build-logs/<stage>.log, shown when a step fails.
 # The benchmark programs and the CUDA code are built once, in build/.
@@ -21,8 +28,8 @@ stages=("$@")
 if [ ${#stages[@]} -eq 0 ]; then stages=(default cpu asan fuzz); fi
 for s in "${stages[@]}"; do
   case "$s" in
-    default | cpu | asan | fuzz) ;;
-    *) echo "run_tests.sh: unknown stage '$s' (stages: default cpu asan fuzz)" >&2; exit 2 ;;
+    default | cpu | asan | fuzz | gpu) ;;
+    *) echo "run_tests.sh: unknown stage '$s' (stages: default cpu asan fuzz gpu)" >&2; exit 2 ;;
   esac
 done
 wants() { [[ " ${stages[*]} " == *" $1 "* ]]; }
@@ -109,15 +116,17 @@ run_ctest() {
 }
 
 # ---- dependencies --------------------------------------------------------------
-stage_begin deps "installing what is missing (tools/install_deps.sh)"
-extra=()
-command -v python3 > /dev/null || extra+=(python3)  # the tools.model_prototxts test
-if wants fuzz; then
-  command -v clang++ > /dev/null || extra+=(clang)
-  extra+=(libclang-rt-dev libomp-dev)  # libFuzzer's runtime; OpenMP for clang
+if [ "${STRATA_NO_INSTALL:-}" != 1 ]; then
+  stage_begin deps "installing what is missing (tools/install_deps.sh)"
+  extra=()
+  command -v python3 > /dev/null || extra+=(python3)  # the tools.model_prototxts and lint tests
+  if wants fuzz; then
+    command -v clang++ > /dev/null || extra+=(clang)
+    extra+=(libclang-rt-dev libomp-dev)  # libFuzzer's runtime; OpenMP for clang
+  fi
+  bash tools/install_deps.sh "${extra[@]}"
+  stage_end deps
 fi
-bash tools/install_deps.sh "${extra[@]}"
-stage_end deps
 
 # ---- default: today's build, CUDA when nvcc is found ---------------------------
 if wants default; then
@@ -217,6 +226,35 @@ if wants fuzz; then
     grep -E "^stat::number_of_executed_units|^Done [0-9]+ runs" "$log" | tail -n 1 | sed 's/^/    /' || true
   done
   stage_end fuzz
+fi
+
+# ---- gpu: every test that needs a GPU, on this machine's GPU ---------------------
+if wants gpu; then
+  dir=${STRATA_GPU_BUILD_DIR:-build-gpu}
+  log=build-logs/gpu.log
+  : > "$log"
+  stage_begin gpu "build in $dir/ for this machine's GPU, every test that needs a GPU"
+  if ! gpu=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2> /dev/null | head -n 1) || [ -z "$gpu" ]; then
+    echo "    FAILED: no NVIDIA GPU here (nvidia-smi found none, or no driver); the gpu stage needs one." \
+      "The other stages run without it: bash tools/run_tests.sh"
+    exit 1
+  fi
+  arch=$(echo "${gpu##*,}" | tr -d ' .')
+  echo "    GPU: ${gpu%,*}, compute capability ${gpu##*, } (sm_$arch)"
+  step "configure" "$log" cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DSTRATA_BUILD_BENCH=ON
+  grep -E "^-- (CUDA [0-9]|CUDA not|STRATA_CUDA|NCCL|no CUDA)" "$log" | sed 's/^/    /' || true
+  if ! grep -q "^-- CUDA .*CUDA backend on" "$log"; then
+    echo "    FAILED: cmake did not turn the CUDA backend on (nvcc, cuBLAS and cuDNN 9 are needed; $log says why)"
+    exit 1
+  fi
+  step "build (strata, the tests, the benchmarks)" "$log" cmake --build "$dir" -j "$jobs"
+  gpu_t0=$SECONDS
+  if ! python3 tools/gpu_tests.py "$dir" | tee -a "$log"; then
+    echo "    FAILED: GPU tests after $(elapsed $((SECONDS - gpu_t0))) (reports and logs in $dir/gpu-tests/)"
+    exit 1
+  fi
+  stage_end gpu
 fi
 
 echo

@@ -25,6 +25,10 @@ precision) and reported as one with tools/bench/gpu_bench_report.py or
 --report. A program that fails or times out leaves a 'failed' cell and the
 rest goes on.
 
+The check that fits a short GPU lease (VGG-16 and ViT-B/16 training, FP32
+and BF16, against PyTorch eager, one round; about 2 minutes on an H100):
+  python3 tools/bench/run_gpu_bench.py --build build --quick
+
 Check on a machine without a GPU (seconds; the PyTorch side needs torch):
   /usr/bin/python3 tools/bench/run_gpu_bench.py --build build --device cpu \\
       --models cifar_vgg --precisions FP32 --rounds 1 --iters 2"""
@@ -227,7 +231,18 @@ def parse_args():
     p.add_argument("--timeout", type=int, default=900, help="seconds one program may take")
     p.add_argument("--results", help="append every record (JSON lines) to this file")
     p.add_argument("--report", nargs="+", metavar="RESULTS", help="print the tables of these files; run nothing")
+    p.add_argument("--quick", action="store_true",
+                   help="the check that fits a short GPU lease (about 2 minutes on an H100): VGG-16 and ViT-B/16 "
+                        "training in FP32 and BF16, strata against PyTorch eager, one round of 8 steps after 3 "
+                        "(flags given as well override it)")
     a = p.parse_args()
+    if a.quick:
+        given = set(arg.split("=")[0] for arg in sys.argv[1:])
+        for flag, value in (("--models", "vgg16,vit_b16"), ("--tasks", "train"), ("--precisions", "FP32,BF16"),
+                            ("--impls", "strata,pytorch-eager"), ("--rounds", 1), ("--iters", 8), ("--warmup", 3),
+                            ("--repeats", 1), ("--timeout", 150)):
+            if flag not in given:
+                setattr(a, flag[2:].replace("-", "_"), value)
     a.on_gpu = a.device.startswith("cuda")
     if a.threads is None:
         a.threads = os.cpu_count() if a.on_gpu else 2
