@@ -21,6 +21,7 @@ import argparse
 import glob
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -110,19 +111,21 @@ def main():
         if os.path.exists(xml):
             os.remove(xml)
         procs.append((subprocess.Popen([binary, f"--gtest_filter={gfilter}", f"--gtest_output=xml:{xml}"],
-                                       stdout=log, stderr=subprocess.STDOUT, env=env, cwd=build), xml, log))
+                                       stdout=log, stderr=subprocess.STDOUT, env=env, cwd=build,
+                                       start_new_session=True), xml, log))
     ctest_log = os.path.join(out, "ctest.log")
     junit = os.path.join(out, "ctest.xml")
     with open(ctest_log, "w") as log:
         ctest = subprocess.Popen(["ctest", "-R", "_gpu$", "-j", "3", "--output-on-failure", "--timeout",
                                   str(a.timeout), "--output-junit", junit], stdout=log, stderr=subprocess.STDOUT,
-                                 cwd=build)
+                                 cwd=build, start_new_session=True)
     deadline = t0 + a.timeout
     for proc in [p for p, _, _ in procs] + [ctest]:
         try:
             proc.wait(timeout=max(1, deadline - time.time()))
         except subprocess.TimeoutExpired:
-            proc.kill()
+            print(f"    out of time after {a.timeout} s: stopping {' '.join(proc.args[:2])} and what it started")
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the ranks a CLI test launched too
             proc.wait()
     results = []
     for _, xml, log in procs:

@@ -15,6 +15,7 @@
 #                         how many ran, passed, failed, skipped
 # Usage: bash tools/run_tests.sh [default] [cpu] [asan] [fuzz] [gpu]
 #   (no argument: default, cpu, asan and fuzz, in this order; CI has no GPU).
+#   STRATA_GPU_TEST_SECONDS bounds the gpu stage's tests (default 420 s);
 #   STRATA_GPU_BUILD_DIR names another folder for the gpu stage (one configured
 #   before with the -D flags a machine needs), STRATA_NO_INSTALL=1 skips the
 #   package step (a machine without a package registry). Each stage prints a line when it
@@ -250,7 +251,7 @@ if wants gpu; then
   fi
   step "build (strata, the tests, the benchmarks)" "$log" cmake --build "$dir" -j "$jobs"
   gpu_t0=$SECONDS
-  if ! python3 tools/gpu_tests.py "$dir" | tee -a "$log"; then
+  if ! python3 tools/gpu_tests.py "$dir" ${STRATA_GPU_TEST_SECONDS:+--timeout "$STRATA_GPU_TEST_SECONDS"} | tee -a "$log"; then
     echo "    FAILED: GPU tests after $(elapsed $((SECONDS - gpu_t0))) (reports and logs in $dir/gpu-tests/)"
     exit 1
   fi
