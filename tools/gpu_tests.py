@@ -67,12 +67,27 @@ def gtest_results(xml_path):
     return out
 
 
-def ctest_results(junit_path, log_path):
+def ctest_results(junit_path, log_path, progress_dir):
     out = []
     try:
         root = ET.parse(junit_path).getroot()
-    except (OSError, ET.ParseError) as e:
-        return [("ctest", "failed", f"no report ({e}); see {log_path}")]
+    except (OSError, ET.ParseError):
+        # ctest was stopped: what it started and did not finish, from its log.
+        text = open(log_path, encoding="utf-8", errors="replace").read() if os.path.exists(log_path) else ""
+        started = re.findall(r"Start\s+\d+: (\S+)", text)
+        for name in started:
+            m = re.search(r"Test\s+#\d+: " + re.escape(name) + r" \.+\s*(\*{0,3}\w+)", text)
+            if m and m.group(1) == "Passed":
+                out.append((name, "passed", ""))
+            elif m and "Skipped" in m.group(1):
+                out.append((name, "skipped", "exit code 77"))
+            elif m:
+                out.append((name, "failed", f"see {log_path}"))
+            else:
+                tail = progress_tail(progress_dir, name)
+                out.append((name, "failed", "did not finish in the time given" + (f"; its last lines:\n{tail}"
+                                                                                 if tail else "")))
+        return out or [("ctest", "failed", f"no report; see {log_path}")]
     for case in root.iter("testcase"):
         status = case.get("status", "")
         name = case.get("name")
@@ -83,6 +98,28 @@ def ctest_results(junit_path, log_path):
         else:
             out.append((name, "passed", ""))
     return out
+
+
+def progress_tail(progress_dir, test_name, lines=12):
+    """The end of what a CLI test wrote to STRATA_TEST_PROGRESS_DIR (cli.x_gpu -> x_gpu*.log)."""
+    stem = test_name.split(".", 1)[-1]
+    text = []
+    for path in sorted(glob.glob(os.path.join(progress_dir, stem + "*.log"))):
+        last = open(path, encoding="utf-8", errors="replace").read().splitlines()[-lines:]
+        text += [f"        {os.path.basename(path)}: {line}" for line in last]
+    return "\n".join(text)
+
+
+def stop(proc, grace_s=10):
+    """SIGTERM to the runner's whole session (a CLI test's ranks too), then SIGKILL."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
 
 
 def main():
@@ -115,23 +152,31 @@ def main():
                                        start_new_session=True), xml, log))
     ctest_log = os.path.join(out, "ctest.log")
     junit = os.path.join(out, "ctest.xml")
+    progress = os.path.join(out, "progress")
+    os.makedirs(progress, exist_ok=True)
+    for stale in [junit] + glob.glob(os.path.join(progress, "*.log")):
+        if os.path.exists(stale):
+            os.remove(stale)
     with open(ctest_log, "w") as log:
+        # The CLI tests write their progress (and their ranks' output) under
+        # STRATA_TEST_PROGRESS_DIR as they go: a test stopped for time still
+        # shows where it was.
         ctest = subprocess.Popen(["ctest", "-R", "_gpu$", "-j", "3", "--output-on-failure", "--timeout",
                                   str(a.timeout), "--output-junit", junit], stdout=log, stderr=subprocess.STDOUT,
-                                 cwd=build, start_new_session=True)
+                                 cwd=build, start_new_session=True,
+                                 env=dict(os.environ, STRATA_TEST_PROGRESS_DIR=progress))
     deadline = t0 + a.timeout
     for proc in [p for p, _, _ in procs] + [ctest]:
         try:
             proc.wait(timeout=max(1, deadline - time.time()))
         except subprocess.TimeoutExpired:
             print(f"    out of time after {a.timeout} s: stopping {' '.join(proc.args[:2])} and what it started")
-            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the ranks a CLI test launched too
-            proc.wait()
+            stop(proc)
     results = []
     for _, xml, log in procs:
         log.close()
         results += gtest_results(xml)
-    results += ctest_results(junit, ctest_log)
+    results += ctest_results(junit, ctest_log, progress)
     elapsed = time.time() - t0
     failed = [r for r in results if r[1] == "failed"]
     skipped = [r for r in results if r[1] == "skipped"]

@@ -24,8 +24,11 @@ std::unique_ptr<Communicator> create_nccl_communicator(const RankEnv& env, std::
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -96,6 +99,28 @@ std::string call_text(const std::string& op, const Tensor& t) {
   return op + " (" + dtype_name(t.dtype()) + ", " + std::to_string(t.numel()) + " elements)";
 }
 
+// ncclCommAbort(comm), bounded: if it has not returned after `grace_ms`,
+// a watchdog thread prints that and ends the process (exit status 70), as
+// a wait that never ends is worse than a rank that stops with a message
+// (the launcher then names the rank).
+void abort_with_deadline(ncclComm_t comm, int64_t grace_ms) {
+  auto returned = std::make_shared<std::atomic<bool>>(false);
+  std::thread([returned, grace_ms] {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(grace_ms);
+    while (Clock::now() < deadline) {
+      if (returned->load()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (returned->load()) return;
+    std::fprintf(stderr, "ncclCommAbort did not return within %lld ms (a kernel that never ends?); exiting\n",
+                 static_cast<long long>(grace_ms));
+    std::fflush(stderr);
+    std::_Exit(70);
+  }).detach();
+  ncclCommAbort(comm);
+  returned->store(true);
+}
+
 // Everything an operation in flight needs: shared by the communicator and
 // its CommWork handles, so a handle never points at a destroyed communicator.
 struct NcclState {
@@ -153,9 +178,16 @@ struct NcclState {
   }
 
   // Caller holds mu. Aborts the NCCL communicator (kernels in flight stop,
-  // peers see an error) and throws `message`.
+  // peers see an error) and throws `message`. The message is printed first:
+  // ncclCommAbort waits for the kernels it stops, and should it never
+  // return (seen with a stuck peer on a shared GPU), the process says why
+  // and exits after a grace period instead of hanging unseen.
   [[noreturn]] void abort_and_throw(const std::string& message) {
-    if (comm) ncclCommAbort(comm);
+    if (comm) {
+      std::fprintf(stderr, "%s; aborting the NCCL communicator\n", message.c_str());
+      std::fflush(stderr);
+      abort_with_deadline(comm, std::min<int64_t>(timeout_ms.load(), 60000));
+    }
     comm = nullptr;
     aborted = true;
     abort_reason = message;

@@ -28,6 +28,14 @@ trap cleanup EXIT
 if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "work: $work"; fi
 fail() { echo "FAIL: $*"; exit 1; }
 export STRATA_TIMEOUT_S=${STRATA_TIMEOUT_S:-120}
+# Under tools/gpu_tests.py: progress (and every launch's output, as it comes)
+# also into files that survive a stop for time.
+progress="${STRATA_TEST_PROGRESS_DIR:+$STRATA_TEST_PROGRESS_DIR/model_parallel_gpu}"
+if [ -n "$progress" ]; then
+  : > "$progress.log"
+  : > "$progress.ranks.log"
+  exec > >(tee -a "$progress.log") 2>&1
+fi
 
 # shellcheck source=tests/cli/data_parallel_lib.sh
 source "$(dirname "$0")/data_parallel_lib.sh"
@@ -105,6 +113,13 @@ chmod +x "$rank_wrapper"
 gpu_launch() {  # gpu_launch NPROC OUT ARGS...: strata launch of strata train --device cuda
   local n="$1" out="$2"
   shift 2
+  echo "  [$(date +%T)] launch --nproc $n: train --device cuda $*"
+  if [ -n "$progress" ]; then
+    echo "== [$(date +%T)] launch --nproc $n: train --device cuda $*" >> "$progress.ranks.log"
+    "$strata" launch --nproc "$n" -- "$rank_wrapper" "$strata" train --device cuda "$@" 2>&1 |
+      tee "$out" >> "$progress.ranks.log" || { cat "$out"; fail "launch --nproc $n failed: train $*"; }
+    return
+  fi
   "$strata" launch --nproc "$n" -- "$rank_wrapper" "$strata" train --device cuda "$@" > "$out" 2>&1 ||
     { cat "$out"; fail "launch --nproc $n failed: train $*"; }
 }
