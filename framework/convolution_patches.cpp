@@ -2,6 +2,8 @@
 // layer's own members on that path are in layers/convolution_patch_path.cpp.
 #include "framework/convolution_patches.h"
 
+#include "framework/cpu_isa.h"
+
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -24,24 +26,18 @@ STRATA_CONV_AVX512 float sum_avx512(const float* p, int64_t n);
 }  // namespace
 #endif
 
-bool cpu_has_avx512() {
+bool use_avx512() {
 #ifdef STRATA_CONV_PATCHES
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  }();
-  return has;
+  return cpu_isa() == CpuIsa::kAvx512;
 #else
   return false;
 #endif
 }
-
 // Sum of n floats: a plain loop is one long dependency chain (the compiler
 // may not reorder float additions), so use independent partial sums.
 float row_sum(const float* p, int64_t n) {
 #ifdef STRATA_CONV_PATCHES
-  if (cpu_has_avx512()) return sum_avx512(p, n);
+  if (use_avx512()) return sum_avx512(p, n);
 #endif
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t j = 0;

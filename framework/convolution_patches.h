@@ -17,8 +17,9 @@
 namespace strata {
 namespace conv_patches {
 
-// Whether this build has the patch packers and this CPU runs them.
-bool cpu_has_avx512();
+// Whether the patch packers run: this build has them and the CPU path
+// (framework/cpu_isa.h) is AVX-512.
+bool use_avx512();
 
 // Sum of n floats (independent partial sums: a plain loop is one long
 // dependency chain).
@@ -46,7 +47,7 @@ struct PatchGeometry {
 // gemm_pack_b packers over the patches of g (see GemmPackB in math.h).
 // Across: op(B)[k][j] = patch row k of pixel j (forward, and the stride-1
 // input gradient). Down: op(B)[k][j] = patch row j of pixel k (the weight
-// gradient). Require cpu_has_avx512(); safe to call from several threads.
+// gradient). Require use_avx512(); safe to call from several threads.
 void pack_patches_across(const PatchGeometry& g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst);
 void pack_patches_down(const PatchGeometry& g, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* dst);
 #endif

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 
+#include "framework/cpu_isa.h"
 #include "framework/gemm_avx512.h"
 
 namespace strata {
@@ -462,7 +463,7 @@ STRATA_AVX512 void transform_filter_grad_avx512(const float* du, int64_t out, in
 
 namespace {
 std::atomic<Kernels> g_kernels{Kernels::kAuto};
-bool avx512() { return g_kernels.load(std::memory_order_relaxed) == Kernels::kAuto && gemm_internal::cpu_has_avx512(); }
+bool avx512() { return g_kernels.load(std::memory_order_relaxed) == Kernels::kAuto && cpu_isa() == CpuIsa::kAvx512; }
 }  // namespace
 
 void force_kernels_for_testing(Kernels k) { g_kernels.store(k, std::memory_order_relaxed); }

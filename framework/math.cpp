@@ -2,37 +2,78 @@
 
 #include <cblas.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "framework/cpu_isa.h"
+#include "framework/gemm_avx2.h"
 #include "framework/gemm_avx512.h"
 #include "framework/tensor.h"
+#include "framework/threads.h"
 
-// GEMM: on x86-64 CPUs with AVX-512 gemm() and gemm_pack_b() run our own
-// blocked kernel (framework/gemm_avx512.cpp, which says why); other CPUs use
-// cblas_sgemm.
+// GEMM: our own blocked kernels on x86-64 CPUs with AVX-512
+// (framework/gemm_avx512.cpp) or AVX2 and FMA (framework/gemm_avx2.cpp), which
+// say why; cblas_sgemm on the portable path (framework/cpu_isa.h picks). Every
+// path runs on strata's threads alone: OpenBLAS is kept single-threaded
+// (framework/threads.cpp) and its calls are split into stripes here, so the
+// thread count a user gives is the number of busy threads, and a GEMM inside
+// a parallel region (a layer's loop over images) runs on its own thread.
 
 namespace strata {
 
+extern "C" void openblas_set_num_threads(int num_threads);
+
 namespace {
 
-std::atomic<GemmBackend> g_forced_gemm_backend{GemmBackend::kAuto};
-
-bool use_avx512_gemm() {
-  return g_forced_gemm_backend.load(std::memory_order_relaxed) == GemmBackend::kAuto &&
-         gemm_internal::cpu_has_avx512();
+// OpenBLAS starts as many threads of its own as there are cores; strata's
+// pool owns the threads (a stripe or a layer's chunk per thread), so
+// OpenBLAS runs single-threaded inside it. Set before the first BLAS call.
+void blas_single_threaded() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
 }
 
 void gemm_cblas(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha,
-                const float* A, const float* B, float beta, float* C) {
-  const int lda = ta == Transpose::kNo ? static_cast<int>(K) : static_cast<int>(M);
-  const int ldb = tb == Transpose::kNo ? static_cast<int>(N) : static_cast<int>(K);
+                const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  blas_single_threaded();
   cblas_sgemm(CblasRowMajor, ta == Transpose::kNo ? CblasNoTrans : CblasTrans,
-              tb == Transpose::kNo ? CblasNoTrans : CblasTrans, static_cast<int>(M),
-              static_cast<int>(N), static_cast<int>(K), alpha, A, lda, B, ldb, beta, C,
-              static_cast<int>(N));
+              tb == Transpose::kNo ? CblasNoTrans : CblasTrans, static_cast<int>(M), static_cast<int>(N),
+              static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta, C,
+              static_cast<int>(ldc));
+}
+
+// The portable path: single-threaded cblas_sgemm calls on stripes of C, as
+// many as strata's threads (one inside a parallel region, or below ~4 MFLOP,
+// where a fork and join cost more than they save).
+void gemm_portable(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                   const float* B, float beta, float* C, int64_t ldc) {
+  const int64_t lda = ta == Transpose::kNo ? K : M;
+  const int64_t ldb = tb == Transpose::kNo ? N : K;
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const int threads = in_parallel_region() || flops < 4e6 ? 1 : num_threads();
+  if (threads <= 1) {
+    gemm_cblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  // Columns of C in multiples of 16 when they are the longer side, else rows.
+  if (N >= M) {
+    const int64_t units = (N + 15) / 16;
+    parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
+      const int64_t j0 = u0 * 16, j1 = std::min(u1 * 16, N);
+      const float* b = tb == Transpose::kNo ? B + j0 : B + j0 * ldb;
+      gemm_cblas(ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
+    });
+    return;
+  }
+  parallel_for(M, 1, [&](int64_t i0, int64_t i1) {
+    const float* a = ta == Transpose::kNo ? A + i0 * lda : A + i0;
+    gemm_cblas(ta, tb, i1 - i0, N, K, alpha, a, lda, B, ldb, beta, C + i0 * ldc, ldc);
+  });
 }
 
 struct AlignedFree {
@@ -40,10 +81,6 @@ struct AlignedFree {
 };
 
 }  // namespace
-
-void force_gemm_backend_for_testing(GemmBackend b) { g_forced_gemm_backend.store(b, std::memory_order_relaxed); }
-
-bool gemm_uses_avx512() { return use_avx512_gemm(); }
 
 void gemm(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, const float* B, float beta, float* C) {
@@ -57,11 +94,17 @@ void gemm(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alp
     }
     return;
   }
-  if (use_avx512_gemm()) {
-    gemm_internal::gemm_avx512(ta, tb, M, N, K, alpha, A, B, nullptr, beta, C, N);
-    return;
+  switch (cpu_isa()) {
+    case CpuIsa::kAvx512:
+      gemm_internal::gemm_avx512(ta, tb, M, N, K, alpha, A, B, nullptr, beta, C, N);
+      return;
+    case CpuIsa::kAvx2:
+      gemm_internal::gemm_avx2(ta, tb, M, N, K, alpha, A, B, nullptr, beta, C, N);
+      return;
+    case CpuIsa::kPortable:
+      gemm_portable(ta, tb, M, N, K, alpha, A, B, beta, C, N);
+      return;
   }
-  gemm_cblas(ta, tb, M, N, K, alpha, A, B, beta, C);
 }
 
 void gemm_pack_b(Transpose ta, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
@@ -74,11 +117,15 @@ void gemm_pack_b(Transpose ta, int64_t M, int64_t N, int64_t K, float alpha, con
     }
     return;
   }
-  if (use_avx512_gemm()) {
+  if (cpu_isa() == CpuIsa::kAvx512) {
     gemm_internal::gemm_avx512(ta, Transpose::kNo, M, N, K, alpha, A, nullptr, &pack_b, beta, C, ldc);
     return;
   }
-  // Elsewhere: unpack B into a matrix for BLAS. The packer is promised a
+  if (cpu_isa() == CpuIsa::kAvx2) {
+    gemm_internal::gemm_avx2(ta, Transpose::kNo, M, N, K, alpha, A, nullptr, &pack_b, beta, C, ldc);
+    return;
+  }
+  // Portable: unpack B into a matrix for BLAS. The packer is promised a
   // 64-byte aligned dst (packers may use aligned vector stores).
   const int64_t panels = (N + kGemmPanel - 1) / kGemmPanel;
   const std::unique_ptr<float, AlignedFree> packed(
@@ -89,10 +136,7 @@ void gemm_pack_b(Transpose ta, int64_t M, int64_t N, int64_t K, float alpha, con
     const float* panel = packed.get() + (j / kGemmPanel) * K * kGemmPanel + j % kGemmPanel;
     for (int64_t k = 0; k < K; ++k) b[static_cast<size_t>(k * N + j)] = panel[k * kGemmPanel];
   }
-  cblas_sgemm(CblasRowMajor, ta == Transpose::kNo ? CblasNoTrans : CblasTrans, CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
-              ta == Transpose::kNo ? static_cast<int>(K) : static_cast<int>(M), b.data(),
-              static_cast<int>(N), beta, C, static_cast<int>(ldc));
+  gemm_portable(ta, Transpose::kNo, M, N, K, alpha, A, b.data(), beta, C, ldc);
 }
 
 void gemv(Transpose ta, int64_t M, int64_t N, float alpha, const float* A, const float* x,
@@ -104,6 +148,7 @@ void gemv(Transpose ta, int64_t M, int64_t N, float alpha, const float* A, const
     for (int64_t i = 0; i < ylen; ++i) y[i] = beta == 0.0f ? 0.0f : beta * y[i];
     return;
   }
+  blas_single_threaded();
   cblas_sgemv(CblasRowMajor, ta == Transpose::kNo ? CblasNoTrans : CblasTrans, static_cast<int>(M),
               static_cast<int>(N), alpha, A, static_cast<int>(N), x, 1, beta, y, 1);
 }

@@ -1,6 +1,6 @@
 // CPU numerical kernels shared by layers and solvers: GEMM (our own AVX-512
-// kernel where the CPU has it, OpenBLAS otherwise) and the few vector
-// operations every layer needs.
+// or AVX2 kernel where the CPU has it, OpenBLAS otherwise) and the few
+// vector operations every layer needs.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +14,9 @@ enum class Transpose { kNo, kYes };
 void gemm(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha,
           const float* A, const float* B, float beta, float* C);
 
-// kAuto: gemm() and gemm_pack_b() run the AVX-512 kernel where the CPU has
-// it, else OpenBLAS. kOpenBlas forces OpenBLAS (for tests of both paths on
-// one machine; set it while no GEMM is running).
-enum class GemmBackend { kAuto, kOpenBlas };
-void force_gemm_backend_for_testing(GemmBackend b);
-bool gemm_uses_avx512();  // whether gemm() runs the AVX-512 kernel now
+// The path gemm() and gemm_pack_b() take is framework/cpu_isa.h's: our
+// AVX-512 or AVX2 kernel, or OpenBLAS (portable). On every path a call inside
+// a parallel region runs on the calling thread alone.
 
 // GEMM whose B operand the caller packs itself, for operands never stored as
 // a matrix (a convolution's image patches, gathered straight from the image

@@ -11,8 +11,6 @@
 #include <thread>
 #include <vector>
 
-extern "C" void openblas_set_num_threads(int num_threads);
-
 // Why a pool of our own rather than `#pragma omp parallel for`: on a machine
 // shared with other busy processes, libgomp's threads collapse. At the end of
 // every region they spin (GOMP_SPINCOUNT, milliseconds) before sleeping, and
@@ -241,7 +239,6 @@ int hardware_threads() {
 
 void set_num_threads(int n) {
   g_threads = n <= 0 ? hardware_threads() : n;
-  openblas_set_num_threads(g_threads);
 }
 
 int num_threads() {

@@ -1,13 +1,14 @@
-// The number of CPU threads used by GEMM (OpenBLAS) and by the layers' own
-// loops, and parallel_for, which runs those loops on a small thread pool
-// (threads.cpp says why not OpenMP).
+// The number of CPU threads used by GEMM and by the layers' own loops, and
+// parallel_for, which runs those loops on a small thread pool (threads.cpp
+// says why not OpenMP). It is the only pool: OpenBLAS runs single-threaded
+// inside it (framework/math.cpp).
 #pragma once
 
 #include <cstdint>
 
 namespace strata {
 
-// n <= 0 means all cores. Applies to OpenBLAS and to parallel_for.
+// n <= 0 means all cores. Applies to parallel_for and so to every GEMM.
 void set_num_threads(int n);
 int num_threads();
 // The CPUs this thread may run on (its affinity mask: taskset, cpusets).

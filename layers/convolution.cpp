@@ -237,7 +237,7 @@ void ConvolutionLayer::force_algorithm_for_testing(Algorithm a) { g_forced_algor
 
 bool ConvolutionLayer::use_patches() const {
 #ifdef STRATA_CONV_PATCHES
-  return g_forced_algorithm != Algorithm::kIm2col && conv_patches::cpu_has_avx512();
+  return g_forced_algorithm != Algorithm::kIm2col && conv_patches::use_avx512();
 #else
   return false;
 #endif
@@ -307,11 +307,9 @@ template <typename Body>
 void ConvolutionLayer::for_each_chunk(const Body& body) const {
   const int64_t n_img = chunk_images_;
   const int64_t num = num_;
-  // gemm() runs single-threaded inside a parallel region only with its own
-  // AVX-512 kernel; OpenBLAS (other CPUs) threads each call itself, so there
-  // the chunks run one after another.
-  const int64_t min_chunks = conv_patches::cpu_has_avx512() ? 1 : num_chunks_ + 1;
-  parallel_for(num_chunks_, min_chunks, [&](int64_t begin, int64_t end) {
+  // gemm() runs on the calling thread inside a parallel region on every CPU
+  // path (framework/math.h), so the chunks (im2col, GEMM, col2im) run side by side.
+  parallel_for(num_chunks_, 1, [&](int64_t begin, int64_t end) {
     const int worker = worker_index();
     for (int64_t c = begin; c < end; ++c) {
       const int64_t i0 = c * n_img;

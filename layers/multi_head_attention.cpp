@@ -159,14 +159,13 @@ float* MultiHeadAttentionLayer::scratch(int worker) { return scratch_.data<float
 template <typename Body>
 void MultiHeadAttentionLayer::for_each_item(const Body& body) {
   const int64_t items = n_ * local_heads();
-  // gemm() runs single-threaded inside a parallel region only with its own
-  // AVX-512 kernel; OpenBLAS threads each call itself, so there the items run
-  // one after another (as in ConvolutionLayer).
-  // Tiny items (tests, short sequences) are not worth waking the threads for.
+  // gemm() runs on the calling thread inside a parallel region on every CPU
+  // path (framework/math.h), so the items run side by side (as in
+  // ConvolutionLayer). Tiny items (tests, short sequences) are not worth
+  // waking the threads for.
   const int64_t flops_per_item = 4 * t_ * t_ * dh_ + 1;
-  const bool parallel = gemm_uses_avx512();
-  const int64_t min_chunk = parallel ? std::max<int64_t>(1, 1000000 / flops_per_item) : items + 1;
-  const int64_t workers = parallel ? std::max(1, num_threads()) : 1;
+  const int64_t min_chunk = std::max<int64_t>(1, 1000000 / flops_per_item);
+  const int64_t workers = std::max(1, num_threads());
   scratch_.resize({workers * scratch_floats_});
   parallel_for(items, min_chunk, [&](int64_t begin, int64_t end) {
     const int worker = worker_index();

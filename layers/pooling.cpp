@@ -4,6 +4,7 @@
 #include <string>
 
 #include "framework/error.h"
+#include "framework/cpu_isa.h"
 #include "framework/layer_registry.h"
 #include "framework/threads.h"
 
@@ -60,14 +61,7 @@ void max2x2_row_scalar(const float* r0, const float* r1, int64_t base, int64_t w
 #if defined(__x86_64__) && defined(__GNUC__)
 #define STRATA_POOL_AVX512 1
 
-bool cpu_has_avx512() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  }();
-  return has;
-}
+bool use_avx512() { return cpu_isa() == CpuIsa::kAvx512; }
 
 // GCC 12 warns inside its own AVX-512 intrinsics (their deliberately
 // undefined pass-through operand).
@@ -266,7 +260,7 @@ void PoolingLayer::forward_max(const float* x, float* y, int32_t* mask, int64_t 
   const bool fast2x2 = kernel_h_ == 2 && kernel_w_ == 2 && stride_h_ == 2 && stride_w_ == 2 && pad_h_ == 0 &&
                        pad_w_ == 0 && 2 * out_h_ <= height_ && 2 * out_w_ <= width_;
 #ifdef STRATA_POOL_AVX512
-  const bool avx512 = cpu_has_avx512();
+  const bool avx512 = use_avx512();
 #endif
   parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "framework/cpu_isa.h"
 #include "framework/timeline.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
@@ -189,8 +190,8 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   const std::string net_memory =
       mp.pipe ? pipeline_memory_summary(mp, *world) : memory_report({&solver.net(), solver.test_net()}).str();
   if (lead) {
-    std::printf("strata train: %s, %d threads, net '%s' (%s)\n", config.source.c_str(), num_threads(),
-                solver.net().name().c_str(), net_memory.c_str());
+    std::printf("strata train: %s, %d threads (CPU kernels: %s), net '%s' (%s)\n", config.source.c_str(),
+                num_threads(), cpu_isa_name(cpu_isa()), solver.net().name().c_str(), net_memory.c_str());
   }
 
   // 3. Every rank freezes the same layers, before the optimizer history and

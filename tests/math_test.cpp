@@ -26,8 +26,11 @@
 
 #include <gtest/gtest.h>
 
+#include "framework/cpu_isa.h"
+#include "framework/error.h"
 #include "framework/math.h"
 #include "framework/threads.h"
+#include "tests/test_util.h"
 
 namespace strata {
 namespace {
@@ -162,23 +165,23 @@ const float kBetas[] = {0.0f, 1.0f, 0.3f};
 
 // ---- gemm / gemm_pack_b on each path, with 1 and 2 configured threads --------
 
-enum class Path { kAvx512, kOpenBlas };
-using GemmParam = std::tuple<Path, int>;
+using GemmParam = std::tuple<CpuIsa, int>;
 
 // Readable GetParam() in the test list (and so in the ctest names), not raw bytes.
-void PrintTo(Path p, std::ostream* os) { *os << (p == Path::kAvx512 ? "Avx512" : "OpenBlas"); }
+void PrintTo(CpuIsa isa, std::ostream* os) { *os << cpu_isa_name(isa); }
 
+// Every CPU path (framework/cpu_isa.h) this machine runs, with 1 and 2 threads.
 class GemmTest : public ::testing::TestWithParam<GemmParam> {
  protected:
   void SetUp() override {
     saved_threads_ = num_threads();
     set_num_threads(std::get<1>(GetParam()));
-    const bool blas = std::get<0>(GetParam()) == Path::kOpenBlas;
-    force_gemm_backend_for_testing(blas ? GemmBackend::kOpenBlas : GemmBackend::kAuto);
-    if (!blas && !gemm_uses_avx512()) GTEST_SKIP() << "this CPU has no AVX-512: kAuto is OpenBLAS";
+    const CpuIsa isa = std::get<0>(GetParam());
+    if (!cpu_isa_supported(isa)) GTEST_SKIP() << "this CPU cannot run the " << cpu_isa_name(isa) << " kernels";
+    force_cpu_isa_for_testing(isa);
   }
   void TearDown() override {
-    force_gemm_backend_for_testing(GemmBackend::kAuto);
+    reset_cpu_isa_for_testing();
     set_num_threads(saved_threads_);
   }
   int saved_threads_ = 0;
@@ -353,22 +356,64 @@ TEST_P(GemmTest, PackBMatchesGemm) {
 
 INSTANTIATE_TEST_SUITE_P(
     Paths, GemmTest,
-    ::testing::Combine(::testing::Values(Path::kAvx512, Path::kOpenBlas), ::testing::Values(1, 2)),
+    ::testing::Combine(::testing::Values(CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kPortable), ::testing::Values(1, 2)),
     [](const ::testing::TestParamInfo<GemmParam>& info) {
-      return std::string(std::get<0>(info.param) == Path::kAvx512 ? "Avx512" : "OpenBlas") + "_" +
+      const CpuIsa isa = std::get<0>(info.param);
+      return std::string(isa == CpuIsa::kAvx512 ? "Avx512" : isa == CpuIsa::kAvx2 ? "Avx2" : "Portable") + "_" +
              std::to_string(std::get<1>(info.param)) + "threads";
     });
 
-TEST(GemmBackend, ForcingOpenBlasSwitchesThePath) {
-  force_gemm_backend_for_testing(GemmBackend::kOpenBlas);
-  EXPECT_FALSE(gemm_uses_avx512());
-  force_gemm_backend_for_testing(GemmBackend::kAuto);
+TEST(CpuIsaTest, TheBestPathIsTheDefaultAndEachSupportedPathCanBeForced) {
+  EXPECT_TRUE(cpu_isa_supported(CpuIsa::kPortable));
 #if defined(__x86_64__)
-  EXPECT_EQ(gemm_uses_avx512(), __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"));
-#else
-  EXPECT_FALSE(gemm_uses_avx512());
+  EXPECT_EQ(cpu_isa_supported(CpuIsa::kAvx512), __builtin_cpu_supports("avx512f") &&
+                                                    __builtin_cpu_supports("avx512dq") &&
+                                                    __builtin_cpu_supports("avx512bw") &&
+                                                    __builtin_cpu_supports("avx512vl"));
+  EXPECT_EQ(cpu_isa_supported(CpuIsa::kAvx2), __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
 #endif
+  const CpuIsa best = cpu_isa_supported(CpuIsa::kAvx512) ? CpuIsa::kAvx512
+                      : cpu_isa_supported(CpuIsa::kAvx2) ? CpuIsa::kAvx2
+                                                         : CpuIsa::kPortable;
+  EXPECT_EQ(parse_cpu_isa(nullptr), best);
+  EXPECT_EQ(parse_cpu_isa(""), best);
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2, CpuIsa::kPortable}) {
+    if (!cpu_isa_supported(isa)) continue;
+    EXPECT_EQ(parse_cpu_isa(cpu_isa_name(isa)), isa);
+    force_cpu_isa_for_testing(isa);
+    EXPECT_EQ(cpu_isa(), isa);
+    reset_cpu_isa_for_testing();
+  }
+}
+
+TEST(CpuIsaTest, AnUnknownOrUnsupportedPathIsRefusedNamingTheVariable) {
+  const std::string unknown = test::error_of<ConfigError>([] { parse_cpu_isa("sse4"); });
+  EXPECT_CONTAINS(unknown, "STRATA_CPU_ISA='sse4'");
+  EXPECT_CONTAINS(unknown, "avx512, avx2 or portable");
+  for (CpuIsa isa : {CpuIsa::kAvx512, CpuIsa::kAvx2}) {
+    if (cpu_isa_supported(isa)) continue;
+    const std::string msg = test::error_of<ConfigError>([&] { parse_cpu_isa(cpu_isa_name(isa)); });
+    EXPECT_CONTAINS(msg, std::string("STRATA_CPU_ISA=") + cpu_isa_name(isa));
+    EXPECT_CONTAINS(msg, "cannot run");
+    EXPECT_CONTAINS(msg, "portable runs anywhere");
+  }
+}
+
+extern "C" int openblas_get_num_threads();
+
+TEST(CpuIsaTest, OpenBlasRunsSingleThreadedInsideStrataThreads) {
+  // strata's pool owns the threads: a GEMM on the portable path splits C
+  // into stripes over it, and OpenBLAS itself stays at one thread.
+  force_cpu_isa_for_testing(CpuIsa::kPortable);
+  const int saved = num_threads();
+  set_num_threads(2);
+  const Problem p = make_problem(64, 300, 200, 7);
+  std::vector<float> c(64 * 300, std::numeric_limits<float>::quiet_NaN());
+  gemm(Transpose::kNo, Transpose::kNo, 64, 300, 200, 1.0f, p.a.data(), p.b.data(), 0.0f, c.data());
+  EXPECT_EQ(openblas_get_num_threads(), 1);
+  EXPECT_TRUE(matches(p, 1.0f, 0.0f, c.data(), 300));
+  set_num_threads(saved);
+  reset_cpu_isa_for_testing();
 }
 
 // ---- gemv and the vector operations --------------------------------------------

@@ -140,12 +140,15 @@ def cpu_main(a):
     configs = torch_configs(a.torch_python or ["/usr/bin/python3"], env, a.threads)
     strata_cmd = [os.path.join(a.build, "strata_bench_train"), "--models", a.models, "--threads",
                   str(a.threads), "--iters", str(a.iters), "--repeats", "3"]
+    strata_env = dict(env)
+    if a.cpu_isa:
+        strata_env["STRATA_CPU_ISA"] = a.cpu_isa
     results = {name: {} for name in ["strata", *configs]}
     for r in range(a.rounds):
         order = ["strata", *configs] if r % 2 == 0 else [*configs, "strata"]
         for name in order:
             if name == "strata":
-                cmd, e = strata_cmd, env
+                cmd, e = strata_cmd, strata_env
             else:
                 py, e = configs[name]
                 cmd = [py, os.path.join(HERE, "torch_train_throughput.py"), "--models", a.models, "--threads",
@@ -155,9 +158,11 @@ def cpu_main(a):
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
 
     sgemm = subprocess.run([os.path.join(a.build, "strata_bench_sgemm"), str(a.threads), "1024"],
-                           check=True, capture_output=True, text=True).stdout
+                           check=True, capture_output=True, text=True, env=strata_env).stdout
     peak = json.loads(sgemm)["gflops_median"]
     print(f"\nCPU: {cpu_description()}")
+    print(f"strata's CPU path: {a.cpu_isa or 'the best this CPU runs'} (STRATA_CPU_ISA"
+          f"{'=' + a.cpu_isa if a.cpu_isa else ' unset'}); command: {' '.join(sys.argv)}")
     print(f"SGEMM peak (1024^3, {a.threads} threads): {peak:.1f} GFLOP/s (median)")
     if "cifar_vgg" in results["strata"]:
         rate = statistics.median(results["strata"]["cifar_vgg"]) * cifar_vgg_train_gflop_per_sample()
@@ -187,6 +192,8 @@ def main():
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--device", default="cpu", help="cpu, or cuda / cuda:N for the GPU table")
     p.add_argument("--precisions", default="FP32,TF32,BF16", help="GPU only: comma-separated precisions")
+    p.add_argument("--cpu-isa", choices=["avx512", "avx2", "portable"], default=None,
+                   help="CPU only: strata's kernel path (STRATA_CPU_ISA; default the best this CPU runs)")
     p.add_argument("--torch-python", action="append", default=None, metavar="PYTHON",
                    help="CPU only: an interpreter with PyTorch to compare with (repeatable; default "
                         "/usr/bin/python3, Debian's PyTorch); every one runs in every round")

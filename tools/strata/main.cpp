@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "framework/cpu_isa.h"
 #include "framework/config.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[1];
   try {
+    strata::cpu_isa();  // a bad STRATA_CPU_ISA is named before any work starts
     if (cmd == "train") return strata::cli::train_main(argc, argv);
     if (cmd == "test") return strata::cli::test_main(argc, argv);
     if (cmd == "time") return strata::cli::time_main(argc, argv);
