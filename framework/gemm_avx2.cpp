@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "framework/gemm_stripes.h"
 #include "framework/tensor.h"
-#include "framework/threads.h"
 
 namespace strata {
 namespace gemm_internal {
@@ -296,47 +296,19 @@ STRATA_AVX2 void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const
 
 }  // namespace
 
-// Threads split C into column (or row) stripes; each packs its own operands.
-// ldc: row stride of C; packer: see gemm_pack_b (then B is unused).
+// Threads split C into column (or row) stripes (gemm_stripes.h); each packs
+// its own operands. ldc: row stride of C; packer: see gemm_pack_b (then B is
+// unused). Column stripes are whole panels, so a packer's j0 stays aligned.
 void gemm_avx2(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha,
                const float* A, const float* B, const GemmPackB* packer, float beta, float* C,
                int64_t ldc) {
   const Operand a = ta == Transpose::kNo ? Operand{A, K, 1} : Operand{A, 1, M};
   const Operand b = tb == Transpose::kNo ? Operand{B, N, 1} : Operand{B, 1, K};
-  // Below ~4 MFLOP the fork/join costs more than it saves.
-  int threads = in_parallel_region() ? 1 : num_threads();
-  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  if (flops < 4e6) threads = 1;
-  // Column stripes are whole panels (the packer's j0 stays panel-aligned).
-  const int64_t col_panels = (N + kPanel - 1) / kPanel;
-  const int64_t row_units = (M + kRowUnit - 1) / kRowUnit;
-  const bool split_cols = col_panels >= row_units || col_panels >= 2 * threads;
-  const int64_t units = split_cols ? col_panels : row_units;
-  if (threads > units) threads = static_cast<int>(units);
-  if (threads <= 1) {
+  for_each_stripe(M, N, K, kPanel, kRowUnit, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     PackBuffers& buf = pack_buffers();
-    gemm_serial(M, N, K, alpha, a, b, packer, 0, beta, C, ldc, buf.a, buf.b);
-    return;
-  }
-  // One stripe of units per thread (parallel_for with min_chunk 1 makes
-  // min(units, num_threads()) chunks, and threads <= units here).
-  parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
-    PackBuffers& buf = pack_buffers();
-    if (split_cols) {
-      const int64_t j0 = u0 * kPanel;
-      const int64_t j1 = min64(u1 * kPanel, N);
-      if (j1 > j0) {
-        const Operand bs{packer ? b.p : b.p + j0 * b.cs, b.rs, b.cs};
-        gemm_serial(M, j1 - j0, K, alpha, a, bs, packer, j0, beta, C + j0, ldc, buf.a, buf.b);
-      }
-    } else {
-      const int64_t i0 = u0 * kRowUnit;
-      const int64_t i1 = min64(u1 * kRowUnit, M);
-      if (i1 > i0) {
-        const Operand as{a.p + i0 * a.rs, a.rs, a.cs};
-        gemm_serial(i1 - i0, N, K, alpha, as, b, packer, 0, beta, C + i0 * ldc, ldc, buf.a, buf.b);
-      }
-    }
+    const Operand as{a.p + i0 * a.rs, a.rs, a.cs};
+    const Operand bs{packer ? b.p : b.p + j0 * b.cs, b.rs, b.cs};
+    gemm_serial(i1 - i0, j1 - j0, K, alpha, as, bs, packer, j0, beta, C + i0 * ldc + j0, ldc, buf.a, buf.b);
   });
 }
 

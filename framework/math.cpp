@@ -2,7 +2,6 @@
 
 #include <cblas.h>
 
-#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -10,8 +9,8 @@
 #include "framework/cpu_isa.h"
 #include "framework/gemm_avx2.h"
 #include "framework/gemm_avx512.h"
+#include "framework/gemm_stripes.h"
 #include "framework/tensor.h"
-#include "framework/threads.h"
 
 // GEMM: our own blocked kernels on x86-64 CPUs with AVX-512
 // (framework/gemm_avx512.cpp) or AVX2 and FMA (framework/gemm_avx2.cpp), which
@@ -47,32 +46,16 @@ void gemm_cblas(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, flo
               static_cast<int>(ldc));
 }
 
-// The portable path: single-threaded cblas_sgemm calls on stripes of C, as
-// many as strata's threads (one inside a parallel region, or below ~4 MFLOP,
-// where a fork and join cost more than they save).
+// The portable path: single-threaded cblas_sgemm calls on stripes of C
+// (gemm_stripes.h), one per strata thread.
 void gemm_portable(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                    const float* B, float beta, float* C, int64_t ldc) {
   const int64_t lda = ta == Transpose::kNo ? K : M;
   const int64_t ldb = tb == Transpose::kNo ? N : K;
-  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  const int threads = in_parallel_region() || flops < 4e6 ? 1 : num_threads();
-  if (threads <= 1) {
-    gemm_cblas(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
-  // Columns of C in multiples of 16 when they are the longer side, else rows.
-  if (N >= M) {
-    const int64_t units = (N + 15) / 16;
-    parallel_for(units, 1, [&](int64_t u0, int64_t u1) {
-      const int64_t j0 = u0 * 16, j1 = std::min(u1 * 16, N);
-      const float* b = tb == Transpose::kNo ? B + j0 : B + j0 * ldb;
-      gemm_cblas(ta, tb, M, j1 - j0, K, alpha, A, lda, b, ldb, beta, C + j0, ldc);
-    });
-    return;
-  }
-  parallel_for(M, 1, [&](int64_t i0, int64_t i1) {
+  gemm_internal::for_each_stripe(M, N, K, 16, 4, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     const float* a = ta == Transpose::kNo ? A + i0 * lda : A + i0;
-    gemm_cblas(ta, tb, i1 - i0, N, K, alpha, a, lda, B, ldb, beta, C + i0 * ldc, ldc);
+    const float* b = tb == Transpose::kNo ? B + j0 : B + j0 * ldb;
+    gemm_cblas(ta, tb, i1 - i0, j1 - j0, K, alpha, a, lda, b, ldb, beta, C + i0 * ldc + j0, ldc);
   });
 }
 
