@@ -21,9 +21,10 @@
 // (lower -> higher) or only gradients, in micro-batch and boundary order on
 // both sides, so the tag-less in-order matching of nccl pairs them right.
 // A stage of the TEST phase (forward only) uses the same batches over its
-// forward ops. tests/parallel_pipeline_test.cpp checks that the batches of
-// every stage never deadlock under "a transfer finishes once both sides
-// have posted it" and pair the same tensors, for both schedules.
+// forward ops. tests/parallel_pipeline_schedule_test.cpp checks that the
+// batches of every stage never deadlock under "a transfer finishes once both
+// sides have posted it" nor under NCCL's pairs (exchange_batch_transfers
+// below), and pair the same tensors, for both schedules.
 #pragma once
 
 #include <vector>
