@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <string>
 
 #include "framework/error.h"
 #include "framework/gemm_avx2.h"
@@ -67,15 +68,6 @@ const char* cpu_isa_name(CpuIsa isa) {
     case CpuIsa::kPortable: return "portable";
   }
   return "?";
-}
-
-std::string cpu_isa_description() {
-  const CpuIsa isa = cpu_isa();
-  const char* v = std::getenv("STRATA_CPU_ISA");
-  const bool set = v && *v && g_forced.load(std::memory_order_relaxed) == kUnset;
-  return std::string(cpu_isa_name(isa)) +
-         (set ? " (STRATA_CPU_ISA; the best here is " + std::string(cpu_isa_name(best_supported())) + ")"
-              : isa == best_supported() ? std::string(" (the best this CPU runs)") : std::string(" (forced)"));
 }
 
 void force_cpu_isa_for_testing(CpuIsa isa) {

@@ -6,8 +6,6 @@
 // cannot run it.
 #pragma once
 
-#include <string>
-
 namespace strata {
 
 enum class CpuIsa { kPortable, kAvx2, kAvx512 };
@@ -22,8 +20,6 @@ const char* cpu_isa_name(CpuIsa isa);  // "avx512", "avx2", "portable"
 CpuIsa parse_cpu_isa(const char* value);
 // Whether this build has the path's kernels and this CPU can run them.
 bool cpu_isa_supported(CpuIsa isa);
-// "avx2 (best here; STRATA_CPU_ISA unset)": for start-up lines and benchmarks.
-std::string cpu_isa_description();
 
 // For tests: takes the path (it must be supported) until reset_cpu_isa_for_testing().
 // Set it while no CPU kernel runs.
