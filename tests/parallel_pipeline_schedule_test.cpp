@@ -1,9 +1,11 @@
 // The pipeline's schedules (parallel/model_parallel/pipeline_schedule.h) and
 // the batched transfers of a GPU pipeline (pipeline_transfers.h): every
-// stage's batches checked against two models of NCCL's point-to-point rules
-// (a transfer moves once both sides posted it; a group's transfers with one
-// peer run as pairs, one after the other), for P stages, M micro-batches and
-// both schedules, without any process or GPU.
+// stage's batches checked against three models of NCCL's point-to-point
+// rules (a transfer moves once both sides posted it; a group's transfers with
+// one peer run as pairs, one after the other; a group first connects to every
+// peer it has not yet talked to, in NCCL's round order, and only then moves
+// data), for P stages, M micro-batches and both schedules, and the setup's
+// shape announcements, without any process or GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -201,6 +203,153 @@ std::string simulate_nccl_pairs(const std::vector<Batches>& stages, bool packed)
   return stuck;
 }
 
+// What exchange_one_peer_at_a_time runs: one group per peer, the peers in
+// ascending (or descending) stage order, the transfers with a peer in the
+// order listed.
+Batches one_peer_at_a_time(const std::vector<StageTransfer>& transfers, bool descending) {
+  std::set<int> peers;
+  for (const StageTransfer& t : transfers) peers.insert(t.peer);
+  std::vector<int> ordered(peers.begin(), peers.end());
+  if (descending) std::reverse(ordered.begin(), ordered.end());
+  Batches out;
+  for (int peer : ordered) {
+    std::vector<StageTransfer> group;
+    for (const StageTransfer& t : transfers) {
+      if (t.peer == peer) group.push_back(t);
+    }
+    out.push_back(group);
+  }
+  return out;
+}
+
+// NCCL's connections (src/transport.cc, ncclTransportP2pSetup): the first
+// group that holds a transfer from a to b connects that direction, and a
+// group makes all its new connections before any of its data moves, in
+// rounds d = 1 .. P-1 (the link to (s + d) % P and from (s - d) % P); in a
+// round a rank posts its half of the handshake and waits for the peer's,
+// which the peer posts when it reaches its own group that connects that
+// link. Then the group's transfers move as in simulate_rendezvous. "" when
+// every stage gets through; else where each is stuck.
+std::string simulate_nccl_connect(const std::vector<Batches>& stages) {
+  const int P = static_cast<int>(stages.size());
+  using Key = std::tuple<int, int, int>;  // (from, to, sequence number on that link)
+  using Link = std::pair<int, int>;       // (from, to)
+  struct Step {
+    std::vector<Link> connect;  // a handshake round: these links; else the group's data
+    std::vector<Key> keys;
+  };
+  std::vector<std::vector<Step>> steps(P);
+  std::vector<std::map<Link, size_t>> connects_at(P);  // stage -> link -> its step that connects it
+  std::map<std::pair<int, Key>, size_t> posted_at;    // (stage, transfer) -> its step that posts it
+  for (int s = 0; s < P; ++s) {
+    std::map<Link, int> count;
+    for (const auto& group : stages[s]) {
+      std::map<int, std::vector<Link>> rounds;
+      Step data;
+      for (const StageTransfer& t : group) {
+        const bool send = t.kind == StageTransfer::Kind::kSend;
+        const Link link = send ? Link{s, t.peer} : Link{t.peer, s};
+        if (!connects_at[s].count(link)) {
+          auto& round = rounds[send ? (t.peer - s + P) % P : (s - t.peer + P) % P];
+          if (std::find(round.begin(), round.end(), link) == round.end()) round.push_back(link);
+        }
+        data.keys.push_back(std::make_tuple(link.first, link.second, count[link]++));
+      }
+      for (const auto& [d, links] : rounds) {
+        for (const Link& l : links) connects_at[s][l] = steps[s].size();
+        steps[s].push_back({links, {}});
+      }
+      for (const Key& k : data.keys) posted_at[{s, k}] = steps[s].size();
+      steps[s].push_back(data);
+    }
+  }
+  std::vector<size_t> at(P, 0);
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int s = 0; s < P; ++s) {
+      if (at[s] == steps[s].size()) continue;
+      const Step& step = steps[s][at[s]];
+      bool done = true;
+      for (const Link& l : step.connect) {
+        const int peer = l.first == s ? l.second : l.first;
+        const auto it = connects_at[peer].find(l);
+        done = done && it != connects_at[peer].end() && at[peer] >= it->second;
+      }
+      for (const Key& k : step.keys) {
+        const int peer = std::get<0>(k) == s ? std::get<1>(k) : std::get<0>(k);
+        const auto it = posted_at.find({peer, k});
+        done = done && it != posted_at.end() && at[peer] >= it->second;
+      }
+      if (done) {
+        ++at[s];
+        progress = true;
+      }
+    }
+  }
+  std::string stuck;
+  for (int s = 0; s < P; ++s) {
+    if (at[s] == steps[s].size()) continue;
+    const Step& step = steps[s][at[s]];
+    stuck += " stage " + std::to_string(s) + (step.connect.empty() ? " moving data" : " connecting");
+  }
+  return stuck;
+}
+
+// The setup (PipelineParallel::exchange_setup): each stage receives the
+// shapes from the stages below that feed it, builds, sends its shapes to
+// the stages above; then one int goes down every link (from the stages
+// above, then to those below, in descending order). `grouped`: the
+// announcements in one group each way and nothing sent down, as when it
+// hung on three GPUs.
+std::vector<Batches> setup_batches(const PipelinePlan& plan, bool grouped) {
+  std::vector<Batches> stages;
+  for (int s = 0; s < plan.stages; ++s) {
+    std::vector<StageTransfer> in, out, from_above, to_below;
+    for (int b : plan.incoming(s)) {
+      in.push_back({StageTransfer::Kind::kRecv, false, b, 0, plan.boundaries[b].from});
+      to_below.push_back({StageTransfer::Kind::kSend, true, b, 0, plan.boundaries[b].from});
+    }
+    for (int b : plan.outgoing(s)) {
+      out.push_back({StageTransfer::Kind::kSend, false, b, 0, plan.boundaries[b].to});
+      from_above.push_back({StageTransfer::Kind::kRecv, true, b, 0, plan.boundaries[b].to});
+    }
+    if (grouped) {
+      stages.push_back({in, out});
+      continue;
+    }
+    Batches all;
+    for (const auto& [list, descending] : {std::make_pair(in, false), std::make_pair(out, false),
+                                          std::make_pair(from_above, true), std::make_pair(to_below, true)}) {
+      // exchange_one_peer_at_a_time: one message per peer and direction
+      for (auto group : one_peer_at_a_time(list, descending)) {
+        group.resize(1);
+        all.push_back(group);
+      }
+    }
+    stages.push_back(all);
+  }
+  return stages;
+}
+
+// Setup then the batches of a step, on every stage.
+std::vector<Batches> after_setup(const PipelinePlan& plan, const std::vector<Batches>& step) {
+  std::vector<Batches> out = setup_batches(plan, false);
+  for (size_t s = 0; s < out.size(); ++s) out[s].insert(out[s].end(), step[s].begin(), step[s].end());
+  return out;
+}
+
+TEST(PipelineTransfers, SetupInOneGroupHangsConnectingAsOnThreeGpus) {
+  // On an H200 (2026-11-27), pp 3 with the labels going from stage 0 to
+  // stage 2: every rank timed out in setup. Stage 2's group {receive from 1,
+  // receive from 0} connects to stage 1 first; stage 1 connects to stage 2
+  // only when it sends, after receiving from stage 0, whose group {send to
+  // 1, send to 2} waits to connect to stage 2.
+  const PipelinePlan plan = chain_plan(3, false);
+  EXPECT_EQ(simulate_rendezvous(setup_batches(plan, true)), "");  // the looser model misses it
+  EXPECT_NE(simulate_nccl_connect(setup_batches(plan, true)), "");
+  EXPECT_EQ(simulate_nccl_connect(setup_batches(plan, false)), "");
+}
+
 TEST(PipelineTransfers, TwoTensorsToOnePeerUnpackedHangUnderNcclPairsAsOnTwoGpus) {
   // What two stages on an H100 did in their first step (GPIPE, 4
   // micro-batches, an activation and the labels on the link 0 -> 1):
@@ -218,7 +367,7 @@ TEST(PipelineTransfers, TwoTensorsToOnePeerUnpackedHangUnderNcclPairsAsOnTwoGpus
 
 TEST(PipelineTransfers, BatchesNeverDeadlockAndPairTheRightTensors) {
   for (PipelineSchedule schedule : {PipelineSchedule::kGPipe, PipelineSchedule::kOneFOneB}) {
-    for (int P = 2; P <= 4; ++P) {
+    for (int P = 2; P <= 5; ++P) {
       for (int M = 1; M <= 8; ++M) {
         for (bool labels_first : {false, true}) {
           const PipelinePlan plan = chain_plan(P, labels_first);
@@ -237,6 +386,9 @@ TEST(PipelineTransfers, BatchesNeverDeadlockAndPairTheRightTensors) {
           // And under nccl's pairs, as exchange_batch_transfers packs them.
           EXPECT_EQ(simulate_nccl_pairs(train, true), "");
           EXPECT_EQ(simulate_nccl_pairs(test, true), "");
+          // And under nccl's connections, after the setup connected every link.
+          EXPECT_EQ(simulate_nccl_connect(after_setup(plan, train)), "");
+          EXPECT_EQ(simulate_nccl_connect(after_setup(plan, test)), "");
         }
       }
     }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -151,6 +152,7 @@ PipelineParallel::PipelineParallel(const SolverConfig& config, Communicator& act
     grad_sender_ = std::make_unique<Sender>(grad_);
   }
   solver_->attach(*this);
+  set_up_ = true;
 }
 
 PipelineParallel::~PipelineParallel() {
@@ -167,8 +169,8 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
     }
   }
   std::string received;  // for error messages
-  // Every announcement this stage waits for, in one batch (over nccl a
-  // stage must not wait for one sender while another waits for it).
+  // The announcements this stage waits for, one exchange per sender in
+  // ascending stage order (exchange_one_peer_at_a_time says why).
   const std::vector<int> incoming = plan_.incoming(stage_);
   std::vector<Tensor> announced(incoming.size());
   std::vector<PeerTransfer> recvs;
@@ -180,10 +182,10 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
     std::string from;
     for (int b : incoming) from += (from.empty() ? "" : ", ") + std::to_string(plan_.boundaries[b].from);
     const auto what = [&] {
-      return "setup: receive the shapes of the " + std::to_string(recvs.size()) +
+      return "receive the shapes of the " + std::to_string(recvs.size()) +
              " incoming boundary blob(s) from stage(s) " + from + " (each stage builds after those below it)";
     };
-    waiting_for(what, [&] { act_.exchange(recvs); });
+    waiting_for(what, [&] { exchange_one_peer_at_a_time(act_, recvs, PeerOrder::kAscending); });
   }
   for (size_t k = 0; k < incoming.size(); ++k) {
     const int b = incoming[k];
@@ -260,10 +262,35 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
   }
   if (!sends.empty()) {
     const auto what = [&] {
-      return "setup: send the shapes of " + std::to_string(sends.size()) + " outgoing boundary blob(s)";
+      return "send the shapes of " + std::to_string(sends.size()) + " outgoing boundary blob(s)";
     };
-    waiting_for(what, [&] { act_.exchange(sends); });
+    waiting_for(what, [&] { exchange_one_peer_at_a_time(act_, sends, PeerOrder::kAscending); });
   }
+  connect_links_downward();
+}
+
+// The announcements connected every link upward. The step's batches hold
+// several peers at once and may send gradients down a link for the first
+// time, so one small message goes down every link now, in the mirrored
+// order: from each stage above, in descending order, then to each stage
+// below, in descending order (exchange_one_peer_at_a_time).
+void PipelineParallel::connect_links_downward() {
+  std::set<int> above, below;
+  for (int b : plan_.outgoing(stage_)) above.insert(plan_.boundaries[b].to);
+  for (int b : plan_.incoming(stage_)) below.insert(plan_.boundaries[b].from);
+  std::vector<Tensor> tokens(above.size() + below.size(), Tensor({1}, DType::kI32));
+  std::vector<PeerTransfer> recvs, sends;
+  size_t k = 0;
+  for (int peer : above) recvs.push_back({PeerTransfer::Kind::kRecv, &tokens[k++], peer, kSetupTag});
+  for (int peer : below) {
+    tokens[k].zero();
+    sends.push_back({PeerTransfer::Kind::kSend, &tokens[k++], peer, kSetupTag});
+  }
+  const auto what = [] { return std::string("connect the links to the stages below (one int down each)"); };
+  waiting_for(what, [&] {
+    exchange_one_peer_at_a_time(act_, recvs, PeerOrder::kDescending);
+    exchange_one_peer_at_a_time(act_, sends, PeerOrder::kDescending);
+  });
 }
 
 MemoryReport PipelineParallel::memory_report() const {
@@ -459,7 +486,7 @@ void PipelineParallel::waiting_for(const std::function<std::string()>& what,
   } catch (const ConfigError&) {
     throw;  // a mistake in the run's setup, already named
   } catch (const Error& e) {
-    const std::string when = solver_ ? "iteration " + std::to_string(solver_->iter() + 1) : std::string("setup");
+    const std::string when = set_up_ ? "iteration " + std::to_string(solver_->iter() + 1) : std::string("setup");
     throw Error("pipeline stage " + std::to_string(stage_) + " of " + std::to_string(plan_.stages) + " (" +
                 act_.describe() + "), " + when + ": " + what() + ": " + e.what());
   }

@@ -167,6 +167,7 @@ class PipelineParallel final : public TrainingStrategy {
   void exchange_batch(const std::vector<StageTransfer>& batch);
   void exchange_test_batch(const std::vector<StageTransfer>& batch);
   void exchange_setup(const SolverConfig& config);
+  void connect_links_downward();
   void setup_test(const SolverConfig& config, const NetOptions& net_options);
   void gather_snapshot(SolverState& st);
   // Runs `wait` (a transfer, an exchange or a collective on the pp group);
@@ -188,6 +189,7 @@ class PipelineParallel final : public TrainingStrategy {
   std::vector<PipeOp> ops_;
   std::unique_ptr<Net> feeder_;
   std::unique_ptr<Solver> solver_;
+  bool set_up_ = false;  // the constructor has finished: later waits belong to an iteration
   std::vector<Net*> slots_;                  // slots_[0] is the solver's net
   std::vector<std::unique_ptr<Net>> extra_slots_;
   std::vector<Tensor> grad_in_;              // per boundary: gradient received from its receiver

@@ -55,9 +55,9 @@ void PipelineParallel::setup_test(const SolverConfig& config, const NetOptions& 
     announced[k] = Tensor({4 + kMaxDims}, DType::kI32);
     recvs.push_back({PeerTransfer::Kind::kRecv, &announced[k], test_plan_.boundaries[incoming[k]].from, kTestSetupTag});
   }
-  if (!recvs.empty()) {  // in one batch, as exchange_setup
+  if (!recvs.empty()) {  // one exchange per sender, as exchange_setup
     const auto what = [] { return std::string("TEST-phase setup: receive the shapes of the incoming blobs"); };
-    waiting_for(what, [&] { act_.exchange(recvs); });
+    waiting_for(what, [&] { exchange_one_peer_at_a_time(act_, recvs, PeerOrder::kAscending); });
   }
   for (size_t k = 0; k < incoming.size(); ++k) {
     const int b = incoming[k];
@@ -104,7 +104,7 @@ void PipelineParallel::setup_test(const SolverConfig& config, const NetOptions& 
   }
   if (!sends.empty()) {
     const auto what = [] { return std::string("TEST-phase setup: send the shapes of the outgoing blobs"); };
-    waiting_for(what, [&] { act_.exchange(sends); });
+    waiting_for(what, [&] { exchange_one_peer_at_a_time(act_, sends, PeerOrder::kAscending); });
   }
 }
 

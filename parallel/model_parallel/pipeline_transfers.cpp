@@ -1,5 +1,6 @@
 #include "parallel/model_parallel/pipeline_transfers.h"
 
+#include <algorithm>
 #include <deque>
 #include <set>
 
@@ -111,6 +112,20 @@ void exchange_batch_transfers(Communicator& comm, std::vector<PeerTransfer> send
       copy_bytes(*t->tensor, 0, *u.packed, at, t->tensor->nbytes());
       at += t->tensor->nbytes();
     }
+  }
+}
+
+void exchange_one_peer_at_a_time(Communicator& comm, const std::vector<PeerTransfer>& transfers, PeerOrder order) {
+  std::set<int> peers;
+  for (const PeerTransfer& t : transfers) peers.insert(t.peer);
+  std::vector<int> ordered(peers.begin(), peers.end());
+  if (order == PeerOrder::kDescending) std::reverse(ordered.begin(), ordered.end());
+  for (int peer : ordered) {
+    std::vector<PeerTransfer> sends, recvs;
+    for (const PeerTransfer& t : transfers) {
+      if (t.peer == peer) (t.kind == PeerTransfer::Kind::kSend ? sends : recvs).push_back(t);
+    }
+    exchange_batch_transfers(comm, std::move(sends), recvs);
   }
 }
 

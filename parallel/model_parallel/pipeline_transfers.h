@@ -61,7 +61,31 @@ std::vector<std::vector<StageTransfer>> stage_transfer_batches(const PipelinePla
 // on GPUs hung in the first step. One message each way is one pair, whose
 // halves progress independently. A send whose tensor a receive of the same
 // batch overwrites (a blob received and passed on) goes from a copy.
+//
+// A batch may hold several peers, so every link it uses must already be
+// connected (see exchange_one_peer_at_a_time): PipelineParallel's setup
+// connects every link both ways before the first step.
 void exchange_batch_transfers(Communicator& comm, std::vector<PeerTransfer> sends,
                               const std::vector<PeerTransfer>& recvs);
+
+// Runs `transfers` as one exchange per peer (exchange_batch_transfers of that
+// peer's sends and receives), the peers in `order` of stage number.
+//
+// Why one peer at a time where stages wait on each other (setup): NCCL
+// connects two ranks in a direction the first time a group holds a transfer
+// that way, and a group makes all its new connections, peer after peer,
+// before any of its data moves. With three stages on GPUs (labels from
+// stage 0 straight to stage 2), stage 2's setup group {receive from 1,
+// receive from 0} waited to connect to stage 1, which connects only when it
+// sends, after it has received from stage 0, whose group {send to 1, send to
+// 2} waited to connect to stage 2: every rank timed out in setup (H200,
+// 2026-11-27). Receiving from the stages below in ascending order and then
+// sending to those above in ascending order, every exchange between stages
+// a < b can be ordered by (a, b) over the whole pipeline, so none waits in a
+// cycle; the links downward are connected the mirrored way (descending).
+// tests/parallel_pipeline_schedule_test.cpp checks setup and steps under a
+// model of these connections.
+enum class PeerOrder { kAscending, kDescending };
+void exchange_one_peer_at_a_time(Communicator& comm, const std::vector<PeerTransfer>& transfers, PeerOrder order);
 
 }  // namespace strata::parallel

@@ -41,6 +41,20 @@ const char* kLaunchUsage =
     "--master, and the same STRATA_TOKEN exported.\n\n"
     "example: strata launch --nproc 4 -- strata train --solver models/digits/solver.prototxt\n";
 
+// The ranks' timeout without --timeout: the launcher's own STRATA_TIMEOUT_S
+// (as every rank would read it), else 300 s.
+int timeout_from_environment() {
+  const char* v = std::getenv("STRATA_TIMEOUT_S");
+  if (!v || !*v) return 300;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > (1 << 20)) {
+    fail<ConfigError>("strata launch: STRATA_TIMEOUT_S='", v,
+                      "' is not a whole number of seconds of at least 1; fix it, or pass --timeout S");
+  }
+  return static_cast<int>(n);
+}
+
 }  // namespace
 
 int launch_main(int argc, char** argv) {
@@ -52,7 +66,8 @@ int launch_main(int argc, char** argv) {
              {"node-rank", FlagKind::kValue, "this node's index, 0 .. nnodes-1", "0"},
              {"master", FlagKind::kValue, "HOST:PORT of node 0's store (required with --nnodes > 1)",
               "127.0.0.1 and a free port"},
-             {"timeout", FlagKind::kValue, "seconds any rank waits for the others (STRATA_TIMEOUT_S)", "300"},
+             {"timeout", FlagKind::kValue, "seconds any rank waits for the others (STRATA_TIMEOUT_S)",
+              "STRATA_TIMEOUT_S, else 300"},
              {"heartbeat", FlagKind::kValue, "seconds between a rank's heartbeats (STRATA_HEARTBEAT_S)",
               "STRATA_HEARTBEAT_S, else 1"},
              {"heartbeat-timeout", FlagKind::kValue,
@@ -82,7 +97,7 @@ int launch_main(int argc, char** argv) {
   options.nnodes = args.get_int("nnodes", 1);
   options.node_rank = args.get_int("node-rank", 0);
   options.master = args.get("master", "");
-  options.timeout_s = args.get_int("timeout", 300);
+  options.timeout_s = args.has("timeout") ? args.get_int("timeout", 300) : timeout_from_environment();
   if (args.has("heartbeat")) options.heartbeat_s = seconds_flag(args, "heartbeat");
   if (args.has("heartbeat-timeout")) options.heartbeat_timeout_s = seconds_flag(args, "heartbeat-timeout");
   if (args.has("dp-transport")) {
