@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/rng.h"
 #include "framework/tensor.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "framework/caffe_layer_types.h"
+#include "framework/caffe/caffe_layer_types.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 
@@ -72,15 +72,16 @@ const LayerRegistration& LayerRegistry::find(const std::string& type) const {
   for (const auto& [caffe_type, hint] : caffe_data_layers) {
     if (type == caffe_type) fail<ConfigError>("layer type '", type, "': ", hint);
   }
-  // A standard Caffe type (framework/caffe_layer_types.h) gets no did-you-mean:
+  // A standard Caffe type (framework/caffe/caffe_layer_types.h) gets no did-you-mean:
   // its nearest name (Convolution for Deconvolution) would be a different layer.
   if (is_caffe_layer_type(type)) {
-    fail<ConfigError>(type, " is a Caffe layer type strata does not implement yet; replace the layer, or remove "
-                      "it if the net works without it (layer types strata has: ", list, ")");
+    fail<ConfigError>(type, " is a Caffe layer type strata does not implement yet; replace the layer, remove "
+                      "it if the net works without it, or load a layer library of yours that registers it with "
+                      "--plugin PATH (layer types strata has: ", list, ")");
   }
   const std::string near = nearest_key(type, known);
   fail<ConfigError>("unknown layer type '", type, "'", near.empty() ? "" : "; did you mean '" + near + "'?",
-                    " (known types: ", list, ")");
+                    " (known types: ", list, "; a layer library of yours is loaded with --plugin PATH)");
 }
 
 std::vector<std::string> LayerRegistry::types() const {
@@ -88,6 +89,44 @@ std::vector<std::string> LayerRegistry::types() const {
   for (const auto& r : regs_) out.push_back(r.type);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+namespace {
+
+double elements(const Shape& s) {
+  double n = 1;
+  for (int64_t d : s) n *= static_cast<double>(d);
+  return n;
+}
+
+}  // namespace
+
+double output_positions(const Shape& s) {
+  if (s.empty()) return 0;
+  const int64_t features = s.size() == 4 ? s[1] : s.back();
+  return features > 0 ? elements(s) / static_cast<double>(features) : 0;
+}
+
+double weight_elements(const Layer& layer) {
+  double n = 0;
+  for (const LayerParam& p : layer.params()) {
+    if (p.blob->shape().size() >= 2) n += static_cast<double>(p.blob->numel());
+  }
+  return n;
+}
+
+ForwardCost Layer::forward_cost(const BlobVec& bottom, const BlobVec& top) const {
+  ForwardCost c;
+  for (const LayerParam& p : params_) c.bytes += static_cast<double>(p.blob->data.nbytes());
+  for (const Blob* b : bottom) c.bytes += static_cast<double>(b->data.nbytes());
+  for (const Blob* t : top) c.bytes += static_cast<double>(t->data.nbytes());
+  if (LayerRegistry::instance().find(type()).schema().work == LayerWork::kWeights) {
+    if (!top.empty()) c.flops = 2 * weight_elements(*this) * output_positions(top[0]->shape());
+    return c;
+  }
+  if (bottom.empty()) return c;  // an input or data layer: nothing a step waits on here
+  for (const Blob* t : top) c.flops += static_cast<double>(t->numel());
+  return c;
 }
 
 }  // namespace strata

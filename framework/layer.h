@@ -14,13 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/rng.h"
 #include "framework/tensor.h"
 
 namespace strata {
 
 class Communicator;
+class DataSource;
 
 enum class Phase { kTrain, kTest };
 const char* phase_name(Phase p);
@@ -112,7 +113,7 @@ struct ParamBlockSchema {
 };
 
 // What kind of layer a type is, for the code outside it that treats kinds
-// differently: the fine-tuning policies (framework/finetune_policy.h) and
+// differently: the fine-tuning policies (framework/solver/finetune_policy.h) and
 // the tests that enrol every registered layer. Declared in schema(), never
 // guessed from the type's name.
 enum class LayerKind {
@@ -131,6 +132,26 @@ enum class LayerKind {
 };
 const char* layer_kind_name(LayerKind kind);
 
+// How a layer's work grows, for code that weighs layers before a net is
+// built (the pipeline balancer's cost model) and for the default
+// Layer::forward_cost. Declared in schema(), never guessed from the name.
+enum class LayerWork {
+  kElementwise,  // the default: about one operation per output element
+  kWeights,      // a GEMM or convolution over its weights: 2 x weights x output positions
+};
+
+// The work of one forward pass at the shapes set up.
+struct ForwardCost {
+  double flops = 0;  // a multiply-add counts as 2
+  double bytes = 0;  // parameters, bottoms and tops, each read or written once
+};
+class Layer;
+// For forward_cost: the elements of a blob but its feature dimension (C of
+// NCHW, the last of anything else); the elements of a layer's parameters of
+// two or more dimensions (its weights; biases and scales add too little).
+double output_positions(const Shape& s);
+double weight_elements(const Layer& layer);
+
 struct LayerSchema {
   std::vector<ParamBlockSchema> blocks;
   std::vector<LayerExample> examples;  // empty only for kData layers (tested elsewhere)
@@ -140,6 +161,12 @@ struct LayerSchema {
   // weights of a map, e.g. PositionEmbedding's class_token: like biases and
   // norms, no weight decay under no_weight_decay: BIASES_NORMS_EMBEDDINGS.
   std::vector<std::string> embedding_params;
+  LayerWork work = LayerWork::kElementwise;
+  // Parameters (short names) laid out over the input's patch grid, [1, T, D]
+  // with T = (class token +) H x W patches (a ViT's position embedding):
+  // weights made for another image size are interpolated to this net's grid
+  // on load (transfer/pretrained.cpp).
+  std::vector<std::string> grid_params;
 };
 
 class Layer {
@@ -195,6 +222,20 @@ class Layer {
   // The user froze this layer (--freeze): a layer that normalises with batch
   // statistics switches to its running statistics. True if it did.
   virtual bool freeze_statistics() { return false; }
+
+  // One forward pass's work at the shapes set up (the FLOP counter of
+  // `strata time`/`estimate`, the balancer). The default follows the
+  // schema's `work`: kWeights, 2 x (parameters of 2+ dimensions) x output
+  // positions (every top element but the feature dimension: C of NCHW, the
+  // last of anything else); kElementwise, one operation per top element,
+  // none for a layer without bottoms. A layer whose work is neither
+  // overrides it (Deconvolution, MultiHeadAttention).
+  virtual ForwardCost forward_cost(const BlobVec& bottom, const BlobVec& top) const;
+
+  // A data layer that serves a data set of known size (framework/data/
+  // data_source.h): `strata test` scores one pass over it. Null otherwise,
+  // and before setup.
+  virtual const DataSource* data_source() const { return nullptr; }
 
   // State beyond parameters that a bit-exact resume needs (data cursor, RNG).
   virtual std::string save_state() const { return rng_.save(); }

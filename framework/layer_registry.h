@@ -19,6 +19,7 @@ struct LayerRegistration {
   std::string type;
   LayerFactory create;
   LayerSchema (*schema)();
+  std::string origin;  // the layer library it came from (framework/plugin.h); empty: built in
 };
 
 // The registration of layer class L (constructor (spec, ctx), static schema()).
@@ -29,7 +30,7 @@ LayerRegistration layer_registration(std::string type) {
       [](const LayerSpec& spec, const LayerContext& ctx) -> std::unique_ptr<Layer> {
         return std::make_unique<L>(spec, ctx);
       },
-      &L::schema};
+      &L::schema, std::string()};
 }
 
 class LayerRegistry {
@@ -73,6 +74,18 @@ class ScopedLayerRegistration {
 
 #define STRATA_LAYER_CONCAT_INNER(a, b) a##b
 #define STRATA_LAYER_CONCAT(a, b) STRATA_LAYER_CONCAT_INNER(a, b)
+#ifndef STRATA_BUILDING_PLUGIN
 #define STRATA_REGISTER_LAYER(type_name, Class)                                          \
   static ::strata::LayerRegistrar STRATA_LAYER_CONCAT(strata_layer_registrar_, __LINE__)( \
       ::strata::layer_registration<Class>(type_name))
+#else
+// In a layer library built outside the tree (framework/plugin_api.h): the
+// registration waits until strata has accepted the library.
+#define STRATA_REGISTER_LAYER(type_name, Class)                                                \
+  static ::strata::PluginLayerRegistrar STRATA_LAYER_CONCAT(strata_layer_registrar_, __LINE__)( \
+      ::strata::layer_registration<Class>(type_name))
+#endif
+
+#ifdef STRATA_BUILDING_PLUGIN
+#include "framework/plugin_api.h"
+#endif

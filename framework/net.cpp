@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <new>
-#include <numeric>
 #include <set>
-#include <sstream>
 
 #include "framework/byte_size.h"
 #include "framework/cuda/device_timeline.h"
@@ -13,7 +11,7 @@
 #include "framework/layer_registry.h"
 #include "framework/memory_cap.h"
 #include "framework/memory_plan.h"
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
 #include "framework/timeline.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
@@ -38,16 +36,6 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 }  // namespace
-
-std::string MemoryReport::str() const {
-  std::ostringstream os;
-  os << "parameters " << format_bytes(param_bytes) << ", gradients " << format_bytes(grad_bytes);
-  if (optimizer_bytes) os << ", optimizer state " << format_bytes(optimizer_bytes);
-  os << ", buffers " << format_bytes(buffer_bytes) << ", activations " << format_bytes(activation_bytes);
-  if (layer_bytes) os << ", layer data and scratch " << format_bytes(layer_bytes);
-  os << ", total " << format_bytes(total());
-  return os.str();
-}
 
 Net::Net(const ConfigNode& root, const NetOptions& options) : options_(options) { build(root); }
 
@@ -269,47 +257,6 @@ void Net::naming_layer_on_oom(int i, const char* stage, const Body& body) {
     if (what.rfind("layer '", 0) == 0 || what.rfind("net '", 0) == 0) throw;  // already says where
     fail<OutOfMemoryError>(layer_where(i), ", during ", stage, ": ", what);
   }
-}
-
-void Net::check_memory_plan(const MemoryPlan& plan) const {
-  const MemoryPlan::Totals t = plan.totals();
-  // What is still to be taken; what was taken during setup is in use already.
-  const size_t later = t.host_deferred + t.device_deferred + t.estimated;
-  const size_t cap = memory_cap();
-  std::string over, remedy;
-  if (cap > 0 && memory_in_use() + later > cap) {
-    over = "with " + format_bytes(memory_in_use()) + " in use, over the cap of " + format_bytes(cap);
-    remedy = "split the model over more ranks with --pp (pipeline stages), reduce batch_size, or raise --max-memory";
-  } else {
-    const size_t host_later = t.host_deferred + (on_cuda() ? 0 : t.estimated);
-    const MachineMemory m = machine_memory_available();
-    if (host_later <= m.available) return;
-    over = "more than the " + format_bytes(m.available) + " this machine has available (" + m.source + ")";
-    remedy = "reduce batch_size (or the size of the layers named below), or run on a machine with more memory";
-  }
-  std::vector<int> order(t.by_owner.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int a, int b) { return t.by_owner[a] > t.by_owner[b]; });
-  std::ostringstream os;
-  os << "net '" << name_ << "' (" << phase_name(options_.phase) << ") needs " << format_bytes(t.total())
-     << " of tensor memory, " << over << "; " << remedy << ".";
-  for (size_t k = 0; k < order.size() && k < 3; ++k) {
-    const int i = order[k];
-    if (t.by_owner[i] == 0) break;
-    os << (k == 0 ? " The layer that needs the most is " : (k == 1 ? "; then " : ", ")) << layer_where(i)
-       << ": " << format_bytes(t.by_owner[i]);
-    if (k == 0) {
-      for (size_t b = 0; b < tops_[i].size(); ++b) {
-        os << (b == 0 ? " (top " : ", top ") << "'" << top_names_[i][b] << "' " << shape_str(tops_[i][b]->shape());
-      }
-      if (!tops_[i].empty()) os << ")";
-    }
-  }
-  os << ". Of the total, " << format_bytes(t.host_deferred + t.device_deferred)
-     << " is blobs and layer scratch still to allocate";
-  if (t.estimated) os << ", " << format_bytes(t.estimated) << " optimizer state";
-  os << ", " << format_bytes(t.taken) << " parameters and data already loaded";
-  throw OutOfMemoryError(os.str());
 }
 
 void Net::setup_layer(int i) {
@@ -624,50 +571,6 @@ void Net::load_layer_states(const std::map<std::string, std::string>& states) {
     auto it = states.find(l->name());
     if (it != states.end()) l->load_state(it->second);
   }
-}
-
-std::set<const void*> Net::blob_and_param_storages() const {
-  std::set<const void*> ids;
-  for (const auto& p : params_) ids.insert({p.blob->data.storage_id(), p.blob->diff.storage_id()});
-  for (const auto& kv : blobs_) ids.insert({kv.second->data.storage_id(), kv.second->diff.storage_id()});
-  ids.erase(nullptr);
-  return ids;
-}
-
-MemoryReport Net::memory_report() const { return strata::memory_report({this}); }
-
-MemoryReport memory_report(const std::vector<const Net*>& nets) {
-  MemoryReport r;
-  std::set<const void*> seen;
-  for (const Net* net : nets) {
-    if (!net) continue;
-    for (const auto& p : net->params_) {
-      if (!seen.insert(p.blob->data.storage_id()).second) continue;  // shared with an earlier net
-      seen.insert(p.blob->diff.storage_id());
-      if (p.learnable == Learnable::kYes) {
-        r.param_bytes += p.blob->data.capacity_bytes();
-        r.grad_bytes += p.blob->diff.capacity_bytes();
-        if (p.lr_mult != 0.0f) {
-          r.optimizer_bytes += static_cast<size_t>(net->options_.optimizer_slots) * p.blob->data.nbytes();
-        }
-      } else {
-        r.buffer_bytes += p.blob->data.capacity_bytes() + p.blob->diff.capacity_bytes();
-      }
-    }
-  }
-  for (const Net* net : nets) {
-    if (!net) continue;
-    // A net that runs no backward never takes its blobs' gradients.
-    const bool backward = net->phase() == Phase::kTrain || net->force_backward_;
-    for (const auto& kv : net->blobs_) {
-      for (const Tensor* t : {&kv.second->data, &kv.second->diff}) {
-        if (t == &kv.second->diff && !backward && !t->holds_memory()) continue;
-        if (t->storage_id() && seen.insert(t->storage_id()).second) r.activation_bytes += t->capacity_bytes();
-      }
-    }
-    r.layer_bytes += net->layer_bytes_;
-  }
-  return r;
 }
 
 }  // namespace strata

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/layer.h"
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
 
 namespace strata {
 
@@ -28,7 +28,7 @@ struct NetOptions {
   // The solver's train_state or test_state (level, stages; a phase given
   // there replaces `phase`), merged over the net file's own `state { }` as
   // Caffe's Solver does. Layers are chosen by their include/exclude rules
-  // against the result (framework/net_spec.h).
+  // against the result (framework/config/net_spec.h).
   NetStateSpec state;
   std::string base_dir;  // folder of the config file; relative paths resolve against it
   uint64_t seed = 1;

@@ -1,7 +1,7 @@
 // Data: Caffe's database input layer. Reads Datum records from an LMDB or
 // LevelDB database (data_param { source backend batch_size rand_skip
-// prefetch }) on a prefetch thread (framework/data/datum_reader.h), applies
-// Caffe's transform_param (framework/data/caffe_transform.h) and serves
+// prefetch }) on a prefetch thread (framework/caffe/datum_reader.h), applies
+// Caffe's transform_param (framework/caffe/caffe_transform.h) and serves
 // top data [batch, C, H, W] f32 and optional top label [batch].
 // Sharded per rank; the reading position is saved in snapshots.
 #pragma once
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/data/datum_reader.h"
+#include "framework/caffe/datum_reader.h"
 #include "framework/layer_registry.h"
 
 namespace strata {

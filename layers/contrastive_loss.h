@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "framework/layer.h"
+#include "layers/host_device.h"
 
 namespace strata {
 
@@ -60,24 +61,18 @@ class ContrastiveLossLayer : public Layer {
 
 // A pair's loss term and the factor of its gradient, for the .cpp and the .cu:
 // d term/d a = factor * (a - b), with the 1/(2N) and the loss weight outside.
-#ifdef __CUDACC__
-#define STRATA_CONTRASTIVE_FN __host__ __device__ inline
-#else
-#define STRATA_CONTRASTIVE_FN inline
-#endif
-STRATA_CONTRASTIVE_FN float contrastive_term(float dist_sq, bool similar, float margin, bool legacy) {
+STRATA_HOST_DEVICE float contrastive_term(float dist_sq, bool similar, float margin, bool legacy) {
   if (similar) return dist_sq;
   if (legacy) return fmaxf(margin - dist_sq, 0.0f);
   const float m = fmaxf(margin - sqrtf(dist_sq), 0.0f);
   return m * m;
 }
-STRATA_CONTRASTIVE_FN float contrastive_grad_factor(float dist_sq, bool similar, float margin, bool legacy) {
+STRATA_HOST_DEVICE float contrastive_grad_factor(float dist_sq, bool similar, float margin, bool legacy) {
   if (similar) return 2.0f;
   if (legacy) return margin - dist_sq > 0.0f ? -2.0f : 0.0f;
   const float dist = sqrtf(dist_sq);
   const float mdist = margin - dist;
   return mdist > 0.0f ? -2.0f * mdist / (dist + kContrastiveDistanceEpsilon) : 0.0f;
 }
-#undef STRATA_CONTRASTIVE_FN
 
 }  // namespace strata

@@ -5,7 +5,7 @@
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
-#include "framework/math.h"
+#include "framework/cpu/math.h"
 
 namespace strata {
 
@@ -79,8 +79,15 @@ DeconvolutionLayer::DeconvolutionLayer(const LayerSpec& spec, const LayerContext
   bias_filler_ = parse_filler(p.block("bias_filler"), FillerSpec{}, "bias_filler of " + where());
 }
 
+ForwardCost DeconvolutionLayer::forward_cost(const BlobVec& bottom, const BlobVec& top) const {
+  ForwardCost c = Layer::forward_cost(bottom, top);
+  c.flops = 2 * weight_elements(*this) * output_positions(bottom[0]->shape());
+  return c;
+}
+
 LayerSchema DeconvolutionLayer::schema() {
   LayerSchema s;
+  s.work = LayerWork::kWeights;
   s.summary = "Transposed 2-D convolution (Caffe Deconvolution, PyTorch ConvTranspose2d): upsampling by stride";
   s.blocks = {{"convolution_param",
                {"num_output", "kernel_size", "kernel_h", "kernel_w", "stride", "stride_h", "stride_w", "pad",

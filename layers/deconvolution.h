@@ -124,6 +124,8 @@ class DeconvolutionLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  // A convolution run backwards: its GEMMs run over the input positions.
+  ForwardCost forward_cost(const BlobVec& bottom, const BlobVec& top) const override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
 #ifdef STRATA_WITH_CUDA

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "framework/data/caffe_db.h"
+#include "framework/caffe/caffe_db.h"
 #include "framework/data/hdf5_file.h"
 #include "framework/error.h"
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "framework/layer.h"
+#include "layers/host_device.h"
 
 namespace strata {
 
@@ -52,18 +53,12 @@ class HingeLossLayer : public Layer {
 
 // One element's margin term t and d t/d s (before the norm), for the .cpp
 // and the .cu. `is_label`: the element is the sample's labelled class.
-#ifdef __CUDACC__
-#define STRATA_HINGE_FN __host__ __device__ inline
-#else
-#define STRATA_HINGE_FN inline
-#endif
-STRATA_HINGE_FN float hinge_margin(float s, bool is_label) { return fmaxf(0.0f, 1.0f + (is_label ? -s : s)); }
+STRATA_HOST_DEVICE float hinge_margin(float s, bool is_label) { return fmaxf(0.0f, 1.0f + (is_label ? -s : s)); }
 // d loss_term / d s for norm L1 (l2 = false): delta * [t > 0]; L2: 2 t delta.
-STRATA_HINGE_FN float hinge_grad(float s, bool is_label, bool l2) {
+STRATA_HOST_DEVICE float hinge_grad(float s, bool is_label, bool l2) {
   const float t = hinge_margin(s, is_label);
   const float delta = is_label ? -1.0f : 1.0f;
   return l2 ? 2.0f * t * delta : (t > 0.0f ? delta : 0.0f);
 }
-#undef STRATA_HINGE_FN
 
 }  // namespace strata

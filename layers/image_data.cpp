@@ -4,7 +4,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "framework/data/caffe_db.h"
+#include "framework/caffe/caffe_db.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 

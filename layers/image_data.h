@@ -10,14 +10,14 @@
 // mean_file / mean_value / force_color / force_gray) switches to Caffe's meaning: images in BGR
 // (or gray with is_color: false) resized with OpenCV's bilinear filter to
 // new_height x new_width, then Caffe's DataTransformer
-// (framework/data/caffe_transform.h), no shuffling unless asked.
+// (framework/caffe/caffe_transform.h), no shuffling unless asked.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "framework/data/caffe_transform.h"
+#include "framework/caffe/caffe_transform.h"
 #include "framework/data/image_loader.h"
 #include "framework/layer_registry.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/data/data_source.h"
 #include "framework/layer.h"
 
@@ -39,6 +39,7 @@ class InMemoryDataLayer : public Layer {
 
   // Valid after setup().
   const DataSource& source() const;
+  const DataSource* data_source() const override { return source_.get(); }
 
  protected:
   // Reads the data set; called once by setup(). IoErrors it throws are

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <string>
 
-#include "framework/data/caffe_db.h"
-#include "framework/data/caffe_proto.h"
+#include "framework/caffe/caffe_db.h"
+#include "framework/caffe/caffe_proto.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 
 namespace strata {
 

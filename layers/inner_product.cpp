@@ -4,8 +4,8 @@
 #include "framework/error.h"
 #include "framework/filler.h"
 #include "framework/layer_registry.h"
-#include "framework/math.h"
-#include "framework/threads.h"
+#include "framework/cpu/math.h"
+#include "framework/cpu/threads.h"
 
 namespace strata {
 
@@ -31,6 +31,7 @@ InnerProductLayer::InnerProductLayer(const LayerSpec& spec, const LayerContext& 
 
 LayerSchema InnerProductLayer::schema() {
   LayerSchema s;
+  s.work = LayerWork::kWeights;
   s.summary = "Fully connected layer y = x W^T + b over the dims from `axis` on (PyTorch Linear)";
   s.blocks = {{"inner_product_param",
                {"num_output", "bias_term", "weight_filler", "bias_filler", "axis", "transpose", "split"}}};

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #ifndef __CUDACC__
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 #endif
 
 namespace strata {

@@ -8,8 +8,8 @@
 #include "framework/communicator.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
-#include "framework/math.h"
-#include "framework/threads.h"
+#include "framework/cpu/math.h"
+#include "framework/cpu/threads.h"
 
 namespace strata {
 namespace {
@@ -78,8 +78,19 @@ MultiHeadAttentionLayer::MultiHeadAttentionLayer(const LayerSpec& spec, const La
   bias_filler_ = parse_filler(p.block("bias_filler"), FillerSpec{}, "bias_filler of " + where());
 }
 
+ForwardCost MultiHeadAttentionLayer::forward_cost(const BlobVec& bottom, const BlobVec& top) const {
+  ForwardCost c = Layer::forward_cost(bottom, top);
+  const Shape& out = top[0]->shape();
+  if (out.size() == 3) {
+    c.flops += 4 * static_cast<double>(out[0]) * static_cast<double>(out[1]) * static_cast<double>(out[1]) *
+               static_cast<double>(out[2]);
+  }
+  return c;
+}
+
 LayerSchema MultiHeadAttentionLayer::schema() {
   LayerSchema s;
+  s.work = LayerWork::kWeights;
   s.summary = "Multi-head scaled dot-product self-attention on [N, T, D] tokens "
               "(PyTorch MultiheadAttention, batch_first, no mask)";
   s.blocks = {{"attention_param", {"num_heads", "bias_term", "weight_filler", "bias_filler", "split"}}};
@@ -160,7 +171,7 @@ template <typename Body>
 void MultiHeadAttentionLayer::for_each_item(const Body& body) {
   const int64_t items = n_ * local_heads();
   // gemm() runs on the calling thread inside a parallel region on every CPU
-  // path (framework/math.h), so the items run side by side (as in
+  // path (framework/cpu/math.h), so the items run side by side (as in
   // ConvolutionLayer). Tiny items (tests, short sequences) are not worth
   // waking the threads for.
   const int64_t flops_per_item = 4 * t_ * t_ * dh_ + 1;

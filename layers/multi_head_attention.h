@@ -29,6 +29,8 @@ class MultiHeadAttentionLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  // The projections, plus QK^T and the weighted sum of V (2 N T T D each).
+  ForwardCost forward_cost(const BlobVec& bottom, const BlobVec& top) const override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   // Tensor parallel (attention_param { split: HEADS }): this rank's rows of

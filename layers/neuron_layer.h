@@ -20,17 +20,11 @@
 #include <cstdint>
 
 #include "framework/layer.h"
+#include "layers/host_device.h"  // STRATA_HOST_DEVICE for the functors
 #ifndef __CUDACC__
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 #endif
 
-// Functions the CPU and the CUDA code both call; plain inline functions in a
-// build (or translation unit) without nvcc.
-#ifdef __CUDACC__
-#define STRATA_HOST_DEVICE __host__ __device__ inline
-#else
-#define STRATA_HOST_DEVICE inline
-#endif
 
 namespace strata {
 

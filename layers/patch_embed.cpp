@@ -6,8 +6,8 @@
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
-#include "framework/math.h"
-#include "framework/threads.h"
+#include "framework/cpu/math.h"
+#include "framework/cpu/threads.h"
 
 namespace strata {
 
@@ -30,6 +30,7 @@ PatchEmbedLayer::PatchEmbedLayer(const LayerSpec& spec, const LayerContext& ctx)
 LayerSchema PatchEmbedLayer::schema() {
   LayerSchema s;
   s.kind = LayerKind::kEmbedding;
+  s.work = LayerWork::kWeights;
   s.summary = "ViT patch embedding: P x P patches of [N, C, H, W] projected to tokens [N, (H/P)*(W/P), D]";
   s.blocks = {{"patch_embed_param", {"patch_size", "num_output", "weight_filler", "bias_filler"}}};
   s.examples = {

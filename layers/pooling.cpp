@@ -4,9 +4,9 @@
 #include <string>
 
 #include "framework/error.h"
-#include "framework/cpu_isa.h"
+#include "framework/cpu/cpu_isa.h"
 #include "framework/layer_registry.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

@@ -6,7 +6,7 @@
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 
 namespace strata {
 
@@ -25,6 +25,7 @@ LayerSchema PositionEmbeddingLayer::schema() {
   LayerSchema s;
   s.kind = LayerKind::kEmbedding;
   s.embedding_params = {"class_token", "pos_embedding"};
+  s.grid_params = {"pos_embedding"};
   s.summary = "ViT token embedding: prepends a learned class token (optional) and adds a learned position "
               "embedding to [N, T, D]";
   s.blocks = {{"position_embedding_param", {"class_token", "filler"}}};

@@ -4,7 +4,7 @@
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 
 namespace strata {
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "framework/layer.h"
+#include "layers/host_device.h"
 #include "layers/loss_layer.h"
 
 namespace strata {
@@ -56,18 +57,12 @@ class SigmoidCrossEntropyLossLayer : public Layer {
 
 // The stable per-element loss max(x, 0) - x t + log(1 + exp(-|x|)) and its
 // gradient sigmoid(x) - t, for the .cpp and the .cu.
-#ifdef __CUDACC__
-#define STRATA_SCE_FN __host__ __device__ inline
-#else
-#define STRATA_SCE_FN inline
-#endif
-STRATA_SCE_FN float sigmoid_cross_entropy(float x, float t) {
+STRATA_HOST_DEVICE float sigmoid_cross_entropy(float x, float t) {
   return fmaxf(x, 0.0f) - x * t + log1pf(expf(-fabsf(x)));
 }
-STRATA_SCE_FN float sigmoid_cross_entropy_grad(float x, float t) {
+STRATA_HOST_DEVICE float sigmoid_cross_entropy_grad(float x, float t) {
   const float s = x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
   return s - t;
 }
-#undef STRATA_SCE_FN
 
 }  // namespace strata

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "framework/layer_registry.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 
 namespace strata {
 namespace {

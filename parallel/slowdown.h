@@ -11,8 +11,8 @@
 #include <chrono>
 #include <string>
 
-#include "framework/solver.h"
-#include "framework/training_strategy.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/training_strategy.h"
 
 namespace strata::parallel {
 

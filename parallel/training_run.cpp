@@ -7,14 +7,14 @@
 #include <iostream>
 #include <memory>
 
-#include "framework/cpu_isa.h"
+#include "framework/cpu/cpu_isa.h"
 #include "framework/timeline.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/io/snapshot_files.h"
 #include "framework/memory_cap.h"
-#include "framework/threads.h"
-#include "framework/training_log.h"
+#include "framework/cpu/threads.h"
+#include "framework/solver/training_log.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
 #include "framework/cuda/runtime.h"
@@ -31,7 +31,7 @@
 #include "parallel/rendezvous/env.h"
 #include "parallel/rendezvous/heartbeat.h"
 #include "parallel/slowdown.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 
 namespace strata::parallel {
 

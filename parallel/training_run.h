@@ -25,7 +25,7 @@
 // run's own prefix is refused before anything starts; nor over an earlier
 // run's snapshots and log (EarlierRunFiles).
 // Strategies attach to the Solver through TrainingStrategy
-// (framework/training_strategy.h). With a parameter server (options.ps), step
+// (framework/solver/training_strategy.h). With a parameter server (options.ps), step
 // 1 opens the store without an allreduce communicator, server ranks serve
 // their shard until the workers are done (ShardService), and step 5 attaches
 // a ParameterServerWorker instead of data parallelism; workers have no
@@ -38,8 +38,8 @@
 #include <string>
 
 #include "framework/net.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
 #include "framework/tensor.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/model_parallel/model_parallel_config.h"

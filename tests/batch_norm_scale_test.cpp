@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/layer.h"
 #include "framework/layer_registry.h"

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/data/caffe_db.h"
-#include "framework/data/caffe_proto.h"
+#include "framework/caffe/caffe_db.h"
+#include "framework/caffe/caffe_proto.h"
 #include "framework/data/image_decode.h"
 #include "framework/error.h"
 #include "layers/caffe_data.h"

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/data/caffe_db.h"
-#include "framework/data/caffe_proto.h"
+#include "framework/caffe/caffe_db.h"
+#include "framework/caffe/caffe_proto.h"
 #include "framework/data/hdf5_file.h"
 #include "framework/io/npy.h"
 #include "tests/process_util.h"

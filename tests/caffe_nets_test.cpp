@@ -12,15 +12,15 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/caffe_layer_types.h"
-#include "framework/config.h"
+#include "framework/caffe/caffe_layer_types.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/io/input_path.h"
 #include "framework/layer_registry.h"
 #include "framework/net.h"
-#include "framework/net_upgrade.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
+#include "framework/caffe/net_upgrade.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
 #include "tests/net_test_util.h"
 #include "tests/test_util.h"
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/data/caffe_proto.h"
-#include "framework/config.h"
+#include "framework/caffe/caffe_proto.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/layer.h"
 #include "framework/layer_registry.h"

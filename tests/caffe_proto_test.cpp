@@ -1,5 +1,5 @@
-// The protobuf wire decoder/encoder (framework/io/protobuf_wire.h) and
-// Caffe's Datum / BlobProto messages (framework/data/caffe_proto.h): bytes
+// The protobuf wire decoder/encoder (framework/caffe/protobuf_wire.h) and
+// Caffe's Datum / BlobProto messages (framework/caffe/caffe_proto.h): bytes
 // spelled out by hand as protoc writes them, round trips, and damaged input
 // refused with the field and offset named.
 #include <gtest/gtest.h>
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/data/caffe_proto.h"
+#include "framework/caffe/caffe_proto.h"
 #include "framework/error.h"
-#include "framework/io/protobuf_wire.h"
+#include "framework/caffe/protobuf_wire.h"
 #include "tests/test_util.h"
 
 namespace strata {

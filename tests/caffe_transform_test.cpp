@@ -1,4 +1,4 @@
-// Caffe's DataTransformer (framework/data/caffe_transform.h) against values
+// Caffe's DataTransformer (framework/caffe/caffe_transform.h) against values
 // worked out by hand from data_transformer.cpp: centre crop offsets, mirror,
 // mean subtraction (mean_file and mean_value) before the scale.
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
-#include "framework/data/caffe_transform.h"
+#include "framework/config/config.h"
+#include "framework/caffe/caffe_transform.h"
 #include "framework/error.h"
 #include "tests/test_util.h"
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "framework/data/caffe_proto.h"
+#include "framework/caffe/caffe_proto.h"
 #include "framework/error.h"
-#include "framework/io/protobuf_wire.h"
+#include "framework/caffe/protobuf_wire.h"
 #include "framework/io/safetensors.h"
 #include "framework/net.h"
 #include "tests/net_test_util.h"

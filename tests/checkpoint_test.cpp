@@ -19,14 +19,14 @@
 #include <gtest/gtest.h>
 
 #include "framework/io/checkpoint.h"
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/net.h"
 #include "framework/io/npy.h"
 #include "framework/io/safetensors.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
 #include "tests/test_util.h"
 #include "tests/strategy_test_util.h"
 

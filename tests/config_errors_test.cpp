@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "tests/caffe_lenet.h"
 #include "tests/config_test_util.h"

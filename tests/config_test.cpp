@@ -1,9 +1,9 @@
-// Tests for the prototxt parser and ConfigNode accessors (framework/config.h):
+// Tests for the prototxt parser and ConfigNode accessors (framework/config/config.h):
 // locations, scalars, numbers, blocks, list syntax and to_string. Error tests
 // assert on message substrings: the location, what was expected, what was
 // found and any suggestion are all part of the contract with users. Syntax
 // errors, unknown keys, files and Caffe's LeNet are in config_errors_test.cpp.
-#include "framework/config.h"
+#include "framework/config/config.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 
 namespace strata {

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "framework/convolution_winograd.h"
+#include "layers/convolution/convolution_winograd.h"
 #include "framework/error.h"
 #include "framework/layer.h"
 #include "framework/rng.h"
-#include "framework/threads.h"
-#include "layers/convolution.h"
+#include "framework/cpu/threads.h"
+#include "layers/convolution/convolution.h"
 #include "tests/layer_test_util.h"
 
 namespace strata {

@@ -1,4 +1,4 @@
-// Every CPU path this machine runs (framework/cpu_isa.h: avx512, avx2,
+// Every CPU path this machine runs (framework/cpu/cpu_isa.h: avx512, avx2,
 // portable) trains a small convnet and a ViT block to the same numbers: the
 // forward outputs and every parameter gradient of one step agree with the
 // portable path (OpenBLAS and plain loops) within float tolerance, at 1 and
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/cpu_isa.h"
-#include "framework/threads.h"
+#include "framework/cpu/cpu_isa.h"
+#include "framework/cpu/threads.h"
 #include "tests/net_test_util.h"
 
 namespace strata {
@@ -49,7 +49,7 @@ struct Step {
 Step one_step(const char* text, uint64_t seed) {
   auto net = test::make_net(text, Phase::kTrain, 3);
   Rng rng(seed);
-  for (const std::string& name : {"data", "x"}) {
+  for (const char* name : {"data", "x"}) {
     if (!net->has_blob(name)) continue;
     Tensor& t = net->blob(name).data;
     float* p = t.data<float>();

@@ -12,8 +12,8 @@
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/net.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
 #include "tests/test_util.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "framework/loss_scaler.h"
-#include "framework/optimizer.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
+#include "framework/solver/loss_scaler.h"
+#include "framework/solver/optimizer.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
 #include "tests/solver_test_util.h"
 #include "tests/test_util.h"
 #ifdef STRATA_WITH_CUDA

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/layer.h"
 #include "framework/layer_registry.h"
 #include "framework/io/npy.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "framework/layer_registry.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver_config.h"
 
 namespace strata {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/filler.h"
 #include "framework/rng.h"
 #include "tests/config_test_util.h"

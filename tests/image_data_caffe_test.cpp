@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/data/caffe_transform.h"
+#include "framework/caffe/caffe_transform.h"
 #include "framework/data/image_decode.h"
 #include "framework/error.h"
 #include "tests/data_layers_test_util.h"

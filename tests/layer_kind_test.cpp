@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/finetune_policy.h"
+#include "framework/solver/finetune_policy.h"
 #include "framework/layer_registry.h"
 #include "framework/net.h"
 #include "tests/layer_test_util.h"

@@ -1,84 +1,24 @@
-// Helpers for layer tests: build a registered layer type from a config body,
-// give it bottoms filled as a LayerExample asks, and run it without a Net.
+// The layer tests' names for the layer harness (framework/layer_harness.h),
+// which `strata check-layers` runs layers in too.
 #pragma once
 
-#include <cstdint>
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "framework/layer.h"
-#include "framework/rng.h"
+#include "framework/layer_harness.h"
 
 namespace strata {
 namespace test_util {
 
-// A layer plus bottom and top blobs it owns (distinct blobs: never in place).
-struct LayerHarness {
-  std::unique_ptr<Layer> layer;
-  std::vector<std::unique_ptr<Blob>> bottom_blobs;
-  std::vector<std::unique_ptr<Blob>> top_blobs;
-  BlobVec bottom;
-  BlobVec top;
-
-  // setup() then reshape().
-  void setup();
-  // reshape() then forward_cpu().
-  void forward();
-  // Backward into every bottom the layer can take a gradient for.
-  void backward();
-  void backward(const std::vector<bool>& propagate_down);
-  // can_backward_to(i) for every bottom.
-  std::vector<bool> backward_targets() const;
-};
-
-// Parses `layer { name: "test" type: "<type>" <config> }` into a spec with
-// bottoms in0.. and tops out0...
-LayerSpec make_spec(const std::string& type, const std::string& config, int num_bottoms, int num_tops);
-
-// How many tops a harness gives a layer: max_tops() when finite, else
-// max(1, min_tops()).
-int default_num_tops(const Layer& layer);
-
-// Creates the layer through the registry with bottoms of the given shapes
-// (zero-filled) and the default number of tops (or `num_tops` when >= 0).
-// Does not call setup().
-LayerHarness make_harness(const std::string& type, const std::string& config,
-                          const std::vector<Shape>& bottom_shapes, Phase phase = Phase::kTrain,
-                          uint64_t seed = 1, int num_tops = -1);
-
-// The example's layer with bottoms filled from its InputKinds (seeded).
-LayerHarness make_harness(const std::string& type, const LayerExample& example, uint64_t seed = 1);
-
-// An instance of a registered type, to ask it what it is (has_cuda(),
-// min_bottoms(), its parameters): built from its first example, else from an
-// empty config, else (data layers) from a minimal config of its own
-// *data_param or input_param block; the file such a config names is never
-// opened. Null if none of these builds; then `why` (if given) holds the last
-// error.
-std::unique_ptr<Layer> build_any(const std::string& type, std::string* why = nullptr);
-
-// The input kind of bottom i (kGaussian when the example does not say).
-InputKind input_kind(const LayerExample& example, size_t i);
-
-// Fills the bottoms as the example asks:
-//   kGaussian: N(0, 1) values, jointly over all Gaussian bottoms moved apart
-//     so that any two differ by at least `min_gap` and none lies within
-//     `min_gap` of 0. Finite differences then never straddle a tie (max
-//     pooling, Eltwise MAX) or the usual kink at 0 (ReLU) as long as
-//     min_gap >= 2 * step.
-//   kPositive: uniform in [0.5, 1.5).
-//   kLabels: integers in [0, label_classes), stored as float.
-void fill_inputs(const LayerExample& example, const BlobVec& bottoms, Rng& rng, float min_gap);
-
-void fill_gaussian(Tensor& t, Rng& rng, float mean = 0.0f, float stddev = 1.0f);
-void fill_uniform(Tensor& t, Rng& rng, float lo, float hi);
-// Moves the values (in place, keeping their order) so that sorted neighbours
-// are at least `gap` apart and every value is at least `gap` from 0.
-void separate_values(const std::vector<float*>& values, float gap);
-
-std::vector<float> to_vector(const Tensor& t);
-void copy_into(Tensor& t, const std::vector<float>& v);  // sizes must match
+using ::strata::build_any;
+using ::strata::copy_into;
+using ::strata::default_num_tops;
+using ::strata::fill_gaussian;
+using ::strata::fill_inputs;
+using ::strata::fill_uniform;
+using ::strata::input_kind;
+using ::strata::LayerHarness;
+using ::strata::make_harness;
+using ::strata::make_spec;
+using ::strata::separate_values;
+using ::strata::to_vector;
 
 }  // namespace test_util
 }  // namespace strata

@@ -1,4 +1,4 @@
-// framework/math.h against naive double-precision references: gemm on both
+// framework/cpu/math.h against naive double-precision references: gemm on both
 // paths (the AVX-512 kernel where the CPU has it, and OpenBLAS), over shapes
 // that cross the kernel's register tiles, 32-column panels, cache blocks and
 // thread splits, with 1 and 2 configured threads, called from the test
@@ -26,13 +26,18 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/cpu_isa.h"
+#include "framework/cpu/cpu_isa.h"
 #include "framework/error.h"
-#include "framework/math.h"
-#include "framework/threads.h"
+#include "framework/cpu/math.h"
+#include "framework/cpu/threads.h"
 #include "tests/test_util.h"
 
 namespace strata {
+
+// Readable GetParam() in the test list (and so in the ctest names), not raw
+// bytes: found by argument-dependent lookup, so it lives in CpuIsa's namespace.
+inline void PrintTo(CpuIsa isa, std::ostream* os) { *os << cpu_isa_name(isa); }
+
 namespace {
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -167,10 +172,8 @@ const float kBetas[] = {0.0f, 1.0f, 0.3f};
 
 using GemmParam = std::tuple<CpuIsa, int>;
 
-// Readable GetParam() in the test list (and so in the ctest names), not raw bytes.
-void PrintTo(CpuIsa isa, std::ostream* os) { *os << cpu_isa_name(isa); }
 
-// Every CPU path (framework/cpu_isa.h) this machine runs, with 1 and 2 threads.
+// Every CPU path (framework/cpu/cpu_isa.h) this machine runs, with 1 and 2 threads.
 class GemmTest : public ::testing::TestWithParam<GemmParam> {
  protected:
   void SetUp() override {

@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/net.h"
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
 #include "framework/io/npy.h"
 #include "framework/io/json.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver_config.h"
 #include "transfer/pretrained.h"
 #include "tests/test_util.h"
 

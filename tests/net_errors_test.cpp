@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/net.h"
 #include "framework/tensor.h"
@@ -316,7 +316,7 @@ layer { name: "f" type: "Flatten" bottom: "data" top: "flat" }
   EXPECT_CONTAINS(missing, "input_shape");
 }
 
-// V1 files are upgraded on load (framework/net_upgrade.h); what cannot be
+// V1 files are upgraded on load (framework/caffe/net_upgrade.h); what cannot be
 // upgraded is named, all of it at once.
 TEST(NetLegacy, V1FilesThatCannotBeUpgradedSayWhy) {
   const std::string mixed = build_error(R"(

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/net.h"
 #include "framework/tensor.h"

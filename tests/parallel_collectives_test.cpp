@@ -19,7 +19,7 @@
 #include "parallel/backends/communicator_factory.h"
 #include "parallel/rendezvous/env.h"
 #include "parallel/collectives/reduce_kernels.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/backends/tcp_communicator.h"
 #include "parallel/transport/tcp_transport.h"

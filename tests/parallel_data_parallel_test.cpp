@@ -23,14 +23,14 @@
 #include <vector>
 
 #include "framework/io/checkpoint.h"
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/net.h"
 #include "framework/io/npy.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
-#include "framework/threads.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
+#include "framework/cpu/threads.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/rendezvous/store.h"

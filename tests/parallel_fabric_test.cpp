@@ -22,7 +22,7 @@
 #include "parallel/backends/tcp_communicator.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/transport/fabric_transport.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/transport/transport_select.h"
 #include "tests/parallel_test_util.h"
 #include "tests/process_util.h"

@@ -15,7 +15,7 @@
 
 #include "parallel/rendezvous/heartbeat.h"
 #include "parallel/rendezvous/store.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 
 namespace strata::parallel {
 namespace {

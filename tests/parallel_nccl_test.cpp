@@ -36,7 +36,7 @@
 #include <thread>
 
 #include "framework/cuda/device_api.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "tests/parallel_bad_calls.h"
 #include "tests/process_util.h"
 #endif

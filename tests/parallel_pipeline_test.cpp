@@ -21,13 +21,13 @@
 #include <vector>
 
 #include "framework/io/checkpoint.h"
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/io/npy.h"
 #include "framework/io/safetensors.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
-#include "framework/threads.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
+#include "framework/cpu/threads.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/model_parallel/pipeline.h"
 #include "parallel/model_parallel/pipeline_plan.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "parallel/transport/shm_transport.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/backends/tcp_communicator.h"
 #include "tests/parallel_test_util.h"

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/rendezvous/store.h"
 
 namespace strata::parallel {

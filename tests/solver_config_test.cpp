@@ -9,11 +9,11 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
-#include "framework/lr_policy.h"
-#include "framework/optimizer.h"
-#include "framework/solver_config.h"
+#include "framework/solver/lr_policy.h"
+#include "framework/solver/optimizer.h"
+#include "framework/solver/solver_config.h"
 #include "tests/solver_test_util.h"
 
 namespace strata {

@@ -22,10 +22,10 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/io/npy.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
 
 #ifndef STRATA_SOURCE_DIR
 #error "the build must define STRATA_SOURCE_DIR (the repository root)"

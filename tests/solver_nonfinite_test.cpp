@@ -9,7 +9,7 @@
 
 #include "framework/error.h"
 #include "framework/io/file_util.h"
-#include "framework/solver.h"
+#include "framework/solver/solver.h"
 #include "tests/solver_test_util.h"
 #include "tests/strategy_test_util.h"
 

@@ -1,5 +1,5 @@
 // Training strategies attach to the Solver through one interface
-// (framework/training_strategy.h): the order in which they take part does
+// (framework/solver/training_strategy.h): the order in which they take part does
 // not depend on the order they attached in, a point one strategy owns cannot
 // be taken by a second, and detaching removes that strategy only.
 #include <atomic>
@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include "framework/error.h"
-#include "framework/solver.h"
-#include "framework/training_strategy.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/training_strategy.h"
 #include "tests/solver_test_util.h"
 
 namespace strata {

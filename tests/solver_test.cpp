@@ -18,15 +18,15 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/io/json.h"
-#include "framework/lr_policy.h"
-#include "framework/optimizer.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
-#include "framework/training_log.h"
+#include "framework/solver/lr_policy.h"
+#include "framework/solver/optimizer.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
+#include "framework/solver/training_log.h"
 #include "tests/solver_test_util.h"
 #include "tests/strategy_test_util.h"
 

@@ -14,9 +14,9 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/net.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver_config.h"
 #include "tests/test_util.h"
 
 namespace strata {

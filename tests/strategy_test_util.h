@@ -1,13 +1,13 @@
 // A TrainingStrategy made of callbacks, for tests that take part in the
-// Solver's loop at one point (framework/training_strategy.h).
+// Solver's loop at one point (framework/solver/training_strategy.h).
 #pragma once
 
 #include <functional>
 #include <string>
 #include <utility>
 
-#include "framework/solver.h"
-#include "framework/training_strategy.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/training_strategy.h"
 
 namespace strata::test {
 

@@ -20,7 +20,7 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/layer.h"
 #include "framework/layer_registry.h"
 #include "framework/tensor.h"

@@ -1,4 +1,4 @@
-// parallel_for on strata's own thread pool (framework/threads.cpp): every
+// parallel_for on strata's own thread pool (framework/cpu/threads.cpp): every
 // index once, a split that depends only on the thread count, worker_index()
 // equal to the chunk, nesting, concurrent callers, exceptions, and a thread
 // count that follows the CPU affinity.
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 
 namespace strata {
 namespace {

@@ -10,13 +10,13 @@
 
 #include <gtest/gtest.h>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
-#include "framework/finetune_policy.h"
+#include "framework/solver/finetune_policy.h"
 #include "framework/net.h"
 #include "framework/io/npy.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
 #include "layers/batch_norm.h"
 #include "tests/net_test_util.h"
 #include "tests/test_util.h"

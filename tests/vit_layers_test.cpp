@@ -12,7 +12,7 @@
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 #include "tests/layer_test_util.h"
 
 namespace strata {

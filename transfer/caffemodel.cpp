@@ -6,7 +6,7 @@
 
 #include "framework/error.h"
 #include "framework/io/file_util.h"
-#include "framework/io/protobuf_wire.h"
+#include "framework/caffe/protobuf_wire.h"
 #include "framework/io/safetensors.h"
 
 namespace strata::transfer {

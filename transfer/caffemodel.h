@@ -1,5 +1,5 @@
 // Caffe's binary weights (.caffemodel: a NetParameter whose layers carry
-// their parameter blobs), read with framework/io/protobuf_wire.h:
+// their parameter blobs), read with framework/caffe/protobuf_wire.h:
 //
 //   NetParameter     { name=1  layers=2 (V1LayerParameter)  layer=100 (LayerParameter) }
 //   LayerParameter   { name=1  type=2 (string)  blobs=7 }
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "framework/data/caffe_proto.h"
+#include "framework/caffe/caffe_proto.h"
 #include "framework/tensor.h"
 
 namespace strata::transfer {

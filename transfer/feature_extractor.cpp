@@ -8,7 +8,7 @@
 #include <sstream>
 #include <cerrno>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/net.h"

@@ -13,7 +13,7 @@
 
 #include "framework/io/checkpoint.h"
 #include "framework/tensor.h"
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/data/image_loader.h"
 #include "framework/data/image_transform.h"
 #include "transfer/pretrained.h"

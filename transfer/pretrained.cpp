@@ -10,6 +10,7 @@
 
 #include "framework/io/checkpoint.h"
 #include "framework/error.h"
+#include "framework/layer_registry.h"
 #include "framework/io/safetensors.h"
 #include "transfer/caffemodel.h"
 #include "transfer/name_maps.h"
@@ -89,11 +90,25 @@ Grid net_grid(const Net& net, int64_t tokens) {
 
 // A position embedding whose token count differs from the net's: resized
 // bicubically (class token kept). Returns false when it is not one.
+// A parameter its layer's schema declares laid out over the patch grid
+// (LayerSchema::grid_params: a ViT's position embedding).
+bool is_grid_param(const Net& net, const NetParam& p) {
+  const Layer& owner = net.layer(p.owner_layer);
+  const LayerSchema schema = LayerRegistry::instance().find(owner.type()).schema();
+  for (const LayerParam& lp : owner.params()) {
+    if (lp.blob == p.blob &&
+        std::find(schema.grid_params.begin(), schema.grid_params.end(), lp.name) != schema.grid_params.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool maybe_interpolate(const Net& net, const NetParam& p, Tensor* value, std::string* note) {
   const Layer& owner = net.layer(p.owner_layer);
   const Shape& want = p.blob->shape();
   const Shape& have = value->shape();
-  if (owner.type() != "PositionEmbedding" || want.size() != 3 || have.size() != 3 || want[0] != 1 ||
+  if (!is_grid_param(net, p) || want.size() != 3 || have.size() != 3 || want[0] != 1 ||
       have[0] != 1 || want[2] != have[2] || want[1] == have[1]) {
     return false;
   }
@@ -361,8 +376,8 @@ LoadReport load_pretrained(Net& net, const std::string& path, const PretrainedOp
     const TensorView& v = *reader.find(r.file);
     Tensor value;
     std::string note;
-    const bool position_embedding = net.layer(net.params()[id].owner_layer).type() == "PositionEmbedding";
-    if (position_embedding && to_f32(v, &value) && maybe_interpolate(net, net.params()[id], &value, &note)) {
+    const bool on_grid = is_grid_param(net, net.params()[id]);
+    if (on_grid && to_f32(v, &value) && maybe_interpolate(net, net.params()[id], &value, &note)) {
       converted.push_back(value);
       notes[net_name] = note;
       out.push_back({net_name, DType::kF32, value.shape(), converted.back().raw_data()});

@@ -1,5 +1,5 @@
 // GPU numerical kernels shared by the layers' CUDA code: GEMM through cuBLAS
-// with the same row-major convention as framework/math.h, the math mode that
+// with the same row-major convention as framework/cpu/math.h, the math mode that
 // cuBLAS and cuDNN honour (FP32, TF32 or BF16 tensor cores on fp32 storage),
 // and the few vector operations and reductions every layer needs. Everything
 // runs on compute_stream() of the current device; pointers are device
@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "framework/math.h"
+#include "framework/cpu/math.h"
 #include "framework/tensor.h"
 
 namespace strata::cuda {

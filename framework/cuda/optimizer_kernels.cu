@@ -175,7 +175,7 @@ __global__ void adam_kernel(const FusedTensor* tensors, const int64_t* offsets, 
 }
 
 // The same arithmetic, in the same order, as AdaptiveOptimizer and
-// AdaDeltaOptimizer in framework/optimizer.cpp.
+// AdaDeltaOptimizer in framework/solver/optimizer.cpp.
 __global__ void adaptive_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, double lr,
                                 AdaptiveRule rule, float keep, float add, float delta, double weight_decay,
                                 bool l1) {

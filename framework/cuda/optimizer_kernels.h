@@ -4,7 +4,7 @@
 // changes (the first step, after a restore that reallocated) and reused
 // otherwise, so a step costs one launch and no host-to-device copy.
 // Each block handles one chunk of one tensor; the formulas are those of the
-// CPU optimizers (framework/optimizer.h), in fp32 with per-tensor scalars
+// CPU optimizers (framework/solver/optimizer.h), in fp32 with per-tensor scalars
 // computed in double as the CPU does. No CUDA headers: callers are .cpp files.
 #pragma once
 
@@ -42,7 +42,7 @@ struct FusedAdamArgs {
   int64_t step = 1;        // t of the bias corrections
 };
 
-// Caffe's AdaGrad, RMSProp and AdaDelta (framework/optimizer.h). AdaGrad and
+// Caffe's AdaGrad, RMSProp and AdaDelta (framework/solver/optimizer.h). AdaGrad and
 // RMSProp keep one history slot (s0), AdaDelta two (s0: squared gradients,
 // s1: squared updates).
 enum class AdaptiveRule { kAdaGrad, kRMSProp, kAdaDelta };

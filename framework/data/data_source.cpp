@@ -7,7 +7,7 @@
 
 #include "framework/error.h"
 #include "framework/io/file_util.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 
 namespace strata {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/layer.h"  // Phase
 #include "framework/rng.h"
 #include "framework/tensor.h"

@@ -5,7 +5,7 @@
 #include <sstream>
 #include <utility>
 
-#include "framework/data/caffe_db.h"
+#include "framework/caffe/caffe_db.h"
 #include "framework/data/hdf5_file.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"

@@ -11,7 +11,7 @@
 
 #include "framework/error.h"
 #include "framework/io/file_util.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 #include "framework/data/image_decode.h"
 
 namespace strata {

@@ -17,7 +17,7 @@
 #include "parallel/collectives/collectives.h"
 #include "parallel/collectives/reduce_kernels.h"
 #include "parallel/backends/host_staging_communicator.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/transport/transport_select.h"
 
 namespace strata::parallel {

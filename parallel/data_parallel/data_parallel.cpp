@@ -12,14 +12,12 @@
 #include "framework/error.h"
 #include "framework/hash.h"
 #include "framework/io/wire_format.h"
-#include "framework/optimizer.h"
-#include "framework/threads.h"
+#include "framework/solver/optimizer.h"
+#include "framework/cpu/threads.h"
 
 namespace strata::parallel {
 
 namespace {
-
-constexpr int64_t kCopyChunk = 1 << 15;  // elements per thread when packing gradients
 
 bool reached_by_backward(const NetParam& p) { return p.last_backward_layer >= 0; }
 
@@ -141,48 +139,6 @@ std::vector<GradBucket> assign_buckets(const Net& net, size_t bucket_bytes) {
     buckets.push_back(std::move(b));
   }
   return buckets;
-}
-
-DType wire_dtype(GradCompression c) {
-  switch (c) {
-    case GradCompression::kFP16: return DType::kF16;
-    case GradCompression::kBF16: return DType::kBF16;
-    case GradCompression::kNone: break;
-  }
-  return DType::kF32;
-}
-
-void encode_gradients(const float* src, int64_t n, float scale, GradCompression c, void* dst) {
-  parallel_for(n, kCopyChunk, [&](int64_t b, int64_t e) {
-    if (c == GradCompression::kNone) {
-      float* d = static_cast<float*>(dst);
-      if (scale == 1.0f) {
-        std::memcpy(d + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
-      } else {
-        for (int64_t i = b; i < e; ++i) d[i] = src[i] * scale;
-      }
-    } else if (c == GradCompression::kFP16) {
-      uint16_t* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = b; i < e; ++i) d[i] = float_to_f16(src[i] * scale);
-    } else {
-      uint16_t* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = b; i < e; ++i) d[i] = float_to_bf16(src[i] * scale);
-    }
-  });
-}
-
-void decode_gradients(const void* src, int64_t n, GradCompression c, float* dst) {
-  parallel_for(n, kCopyChunk, [&](int64_t b, int64_t e) {
-    if (c == GradCompression::kNone) {
-      std::memcpy(dst + b, static_cast<const float*>(src) + b, static_cast<size_t>(e - b) * sizeof(float));
-    } else if (c == GradCompression::kFP16) {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = b; i < e; ++i) dst[i] = f16_to_float(s[i]);
-    } else {
-      const uint16_t* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = b; i < e; ++i) dst[i] = bf16_to_float(s[i]);
-    }
-  });
 }
 
 // ---- DataParallel ----

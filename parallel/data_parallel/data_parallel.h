@@ -9,7 +9,7 @@
 //   DataParallel dp(solver, *comm, dp_config);  // checks the nets agree, broadcasts rank 0's weights, attaches
 //   solver.solve();
 //
-// It attaches to the Solver as a TrainingStrategy (framework/training_strategy.h,
+// It attaches to the Solver as a TrainingStrategy (framework/solver/training_strategy.h,
 // scope kAcrossReplicas) and takes part in:
 // - Gradients. The updated parameters (learnable, lr_mult > 0, reached by
 //   backward) are grouped into buckets of about bucket_mb, in the order their
@@ -30,7 +30,7 @@
 //   before each test and at each snapshot point.
 // - Snapshots: rank 0 writes them; at each snapshot point the other ranks'
 //   layer states (their data cursors) are gathered into rank 0's snapshot
-//   (framework/solver.h: "@rank<r>/<layer>"), so that a resume with the same
+//   (framework/solver/solver.h: "@rank<r>/<layer>"), so that a resume with the same
 //   number of ranks continues each rank's data exactly. Where another
 //   strategy assembles the snapshot (a pipeline: its data layers live on
 //   its stages), that one gathers the replicas' states instead.
@@ -53,10 +53,10 @@
 
 #include "framework/communicator.h"
 #include "framework/net.h"
-#include "framework/solver.h"
+#include "framework/solver/solver.h"
 #include "framework/tensor.h"
-#include "framework/training_log.h"
-#include "framework/training_strategy.h"
+#include "framework/solver/training_log.h"
+#include "framework/solver/training_strategy.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 
 namespace strata::parallel {
@@ -73,12 +73,6 @@ struct GradBucket {
 // become final in backward. Parameters that are not updated (not learnable,
 // lr_mult == 0) or that no backward reaches are left out.
 std::vector<GradBucket> assign_buckets(const Net& net, size_t bucket_bytes);
-
-// The dtype of gradients on the wire, and the conversions to and from it
-// (round to nearest even), `scale` applied before rounding.
-DType wire_dtype(GradCompression c);
-void encode_gradients(const float* src, int64_t n, float scale, GradCompression c, void* dst);
-void decode_gradients(const void* src, int64_t n, GradCompression c, float* dst);
 
 class DataParallel final : public TrainingStrategy {
  public:

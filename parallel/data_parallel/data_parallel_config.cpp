@@ -77,24 +77,6 @@ DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block) 
   return c;
 }
 
-GradCompression parse_grad_compression(const std::string& text, const std::string& where) {
-  std::string up = text;
-  for (char& ch : up) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  if (up == "NONE") return GradCompression::kNone;
-  if (up == "FP16") return GradCompression::kFP16;
-  if (up == "BF16") return GradCompression::kBF16;
-  fail<ConfigError>(where, ": compression must be NONE, FP16 or BF16, got '", text, "'");
-}
-
-const char* grad_compression_name(GradCompression c) {
-  switch (c) {
-    case GradCompression::kFP16: return "FP16";
-    case GradCompression::kBF16: return "BF16";
-    case GradCompression::kNone: break;
-  }
-  return "NONE";
-}
-
 void check_backend(const std::string& backend, const std::string& where) {
   if (std::find(backends().begin(), backends().end(), backend) == backends().end()) {
     fail<ConfigError>(where, ": backend must be one of ", join(backends()), ", got '", backend, "'");

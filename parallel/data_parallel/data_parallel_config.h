@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
+#include "parallel/codec/gradient_codec.h"
 
 namespace strata::parallel {
 
-enum class GradCompression { kNone, kFP16, kBF16 };
 enum class Overlap { kOn, kOff };
 
 struct DataParallelConfig {
@@ -49,8 +49,6 @@ const std::vector<std::string>& data_parallel_keys();  // keys of `parallel { da
 DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block);
 
 // Command-line overrides; each throws ConfigError naming the flag on a bad value.
-GradCompression parse_grad_compression(const std::string& text, const std::string& where);
-const char* grad_compression_name(GradCompression c);  // "NONE", "FP16", "BF16"
 void check_backend(const std::string& backend, const std::string& where);
 void check_algorithm(const std::string& algorithm, const std::string& where);
 void check_transport(const std::string& transport, const std::string& where);

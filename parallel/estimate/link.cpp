@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 
 namespace strata::estimate {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "parallel/estimate/parameter_server_cost.h"
 #include "parallel/estimate/pipeline_cost.h"

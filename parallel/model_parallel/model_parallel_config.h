@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 
 namespace strata::parallel {
 

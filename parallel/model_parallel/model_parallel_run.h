@@ -7,8 +7,8 @@
 #include <ostream>
 
 #include "framework/communicator.h"
-#include "framework/solver.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
 #include "parallel/rendezvous/env.h"
 #include "parallel/model_parallel/model_parallel_config.h"
 #include "parallel/model_parallel/pipeline.h"

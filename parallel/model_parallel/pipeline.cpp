@@ -12,7 +12,7 @@
 
 #include "framework/error.h"
 #include "framework/io/file_util.h"
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
 #endif

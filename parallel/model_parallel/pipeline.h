@@ -61,8 +61,8 @@
 
 #include "framework/communicator.h"
 #include "framework/net.h"
-#include "framework/solver.h"
-#include "framework/training_strategy.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/training_strategy.h"
 #include "parallel/model_parallel/model_parallel_config.h"
 #include "parallel/model_parallel/pipeline_plan.h"
 #include "parallel/model_parallel/pipeline_schedule.h"

@@ -8,9 +8,10 @@
 #include <sstream>
 
 #include "framework/error.h"
+#include "framework/layer_registry.h"
 #include "framework/memory_cap.h"
 #include "framework/net.h"
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
 #include "parallel/model_parallel/pipeline_plan.h"
 
 namespace strata::parallel {
@@ -57,15 +58,16 @@ std::vector<LayerCost> measure_layer_costs(const ConfigNode& net_root, const std
 }
 
 std::vector<LayerCost> model_layer_costs(const ConfigNode& net_root) {
-  static const std::vector<std::string> weighted = {"Convolution", "InnerProduct", "BatchNorm", "Scale",
-                                                    "LayerNorm", "ConvolutionPatches"};
   std::vector<LayerCost> costs;
   for (const ConfigNode& c : net_root.children()) {
     if (c.key() != "layer" || !layer_in_phase(c, Phase::kTrain)) continue;
     LayerCost lc;
     lc.name = c.get_string("name");
-    const std::string type = c.get_string("type");
-    const bool heavy = std::find(weighted.begin(), weighted.end(), type) != weighted.end();
+    // As the layer type declares it: the layers over weights, and the
+    // normalisations (a pass over their input and its statistics each way),
+    // weigh 20 times the rest.
+    const LayerSchema schema = LayerRegistry::instance().find(c.get_string("type")).schema();
+    const bool heavy = schema.work == LayerWork::kWeights || schema.kind == LayerKind::kNormalization;
     lc.seconds = heavy ? 1.0 : 0.05;
     costs.push_back(lc);
   }

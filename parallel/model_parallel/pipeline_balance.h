@@ -5,14 +5,14 @@
 // whole net in this process, time forward+backward of each layer over a few
 // iterations, and count its parameter and top bytes), or, when the whole net
 // cannot be built here (a --max-memory cap too small for it), from
-// model_layer_costs: a cost model of parameter count plus top elements, no
+// model_layer_costs: a cost model from what each layer type declares, no
 // allocation of the net.
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 
 namespace strata::parallel {
 
@@ -23,10 +23,10 @@ struct LayerCost {
 };
 
 std::vector<LayerCost> measure_layer_costs(const ConfigNode& net_root, const std::string& base_dir, int iterations);
-// The cost model used under a memory cap: a layer costs its number of
-// `param` blocks plus one if it has learnable weights by type (Convolution,
-// InnerProduct, ...), every other layer a small constant; bytes are 0.
-// Crude: it balances the number of weight layers per stage.
+// The cost model used under a memory cap, from the layer types' schemas: a
+// layer over weights (LayerWork::kWeights) or a normalisation costs 1, every
+// other layer 0.05; bytes are 0. Crude: it balances the number of weight
+// layers per stage. An unknown type is the registry's error.
 std::vector<LayerCost> model_layer_costs(const ConfigNode& net_root);
 
 // The stage of each layer: contiguous, non-decreasing, every stage non-empty,

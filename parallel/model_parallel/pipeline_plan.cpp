@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "framework/error.h"
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
 
 namespace strata::parallel {
 

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/layer.h"
 #include "framework/tensor.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "framework/net_spec.h"
+#include "framework/config/net_spec.h"
 
 #include "parallel/model_parallel/pipeline_internal.h"
 

@@ -4,7 +4,7 @@
 
 #include "framework/byte_size.h"
 #include "framework/error.h"
-#include "framework/optimizer.h"
+#include "framework/solver/optimizer.h"
 
 namespace strata::parallel {
 

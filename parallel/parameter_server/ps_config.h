@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
-#include "parallel/data_parallel/data_parallel_config.h"
+#include "framework/config/config.h"
+#include "parallel/codec/gradient_codec.h"
 
 namespace strata::parallel {
 

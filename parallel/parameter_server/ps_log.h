@@ -10,7 +10,7 @@
 #include <chrono>
 #include <ostream>
 
-#include "framework/training_log.h"
+#include "framework/solver/training_log.h"
 #include "parallel/parameter_server/ps_worker.h"
 
 namespace strata::parallel {

@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <string>
 
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/transport/transport.h"
 
 namespace strata::parallel {

@@ -9,8 +9,8 @@
 #include "framework/byte_size.h"
 #include "framework/error.h"
 #include "framework/io/json.h"
-#include "framework/lr_policy.h"
-#include "parallel/data_parallel/data_parallel.h"
+#include "framework/solver/lr_policy.h"
+#include "parallel/codec/gradient_codec.h"
 #include "parallel/parameter_server/ps_protocol.h"
 
 namespace strata::parallel {

@@ -1,5 +1,5 @@
 // One shard of a parameter server: the weights of its key range and their
-// optimizer state, updated with the solver's own rule (framework/optimizer.h)
+// optimizer state, updated with the solver's own rule (framework/solver/optimizer.h)
 // from the workers' gradients, under one of three consistency models:
 //
 //   SYNC   step c is applied once every live worker pushed its gradient of
@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "framework/net.h"
-#include "framework/optimizer.h"
-#include "framework/solver_config.h"
+#include "framework/solver/optimizer.h"
+#include "framework/solver/solver_config.h"
 #include "parallel/parameter_server/key_layout.h"
 #include "parallel/parameter_server/ps_protocol.h"
 #include "parallel/parameter_server/ps_config.h"

@@ -7,8 +7,8 @@
 #include <map>
 
 #include "framework/error.h"
-#include "framework/lr_policy.h"
-#include "parallel/data_parallel/data_parallel.h"
+#include "framework/solver/lr_policy.h"
+#include "parallel/codec/gradient_codec.h"
 #include "parallel/transport/tcp_transport.h"
 #include "parallel/transport/transport_select.h"
 

@@ -1,4 +1,4 @@
-// A parameter-server worker: the strategy (framework/training_strategy.h,
+// A parameter-server worker: the strategy (framework/solver/training_strategy.h,
 // scope kAcrossReplicas) through which a rank's Solver trains against the
 // servers instead of updating its own weights.
 //
@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/solver.h"
-#include "framework/training_strategy.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/training_strategy.h"
 #include "parallel/parameter_server/key_layout.h"
 #include "parallel/parameter_server/ps_config.h"
 #include "parallel/parameter_server/ps_protocol.h"

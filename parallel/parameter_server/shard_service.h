@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "framework/solver_config.h"
+#include "framework/solver/solver_config.h"
 #include "parallel/parameter_server/key_layout.h"
 #include "parallel/parameter_server/ps_config.h"
 #include "parallel/parameter_server/ps_server.h"

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 
 namespace strata::parallel {
 

@@ -17,7 +17,7 @@
 
 #include "framework/error.h"
 #include "parallel/rendezvous/store.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 
 extern char** environ;
 

@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "framework/error.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/rendezvous/store_protocol.h"
 
 namespace strata::parallel {

@@ -15,7 +15,7 @@
 #include <mutex>
 
 #include "framework/error.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/rendezvous/store.h"
 #include "framework/io/wire_format.h"
 #include "parallel/rendezvous/store_protocol.h"

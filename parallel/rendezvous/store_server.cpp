@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "framework/error.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/rendezvous/store.h"
 #include "framework/io/wire_format.h"
 #include "parallel/rendezvous/store_protocol.h"

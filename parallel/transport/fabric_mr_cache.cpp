@@ -7,7 +7,7 @@
 #include <cerrno>
 
 #include "framework/error.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 
 namespace strata::parallel {
 

@@ -14,7 +14,7 @@
 
 #include "parallel/transport/fabric_library.h"
 #include "parallel/transport/fabric_provider.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #endif
 
 namespace strata::parallel {

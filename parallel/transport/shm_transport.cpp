@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "framework/error.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/transport/tcp_transport.h"
 

@@ -21,7 +21,7 @@
 #include "framework/error.h"
 #include "framework/hash.h"
 #include "framework/io/wire_format.h"
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 #include "parallel/rendezvous/store.h"
 
 namespace strata::parallel {

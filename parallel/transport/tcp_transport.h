@@ -13,7 +13,7 @@
 //   rank 1 on host-a: timed out after 30 s waiting for rank 2 (10.0.0.7:41234) during recv ...
 // and a peer that went away gives
 //   rank 1 on host-a: rank 2 (10.0.0.7:41234) closed the connection during recv ...
-// (TimeoutError / NetworkError from parallel/transport/socket.h). These errors are how
+// (TimeoutError / NetworkError from parallel/socket/socket.h). These errors are how
 // a dead or stuck rank is detected. After an error the byte streams are out
 // of step; the transport must not be used again.
 //

@@ -1,6 +1,6 @@
 #include "parallel/transport/transport.h"
 
-#include "parallel/transport/socket.h"
+#include "parallel/socket/socket.h"
 
 namespace strata::parallel {
 

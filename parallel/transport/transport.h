@@ -49,7 +49,7 @@ struct TransferProgress {
 };
 
 // Throws the TimeoutError of a send_recv that moved nothing for `limit`
-// (parallel/transport/socket.h). It names the peer waited on: the sender if
+// (parallel/socket/socket.h). It names the peer waited on: the sender if
 // data is still due, otherwise the receiver that stopped taking ours.
 // `self` is "rank 1 on host-a".
 [[noreturn]] void throw_transfer_timeout(const Transport& transport, const std::string& self,

@@ -5,7 +5,7 @@ set -euo pipefail
 strata="$1"
 docs="$2/docs/config.md"
 missing=0
-for cmd in train test time launch embed estimate convert; do
+for cmd in train test time launch embed estimate convert layers check-layers; do
   for flag in $("$strata" "$cmd" --help | grep -o -- '--[a-z0-9-]*' | sort -u); do
     if ! grep -q -- "\`$flag" "$docs"; then
       echo "docs/config.md does not document strata $cmd $flag"

@@ -1,5 +1,5 @@
 // libFuzzer target for the protobuf wire decoder and Caffe's messages
-// (framework/io/protobuf_wire.h, framework/data/caffe_proto.h). Any input
+// (framework/caffe/protobuf_wire.h, framework/caffe/caffe_proto.h). Any input
 // must either parse or throw strata::IoError; crashes, sanitizer reports and
 // other exception types are bugs. `bash tools/run_tests.sh fuzz` builds it
 // with clang (tests/fuzz/CMakeLists.txt) and runs it over the seeds; by hand:
@@ -20,9 +20,9 @@
 #include <string>
 #include <string_view>
 
-#include "framework/data/caffe_proto.h"
+#include "framework/caffe/caffe_proto.h"
 #include "framework/error.h"
-#include "framework/io/protobuf_wire.h"
+#include "framework/caffe/protobuf_wire.h"
 
 // Keeps the compiler from dropping the reads below.
 volatile unsigned g_fuzz_sink;

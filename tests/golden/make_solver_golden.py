@@ -69,7 +69,7 @@ torch.set_default_dtype(torch.float64)
 
 
 def lr_at(case, it):
-    """Caffe's lr_policy formulas, plus linear warm-up (see framework/lr_policy.h)."""
+    """Caffe's lr_policy formulas, plus linear warm-up (see framework/solver/lr_policy.h)."""
     base = case["base_lr"]
     policy = case.get("lr_policy", "fixed")
     if policy == "fixed":

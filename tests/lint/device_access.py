@@ -150,7 +150,11 @@ def check(root):
         return HOST_COPY_MARK in raws[rel][line - 1]
 
     layer_dir = os.path.join(root, "layers")
-    sources = sorted(f for f in os.listdir(layer_dir) if f.endswith((".cu", ".cpp", ".h", ".cuh")))
+    sources = sorted(
+        os.path.relpath(os.path.join(d, f), layer_dir)
+        for d, _, names in os.walk(layer_dir)
+        for f in names
+        if f.endswith((".cu", ".cpp", ".h", ".cuh")))
     stems = sorted({os.path.splitext(f)[0] for f in sources})
     for stem in stems:
         own = [f"layers/{f}" for f in sources if os.path.splitext(f)[0] == stem]

@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/layer.h"
 #include "framework/layer_registry.h"
 #include "framework/rng.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 
 namespace {
 

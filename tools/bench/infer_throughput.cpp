@@ -22,12 +22,12 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/io/checkpoint.h"
 #include "framework/net.h"
 #include "framework/rng.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 #include "tools/bench/bench_device.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/math.h"
@@ -65,7 +65,7 @@ ConfigNode deploy_net(const std::string& source_dir, const InferModel& m, int64_
 }
 
 // The GEMM and convolution math of a precision, as the solver sets it for
-// training (framework/solver.cpp, apply_precision): the forward pass of a
+// training (framework/solver/solver.cpp, apply_precision): the forward pass of a
 // trained net runs in the same mode. FP16 has no fp16 math mode yet and
 // computes as TF32 there too.
 void set_precision(const std::string& precision, const Device& device) {

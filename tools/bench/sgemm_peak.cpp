@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <vector>
 
-#include "framework/math.h"
+#include "framework/cpu/math.h"
 #include "framework/rng.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 2;

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "framework/communicator.h"
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/net.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 #include "parallel/backends/tcp_communicator.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/transport/tcp_transport.h"

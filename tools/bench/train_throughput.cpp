@@ -27,12 +27,12 @@
 #include <string>
 #include <vector>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/io/file_util.h"
 #include "framework/error.h"
 #include "framework/rng.h"
-#include "framework/solver.h"
-#include "framework/threads.h"
+#include "framework/solver/solver.h"
+#include "framework/cpu/threads.h"
 #include "parallel/backends/communicator_factory.h"
 #include "parallel/data_parallel/data_parallel.h"
 #include "parallel/rendezvous/env.h"

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "framework/config.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
 
 namespace strata::cli {

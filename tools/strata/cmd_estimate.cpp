@@ -17,7 +17,7 @@
 
 #include "framework/error.h"
 #include "framework/net.h"
-#include "framework/solver_config.h"
+#include "framework/solver/solver_config.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/estimate/speedup_chart.h"
 #include "parallel/estimate/strategies.h"

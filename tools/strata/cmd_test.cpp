@@ -3,11 +3,11 @@
 #include <map>
 #include <vector>
 
+#include "framework/data/data_source.h"
 #include "framework/io/checkpoint.h"
 #include "framework/error.h"
 #include "framework/net.h"
-#include "framework/threads.h"
-#include "layers/in_memory_data.h"
+#include "framework/cpu/threads.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 #include "transfer/pretrained.h"
@@ -28,9 +28,9 @@ std::string join_names(const std::vector<std::string>& names, size_t limit = 20)
 int64_t batches_per_pass(const Net& net, std::string* what) {
   int64_t best = 0;
   for (int i = 0; i < net.num_layers(); ++i) {
-    const auto* data = dynamic_cast<const InMemoryDataLayer*>(&net.layer(i));
-    if (!data) continue;
-    const DataSource& source = data->source();
+    const DataSource* known = net.layer(i).data_source();
+    if (!known) continue;
+    const DataSource& source = *known;
     const int64_t samples = static_cast<int64_t>(source.shard().size());
     const int64_t batches = (samples + source.batch_size() - 1) / source.batch_size();
     if (batches > best) {

@@ -9,7 +9,7 @@
 
 #include "framework/error.h"
 #include "framework/net.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 #include "parallel/estimate/times_file.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"

@@ -14,9 +14,9 @@
 #endif
 #include "framework/error.h"
 #include "framework/memory_cap.h"
-#include "framework/solver.h"
+#include "framework/solver/solver.h"
 #include "framework/tensor.h"
-#include "framework/threads.h"
+#include "framework/cpu/threads.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/rendezvous/env.h"
 #include "parallel/training_run.h"

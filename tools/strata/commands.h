@@ -12,6 +12,14 @@ int launch_main(int argc, char** argv);
 int embed_main(int argc, char** argv);
 int estimate_main(int argc, char** argv);
 int convert_main(int argc, char** argv);
+int check_layers_main(int argc, char** argv);
+int layers_main(int argc, char** argv);
+
+// Takes every `--plugin PATH` (or --plugin=PATH) out of argv and loads the
+// layer libraries of STRATA_PLUGINS, then those (framework/plugin.h), for
+// any command but launch (whose flags after `--` are its ranks'; they load
+// their own). Returns the new argc.
+int load_plugin_flags(int argc, char** argv);
 
 // Applies --threads (default: all cores) and checks --device.
 void apply_common_flags(const class Args& args);

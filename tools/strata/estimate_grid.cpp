@@ -5,7 +5,7 @@
 #include "framework/byte_size.h"
 #include "framework/error.h"
 #include "framework/memory_cap.h"
-#include "framework/optimizer.h"
+#include "framework/solver/optimizer.h"
 #include "parallel/estimate/speedup_chart.h"
 #include "parallel/estimate/step_estimate.h"
 #include "parallel/estimate/tensor_parallel_cost.h"

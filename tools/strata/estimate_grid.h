@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "framework/solver_config.h"
+#include "framework/solver/solver_config.h"
 #include "parallel/estimate/grid_cost.h"
 #include "parallel/estimate/link.h"
 #include "parallel/estimate/strategies.h"

@@ -9,16 +9,13 @@
 namespace strata::cli {
 
 // Sets flops and backward_flops of every layer of `profile` (built from
-// `net` by step_profile, same layer order). Forward, per step:
-//   Convolution, InnerProduct, PatchEmbed:  2 · weights · rows, rows the
-//       output positions (N·H·W of an NCHW top, N·T of an [N, T, D] top);
-//   Deconvolution: the same with the input's positions;
-//   MultiHeadAttention: its projections as above plus 4 · N · T² · D for
-//       the scores and their weighted sum;
-//   any other layer: one per output element (they are memory-bound; their
-//       FLOPs understate their time on a GPU, see profile_scale.h).
-// Backward: twice the forward where the layer runs a backward (input and
-// weight gradients), else 0.
+// `net` by step_profile, same layer order). Forward, per step: what the layer
+// declares (Layer::forward_cost: 2 · weights · output positions for the
+// layers whose schema says LayerWork::kWeights, with Deconvolution's and
+// MultiHeadAttention's own additions; one per output element for the
+// others, which are memory-bound: their FLOPs understate their time on a
+// GPU, see profile_scale.h). Backward: twice the forward where the layer
+// runs a backward (input and weight gradients), else 0.
 void add_layer_flops(const Net& net, estimate::StepProfile* profile);
 
 }  // namespace strata::cli

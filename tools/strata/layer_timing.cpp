@@ -8,7 +8,7 @@
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/io/json.h"
-#include "framework/optimizer.h"
+#include "framework/solver/optimizer.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
 #include "framework/cuda/streams.h"

@@ -5,10 +5,9 @@
 #include <exception>
 #include <string>
 
-#include "framework/cpu_isa.h"
-#include "framework/config.h"
+#include "framework/cpu/cpu_isa.h"
+#include "framework/config/config.h"
 #include "framework/error.h"
-#include "framework/layer_registry.h"
 #include "tools/strata/commands.h"
 
 namespace {
@@ -24,8 +23,11 @@ void usage() {
       "  estimate  predicted speedup of parallel strategies: strata estimate --model M --workers 1,2,4 --link 25gbe\n"
       "  embed   features of images: strata embed --model M --weights W --layer B --images DIR --out F.npy\n"
       "  convert Caffe weights to safetensors: strata convert model.caffemodel out.safetensors\n"
-      "  layers  list the registered layer types\n\n"
-      "`strata COMMAND --help` lists a command's flags.\n");
+      "  layers  list the registered layer types (and the library each came from)\n"
+      "  check-layers  the generic layer checks: strata check-layers --plugin lib.so\n\n"
+      "`strata COMMAND --help` lists a command's flags. Every command but launch takes\n"
+      "--plugin PATH (repeatable): a layer library built against this strata (find_package(strata));\n"
+      "STRATA_PLUGINS=a.so:b.so loads libraries for every command.\n");
 }
 
 // "strata train: error: strata train: ..." reads as a stutter: messages
@@ -67,14 +69,6 @@ std::string printable(const std::string& text) {
   return out;
 }
 
-int layers_main() {
-  for (const auto& t : strata::LayerRegistry::instance().types()) {
-    const auto schema = strata::LayerRegistry::instance().find(t).schema();
-    std::printf("%-18s %s\n", t.c_str(), schema.summary.c_str());
-  }
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,6 +85,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   try {
     strata::cpu_isa();  // a bad STRATA_CPU_ISA is named before any work starts
+    if (cmd != "launch") argc = strata::cli::load_plugin_flags(argc, argv);
     if (cmd == "train") return strata::cli::train_main(argc, argv);
     if (cmd == "test") return strata::cli::test_main(argc, argv);
     if (cmd == "time") return strata::cli::time_main(argc, argv);
@@ -98,8 +93,10 @@ int main(int argc, char** argv) {
     if (cmd == "embed") return strata::cli::embed_main(argc, argv);
     if (cmd == "estimate") return strata::cli::estimate_main(argc, argv);
     if (cmd == "convert") return strata::cli::convert_main(argc, argv);
-    if (cmd == "layers") return layers_main();
-    const std::string near = strata::nearest_key(cmd, {"train", "test", "time", "launch", "embed", "estimate", "convert", "layers"});
+    if (cmd == "layers") return strata::cli::layers_main(argc, argv);
+    if (cmd == "check-layers") return strata::cli::check_layers_main(argc, argv);
+    const std::string near = strata::nearest_key(
+        cmd, {"train", "test", "time", "launch", "embed", "estimate", "convert", "layers", "check-layers"});
     std::fprintf(stderr, "strata: unknown command '%s'%s\n\n", printable(cmd).c_str(),
                  near.empty() ? "" : ("; did you mean '" + near + "'?").c_str());
     usage();

@@ -1,4 +1,4 @@
-"""Golden cases of Convolution (layers/convolution.cpp)."""
+"""Golden cases of Convolution (layers/convolution/convolution.cpp)."""
 
 import torch.nn.functional as F
 

@@ -1,0 +1,43 @@
+// The generic checks every registered layer type passes, on every
+// LayerExample of its schema() (one checker, as Caffe keeps one
+// GradientChecker): tests/layer_generic_test.cpp runs them on the built-in
+// types, `strata check-layers` on any, a layer library's included.
+//   gradients:      analytic bottom and parameter gradients against central
+//                   finite differences of J = sum_k sum_i w_ki * top_k[i]
+//                   (w random, or the loss weight for loss tops), accumulated
+//                   in double, compared as Caffe's GradientChecker does:
+//                   |a - n| <= tolerance * max(|a|, |n|, 1); and the gradient
+//                   contract: bottom diffs are overwritten (they start as
+//                   NaN), parameter diffs accumulated (they start random).
+//   zero batch:     bottoms with first dim 0 run forward and backward, both
+//                   from setup and after a normal batch, giving zero-batch
+//                   tops (or, for tops that do not follow the batch such as a
+//                   loss, tops without NaN).
+//   extreme values: inputs scaled by 1e4, -1e4 and 1e-30 give no NaN in tops
+//                   or gradients.
+// Each returns the problems found, one line each (at most five mismatches per
+// blob, then a count); empty when the layer passes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/layer.h"
+
+namespace strata {
+
+constexpr uint64_t kLayerCheckSeed = 20240601;
+
+std::vector<std::string> check_gradients(const std::string& type, const LayerExample& example,
+                                         uint64_t seed = kLayerCheckSeed);
+std::vector<std::string> check_zero_batch(const std::string& type, const LayerExample& example,
+                                          uint64_t seed = kLayerCheckSeed);
+std::vector<std::string> check_extreme_values(const std::string& type, const LayerExample& example,
+                                              uint64_t seed = kLayerCheckSeed);
+
+// "Convolution example {config} bottoms [2, 3] phase TRAIN": what the
+// problems of one example are about.
+std::string describe_example(const std::string& type, const LayerExample& example);
+
+}  // namespace strata

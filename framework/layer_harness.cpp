@@ -1,0 +1,183 @@
+#include "framework/layer_harness.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "framework/config/config.h"
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+
+namespace strata {
+
+void LayerHarness::setup() {
+  layer->setup(bottom, top);
+  layer->reshape(bottom, top);
+}
+
+void LayerHarness::forward() {
+  layer->reshape(bottom, top);
+  layer->forward_cpu(bottom, top);
+}
+
+std::vector<bool> LayerHarness::backward_targets() const {
+  std::vector<bool> pd(bottom.size());
+  for (size_t i = 0; i < bottom.size(); ++i) pd[i] = layer->can_backward_to(static_cast<int>(i));
+  return pd;
+}
+
+void LayerHarness::backward() { backward(backward_targets()); }
+
+void LayerHarness::backward(const std::vector<bool>& propagate_down) {
+  layer->backward_cpu(top, propagate_down, bottom);
+}
+
+LayerSpec make_spec(const std::string& type, const std::string& config, int num_bottoms, int num_tops) {
+  const ConfigNode root =
+      parse_config_text("layer { name: \"test\" type: \"" + type + "\" " + config + " }", "<test>");
+  LayerSpec spec;
+  spec.name = "test";
+  spec.type = type;
+  spec.node = root.children().at(0);
+  for (int i = 0; i < num_bottoms; ++i) spec.bottoms.push_back("in" + std::to_string(i));
+  for (int i = 0; i < num_tops; ++i) spec.tops.push_back("out" + std::to_string(i));
+  return spec;
+}
+
+std::unique_ptr<Layer> build_any(const std::string& type, std::string* why) {
+  const LayerRegistration& reg = LayerRegistry::instance().find(type);
+  const LayerSchema schema = reg.schema();
+  std::vector<std::pair<std::string, int>> configs;  // config, bottoms
+  if (!schema.examples.empty()) {
+    configs.push_back({schema.examples[0].config, static_cast<int>(schema.examples[0].bottom_shapes.size())});
+  }
+  configs.push_back({"", 0});
+  for (const ParamBlockSchema& b : schema.blocks) {
+    const std::string& n = b.block;
+    if (n == "input_param" || n == "dummy_data_param") configs.push_back({n + " { shape { dim: 1 } }", 0});
+    if (n == "hdf5_output_param") configs.push_back({"hdf5_output_param { file_name: 'unused.h5' }", 1});
+    if (n.size() >= 10 && n.compare(n.size() - 10, 10, "data_param") == 0) {
+      configs.push_back({n + " { source: 'unused' batch_size: 1 }", 0});
+      // ImageData also needs a fixed output size.
+      configs.push_back({n + " { source: 'unused' batch_size: 1 } transform_param { crop_size: 1 }", 0});
+    }
+  }
+  for (const auto& [config, bottoms] : configs) {
+    try {
+      return reg.create(make_spec(type, config, bottoms, 1), LayerContext{});
+    } catch (const Error& e) {
+      if (why) *why = e.what();
+    }
+  }
+  return nullptr;
+}
+
+int default_num_tops(const Layer& layer) {
+  if (layer.max_tops() >= 0) return layer.max_tops();
+  return std::max(1, layer.min_tops());
+}
+
+LayerHarness make_harness(const std::string& type, const std::string& config,
+                          const std::vector<Shape>& bottom_shapes, Phase phase, uint64_t seed,
+                          int num_tops) {
+  const LayerRegistration& reg = LayerRegistry::instance().find(type);
+  LayerContext ctx;
+  ctx.phase = phase;
+  ctx.seed = seed;
+  const int nb = static_cast<int>(bottom_shapes.size());
+  int nt = num_tops;
+  if (nt < 0) {
+    // Ask a throwaway instance how many tops it takes.
+    nt = default_num_tops(*reg.create(make_spec(type, config, nb, 1), ctx));
+  }
+  LayerHarness h;
+  h.layer = reg.create(make_spec(type, config, nb, nt), ctx);
+  for (const Shape& s : bottom_shapes) {
+    h.bottom_blobs.push_back(std::make_unique<Blob>(s));
+    h.bottom.push_back(h.bottom_blobs.back().get());
+  }
+  for (int i = 0; i < nt; ++i) {
+    h.top_blobs.push_back(std::make_unique<Blob>());
+    h.top.push_back(h.top_blobs.back().get());
+  }
+  return h;
+}
+
+LayerHarness make_harness(const std::string& type, const LayerExample& example, uint64_t seed) {
+  LayerHarness h = make_harness(type, example.config, example.bottom_shapes, example.phase, seed);
+  Rng rng(seed * 7919 + 17);
+  fill_inputs(example, h.bottom, rng, 2.0f * example.step);
+  return h;
+}
+
+InputKind input_kind(const LayerExample& example, size_t i) {
+  return i < example.inputs.size() ? example.inputs[i] : InputKind::kGaussian;
+}
+
+void fill_gaussian(Tensor& t, Rng& rng, float mean, float stddev) {
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.gaussian(mean, stddev);
+}
+
+void fill_uniform(Tensor& t, Rng& rng, float lo, float hi) {
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = rng.uniform(lo, hi);
+}
+
+void separate_values(const std::vector<float*>& values, float gap) {
+  std::vector<float*> pos, neg;
+  for (float* v : values) (*v >= 0.0f ? pos : neg).push_back(v);
+  // Walk outwards from 0 on each side, pushing each value at least `gap`
+  // beyond its predecessor (0 itself counts as the first predecessor).
+  std::sort(pos.begin(), pos.end(), [](const float* a, const float* b) { return *a < *b; });
+  std::sort(neg.begin(), neg.end(), [](const float* a, const float* b) { return *a > *b; });
+  float prev = 0.0f;
+  for (float* v : pos) {
+    *v = std::max(*v, prev + gap);
+    prev = *v;
+  }
+  prev = 0.0f;
+  for (float* v : neg) {
+    *v = std::min(*v, prev - gap);
+    prev = *v;
+  }
+}
+
+void fill_inputs(const LayerExample& example, const BlobVec& bottoms, Rng& rng, float min_gap) {
+  std::vector<float*> gaussian_values;
+  for (size_t i = 0; i < bottoms.size(); ++i) {
+    Tensor& t = bottoms[i]->data;
+    switch (input_kind(example, i)) {
+      case InputKind::kGaussian: {
+        fill_gaussian(t, rng);
+        float* p = t.data<float>();
+        for (int64_t j = 0; j < t.numel(); ++j) gaussian_values.push_back(p + j);
+        break;
+      }
+      case InputKind::kPositive:
+        fill_uniform(t, rng, 0.5f, 1.5f);
+        break;
+      case InputKind::kLabels: {
+        STRATA_CHECK(example.label_classes > 0, "an example with kLabels inputs needs label_classes > 0");
+        float* p = t.data<float>();
+        for (int64_t j = 0; j < t.numel(); ++j) {
+          p[j] = static_cast<float>(rng.uniform_int(static_cast<uint64_t>(example.label_classes)));
+        }
+        break;
+      }
+    }
+  }
+  if (min_gap > 0.0f) separate_values(gaussian_values, min_gap);
+}
+
+std::vector<float> to_vector(const Tensor& t) {
+  const float* p = t.data<float>();
+  return std::vector<float>(p, p + t.numel());
+}
+
+void copy_into(Tensor& t, const std::vector<float>& v) {
+  STRATA_CHECK(static_cast<size_t>(t.numel()) == v.size(), "copy_into: tensor has ", t.numel(),
+               " elements, vector ", v.size());
+  std::copy(v.begin(), v.end(), t.data<float>());
+}
+
+}  // namespace strata

@@ -1,0 +1,431 @@
+#include "framework/timeline.h"
+#include "framework/solver/solver.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <algorithm>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "framework/error.h"
+#include "framework/solver/finetune_policy.h"
+#include "framework/io/file_util.h"
+#include "framework/solver/lr_policy.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/math.h"
+#endif
+
+namespace strata {
+
+namespace {
+
+// The scalar outputs of a net, in output order.
+NamedValues scalar_outputs(Net& net) {
+  NamedValues out;
+  for (const std::string& name : net.output_names()) {
+    const Blob& b = net.blob(name);
+    if (b.numel() == 1) out.emplace_back(name, b.data.to(Device::cpu()).data<float>()[0]);
+  }
+  return out;
+}
+
+std::string format_loss(double loss) {
+  std::ostringstream os;
+  os << loss;
+  return os.str();
+}
+
+}  // namespace
+
+int64_t count_nonfinite(const Tensor& t) {
+  if (t.numel() == 0 || t.dtype() != DType::kF32) return 0;
+  const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  const float* p = host.data<float>();
+  int64_t n = 0;
+  for (int64_t i = 0, e = host.numel(); i < e; ++i) n += !std::isfinite(p[i]);
+  return n;
+}
+
+namespace {
+
+// Where a non-finite step started: weights that already hold inf/NaN, else
+// the first layer (in forward order) whose output does, else the gradient
+// written first in backward.
+std::string first_nonfinite(Net& net) {
+  auto count = [](int64_t n, int64_t of) {
+    return std::to_string(n) + " of its " + std::to_string(of) + " values are inf/NaN";
+  };
+  for (const NetParam& p : net.params()) {
+    if (const int64_t n = count_nonfinite(p.blob->data)) {
+      return "parameter '" + p.name + "' already holds non-finite weights (" + count(n, p.blob->numel()) +
+             "; from the loaded weights or an earlier update)";
+    }
+  }
+  for (int i = 0; i < net.num_layers(); ++i) {
+    for (const Blob* b : net.tops(i)) {
+      if (const int64_t n = count_nonfinite(b->data)) {
+        return "the first non-finite output is that of layer '" + net.layer(i).name() + "' (" +
+               net.layer(i).type() + "): " + count(n, b->numel());
+      }
+    }
+  }
+  for (auto it = net.params().rbegin(); it != net.params().rend(); ++it) {
+    if (const int64_t n = count_nonfinite(it->blob->diff)) {
+      return "the first non-finite gradient in backward is that of parameter '" + it->name + "': " +
+             count(n, it->blob->numel());
+    }
+  }
+  return "every layer output and gradient is finite now";
+}
+
+// Precision -> GEMM/convolution math on the GPU; ConfigError on the CPU.
+void apply_precision(const SolverConfig& config, Device device) {
+  if (device.is_cpu()) {
+    if (config.precision != Precision::kFP32) {
+      fail<ConfigError>(config.source.empty() ? std::string("solver") : config.source, ": precision ",
+                        precision_name(config.precision),
+                        " needs a CUDA device (--device cuda); CPU training is FP32 only");
+    }
+    return;
+  }
+#ifdef STRATA_WITH_CUDA
+  // FP16 has no fp16 GEMM mode yet: TF32 math, with loss scaling (docs/config.md).
+  const cuda::MathMode mode = config.precision == Precision::kFP32   ? cuda::MathMode::kFP32
+                              : config.precision == Precision::kBF16 ? cuda::MathMode::kBF16
+                                                                     : cuda::MathMode::kTF32;
+  cuda::set_math_mode(mode);
+#endif
+}
+
+}  // namespace
+
+std::string rank_state_prefix(int rank) { return "@rank" + std::to_string(rank) + "/"; }
+
+Solver::Solver(const SolverConfig& config, const SolverOptions& options)
+    : config_(config), options_(options) {
+  apply_precision(config_, options_.device);
+  if (config_.precision == Precision::kFP16) {
+    LossScalerOptions lso;
+    lso.initial_scale = config_.initial_loss_scale;
+    lso.growth_interval = config_.loss_scale_growth_interval;
+    scaler_ = std::make_unique<LossScaler>(lso);
+  }
+  notice_ = [](const std::string& msg) { std::cerr << msg << std::endl; };
+  optimizer_ = make_optimizer(config_.optimizer);  // before the nets: their memory plan counts its history
+  build_nets();
+  apply_finetune_policy(*net_, config_.finetune);  // layer_decay, no_weight_decay
+  optimizer_->prepare(net_->params());
+  start_time_ = report_time_ = Clock::now();
+}
+
+Solver::~Solver() = default;
+
+void Solver::build_nets() {
+  auto net_options = [&](Phase phase, const std::string& base_dir) {
+    NetOptions o;
+    o.phase = phase;
+    o.state = phase == Phase::kTrain ? config_.train_state : config_.test_state;
+    o.base_dir = base_dir;
+    o.seed = rank_seed(config_.random_seed, options_.rank);
+    const bool whole = phase == Phase::kTest && options_.test_data == TestData::kWhole;
+    o.rank = whole ? 0 : options_.rank;
+    o.world_size = whole ? 1 : options_.world_size;
+    o.comm = options_.comm;
+    o.device = options_.device;
+    if (phase == Phase::kTrain) o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
+    return o;
+  };
+  const bool want_test = config_.test_interval > 0;
+  for (const std::string& path : {config_.net, config_.train_net, config_.test_net}) {
+    // Found in neither the working directory nor beside the solver: say both.
+    auto it = config_.not_found.find(path);
+    if (it != config_.not_found.end() && !file_exists(path)) throw ConfigError(it->second);
+  }
+  if (config_.has_net_param) {
+    net_ = std::make_unique<Net>(config_.net_param, net_options(Phase::kTrain, config_.base_dir));
+    if (want_test) test_net_ = std::make_unique<Net>(config_.net_param, net_options(Phase::kTest, config_.base_dir));
+  } else if (!config_.net.empty()) {
+    net_ = Net::from_file(config_.net, net_options(Phase::kTrain, ""));
+    if (want_test) test_net_ = Net::from_file(config_.net, net_options(Phase::kTest, ""));
+  } else {
+    net_ = Net::from_file(config_.train_net, net_options(Phase::kTrain, ""));
+    if (want_test && !config_.test_net.empty()) {
+      test_net_ = Net::from_file(config_.test_net, net_options(Phase::kTest, ""));
+    }
+  }
+  if (test_net_) test_net_->share_params_from(*net_);
+}
+
+double Solver::current_lr() const { return learning_rate(config_.lr, iter_); }
+
+double Solver::smoothed_loss() const {
+  if (loss_window_.empty()) return 0.0;
+  double sum = 0.0;
+  for (float l : loss_window_) sum += l;
+  return sum / static_cast<double>(loss_window_.size());
+}
+
+double Solver::elapsed_seconds() const {
+  return std::chrono::duration<double>(Clock::now() - start_time_).count();
+}
+
+int64_t Solver::samples_per_iteration() const {
+  // The batch of the first layer without bottoms (a data or Input layer).
+  for (int i = 0; i < net_->num_layers(); ++i) {
+    if (!net_->bottoms(i).empty() || net_->tops(i).empty()) continue;
+    const Blob* top = net_->tops(i)[0];
+    if (top->shape().empty()) return 0;
+    return top->shape()[0] * config_.iter_size;
+  }
+  return 0;
+}
+
+float Solver::step() {
+  const TimelineScope event("step", Timeline::on() ? "step " + std::to_string(iter_ + 1) : std::string());
+  for (TrainingStrategy* t : strategies_) t->before_step();
+  net_->zero_param_diffs();
+  if (scaler_) net_->set_loss_scale(static_cast<float>(scaler_->scale()));
+  double loss = 0.0;
+  if (TrainingStrategy* runner = owner([](const TrainingStrategy& t) { return t.owns_step(); })) {
+    loss = runner->run_step();
+  } else {
+    for (pass_ = 0; pass_ < config_.iter_size; ++pass_) loss += net_->forward_backward();
+    pass_ = 0;
+    loss /= static_cast<double>(config_.iter_size);
+  }
+  for (TrainingStrategy* t : strategies_) t->before_update(*net_);
+  for (TrainingStrategy* t : strategies_) loss = t->reduce_loss(static_cast<float>(loss));
+
+  std::vector<NetParam>& params = net_->params();
+  last_lr_ = learning_rate(config_.lr, iter_);
+  if (scaler_) {
+    // FP16: unscale, and skip the update when a gradient overflowed.
+    const double scale = scaler_->scale();
+    const bool finite =
+        scale_gradients_check_finite(params, static_cast<float>(1.0 / (scale * static_cast<double>(config_.iter_size))));
+    if (scaler_->update(!finite) == StepDecision::kSkip) {
+      if (notice_) {
+        std::ostringstream msg;
+        msg << "iteration " << iter_ + 1 << ": gradient overflow (inf/NaN) at loss scale " << scale
+            << ", update skipped, loss scale lowered to " << scaler_->scale();
+        notice_(msg.str());
+      }
+      return finish_step(loss);
+    }
+  } else {
+    // One pass scales and checks: a NaN/inf step never reaches the weights.
+    const bool finite = scale_gradients_check_finite(params, 1.0f / static_cast<float>(config_.iter_size));
+    if (!finite || !std::isfinite(loss)) {
+      const std::string what = "iteration " + std::to_string(iter_ + 1) + ": the loss is " + format_loss(loss) +
+                               (finite ? "" : " and some gradients are not finite") + "; " +
+                               first_nonfinite(*net_);
+      if (config_.nonfinite == NonFiniteAction::kStop) {
+        fail<NumericError>(what, ". The update was not applied and no snapshot of these weights is written. "
+                                 "Lower base_lr (or set clip_gradients), check the inputs and the loaded weights, "
+                                 "or set `nonfinite: SKIP` in the solver to skip such steps");
+      }
+      ++nonfinite_skipped_;
+      if (notice_) notice_(what + "; update skipped (nonfinite: SKIP), " + std::to_string(nonfinite_skipped_) +
+                           " so far");
+      return finish_step(loss);
+    }
+  }
+  if (TrainingStrategy* updater = owner([](const TrainingStrategy& t) { return t.owns_update(); })) {
+    last_lr_ = updater->run_update(*net_);
+    return finish_step(loss);
+  }
+  clip_gradients(params, config_.clip_gradients);
+  optimizer_->update(params, last_lr_);
+  return finish_step(loss);
+}
+
+// The end of every step, updated or skipped: the iteration counts and its
+// loss joins the window the progress lines average.
+float Solver::finish_step(double loss) {
+  net_->flush_device_timeline();  // the step's GPU spans, inside its host span (waits only with --timeline)
+  TrainingStrategy* updater = owner([](const TrainingStrategy& t) { return t.owns_update(); });
+  iter_ = updater ? std::max(iter_, updater->next_iteration(iter_)) : iter_ + 1;
+  loss_window_.push_back(static_cast<float>(loss));
+  while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
+  return static_cast<float>(loss);
+}
+
+NamedValues Solver::test() {
+  NamedValues sums;
+  if (!test_net_) return sums;
+  const TimelineScope event("test", "test");
+  for (TrainingStrategy* t : strategies_) t->before_test();
+  if (TrainingStrategy* tester = owner([](const TrainingStrategy& t) { return t.owns_test(); })) {
+    sums = tester->run_test();
+    test_net_->flush_device_timeline();
+    reduce_outputs(sums);
+    return sums;
+  }
+  for (int64_t b = 0; b < config_.test_iter; ++b) {
+    test_net_->forward();
+    const NamedValues now = scalar_outputs(*test_net_);
+    if (sums.empty()) {
+      sums = now;
+      continue;
+    }
+    for (size_t k = 0; k < sums.size() && k < now.size(); ++k) sums[k].second += now[k].second;
+  }
+  for (auto& kv : sums) kv.second /= static_cast<double>(config_.test_iter);
+  test_net_->flush_device_timeline();
+  reduce_outputs(sums);
+  return sums;
+}
+
+void Solver::run_test_and_report() {
+  TestInfo info;
+  info.iter = iter_;
+  info.outputs = test();
+  info.elapsed_seconds = elapsed_seconds();
+  for (TrainingObserver* o : observers_) o->on_test(info);
+  if (!config_.snapshot_best.empty()) snapshot_if_best(info.outputs);
+}
+
+void Solver::report_iteration() {
+  const Clock::time_point now = Clock::now();
+  const double interval = std::chrono::duration<double>(now - report_time_).count();
+  const int64_t iters = iter_ - report_iter_;
+  IterationInfo info;
+  info.iter = iter_;
+  info.max_iter = config_.max_iter;
+  info.loss = smoothed_loss();
+  info.lr = last_lr_;
+  if (interval > 0 && iters > 0) {
+    info.samples_per_second = static_cast<double>(samples_per_iteration() * iters) / interval;
+    info.eta_seconds = interval / static_cast<double>(iters) * static_cast<double>(std::max<int64_t>(0, config_.max_iter - iter_));
+  }
+  info.elapsed_seconds = elapsed_seconds();
+  info.outputs = scalar_outputs(*net_);
+  reduce_outputs(info.outputs);
+  for (TrainingObserver* o : observers_) o->on_iteration(info);
+  report_time_ = now;
+  report_iter_ = iter_;
+}
+
+// ---- strategies ----
+
+void Solver::attach(TrainingStrategy& strategy) {
+  if (std::find(strategies_.begin(), strategies_.end(), &strategy) != strategies_.end()) return;
+  struct Role {
+    const char* what;
+    bool (TrainingStrategy::*owns)() const;
+  };
+  for (const Role& role : {Role{"the step", &TrainingStrategy::owns_step}, Role{"the test", &TrainingStrategy::owns_test},
+                           Role{"the update", &TrainingStrategy::owns_update},
+                           Role{"the snapshot layout", &TrainingStrategy::assembles_snapshot}}) {
+    if (!(strategy.*role.owns)()) continue;
+    for (const TrainingStrategy* t : strategies_) {
+      if ((t->*role.owns)()) {
+        fail<ConfigError>("training strategies '", t->name(), "' and '", strategy.name(), "' both take over ",
+                          role.what, "; they cannot be combined in one run");
+      }
+    }
+  }
+  // Across-replica strategies first, each group in attach order.
+  auto pos = strategies_.end();
+  if (strategy.scope() == StrategyScope::kAcrossReplicas) {
+    pos = std::find_if(strategies_.begin(), strategies_.end(),
+                       [](const TrainingStrategy* t) { return t->scope() == StrategyScope::kWithinReplica; });
+  }
+  strategies_.insert(pos, &strategy);
+  if (strategy.wants_grad_ready()) {
+    net_->set_grad_ready_callback([this](int id) {
+      for (TrainingStrategy* t : strategies_) {
+        if (t->wants_grad_ready()) t->on_grad_ready(id);
+      }
+    });
+  }
+}
+
+void Solver::detach(TrainingStrategy& strategy) {
+  strategies_.erase(std::remove(strategies_.begin(), strategies_.end(), &strategy), strategies_.end());
+  const bool any_wants = std::any_of(strategies_.begin(), strategies_.end(),
+                                     [](const TrainingStrategy* t) { return t->wants_grad_ready(); });
+  if (!any_wants) net_->set_grad_ready_callback(nullptr);
+}
+
+const TrainingStrategy* Solver::snapshot_assembler() const {
+  return owner([](const TrainingStrategy& t) { return t.assembles_snapshot(); });
+}
+
+void Solver::reduce_outputs(NamedValues& values) {
+  for (TrainingStrategy* t : strategies_) t->reduce_outputs(values);
+}
+
+bool Solver::stop_now() const {
+  bool decided = false;
+  for (const TrainingStrategy* t : strategies_) {
+    if (!t->decides_stop()) continue;
+    if (t->stop_requested()) return true;
+    decided = true;
+  }
+  return !decided && stop_ && stop_->load();
+}
+
+uint64_t rank_seed(uint64_t seed, int rank) {
+  if (rank == 0) return seed;
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank) + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+SolveResult Solver::solve() {
+  start_time_ = report_time_ = Clock::now();
+  report_iter_ = iter_;
+  StartInfo start;
+  start.iter = iter_;
+  start.max_iter = config_.max_iter;
+  start.net_name = net_->name();
+  start.summary = config_.summary();
+  for (TrainingObserver* o : observers_) o->on_start(start);
+
+  const bool testing = test_net_ && config_.test_interval > 0;
+  if (testing && iter_ == 0 && config_.test_initialization) run_test_and_report();
+
+  SolveResult result;
+  // A step normally counts one iteration; under an asynchronous parameter
+  // server the count is global and may jump, so an interval's work comes
+  // when the count reaches or passes its next multiple.
+  const auto crossed = [](int64_t before, int64_t now, int64_t interval) {
+    return interval > 0 && now / interval > before / interval;
+  };
+  while (iter_ < config_.max_iter) {
+    const int64_t before = iter_;
+    step();
+    if (crossed(before, iter_, config_.display)) report_iteration();
+    if (testing && crossed(before, iter_, config_.test_interval)) run_test_and_report();
+    if (crossed(before, iter_, config_.snapshot)) write_snapshot_if_enabled();
+    if (stop_now()) {
+      result.status = SolveStatus::kInterrupted;
+      break;
+    }
+  }
+  if (result.status == SolveStatus::kInterrupted || config_.snapshot_after_train == SnapshotAfterTrain::kYes) {
+    write_snapshot_if_enabled();
+  }
+  result.iter = iter_;
+  result.last_snapshot = last_snapshot_;
+  if (best_iter_ >= 0) {
+    result.best_iter = best_iter_;
+    result.best_value = best_value_;
+    result.best_weights = snapshot_paths(config_.snapshot_prefix, best_iter_).weights;
+  }
+  FinishInfo fin;
+  fin.iter = iter_;
+  fin.reason = result.status == SolveStatus::kInterrupted ? FinishReason::kInterrupted : FinishReason::kCompleted;
+  fin.elapsed_seconds = elapsed_seconds();
+  for (TrainingObserver* o : observers_) o->on_finish(fin);
+  return result;
+}
+
+}  // namespace strata

@@ -1,0 +1,216 @@
+// Convolution on the GPU through cuDNN: descriptors are set when the shape
+// changes, and the algorithms for forward, backward-data and backward-filter
+// are chosen once per (shape, math mode) by framework/cuda/conv_algos.h
+// (timed by default, remembered process-wide and on disk) and kept here.
+// Workspace comes from the runtime's caching allocator. cuDNN handles groups
+// itself (group count on the convolution descriptor).
+#include <limits>
+#include <map>
+#include <tuple>
+
+#include "framework/communicator.h"
+#include "framework/cuda/conv_algos.h"
+#include "framework/cuda/math.h"
+#include "framework/cuda/runtime.h"
+#include "framework/error.h"
+#include "layers/convolution/convolution.h"
+
+namespace strata {
+
+namespace {
+
+int to_int(int64_t v, const char* what) {
+  STRATA_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), "Convolution: ", what, " ", v,
+               " is too large for cuDNN");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+struct ConvolutionLayer::CudaState {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int>;  // N, H, W, math mode
+
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  // One per direction, same geometry: each in its algorithm's math type.
+  cudnnConvolutionDescriptor_t conv = nullptr, conv_bwd_data = nullptr, conv_bwd_filter = nullptr;
+  Key current{-1, -1, -1, -1};  // shape the descriptors describe
+  std::map<Key, cuda::ConvAlgos> cache;
+  const cuda::ConvAlgos* algos = nullptr;
+
+  CudaState() {
+    STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias));
+    STRATA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_bwd_data));
+    STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_bwd_filter));
+  }
+  ~CudaState() {
+    // Destructors must not throw: errors here are ignored.
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    for (cudnnConvolutionDescriptor_t c : {conv, conv_bwd_data, conv_bwd_filter}) {
+      if (c) cudnnDestroyConvolutionDescriptor(c);
+    }
+  }
+  CudaState(const CudaState&) = delete;
+  CudaState& operator=(const CudaState&) = delete;
+
+  cuda::ConvDescriptors descriptors() const {
+    cuda::ConvDescriptors d;
+    d.x = x;
+    d.y = y;
+    d.w = w;
+    d.conv[static_cast<int>(cuda::ConvDirection::kForward)] = conv;
+    d.conv[static_cast<int>(cuda::ConvDirection::kBackwardData)] = conv_bwd_data;
+    d.conv[static_cast<int>(cuda::ConvDirection::kBackwardFilter)] = conv_bwd_filter;
+    return d;
+  }
+  void set_math(const cuda::ConvAlgos& a) {
+    STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, a.fwd_math));
+    STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_data, a.bwd_data_math));
+    STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_bwd_filter, a.bwd_filter_math));
+  }
+};
+
+// Sets the descriptors for the current shape (a no-op when unchanged) and
+// chooses the algorithms (once per shape and math mode). Timing them reads
+// the bottom and the weights; it writes neither the top nor any gradient.
+void ConvolutionLayer::prepare_cudnn(const BlobVec& bottom) {
+  if (!cuda_) {
+    cuda_ = std::make_shared<CudaState>();
+    // Shape-independent parts.
+    STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(cuda_->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                  to_int(num_output_, "num_output"),
+                                                  to_int(channels_ / group_, "channels per group"),
+                                                  to_int(kernel_.h, "kernel_h"), to_int(kernel_.w, "kernel_w")));
+    for (cudnnConvolutionDescriptor_t c : {cuda_->conv, cuda_->conv_bwd_data, cuda_->conv_bwd_filter}) {
+      STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+          c, to_int(pad_.h, "pad_h"), to_int(pad_.w, "pad_w"), to_int(stride_.h, "stride_h"),
+          to_int(stride_.w, "stride_w"), to_int(dilation_.h, "dilation_h"), to_int(dilation_.w, "dilation_w"),
+          CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+      STRATA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(c, to_int(group_, "group")));
+    }
+    STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(cuda_->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1,
+                                                  to_int(num_output_, "num_output"), 1, 1));
+  }
+  CudaState& st = *cuda_;
+  const CudaState::Key key{num_, height_, width_, static_cast<int>(cuda::math_mode())};
+  if (key == st.current) return;
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(num_, "batch"),
+                                                to_int(channels_, "channels"), to_int(height_, "height"),
+                                                to_int(width_, "width")));
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(num_, "batch"),
+                                                to_int(num_output_, "num_output"), to_int(out_h_, "out_h"),
+                                                to_int(out_w_, "out_w")));
+  auto found = st.cache.find(key);
+  if (found == st.cache.end()) {
+    // The math type asked for; the choice may run a direction in another.
+    const cudnnMathType_t math = cuda::cudnn_math_type();
+    for (cudnnConvolutionDescriptor_t c : {st.conv, st.conv_bwd_data, st.conv_bwd_filter}) {
+      STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c, math));
+    }
+    cuda::ConvProblem p;
+    p.n = num_;
+    p.c = channels_;
+    p.h = height_;
+    p.w = width_;
+    p.k = num_output_;
+    p.kernel_h = kernel_.h;
+    p.kernel_w = kernel_.w;
+    p.pad_h = pad_.h;
+    p.pad_w = pad_.w;
+    p.stride_h = stride_.h;
+    p.stride_w = stride_.w;
+    p.dilation_h = dilation_.h;
+    p.dilation_w = dilation_.w;
+    p.group = group_;
+    p.dtype = "f32";
+    p.layout = "NCHW";
+    p.math = static_cast<int>(math);
+    cuda::ConvBuffers b;
+    b.x = bottom[0]->data.device_data<float>();
+    b.w = param(0).data.device_data<float>();
+    b.x_bytes = static_cast<size_t>(num_ * channels_ * height_ * width_) * sizeof(float);
+    b.y_bytes = static_cast<size_t>(num_ * num_output_ * out_h_ * out_w_) * sizeof(float);
+    b.w_bytes = static_cast<size_t>(param(0).numel()) * sizeof(float);
+    found = st.cache.emplace(key, cuda::choose_conv_algos(p, st.descriptors(), b, where())).first;
+  } else {
+    st.set_math(found->second);
+  }
+  st.current = key;
+  st.algos = &found->second;
+}
+
+std::string ConvolutionLayer::describe_runtime() const {
+  return cuda_ && cuda_->algos ? cuda_->algos->description : std::string();
+}
+
+void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
+  if (tp_.active() && top[0] != &local_top_) {
+    // split: OUTPUT_CHANNELS, as on the CPU: this rank's channels into
+    // local_top_ (the code below, whose descriptors have this rank's
+    // num_output_, with local_top_ as its top), then every rank's channels
+    // allgathered on the device into the whole top.
+    cuda::ensure_on_device(local_top_.data, {num_, num_output_, out_h_, out_w_}, DType::kF32, device());
+    forward_cuda(bottom, {&local_top_});
+    allgather_blocks(tp_, local_top_.data, top[0]->shape(), 1, gathered_, top[0]->data);
+    return;
+  }
+  if (num_ == 0) return;  // cuDNN rejects empty tensors; the top is empty too
+  prepare_cudnn(bottom);
+  CudaState& st = *cuda_;
+  cudnnHandle_t h = cuda::cudnn_handle();
+  const float one = 1.0f, zero = 0.0f;
+  void* ws = st.algos->fwd_bytes > 0 ? cuda::workspace(st.algos->fwd_bytes) : nullptr;
+  STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, st.x, bottom[0]->data.device_data<float>(), st.w,
+                                             param(0).data.device_data<float>(), st.conv, st.algos->fwd, ws,
+                                             st.algos->fwd_bytes, &zero, st.y, top[0]->data.device_data<float>()));
+  if (bias_ == Bias::kYes) {
+    STRATA_CUDNN_CHECK(cudnnAddTensor(h, &one, st.bias, param(1).data.device_data<float>(), &one, st.y,
+                                      top[0]->data.device_data<float>()));
+  }
+}
+
+void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                     const BlobVec& bottom) {
+  if (tp_.active() && top[0] != &local_top_) {
+    // split: this rank's channels of the top gradient, the local backward,
+    // then the input gradient summed over the group (every rank's channels
+    // depend on all input channels).
+    cuda::ensure_on_device(local_top_.diff, {num_, num_output_, out_h_, out_w_}, DType::kF32, device());
+    copy_block_out(top[0]->diff, 1, tp_.size, tp_.rank, local_top_.diff);
+    backward_cuda({&local_top_}, propagate_down, bottom);
+    if (propagate_down[0]) tp_.comm->allreduce(bottom[0]->diff, ReduceOp::kSum);
+    return;
+  }
+  if (num_ == 0) return;  // nothing to add to the parameter gradients, no input gradient
+  prepare_cudnn(bottom);
+  CudaState& st = *cuda_;
+  cudnnHandle_t h = cuda::cudnn_handle();
+  const float one = 1.0f, zero = 0.0f;
+  const float* dy = top[0]->diff.device_data<float>();
+  // Parameter gradients accumulate (beta = 1); the input gradient is overwritten.
+  if (bias_ == Bias::kYes) {
+    STRATA_CUDNN_CHECK(
+        cudnnConvolutionBackwardBias(h, &one, st.y, dy, &one, st.bias, param(1).diff.device_data<float>()));
+  }
+  void* ws = st.algos->bwd_filter_bytes > 0 ? cuda::workspace(st.algos->bwd_filter_bytes) : nullptr;
+  STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, bottom[0]->data.device_data<float>(), st.y, dy,
+                                                    st.conv_bwd_filter, st.algos->bwd_filter, ws,
+                                                    st.algos->bwd_filter_bytes, &one, st.w,
+                                                    param(0).diff.device_data<float>()));
+  if (propagate_down[0]) {
+    ws = st.algos->bwd_data_bytes > 0 ? cuda::workspace(st.algos->bwd_data_bytes) : nullptr;
+    STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, param(0).data.device_data<float>(), st.y, dy,
+                                                    st.conv_bwd_data, st.algos->bwd_data, ws,
+                                                    st.algos->bwd_data_bytes, &zero, st.x,
+                                                    bottom[0]->diff.device_data<float>()));
+  }
+}
+
+}  // namespace strata

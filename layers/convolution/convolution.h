@@ -1,0 +1,160 @@
+// Convolution (Caffe "Convolution", PyTorch Conv2d) on NCHW images: weight
+// [num_output, channels / group, kernel_h, kernel_w], bias [num_output].
+//
+// Speed: images are processed in chunks so that one large GEMM per group
+// covers several images (small images would otherwise give GEMMs too narrow
+// to run near peak). On AVX-512 CPUs the GEMMs read the image patches straight
+// from the images (gemm_pack_b; no column buffer), and the input gradient of a
+// stride-1 convolution is the convolution of the top gradient with the
+// flipped kernel; 3x3 stride-1 undilated convolutions with 16 or more
+// channels per group run as Winograd F(2x2, 3x3) there instead
+// (layers/convolution/convolution_winograd_path.cpp: 2.25x fewer multiplications, which
+// put the 8x8 and 16x16 layers of cifar_vgg ahead of a direct convolution at
+// the FMA peak). Elsewhere each chunk is unrolled by im2col into one column
+// buffer [C * kh * kw, n_img * out_h * out_w] (col2im for the input gradient).
+// Chunks run in parallel, one per thread, each with its own scratch and (in
+// backward) its own weight-gradient accumulator; 1x1 stride-1 unpadded
+// convolutions of single images read the image directly.
+//
+// Tensor parallel (`split: OUTPUT_CHANNELS` with a tensor-parallel
+// communicator of T ranks; without one the layer is ordinary): rank r holds
+// output channels [r*C/T, (r+1)*C/T) of the weight and bias, computes them,
+// and the ranks allgather the full top along C. Backward takes this rank's
+// channels of the top gradient and allreduces the input gradient.
+#pragma once
+
+#include <vector>
+
+#include "framework/filler.h"
+#include "framework/layer.h"
+#include "framework/tensor_parallel.h"
+
+namespace strata {
+
+class ConvolutionLayer : public Layer {
+ public:
+  // kAuto: Winograd F(2x2, 3x3) for 3x3 stride-1 undilated convolutions with
+  // enough channels, and patch packing for the others, where the CPU has
+  // AVX-512; im2col elsewhere. kIm2col forces the portable im2col path;
+  // kWinograd forces Winograd wherever the shape allows it (any CPU, any
+  // channel count) and patch packing or im2col for the rest (for tests of
+  // every path on one machine).
+  enum class Algorithm { kAuto, kIm2col, kWinograd };
+
+  ConvolutionLayer(const LayerSpec& spec, const LayerContext& ctx);
+  static LayerSchema schema();
+  static void force_algorithm_for_testing(Algorithm a);
+
+  void setup(const BlobVec& bottom, const BlobVec& top) override;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override;
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                    const BlobVec& bottom) override;
+  ParamShard param_shard(size_t param_index) const override;
+
+ private:
+  enum class Bias { kNo, kYes };
+  struct Hw {
+    int64_t h = 0;
+    int64_t w = 0;
+  };
+  // Per-worker scratch, kept across iterations (Tensor::resize keeps capacity).
+  struct Workspace {
+    Tensor col;     // im2col: [C * kh * kw, cols] columns, then their gradient;
+                    // patch path: a chunk's input gradient before the scatter
+    Tensor out;     // [num_output, cols]: output or gathered top gradient of a chunk
+    Tensor dw;      // weight-gradient partial sums (workers other than 0)
+    Tensor db;      // bias-gradient partial sums (workers other than 0)
+    Tensor padded;  // patch path: zero-padded copy of a chunk's images or top gradient
+    Tensor wino_v;        // Winograd: transformed input windows [16][channels][tiles]
+    Tensor wino_m;        // Winograd: products, or transformed top gradient [16][out][tiles]
+    Tensor wino_du;       // Winograd: weight gradient in the transformed domain [16][out][in]
+    Tensor wino_scratch;  // Winograd: one zero-padded plane and row sums
+  };
+
+  // Image patches of a chunk of zero-padded images as a GEMM operand (see
+  // gemm_pack_b): pixel j of the output grid, patch row k = (channel, ki, kj).
+  struct Patches {
+    const float* x;  // first padded image of the chunk, at the group's first channel
+    int64_t image_stride, plane, width;  // floats per image, per channel, per row
+    int64_t out_h, out_w;
+    Hw kernel, stride, dilation;
+  };
+  // kPixelColumns: B[k][j] (forward); kPixelRows: B[j][k] (weight gradient).
+  enum class Orientation { kPixelColumns, kPixelRows };
+
+  // The unsplit computation, into a top of num_output_ channels.
+  void forward_local(const BlobVec& bottom, const BlobVec& top);
+  void backward_local(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
+  void check_bottom(const Shape& s) const;
+  // Output height and width for bottom shape `s`; ShapeError when the kernel does not fit.
+  Hw output_size(const Shape& s) const;
+  void prepare_workspaces();
+  bool use_patches() const;
+  // Winograd F(2x2, 3x3) path (layers/convolution/convolution_winograd_path.cpp).
+  bool use_winograd() const;
+  int64_t winograd_chunk_images() const;
+  void prepare_winograd_workspace(Workspace& ws) const;
+  void winograd_transform_filters(const float* w, int64_t out_g, int64_t in_g, Tensor& u) const;
+  void winograd_forward_chunk(const float* x, float* y, int64_t i0, int64_t n, Workspace& ws) const;
+  void winograd_backward_chunk(const float* x, const float* dy, float* dx, int64_t i0, int64_t n, float* dw,
+                               float* db, float dw_beta, Workspace& ws) const;
+  bool input_grad_as_convolution() const;
+  static void pad_images(const float* x, int64_t i0, int64_t n, int64_t channels, int64_t height, int64_t width,
+                         Hw pad, float* dst);
+  // Pads the chunk into ws.padded when g == 0 (call groups in order).
+  Patches input_patches(const float* x, int64_t i0, int64_t n, int64_t g, Workspace& ws) const;
+  // C[M,N] (row stride ldc) = A[M,K] * B + beta * C, B the patches as `o` says.
+  void multiply_patches(const Patches& p, Orientation o, int64_t M, int64_t N, int64_t K, const float* a,
+                        float beta, float* c, int64_t ldc) const;
+  void flip_weights();
+  bool is_pointwise() const;
+  // Copies (1x1) or unrolls (im2col) images [i0, i0 + n) into ws.col.
+  void fill_columns(const float* x, int64_t i0, int64_t n, Workspace& ws) const;
+  void forward_chunk(const float* x, float* y, int64_t i0, int64_t n, Workspace& ws) const;
+  void backward_chunk(const float* x, const float* dy, float* dx, int64_t i0, int64_t n,
+                      float* dw, float* db, float dw_beta, Workspace& ws) const;
+  // Runs body(i0, n, worker) over the image chunks; a worker is one thread,
+  // so its workspace needs no locking.
+  template <typename Body>
+  void for_each_chunk(const Body& body) const;
+
+  int64_t num_output_;  // this rank's output channels (num_output / T when split)
+  int64_t full_output_;
+  TpGroup tp_;          // active only with split: OUTPUT_CHANNELS over > 1 rank
+  Blob local_top_;      // split: this rank's channels of the top
+  Tensor gathered_;     // split: every rank's channels, as allgathered
+  Hw kernel_, stride_, pad_, dilation_;
+  int64_t group_;
+  Bias bias_;
+  FillerSpec weight_filler_;
+  FillerSpec bias_filler_;
+
+  // Fixed at setup.
+  int64_t channels_ = 0;
+  // Current shapes (reshape).
+  int64_t num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
+  int64_t chunk_images_ = 1;  // images per chunk
+  int64_t num_chunks_ = 0;
+  std::vector<Workspace> workspaces_;
+  Tensor flipped_;  // weights of the input-gradient convolution (stride 1, patch and Winograd paths)
+  Tensor wino_u_;          // Winograd: the filters transformed, [group][16][out_g][in_g]
+  Tensor wino_u_flipped_;  // Winograd: the input-gradient filters transformed, [group][16][in_g][out_g]
+
+#ifdef STRATA_WITH_CUDA
+ public:
+  bool has_cuda() const override { return true; }
+  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
+  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
+                     const BlobVec& bottom) override;
+  // The cuDNN algorithms of the current shape and their workspaces.
+  std::string describe_runtime() const override;
+
+ private:
+  struct CudaState;  // device scratch and library handles, in layers/convolution/convolution.cu
+  std::shared_ptr<CudaState> cuda_;
+  void prepare_cudnn(const BlobVec& bottom);
+#endif
+};
+
+}  // namespace strata
