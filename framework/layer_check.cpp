@@ -25,26 +25,6 @@ void no_nan(Problems& out, const Tensor& t, const std::string& what) {
   if (i >= 0) out.push_back(what + " has NaN (first at index " + std::to_string(i) + ")");
 }
 
-// Which bottoms get a gradient: those the layer can backward to, never labels.
-std::vector<bool> gradient_targets(const LayerHarness& h, const LayerExample& ex) {
-  std::vector<bool> pd = h.backward_targets();
-  for (size_t i = 0; i < pd.size(); ++i) {
-    if (input_kind(ex, i) == InputKind::kLabels) pd[i] = false;
-  }
-  return pd;
-}
-
-// Per-top objective weights: the loss weight for loss tops, else N(0, 1).
-std::vector<std::vector<float>> top_weights(const LayerHarness& h, Rng& rng) {
-  std::vector<std::vector<float>> w(h.top.size());
-  for (size_t k = 0; k < h.top.size(); ++k) {
-    const float lw = h.layer->default_loss_weight(static_cast<int>(k));
-    w[k].resize(static_cast<size_t>(h.top[k]->numel()));
-    for (float& v : w[k]) v = lw != 0.0f ? lw : rng.gaussian(0.0f, 1.0f);
-  }
-  return w;
-}
-
 void set_top_diffs(LayerHarness& h, const std::vector<std::vector<float>>& w) {
   for (size_t k = 0; k < h.top.size(); ++k) {
     h.top[k]->diff.resize(h.top[k]->shape());

@@ -180,4 +180,22 @@ void copy_into(Tensor& t, const std::vector<float>& v) {
   std::copy(v.begin(), v.end(), t.data<float>());
 }
 
+std::vector<bool> gradient_targets(const LayerHarness& h, const LayerExample& ex) {
+  std::vector<bool> pd = h.backward_targets();
+  for (size_t i = 0; i < pd.size(); ++i) {
+    if (input_kind(ex, i) == InputKind::kLabels) pd[i] = false;
+  }
+  return pd;
+}
+
+std::vector<std::vector<float>> top_weights(const LayerHarness& h, Rng& rng) {
+  std::vector<std::vector<float>> w(h.top.size());
+  for (size_t k = 0; k < h.top.size(); ++k) {
+    const float lw = h.layer->default_loss_weight(static_cast<int>(k));
+    w[k].resize(static_cast<size_t>(h.top[k]->numel()));
+    for (float& v : w[k]) v = lw != 0.0f ? lw : rng.gaussian(0.0f, 1.0f);
+  }
+  return w;
+}
+
 }  // namespace strata

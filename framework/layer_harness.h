@@ -81,4 +81,11 @@ void separate_values(const std::vector<float*>& values, float gap);
 std::vector<float> to_vector(const Tensor& t);
 void copy_into(Tensor& t, const std::vector<float>& v);  // sizes must match
 
+// Which bottoms a check takes a gradient for: those the layer can backward
+// to, never labels.
+std::vector<bool> gradient_targets(const LayerHarness& h, const LayerExample& example);
+// Per-top weights of a check's objective (and its top diffs): the loss
+// weight for loss tops, else N(0, 1).
+std::vector<std::vector<float>> top_weights(const LayerHarness& h, Rng& rng);
+
 }  // namespace strata

@@ -229,25 +229,6 @@ class LayerCudaTest : public ::testing::TestWithParam<Case> {
   }
 };
 
-std::vector<bool> gradient_targets(const LayerHarness& h, const LayerExample& ex) {
-  std::vector<bool> pd = h.backward_targets();
-  for (size_t i = 0; i < pd.size(); ++i) {
-    if (test_util::input_kind(ex, i) == InputKind::kLabels) pd[i] = false;
-  }
-  return pd;
-}
-
-// Top diffs: the loss weight for loss tops, else N(0, 1).
-std::vector<std::vector<float>> top_weights(const LayerHarness& h, Rng& rng) {
-  std::vector<std::vector<float>> w(h.top.size());
-  for (size_t k = 0; k < h.top.size(); ++k) {
-    const float lw = h.layer->default_loss_weight(static_cast<int>(k));
-    w[k].resize(static_cast<size_t>(h.top[k]->numel()));
-    for (float& v : w[k]) v = lw != 0.0f ? lw : rng.gaussian(0.0f, 1.0f);
-  }
-  return w;
-}
-
 TEST_P(LayerCudaTest, MatchesCpu) {
   STRATA_SKIP_WITHOUT_GPU(kNoGpuNote);
   const Case& c = GetParam();

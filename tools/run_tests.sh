@@ -134,7 +134,7 @@ if wants default; then
   log=build-logs/default.log
   : > "$log"
   stage_begin default "Release build in build/ (CUDA when nvcc is found), every ctest test"
-  step "configure" "$log" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+  step "configure" "$log" cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSTRATA_WERROR=ON
   # What this machine gave the build: the backends on or off, and why.
   grep -E "^-- (CUDA [0-9]|CUDA not|STRATA_CUDA|NCCL|no CUDA|MPI [0-9]|MPI not)" "$log" | sed 's/^/    /' || true
   step "build (all targets, benchmarks included)" "$log" cmake --build build -j "$jobs"
@@ -148,7 +148,7 @@ if wants cpu; then
   : > "$log"
   stage_begin cpu "CPU-only build in build-cpu/ (-DSTRATA_CUDA=OFF), every ctest test"
   step "configure" "$log" cmake -S . -B build-cpu -DCMAKE_BUILD_TYPE=Release -DSTRATA_CUDA=OFF \
-    -DSTRATA_BUILD_BENCH=OFF
+    -DSTRATA_BUILD_BENCH=OFF -DSTRATA_WERROR=ON
   step "build (no benchmarks)" "$log" cmake --build build-cpu -j "$jobs"
   run_ctest build-cpu "$log"
   stage_end cpu
