@@ -169,6 +169,19 @@ struct LayerSchema {
   std::vector<std::string> grid_params;
 };
 
+// A layer with CUDA code (<name>.cu) declares its three CUDA overrides
+// (has_cuda, forward_cuda, backward_cuda) with this one line in its class;
+// a build without CUDA, which compiles no .cu, declares nothing.
+#ifdef STRATA_WITH_CUDA
+#define STRATA_CUDA_METHODS                                                                 \
+  bool has_cuda() const override { return true; }                                           \
+  void forward_cuda(const ::strata::BlobVec& bottom, const ::strata::BlobVec& top) override; \
+  void backward_cuda(const ::strata::BlobVec& top, const std::vector<bool>& propagate_down,  \
+                     const ::strata::BlobVec& bottom) override
+#else
+#define STRATA_CUDA_METHODS static_assert(true, "a build without CUDA: no CUDA methods")
+#endif
+
 class Layer {
  public:
   Layer(const LayerSpec& spec, const LayerContext& ctx) : spec_(spec), ctx_(ctx), rng_(ctx.seed) {}
@@ -203,8 +216,8 @@ class Layer {
                             const BlobVec& bottom) = 0;
 
   // ---- CUDA path: layers/<name>.cu, compiled when the build has CUDA ----
-  // A layer with a CUDA implementation overrides these three inside
-  // `#ifdef STRATA_WITH_CUDA` in its header. On a CUDA net every blob and
+  // A layer with a CUDA implementation overrides these three, declared by
+  // the one line STRATA_CUDA_METHODS; in its class (above). On a CUDA net every blob and
   // parameter lives on the device: the CUDA code takes device_data<float>(),
   // and data<float>() throws there, as the host cannot read that memory.
   // setup() and reshape() still run on the host and only touch shapes. The

@@ -43,7 +43,7 @@ const char* plugin_abi() { return STRATA_PLUGIN_ABI; }
 
 const std::vector<LoadedPlugin>& loaded_plugins() { return loaded_list(); }
 
-const LoadedPlugin& load_layer_plugin(const std::string& path) {
+LoadedPlugin load_layer_plugin(const std::string& path) {
   for (const LoadedPlugin& p : loaded_list()) {
     if (p.path == path) return p;
   }
@@ -101,7 +101,7 @@ const LoadedPlugin& load_layer_plugin(const std::string& path) {
   }
   lib.release();
   loaded_list().push_back(loaded_plugin);
-  return loaded_list().back();
+  return loaded_plugin;
 }
 
 std::vector<std::string> plugins_from_environment() {

@@ -26,7 +26,7 @@ struct LoadedPlugin {
 // This build's STRATA_PLUGIN_ABI: what a library must have been built against.
 const char* plugin_abi();
 
-const LoadedPlugin& load_layer_plugin(const std::string& path);
+LoadedPlugin load_layer_plugin(const std::string& path);
 const std::vector<LoadedPlugin>& loaded_plugins();
 
 // STRATA_PLUGINS split at ':' (empty entries skipped).

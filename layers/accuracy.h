@@ -38,10 +38,7 @@ class AccuracyLayer : public Layer {
 
 #ifdef STRATA_WITH_CUDA
  public:
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
+  STRATA_CUDA_METHODS;
 
  private:
   struct CudaState;  // device scratch and library handles, in layers/accuracy.cu

@@ -29,13 +29,8 @@ class AdaptivePoolingLayer : public Layer {
   int64_t n_ = 0, c_ = 0, h_ = 0, w_ = 0;
   Tensor argmax_;  // [N, C, out_h, out_w] int32: flat h * W + w of each MAX winner
 
-#ifdef STRATA_WITH_CUDA
  public:
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in adaptive_pooling.cu
 };
 
 }  // namespace strata

@@ -48,10 +48,7 @@ class ContrastiveLossLayer : public Layer {
 
 #ifdef STRATA_WITH_CUDA
  public:
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
+  STRATA_CUDA_METHODS;
 
  private:
   struct CudaState;  // device scratch, in layers/contrastive_loss.cu

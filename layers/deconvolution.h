@@ -128,12 +128,7 @@ class DeconvolutionLayer : public Layer {
   ForwardCost forward_cost(const BlobVec& bottom, const BlobVec& top) const override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
-#ifdef STRATA_WITH_CUDA
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in deconvolution.cu
 
   // The geometry of the current shapes (after reshape), for tests.
   const DeconvGeometry& geometry() const { return geom_; }

@@ -27,10 +27,7 @@ class EmbedLayer : public Layer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
 #ifdef STRATA_WITH_CUDA
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
+  STRATA_CUDA_METHODS;
 
  private:
   struct CudaState;  // the deferred index check, in layers/embed.cu

@@ -57,13 +57,8 @@ class GELULayer : public NeuronLayer {
   Approximate approximate_;
   Tensor input_copy_;  // the input, kept only when running in place
 
-#ifdef STRATA_WITH_CUDA
  public:
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in gelu.cu
 };
 
 }  // namespace strata

@@ -46,10 +46,7 @@ class Hdf5DataLayer : public Layer {
 
 #ifdef STRATA_WITH_CUDA
  public:
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
+  STRATA_CUDA_METHODS;
 
  private:
   struct CudaState;  // pinned staging buffers per top, in layers/hdf5_data.cu

@@ -40,13 +40,8 @@ class Hdf5OutputLayer : public Layer {
   std::vector<Shape> row_shapes_;
   std::unique_ptr<hdf5::AppendFile> file_;
 
-#ifdef STRATA_WITH_CUDA
  public:
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in hdf5_output.cu
 };
 
 }  // namespace strata

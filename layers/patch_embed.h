@@ -37,13 +37,8 @@ class PatchEmbedLayer : public Layer {
   Tensor patches_;   // [N * T, C * P * P], from forward, for the weight gradient
   Tensor dpatches_;  // the same shape, backward scratch
 
-#ifdef STRATA_WITH_CUDA
  public:
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in patch_embed.cu
 };
 
 }  // namespace strata

@@ -45,12 +45,7 @@ class ReductionLayer : public Layer {
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
-#ifdef STRATA_WITH_CUDA
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in reduction.cu
 
  private:
   // coeff, divided by dim for MEAN (0 for an empty row, whose mean is 0).

@@ -32,12 +32,7 @@ class SoftmaxLayer : public Layer {
   // Uses only the output y: dx = y * (dy - sum_c(dy * y)).
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
-#ifdef STRATA_WITH_CUDA
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in softmax.cu
 
  private:
   int axis_;  // as configured; resolved against the bottom in reshape()

@@ -25,12 +25,7 @@ class ThresholdLayer : public NeuronLayer {
   // Nothing without propagate_down; an Error with it.
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
-#ifdef STRATA_WITH_CUDA
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in threshold.cu
 
  private:
   void refuse_gradient(const std::vector<bool>& propagate_down) const;

@@ -23,13 +23,8 @@ class TokenPoolLayer : public Layer {
   Pool pool_;
   int64_t n_ = 0, t_ = 0, d_ = 0;
 
-#ifdef STRATA_WITH_CUDA
  public:
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in token_pool.cu
 };
 
 }  // namespace strata

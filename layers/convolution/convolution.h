@@ -143,10 +143,7 @@ class ConvolutionLayer : public Layer {
 
 #ifdef STRATA_WITH_CUDA
  public:
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
-                     const BlobVec& bottom) override;
+  STRATA_CUDA_METHODS;
   // The cuDNN algorithms of the current shape and their workspaces.
   std::string describe_runtime() const override;
 

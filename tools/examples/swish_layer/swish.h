@@ -30,12 +30,7 @@ class SwishLayer : public strata::InputSavingNeuronLayer {
   void forward_cpu(const strata::BlobVec& bottom, const strata::BlobVec& top) override;
   void backward_cpu(const strata::BlobVec& top, const std::vector<bool>& propagate_down,
                     const strata::BlobVec& bottom) override;
-#ifdef STRATA_WITH_CUDA
-  bool has_cuda() const override { return true; }
-  void forward_cuda(const strata::BlobVec& bottom, const strata::BlobVec& top) override;
-  void backward_cuda(const strata::BlobVec& top, const std::vector<bool>& propagate_down,
-                     const strata::BlobVec& bottom) override;
-#endif
+  STRATA_CUDA_METHODS;  // in swish.cu, built where strata and this project have CUDA
 };
 
 }  // namespace swish
