@@ -1,8 +1,8 @@
 // strata layers: the registered layer types, and strata check-layers: the
 // generic layer checks (framework/layer_check.h) on the types a layer library
 // registers, or on any types named: a table, then every problem found.
-#include <algorithm>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -12,23 +12,11 @@
 #include "framework/plugin.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
+#include "tools/strata/flag_lists.h"
 
 namespace strata::cli {
 
 namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = s.find(',', start);
-    const std::string part = s.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (!part.empty()) out.push_back(part);
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
 
 // "ok", or the number of problems. An exception is one problem.
 struct Outcome {
@@ -74,7 +62,8 @@ int check_layers_main(int argc, char** argv) {
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   std::vector<std::string> types;
   if (args.has("types")) {
-    types = split_commas(args.get("types"));
+    const std::set<std::string> named = split_list({args.get("types")});
+    types.assign(named.begin(), named.end());
     for (const std::string& t : types) LayerRegistry::instance().find(t);  // unknown: the registry's error
   } else if (!loaded_plugins().empty()) {
     for (const LoadedPlugin& p : loaded_plugins()) types.insert(types.end(), p.types.begin(), p.types.end());
