@@ -36,8 +36,10 @@ void Layer::backward_cuda(const BlobVec&, const std::vector<bool>&, const BlobVe
 
 std::string Layer::where() const { return "layer '" + spec_.name + "' (" + spec_.type + ")"; }
 
+std::string Layer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
+
 void Layer::shape_error(const std::string& what) const {
-  fail<ShapeError>(where(), " at ", spec_.node.loc().str(), ": ", what);
+  fail<ShapeError>(where_at(), ": ", what);
 }
 
 LayerRegistry& LayerRegistry::instance() {

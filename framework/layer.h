@@ -205,9 +205,19 @@ class Layer {
   virtual float default_loss_weight(int /*top_index*/) const { return 0.0f; }
   // False for layers whose bottoms take no gradient (labels, Accuracy, data).
   virtual bool can_backward_to(int /*bottom_index*/) const { return true; }
+  // What backward reads of the blobs' values (gradients aside): the Net keeps
+  // a value only until the last backward that reads it, and then lends its
+  // memory to others (framework/net_plan.cpp). Both, unless a layer says
+  // less; what a layer keeps for itself (a mask, saved statistics) is its own.
+  struct BackwardReads {
+    bool bottoms = true;
+    bool tops = true;
+  };
+  virtual BackwardReads backward_reads() const { return {}; }
 
-  // Once: check bottom shapes, create parameters with add_param().
-  virtual void setup(const BlobVec& bottom, const BlobVec& top) = 0;
+  // Once: check bottom shapes, create parameters with add_param(). Nothing
+  // by default (a layer without parameters may need only reshape()).
+  virtual void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
   // Before every forward: resize tops from bottom shapes. Must not allocate
   // when shapes are unchanged (Blob::resize keeps capacity).
   virtual void reshape(const BlobVec& bottom, const BlobVec& top) = 0;
@@ -268,6 +278,8 @@ class Layer {
   const ConfigNode& block(const std::string& key) const { return spec_.node.block(key); }
   // "layer 'conv1' (Convolution)": for error messages.
   std::string where() const;
+  // where() and the layer's place in its file: "layer 'conv1' (Convolution) at net.prototxt:12:3".
+  std::string where_at() const;
   // ShapeError naming this layer, what was expected and what was found.
   [[noreturn]] void shape_error(const std::string& what) const;
 

@@ -165,6 +165,47 @@ std::vector<std::string> check_gradients(const std::string& type, const LayerExa
     for (size_t i = 0; i < param_grads[p].size(); ++i) param_grads[p][i] -= offsets[p][i];
   }
 
+  // What backward_reads() leaves out may be lost before backward (the Net
+  // lends its memory on): the same backward with those values NaN must give
+  // the same gradients, bit for bit.
+  const Layer::BackwardReads reads = h.layer->backward_reads();
+  if (!reads.bottoms || !reads.tops) {
+    std::vector<std::vector<float>> inputs;
+    for (const Blob* b : h.bottom) inputs.push_back(to_vector(b->data));
+    h.layer->load_state(state);
+    h.forward();
+    set_top_diffs(h, w);
+    for (size_t i = 0; i < h.bottom.size(); ++i) {
+      const bool also_top = std::find(h.top.begin(), h.top.end(), h.bottom[i]) != h.top.end();
+      if (!reads.bottoms && !(also_top && reads.tops)) h.bottom[i]->data.fill(std::nanf(""));
+      if (pd[i]) h.bottom[i]->diff.fill(std::nanf(""));
+    }
+    if (!reads.tops) {
+      for (Blob* t : h.top) {
+        const bool also_bottom = std::find(h.bottom.begin(), h.bottom.end(), t) != h.bottom.end();
+        if (!(also_bottom && reads.bottoms)) t->data.fill(std::nanf(""));
+      }
+    }
+    for (size_t p = 0; p < params.size(); ++p) copy_into(params[p].blob->diff, offsets[p]);
+    h.backward(pd);
+    bool same = true;
+    for (size_t i = 0; i < h.bottom.size() && same; ++i) {
+      if (pd[i]) same = to_vector(h.bottom[i]->diff) == bottom_grads[i];
+    }
+    for (size_t p = 0; p < params.size() && same; ++p) {
+      std::vector<float> g = to_vector(params[p].blob->diff);
+      for (size_t i = 0; i < g.size(); ++i) g[i] -= offsets[p][i];
+      same = g == param_grads[p];
+    }
+    if (!same) {
+      out.push_back(std::string("backward reads more than backward_reads() declares (bottoms ") +
+                    (reads.bottoms ? "yes" : "no") + ", tops " + (reads.tops ? "yes" : "no") +
+                    "): with the undeclared values NaN the gradients differ; declare what backward reads");
+    }
+    // The inputs again, for the numeric gradients below.
+    for (size_t i = 0; i < h.bottom.size(); ++i) copy_into(h.bottom[i]->data, inputs[i]);
+  }
+
   // Numeric gradients.
   for (size_t i = 0; i < h.bottom.size(); ++i) {
     if (!pd[i]) continue;

@@ -123,6 +123,8 @@ void Net::build(const ConfigNode& root) {
   }
   force_backward_ = root.get_bool("force_backward", false);
   compute_backward_needs(force_backward_);
+  plan.set_owner(-1);  // the arena is every layer's
+  plan_blob_memory();  // before the check: it counts the arena, not every blob on its own
   if (options_.optimizer_slots > 0) {
     for (const NetParam& p : params_) {
       if (p.learnable != Learnable::kYes || p.lr_mult == 0.0f) continue;
@@ -428,6 +430,7 @@ void Net::set_lr_mult(int param_index, float lr_mult) {
   NetParam& p = params_[static_cast<size_t>(param_index)];
   p.lr_mult = p.learnable == Learnable::kYes ? lr_mult : 0.0f;
   compute_backward_needs(force_backward_);
+  plan_blob_memory();  // which backwards run, and so the lifetimes, changed
 }
 
 int Net::layer_index(const std::string& name) const {
@@ -476,6 +479,7 @@ float Net::forward(int from, int to) {
       }
     });
     if (gpu) device_span_end(gpu, gpu_span, phase() == Phase::kTrain ? "gpu forward" : "gpu test", layer.name());
+    poison_after(i);
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
       if (w == 0.0f) continue;
@@ -500,7 +504,10 @@ float Net::forward(int from, int to) {
 void Net::backward(int from, int to) {
   STRATA_CHECK(from >= 0 && to < num_layers() && from <= to + 1, "bad layer range [", from, ", ", to, "]");
   for (int i = to; i >= from; --i) {
-    if (!layer_need_backward_[i]) continue;
+    if (!layer_need_backward_[i]) {
+      poison_after(2 * num_layers() - 1 - i);
+      continue;
+    }
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
       if (w != 0.0f) tops_[i][t]->diff.fill(w * loss_scale_);
@@ -519,6 +526,7 @@ void Net::backward(int from, int to) {
     if (grad_ready_) {
       for (int id : params_ready_after_[i]) grad_ready_(id);
     }
+    poison_after(2 * num_layers() - 1 - i);
   }
 }
 

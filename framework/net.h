@@ -23,6 +23,19 @@ namespace cuda {
 class DeviceTimeline;
 }
 
+// How the blobs' values and gradients get memory.
+//   kSeparate:          each its own for the whole run (Caffe's layout).
+//   kByLifetime:        one arena per net; each value and gradient lives
+//                       from its first write to its last read (what each
+//                       layer declares its backward reads decides it), and
+//                       buffers whose lifetimes do not meet share bytes
+//                       (framework/net_plan.cpp). Same results, less memory.
+//   kByLifetimeChecked: the same lifetimes, checked: no buffer shares bytes,
+//                       and each is filled with NaN right after its last
+//                       use, so that a read after it (a layer that reads more
+//                       than it declares) always finds NaN.
+enum class BlobMemory { kSeparate, kByLifetime, kByLifetimeChecked };
+
 struct NetOptions {
   Phase phase = Phase::kTrain;
   // The solver's train_state or test_state (level, stages; a phase given
@@ -43,6 +56,17 @@ struct NetOptions {
   // momentum: 1, Adam's moments: 2), counted in the memory plan checked
   // before anything is allocated. 0 for a net nobody trains.
   int optimizer_slots = 0;
+  BlobMemory blob_memory = BlobMemory::kSeparate;
+};
+
+// What the blob memory plan of a net did (all zero under kSeparate).
+struct BlobPlanReport {
+  size_t separate_bytes = 0;  // what the planned values and gradients would take each on its own
+  size_t arena_bytes = 0;     // what they take in the arena
+  size_t peak_bytes = 0;      // the most of them alive at one step (the arena's lower bound)
+  int planned = 0;            // values and gradients placed in the arena
+  int kept = 0;               // blobs kept whole (outputs, inputs, kept_blobs)
+  std::string str() const;    // "activations by lifetime: 1.2 GiB in an arena (3.4 GiB each on its own; ...)"
 };
 
 // One unique parameter of the net (shared weights appear once).
@@ -139,6 +163,16 @@ class Net {
   // What this net's tensors take (memory_report({this}) below).
   MemoryReport memory_report() const;
 
+  // Blobs that code outside forward() and backward() reads or writes (a
+  // pipeline's boundaries): under BlobMemory::kByLifetime they keep memory
+  // of their own for the whole run. Plans the blob memory again.
+  void keep_blobs(const std::vector<std::string>& names);
+  const BlobPlanReport& blob_plan() const { return blob_plan_; }
+  // Whether `b`'s value still holds what its layer wrote once the step is
+  // over: always under kSeparate; under a plan only for the blobs kept whole
+  // (the others' bytes went on to later buffers).
+  bool value_outlives_step(const Blob& b) const { return !planned_values_.count(&b); }
+
  private:
   friend MemoryReport memory_report(const std::vector<const Net*>& nets);
   void build(const ConfigNode& root);
@@ -150,6 +184,12 @@ class Net {
   // Refuses a plan beyond --max-memory or the machine (OutOfMemoryError
   // naming the layers that need the most), before it is allocated.
   void check_memory_plan(const class MemoryPlan& plan) const;
+  // BlobMemory::kByLifetime: the lifetimes of every value and gradient, their
+  // places in a new arena, and the blobs rebound to them (net_plan.cpp).
+  void plan_blob_memory();
+  // kByLifetimeChecked: NaN into the buffers whose last use was step `step`
+  // (forward of layer i: i; backward of layer i: 2 L - 1 - i).
+  void poison_after(int step);
   // "layer 'conv1' (Convolution) at file:line:col"
   std::string layer_where(int index) const;
   // Runs `body` for layer `index`; an allocation that fails inside it
@@ -177,6 +217,12 @@ class Net {
   float loss_scale_ = 1.0f;
   bool force_backward_ = false;
   size_t layer_bytes_ = 0;  // MemoryReport::layer_bytes, as set up
+  std::set<std::string> kept_blobs_;
+  Tensor blob_arena_;                              // u8, the planned values and gradients
+  std::vector<std::vector<Tensor>> poison_after_;  // per step: f32 views to fill with NaN
+  BlobPlanReport blob_plan_;
+  std::set<const Blob*> planned_values_;
+  std::vector<Tensor*> in_arena_;  // the blob tensors that are views of blob_arena_
   // The layers' GPU spans for the timeline; made when first needed.
   std::unique_ptr<cuda::DeviceTimeline> device_timeline_;
   cuda::DeviceTimeline* device_timeline();

@@ -102,7 +102,7 @@ MemoryReport memory_report(const std::vector<const Net*>& nets) {
     for (const auto& kv : net->blobs_) {
       for (const Tensor* t : {&kv.second->data, &kv.second->diff}) {
         if (t == &kv.second->diff && !backward && !t->holds_memory()) continue;
-        if (t->storage_id() && seen.insert(t->storage_id()).second) r.activation_bytes += t->capacity_bytes();
+        if (t->storage_id() && seen.insert(t->storage_id()).second) r.activation_bytes += t->storage_bytes();
       }
     }
     r.layer_bytes += net->layer_bytes_;

@@ -199,9 +199,38 @@ void Tensor::reshape(const Shape& shape) {
 void Tensor::resize(const Shape& shape) {
   const int64_t n = shape_numel(shape);
   const size_t need = shape_bytes(shape, n, dtype_);
-  if (need > capacity_bytes()) storage_ = new_storage(need, device_);
+  if (need > capacity_bytes()) {
+    storage_ = new_storage(need, device_);
+    offset_ = 0;
+    view_bytes_ = 0;
+  }
   shape_ = shape;
   numel_ = n;
+}
+
+bool Tensor::shares_storage_with(const Tensor& o) const {
+  if (!storage_ || storage_ != o.storage_) return false;
+  return offset_ < o.offset_ + o.capacity_bytes() && o.offset_ < offset_ + capacity_bytes();
+}
+
+Tensor Tensor::view_bytes(size_t offset, size_t bytes, const Shape& shape, DType dtype) const {
+  const int64_t n = shape_numel(shape);
+  const size_t need = shape_bytes(shape, n, dtype);
+  if (offset > capacity_bytes() || bytes > capacity_bytes() - offset || need > bytes) {
+    fail<ShapeError>("a view of bytes [", offset, ", ", offset + bytes, ") as ", shape_str(shape), " ",
+                     dtype_name(dtype), " (", need, " bytes) does not fit in a tensor of ", capacity_bytes(),
+                     " bytes");
+  }
+  Tensor v;
+  v.shape_ = shape;
+  v.numel_ = n;
+  v.dtype_ = dtype;
+  v.device_ = device_;
+  if (bytes == 0) return v;  // nothing to view: no storage, as an empty tensor
+  v.storage_ = storage_;
+  v.offset_ = offset_ + offset;
+  v.view_bytes_ = bytes;
+  return v;
 }
 
 void Tensor::zero() {

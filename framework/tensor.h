@@ -92,10 +92,20 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * dtype_size(dtype_); }
-  // Bytes actually reserved (may exceed nbytes() after shrinking).
-  size_t capacity_bytes() const { return storage_ ? storage_->bytes() : 0; }
+  // Bytes actually reserved (may exceed nbytes() after shrinking); a view's
+  // are its range of the storage.
+  size_t capacity_bytes() const { return storage_ ? (view_bytes_ ? view_bytes_ : storage_->bytes()) : 0; }
+  // Bytes of the whole storage (a view's is the storage it is a range of).
+  size_t storage_bytes() const { return storage_ ? storage_->bytes() : 0; }
   bool defined() const { return storage_ != nullptr || numel_ == 0; }
-  bool shares_storage_with(const Tensor& o) const { return storage_ && storage_ == o.storage_; }
+  // Whether the two may touch the same bytes: same storage, overlapping ranges.
+  bool shares_storage_with(const Tensor& o) const;
+  // A tensor of `shape` and `dtype` over bytes [offset, offset + bytes) of
+  // this tensor's storage (the two share it): what a memory plan hands out
+  // of its arena. A resize beyond `bytes` gives the view storage of its own
+  // instead of writing past its range. ShapeError when the range is not
+  // inside this tensor's or the shape does not fit in `bytes`.
+  Tensor view_bytes(size_t offset, size_t bytes, const Shape& shape, DType dtype) const;
   // Tells storages apart without touching them (raw_data() would allocate a
   // deferred one); nullptr when there is none.
   const void* storage_id() const { return storage_.get(); }
@@ -118,8 +128,8 @@ class Tensor {
   template <typename T> const T* device_data() const;
   // Untyped, wherever it lives, unchecked: for copies that name the device
   // (cuda::copy_bytes) and for telling storages apart.
-  void* raw_data() { return storage_ ? storage_->data() : nullptr; }
-  const void* raw_data() const { return storage_ ? storage_->data() : nullptr; }
+  void* raw_data() { return storage_ ? static_cast<char*>(storage_->data()) + offset_ : nullptr; }
+  const void* raw_data() const { return storage_ ? static_cast<const char*>(storage_->data()) + offset_ : nullptr; }
 
   // New shape, same element count; keeps storage. ShapeError otherwise.
   void reshape(const Shape& shape);
@@ -152,6 +162,8 @@ class Tensor {
   DType dtype_ = DType::kF32;
   Device device_;
   std::shared_ptr<Storage> storage_;
+  size_t offset_ = 0;      // a view's first byte in storage_
+  size_t view_bytes_ = 0;  // a view's bytes; 0: the whole storage is this tensor's
 };
 
 template <typename T> struct DTypeOf;

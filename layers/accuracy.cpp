@@ -6,6 +6,7 @@
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
+#include "layers/softmax_loss.h"
 
 namespace strata {
 
@@ -37,25 +38,15 @@ LayerSchema AccuracyLayer::schema() {
 }
 
 void AccuracyLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
-  const Tensor& x = bottom[0]->data;
-  const int axis = axis_ < 0 ? axis_ + x.ndim() : axis_;
-  if (axis < 0 || axis >= x.ndim()) {
-    shape_error("accuracy_param.axis " + std::to_string(axis_) + " is out of range for scores of shape " +
-                shape_str(x.shape()) + "; use an axis in [-" + std::to_string(x.ndim()) + ", " +
-                std::to_string(x.ndim()) + ")");
-  }
-  outer_ = x.count(0, axis);
-  channels_ = x.shape()[axis];
-  inner_ = x.count(axis + 1);
+  SoftmaxGeometry g;
+  const std::string wrong = class_positions("accuracy_param.axis", axis_, bottom[0]->shape(), bottom[1]->shape(), &g);
+  if (!wrong.empty()) shape_error(wrong);
+  outer_ = g.outer;
+  channels_ = g.channels;
+  inner_ = g.inner;
   if (top_k_ > channels_) {
     shape_error("top_k " + std::to_string(top_k_) + " exceeds the " + std::to_string(channels_) +
-                " classes of scores " + shape_str(x.shape()) + "; lower accuracy_param.top_k");
-  }
-  if (bottom[1]->numel() != outer_ * inner_) {
-    shape_error("expected one label per score position (" + std::to_string(outer_ * inner_) +
-                " labels for scores " + shape_str(x.shape()) + " with classes on axis " + std::to_string(axis) +
-                "), got labels " + shape_str(bottom[1]->shape()) +
-                "; labels must have the scores' shape with the class axis removed or set to 1");
+                " classes of scores " + shape_str(bottom[0]->shape()) + "; lower accuracy_param.top_k");
   }
   top[0]->resize({});
   if (top.size() > 1) top[1]->resize({channels_});
@@ -72,15 +63,8 @@ void AccuracyLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   for (int64_t o = 0; o < outer_; ++o) {
     for (int64_t i = 0; i < inner_; ++i) {
       const int64_t pos = o * inner_ + i;
-      const float v = label[pos];
-      if (ignore_label_ && v == static_cast<float>(*ignore_label_)) continue;
-      if (!(v >= 0.0f && v < static_cast<float>(channels_)) || v != std::floor(v)) {
-        fail<Error>(where(), ": label ", v, " at index ", pos, " (sample ", o, ") is not a class index in [0, ",
-                    channels_, ")",
-                    ignore_label_ ? " or the ignore_label " + std::to_string(*ignore_label_) : std::string(),
-                    "; check the labels or the number of scores (", channels_, " on the class axis)");
-      }
-      const int64_t l = static_cast<int64_t>(v);
+      const int32_t l = class_label(where(), label[pos], pos, inner_, channels_, ignore_label_);
+      if (l < 0) continue;
       const float* xo = x + o * channels_ * inner_ + i;
       const float target = xo[l * inner_];
       // A non-finite score anywhere in the row counts as wrong: comparisons

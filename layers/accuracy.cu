@@ -4,6 +4,7 @@
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
 #include "layers/accuracy.h"
+#include "layers/loss_layer.h"
 
 namespace strata {
 
@@ -23,13 +24,8 @@ __global__ void accuracy_count_kernel(int64_t positions, int64_t channels, int64
   int32_t* class_total = counts + 2;
   int32_t* class_correct = counts + 2 + channels;
   STRATA_CUDA_LOOP(pos, positions) {
-    const float v = label[pos];
-    if (has_ignore && v == ignore) continue;
-    if (!(v >= 0.0f && v < static_cast<float>(channels)) || v != floorf(v)) {
-      atomicMin(bad, static_cast<unsigned long long>(pos));
-      continue;
-    }
-    const int64_t l = static_cast<int64_t>(v);
+    const int32_t l = device_class_label(label[pos], channels, has_ignore != 0, ignore, pos, bad);
+    if (l < 0) continue;
     const int64_t o = pos / inner, i = pos - o * inner;
     const float* xo = x + o * channels * inner + i;
     const float target = xo[l * inner];
@@ -65,13 +61,8 @@ __global__ void accuracy_finish_kernel(int64_t channels, const int32_t* counts, 
 void AccuracyLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   CudaState& st = *cuda_;
-  const int64_t bad = st.bad_label.previous();
-  if (bad >= 0) {
-    fail<Error>(where(), ": the label at index ", bad, " (sample ", bad / st.checked_inner,
-                ") of the previous batch is not a class index in [0, ", st.checked_classes, ")",
-                ignore_label_ ? " or the ignore_label " + std::to_string(*ignore_label_) : std::string(),
-                "; check the labels or the number of scores (", st.checked_classes, " on the class axis)");
-  }
+  report_bad_label_of_previous_batch(where(), st.bad_label.previous(), st.checked_inner, st.checked_classes,
+                                     ignore_label_);
   const int64_t positions = outer_ * inner_;
   cuda::ensure_on_device(st.counts, {2 + 2 * channels_}, DType::kI32, device());
   int32_t* counts = st.counts.device_data<int32_t>();

@@ -23,7 +23,6 @@ class AccuracyLayer : public Layer {
   int max_tops() const override { return 2; }
   bool can_backward_to(int /*bottom_index*/) const override { return false; }
 
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,

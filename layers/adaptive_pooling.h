@@ -15,7 +15,6 @@ class AdaptivePoolingLayer : public Layer {
   AdaptivePoolingLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

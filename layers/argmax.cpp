@@ -34,7 +34,6 @@ LayerSchema ArgMaxLayer::schema() {
   return s;
 }
 
-void ArgMaxLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
 
 void ArgMaxLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const Shape& s = bottom[0]->shape();

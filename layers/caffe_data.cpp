@@ -1,6 +1,5 @@
 #include "layers/caffe_data.h"
 
-#include <cstring>
 
 #include "framework/io/input_path.h"
 #include "framework/error.h"
@@ -18,7 +17,7 @@ const std::vector<std::string>& legacy_transform_keys() {
 
 }  // namespace
 
-CaffeDataLayer::CaffeDataLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
+CaffeDataLayer::CaffeDataLayer(const LayerSpec& spec, const LayerContext& ctx) : DataLayer(spec, ctx) {
   const ConfigNode& p = block("data_param");
   options_.source = caffe::resolve_caffe_path(ctx.base_dir, p.get_string("source"));
   if (find_input_path(p.get_string("source"), ctx.base_dir).found == FoundIn::kNowhere) {
@@ -71,7 +70,6 @@ LayerSchema CaffeDataLayer::schema() {
   return s;
 }
 
-std::string CaffeDataLayer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
 
 void CaffeDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {
   try {
@@ -91,19 +89,12 @@ void CaffeDataLayer::reshape(const BlobVec& /*bottom*/, const BlobVec& top) {
   if (top.size() > 1) top[1]->resize({options_.batch_size});
 }
 
-void CaffeDataLayer::read_batch() {
+void CaffeDataLayer::next_batch(const BlobVec& top, const std::vector<float*>& out) {
   if (!reader_) fail<Error>(where(), ": forward before setup()");
   reader_->next(&data_, &labels_);
+  copy_batch(data_, *top[0], out[0], "data");
+  if (top.size() > 1) copy_batch(labels_, *top[1], out[1], "labels");
 }
-
-void CaffeDataLayer::forward_cpu(const BlobVec& /*bottom*/, const BlobVec& top) {
-  read_batch();
-  std::memcpy(top[0]->data.data<float>(), data_.data(), data_.size() * sizeof(float));
-  if (top.size() > 1) std::memcpy(top[1]->data.data<float>(), labels_.data(), labels_.size() * sizeof(float));
-}
-
-void CaffeDataLayer::backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
-                                  const BlobVec& /*bottom*/) {}
 
 const caffe::DatumReader& CaffeDataLayer::reader() const {
   if (!reader_) fail<Error>(where(), ": used before setup()");

@@ -37,7 +37,6 @@ LayerSchema ConcatLayer::schema() {
   return s;
 }
 
-void ConcatLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
 
 void ConcatLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const Shape& first = bottom[0]->shape();

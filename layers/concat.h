@@ -12,10 +12,11 @@ class ConcatLayer : public Layer {
  public:
   ConcatLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // Backward copies the gradient's slices only.
+  BackwardReads backward_reads() const override { return {false, false}; }
 
   int max_bottoms() const override { return -1; }
 
-  void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

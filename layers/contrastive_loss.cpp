@@ -9,7 +9,7 @@
 namespace strata {
 
 ContrastiveLossLayer::ContrastiveLossLayer(const LayerSpec& spec, const LayerContext& ctx)
-    : Layer(spec, ctx),
+    : LossLayer(spec, ctx),
       margin_(static_cast<float>(block("contrastive_loss_param").get_double("margin", 1.0))),
       version_(block("contrastive_loss_param").get_bool("legacy_version", false) ? Version::kLegacy
                                                                                   : Version::kCurrent) {}

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "framework/layer.h"
+#include "layers/loss_layer.h"
 #include "layers/host_device.h"
 
 namespace strata {
@@ -19,17 +20,15 @@ namespace strata {
 // Caffe's guard added to the distance in the dissimilar-pair gradient.
 constexpr float kContrastiveDistanceEpsilon = 1e-4f;
 
-class ContrastiveLossLayer : public Layer {
+class ContrastiveLossLayer : public LossLayer {
  public:
   ContrastiveLossLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
   int min_bottoms() const override { return 3; }
   int max_bottoms() const override { return 3; }
-  float default_loss_weight(int /*top_index*/) const override { return 1.0f; }
   bool can_backward_to(int bottom_index) const override { return bottom_index < 2; }
 
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

@@ -33,7 +33,6 @@ LayerSchema CropLayer::schema() {
   return s;
 }
 
-void CropLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
 
 void CropLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const Shape& in = bottom[0]->shape();

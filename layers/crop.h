@@ -45,7 +45,6 @@ class CropLayer : public Layer {
   int max_bottoms() const override { return 2; }
   bool can_backward_to(int bottom_index) const override { return bottom_index == 0; }
 
-  void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

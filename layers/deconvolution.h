@@ -120,6 +120,8 @@ class DeconvolutionLayer : public Layer {
  public:
   DeconvolutionLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // The weight gradient reads the input; nothing reads the output.
+  BackwardReads backward_reads() const override { return {true, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;

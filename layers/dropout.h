@@ -13,6 +13,8 @@ class DropoutLayer : public NeuronLayer {
  public:
   DropoutLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // Backward reads its own mask only.
+  BackwardReads backward_reads() const override { return {false, false}; }
 
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

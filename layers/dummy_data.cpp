@@ -7,7 +7,7 @@
 
 namespace strata {
 
-DummyDataLayer::DummyDataLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
+DummyDataLayer::DummyDataLayer(const LayerSpec& spec, const LayerContext& ctx) : SourceLayer(spec, ctx) {
   const ConfigNode& p = block("dummy_data_param");
   const std::string context = "dummy_data_param of " + where() + " at " + p.loc().str();
   const size_t tops = spec.tops.size();
@@ -103,9 +103,6 @@ void DummyDataLayer::refill(const BlobVec& top) {
 // Refilled on every forward (Caffe keeps a constant fill from setup): a
 // layer working in place on a top cannot leave its changes for the next batch.
 void DummyDataLayer::forward_cpu(const BlobVec& /*bottom*/, const BlobVec& top) { refill(top); }
-
-void DummyDataLayer::backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
-                                  const BlobVec& /*bottom*/) {}
 
 STRATA_REGISTER_LAYER("DummyData", DummyDataLayer);
 

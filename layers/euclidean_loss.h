@@ -8,19 +8,17 @@
 #include <vector>
 
 #include "framework/layer.h"
+#include "layers/loss_layer.h"
 
 namespace strata {
 
-class EuclideanLossLayer : public Layer {
+class EuclideanLossLayer : public LossLayer {
  public:
-  using Layer::Layer;
+  using LossLayer::LossLayer;
   static LayerSchema schema();
 
-  int min_bottoms() const override { return 2; }
-  int max_bottoms() const override { return 2; }
-  float default_loss_weight(int /*top_index*/) const override { return 1.0f; }
+  bool can_backward_to(int /*bottom_index*/) const override { return true; }  // both bottoms
 
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

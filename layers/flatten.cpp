@@ -23,7 +23,6 @@ LayerSchema FlattenLayer::schema() {
   return s;
 }
 
-void FlattenLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
 
 void FlattenLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const Shape& in = bottom[0]->shape();

@@ -1,6 +1,5 @@
 #include "layers/hdf5_data.h"
 
-#include <cstring>
 
 #include "framework/caffe/caffe_db.h"
 #include "framework/data/hdf5_file.h"
@@ -8,7 +7,7 @@
 
 namespace strata {
 
-Hdf5DataLayer::Hdf5DataLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
+Hdf5DataLayer::Hdf5DataLayer(const LayerSpec& spec, const LayerContext& ctx) : DataLayer(spec, ctx) {
   const ConfigNode& p = block("hdf5_data_param");
   source_ = caffe::resolve_caffe_path(ctx.base_dir, p.get_string("source"));
   options_.batch_size = p.get_int("batch_size");
@@ -35,7 +34,6 @@ LayerSchema Hdf5DataLayer::schema() {
   return s;
 }
 
-std::string Hdf5DataLayer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
 
 void Hdf5DataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {
   if (!hdf5::available()) {
@@ -50,7 +48,6 @@ void Hdf5DataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {
     fail<ConfigError>(where_at(), ": ", e.what());
   }
   reader_ = std::make_unique<hdf5::Reader>(options_, where_at());
-  staged_.resize(options_.datasets.size());
 }
 
 void Hdf5DataLayer::reshape(const BlobVec& /*bottom*/, const BlobVec& top) {
@@ -62,27 +59,18 @@ void Hdf5DataLayer::reshape(const BlobVec& /*bottom*/, const BlobVec& top) {
   }
 }
 
-void Hdf5DataLayer::read_batch() {
+// The reader writes each top's rows straight into `out`: the tops have the
+// shapes reshape() gave them from the reader's row shapes.
+void Hdf5DataLayer::next_batch(const BlobVec& top, const std::vector<float*>& out) {
   if (!reader_) fail<Error>(where(), ": forward before setup()");
-  std::vector<float*> out;
-  for (size_t i = 0; i < staged_.size(); ++i) {
+  for (size_t i = 0; i < top.size(); ++i) {
     int64_t n = options_.batch_size;
     for (int64_t d : reader_->row_shapes()[i]) n *= d;
-    staged_[i].resize(static_cast<size_t>(n));
-    out.push_back(staged_[i].data());
+    STRATA_CHECK(n == top[i]->numel(), where(), ": the reader's batch for top ", i, " holds ", n, " values, the top ",
+                 shape_str(top[i]->shape()));
   }
   reader_->next(out);
 }
-
-void Hdf5DataLayer::forward_cpu(const BlobVec& /*bottom*/, const BlobVec& top) {
-  read_batch();
-  for (size_t i = 0; i < top.size(); ++i) {
-    std::memcpy(top[i]->data.data<float>(), staged_[i].data(), staged_[i].size() * sizeof(float));
-  }
-}
-
-void Hdf5DataLayer::backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
-                                 const BlobVec& /*bottom*/) {}
 
 std::string Hdf5DataLayer::save_state() const {
   if (!reader_) fail<Error>(where(), ": used before setup()");

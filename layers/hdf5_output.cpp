@@ -31,7 +31,6 @@ LayerSchema Hdf5OutputLayer::schema() {
   return s;
 }
 
-std::string Hdf5OutputLayer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
 
 void Hdf5OutputLayer::setup(const BlobVec& bottom, const BlobVec& /*top*/) {
   if (!hdf5::available()) {

@@ -33,7 +33,6 @@ class Hdf5OutputLayer : public Layer {
   const std::string& file_name() const { return file_name_; }
 
  private:
-  std::string where_at() const;
   void write(const std::vector<const float*>& rows, const BlobVec& bottom);
 
   std::string file_name_;

@@ -9,7 +9,7 @@
 namespace strata {
 
 HingeLossLayer::HingeLossLayer(const LayerSpec& spec, const LayerContext& ctx)
-    : Layer(spec, ctx),
+    : LossLayer(spec, ctx),
       norm_(block("hinge_loss_param").get_enum("norm", {"L1", "L2"}, "L1") == "L2" ? Norm::kL2 : Norm::kL1) {}
 
 LayerSchema HingeLossLayer::schema() {

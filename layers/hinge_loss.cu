@@ -21,13 +21,7 @@ namespace {
 __global__ void hinge_labels_kernel(int64_t num, int64_t dim, const float* label, int32_t* labels,
                                     unsigned long long* bad) {
   STRATA_CUDA_LOOP(j, num) {
-    const float v = label[j];
-    if (!(v >= 0.0f && v < static_cast<float>(dim)) || v != floorf(v)) {
-      atomicMin(bad, static_cast<unsigned long long>(j));
-      labels[j] = -1;
-    } else {
-      labels[j] = static_cast<int32_t>(v);
-    }
+    labels[j] = device_class_label(label[j], dim, false, 0.0f, j, bad);
   }
 }
 
@@ -52,12 +46,7 @@ void HingeLossLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   CudaState& st = *cuda_;
   // Labels are checked on the device; a bad one is reported at the next
   // forward, so that no step waits for the GPU.
-  const int64_t bad = st.bad_label.previous();
-  if (bad >= 0) {
-    fail<Error>(where(), ": the label of sample ", bad, " of the previous batch is not a class index in [0, ",
-                st.checked_classes, "); check the labels or the number of scores per sample (", st.checked_classes,
-                ")");
-  }
+  report_bad_label_of_previous_batch(where(), st.bad_label.previous(), 1, st.checked_classes, {});
   const int64_t n = num_ * dim_;
   cuda::ensure_on_device(st.labels, {num_}, DType::kI32, device());
   cuda::ensure_on_device(st.terms, {n}, DType::kF32, device());

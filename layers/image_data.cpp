@@ -1,7 +1,6 @@
 #include "layers/image_data.h"
 
 #include <algorithm>
-#include <cstring>
 #include <sstream>
 
 #include "framework/caffe/caffe_db.h"
@@ -77,7 +76,7 @@ bool has_any(const ConfigNode& node, const std::vector<std::string>& keys) {
 
 }  // namespace
 
-ImageDataLayer::ImageDataLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
+ImageDataLayer::ImageDataLayer(const LayerSpec& spec, const LayerContext& ctx) : DataLayer(spec, ctx) {
   const ConfigNode& p = block("image_data_param");
   const ConfigNode& tp = block("transform_param");
   const bool caffe_keys = has_any(p, caffe_only_data_keys()) || has_any(tp, caffe_only_transform_keys());
@@ -146,7 +145,6 @@ LayerSchema ImageDataLayer::schema() {
   return s;
 }
 
-std::string ImageDataLayer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
 
 void ImageDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {
   std::vector<ImageItem> items;
@@ -221,17 +219,12 @@ void ImageDataLayer::reshape(const BlobVec& /*bottom*/, const BlobVec& top) {
   if (top.size() > 1) top[1]->resize({options_.batch_size});
 }
 
-void ImageDataLayer::forward_cpu(const BlobVec& /*bottom*/, const BlobVec& top) {
+void ImageDataLayer::next_batch(const BlobVec& top, const std::vector<float*>& out) {
   if (!loader_) fail<Error>(where(), ": forward before setup()");
   loader_->next(batch_);  // kRepeat: always a full batch
-  std::memcpy(top[0]->data.data<float>(), batch_.data.data(), batch_.data.size() * sizeof(float));
-  if (top.size() > 1) {
-    std::memcpy(top[1]->data.data<float>(), batch_.labels.data(), batch_.labels.size() * sizeof(float));
-  }
+  copy_batch(batch_.data, *top[0], out[0], "data");
+  if (top.size() > 1) copy_batch(batch_.labels, *top[1], out[1], "labels");
 }
-
-void ImageDataLayer::backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
-                                  const BlobVec& /*bottom*/) {}
 
 const ImageLoader& ImageDataLayer::loader() const {
   if (!loader_) fail<Error>(where(), ": used before setup()");

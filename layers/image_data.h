@@ -20,25 +20,17 @@
 #include "framework/caffe/caffe_transform.h"
 #include "framework/data/image_loader.h"
 #include "framework/layer_registry.h"
+#include "layers/data_layer.h"
 
 namespace strata {
 
-class ImageDataLayer : public Layer {
+class ImageDataLayer : public DataLayer {
  public:
   ImageDataLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  int min_bottoms() const override { return 0; }
-  int max_bottoms() const override { return 0; }
-  int min_tops() const override { return 1; }
-  int max_tops() const override { return 2; }
-  bool can_backward_to(int /*bottom_index*/) const override { return false; }
-
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
 
   std::string save_state() const override;
   void load_state(const std::string& state) override;
@@ -48,7 +40,7 @@ class ImageDataLayer : public Layer {
   const ImageTransform& transform() const { return transform_; }
 
  private:
-  std::string where_at() const;
+  void next_batch(const BlobVec& top, const std::vector<float*>& out) override;
   // Caffe's meaning: the transform, and the output size from the first image when no size is set.
   void setup_caffe(const std::vector<ImageItem>& items);
 
@@ -65,15 +57,6 @@ class ImageDataLayer : public Layer {
   ImageLoaderOptions options_;
   std::unique_ptr<ImageLoader> loader_;
   ImageBatch batch_;
-
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
-  struct CudaState;  // pinned staging buffers and events, in layers/image_data.cu
-  std::shared_ptr<CudaState> cuda_;
-#endif
 };
 
 // The transform_param of an ImageData layer (also used by `strata embed`).

@@ -9,12 +9,11 @@ namespace strata {
 
 InMemoryDataLayer::InMemoryDataLayer(const LayerSpec& spec, const LayerContext& ctx,
                                      std::string param_block)
-    : Layer(spec, ctx), param_block_(std::move(param_block)) {
+    : DataLayer(spec, ctx), param_block_(std::move(param_block)) {
   options_ = read_data_options(data_param(), ctx.phase, where());
   transform_ = read_transform(block("transform_param"));
 }
 
-std::string InMemoryDataLayer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
 
 std::string InMemoryDataLayer::resolve(const std::string& path) const {
   return find_input_path(path, ctx_.base_dir, LookFirst::kBesideFile).path;
@@ -40,12 +39,10 @@ void InMemoryDataLayer::reshape(const BlobVec& /*bottom*/, const BlobVec& top) {
   if (top.size() > 1) top[1]->resize({source().batch_size()});
 }
 
-void InMemoryDataLayer::forward_cpu(const BlobVec& /*bottom*/, const BlobVec& top) {
-  source_->next_batch(top[0]->data.data<float>(), top.size() > 1 ? top[1]->data.data<float>() : nullptr);
+void InMemoryDataLayer::next_batch(const BlobVec& /*top*/, const std::vector<float*>& out) {
+  if (!source_) fail<Error>(where(), ": forward before setup()");
+  source_->next_batch(out[0], out.size() > 1 ? out[1] : nullptr);
 }
-
-void InMemoryDataLayer::backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
-                                     const BlobVec& /*bottom*/) {}
 
 const DataSource& InMemoryDataLayer::source() const {
   if (!source_) fail<Error>(where(), ": used before setup()");

@@ -11,57 +11,37 @@
 // p_c * sum_k H[label, k] - H[label, c], Caffe's formula.
 #pragma once
 
-#include <memory>
-#include <optional>
 #include <vector>
 
-#include "framework/layer.h"
-#include "layers/loss_layer.h"
-#include "layers/softmax.h"
+#include "layers/softmax_loss.h"
 
 namespace strata {
 
-class InfogainLossLayer : public Layer {
+class InfogainLossLayer : public SoftmaxLossLayer {
  public:
   InfogainLossLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // Backward reads H (a bottom when given as one).
+  BackwardReads backward_reads() const override { return {true, false}; }
 
-  int min_bottoms() const override { return 2; }
   int max_bottoms() const override { return 3; }
-  int max_tops() const override { return 2; }
-  float default_loss_weight(int top_index) const override { return top_index == 0 ? 1.0f : 0.0f; }
-  bool can_backward_to(int bottom_index) const override { return bottom_index == 0; }
-
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+
+ protected:
+  double slice_loss_cpu(const BlobVec& bottom, const float* x, int64_t o) const override;
+  void slice_gradient_cpu(const BlobVec& bottom, int64_t o, float scale, float* dx) const override;
+  void prepare_backward_cpu(const BlobVec& bottom) override;
+#ifdef STRATA_WITH_CUDA
+  void position_loss_cuda(const BlobVec& bottom, CudaScratch& st, unsigned long long* bad) override;
+  void position_gradient_cuda(const BlobVec& bottom, const float* loss_weight, CudaScratch& st, float* dx) override;
+#endif
 
  private:
   // H: the third bottom when given, else the matrix read from `source`.
   const Tensor& h_of(const BlobVec& bottom) const { return bottom.size() > 2 ? bottom[2]->data : h_from_file_; }
 
-  int axis_;
   Tensor h_from_file_;
-  std::optional<int64_t> ignore_label_;
-  LossNormalization normalization_;
-  SoftmaxGeometry geom_;
-  Tensor prob_;                     // softmax output, kept for backward
-  Tensor row_max_, row_sum_;        // per position, from softmax_forward
-  std::vector<int32_t> labels_;     // checked class index per position, -1 = ignored
-  std::vector<double> outer_loss_;  // per outer slice, summed in order for determinism
-  std::vector<float> sum_rows_;     // sum_k H[c, k] per class c
-  double divisor_ = 1.0;            // of the last CPU forward
-
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
-  struct CudaState;  // device scratch, in layers/infogain_loss.cu
-  std::shared_ptr<CudaState> cuda_;
-#endif
+  std::vector<float> sum_rows_;  // sum_k H[c, k] per class c, for the CPU backward
 };
 
 }  // namespace strata

@@ -25,6 +25,8 @@ class InnerProductLayer : public Layer {
  public:
   InnerProductLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // The weight gradient reads the input; nothing reads the output.
+  BackwardReads backward_reads() const override { return {true, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;

@@ -5,7 +5,7 @@
 
 namespace strata {
 
-InputLayer::InputLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {
+InputLayer::InputLayer(const LayerSpec& spec, const LayerContext& ctx) : SourceLayer(spec, ctx) {
   const ConfigNode& p = block("input_param");
   for (const ConfigNode* s : p.all("shape")) {
     const std::string context = "shape in input_param of " + where();
@@ -40,7 +40,7 @@ LayerSchema InputLayer::schema() {
 
 void InputLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {
   if (shapes_.size() != 1 && shapes_.size() != top.size()) {
-    fail<ConfigError>(where(), " at ", spec_.node.loc().str(), ": input_param has ", shapes_.size(),
+    fail<ConfigError>(where_at(), ": input_param has ", shapes_.size(),
                       " shapes for ", top.size(), " tops; give one shape per top (or one for all)");
   }
   for (size_t i = 0; i < top.size(); ++i) {
@@ -53,9 +53,6 @@ void InputLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {
 void InputLayer::reshape(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
 
 void InputLayer::forward_cpu(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
-
-void InputLayer::backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
-                              const BlobVec& /*bottom*/) {}
 
 STRATA_REGISTER_LAYER("Input", InputLayer);
 

@@ -5,24 +5,20 @@
 #include <vector>
 
 #include "framework/layer.h"
+#include "layers/data_layer.h"
 
 namespace strata {
 
-class InputLayer : public Layer {
+class InputLayer : public SourceLayer {
  public:
   InputLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  int min_bottoms() const override { return 0; }
-  int max_bottoms() const override { return 0; }
   int max_tops() const override { return -1; }
-  bool can_backward_to(int /*bottom_index*/) const override { return false; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in input.cu
 
  private:

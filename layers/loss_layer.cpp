@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
+#include <string>
 
 #include "framework/error.h"
 
@@ -41,12 +43,25 @@ int32_t class_label(const std::string& where, float v, int64_t index, int64_t in
                     const std::optional<int64_t>& ignore_label) {
   if (ignore_label && v == static_cast<float>(*ignore_label)) return -1;
   if (!(v >= 0.0f && v < static_cast<float>(classes)) || v != std::floor(v)) {
-    fail<Error>(where, ": label ", v, " at index ", index, " (sample ", index / std::max<int64_t>(1, inner),
-                ") is not a class index in [0, ", classes, ")",
-                ignore_label ? " or the ignore_label " + std::to_string(*ignore_label) : std::string(),
-                "; check the labels or the number of scores per sample (", classes, ")");
+    std::ostringstream label;
+    label << "label " << v << " at index " << index;
+    fail_class_label(where, label.str(), index, inner, classes, ignore_label);
   }
   return static_cast<int32_t>(v);
+}
+
+void fail_class_label(const std::string& where, const std::string& label, int64_t index, int64_t inner,
+                      int64_t classes, const std::optional<int64_t>& ignore_label) {
+  fail<Error>(where, ": ", label, " (sample ", index / std::max<int64_t>(1, inner), ") is not a class index in [0, ",
+              classes, ")", ignore_label ? " or the ignore_label " + std::to_string(*ignore_label) : std::string(),
+              "; check the labels or the number of scores per sample (", classes, ")");
+}
+
+void report_bad_label_of_previous_batch(const std::string& where, int64_t bad_index, int64_t inner, int64_t classes,
+                                        const std::optional<int64_t>& ignore_label) {
+  if (bad_index < 0) return;
+  fail_class_label(where, "the label at index " + std::to_string(bad_index) + " of the previous batch", bad_index,
+                   inner, classes, ignore_label);
 }
 
 }  // namespace strata

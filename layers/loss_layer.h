@@ -1,8 +1,7 @@
-// What the Caffe loss layers share (Caffe's LossLayer): how loss_param picks
-// the divisor of a summed loss, the check that turns a float label into a
-// class index, and sums that give the same bits for any thread count. Not a
-// layer type (nothing registers it); SoftmaxWithLoss predates it and keeps
-// its own copy of the normalization rules.
+// What the Caffe loss layers share (Caffe's LossLayer): the base class that
+// gives a loss its bottom counts, loss weight and label rule, how loss_param
+// picks the divisor of a summed loss, the check that turns a float label
+// into a class index, and sums that give the same bits for any thread count.
 #pragma once
 
 #include <algorithm>
@@ -12,11 +11,25 @@
 #include <vector>
 
 #include "framework/config/config.h"
+#include "framework/layer.h"
 #ifndef __CUDACC__
 #include "framework/cpu/threads.h"
 #endif
 
 namespace strata {
+
+// A loss: bottoms (predictions, labels), one loss top whose weight is 1 by
+// default; the labels take no gradient. A loss with other bottoms or other
+// gradient rules overrides those members.
+class LossLayer : public Layer {
+ public:
+  using Layer::Layer;
+
+  int min_bottoms() const override { return 2; }
+  int max_bottoms() const override { return 2; }
+  float default_loss_weight(int top_index) const override { return top_index == 0 ? 1.0f : 0.0f; }
+  bool can_backward_to(int bottom_index) const override { return bottom_index == 0; }
+};
 
 enum class LossNormalization { kValid, kBatchSize, kFull, kNone };
 
@@ -42,6 +55,14 @@ inline int64_t loss_batch(const std::vector<int64_t>& shape) { return shape.empt
 // value, the index and its sample (index / inner).
 int32_t class_label(const std::string& where, float v, int64_t index, int64_t inner, int64_t classes,
                     const std::optional<int64_t>& ignore_label);
+// class_label's error: `label` says which ("label 3.5 at index 7").
+[[noreturn]] void fail_class_label(const std::string& where, const std::string& label, int64_t index, int64_t inner,
+                                   int64_t classes, const std::optional<int64_t>& ignore_label);
+// On a GPU a kernel checks the labels and keeps the first bad index
+// (device_class_label below, cuda::DeferredIndexCheck); it is reported at the
+// next forward, so that no step waits for the GPU. `bad_index` < 0: none.
+void report_bad_label_of_previous_batch(const std::string& where, int64_t bad_index, int64_t inner, int64_t classes,
+                                        const std::optional<int64_t>& ignore_label);
 
 // Caffe's kLOG_THRESHOLD: probabilities are clamped to it before the log.
 constexpr float kLossLogThreshold = 1e-20f;
@@ -65,6 +86,20 @@ double deterministic_sum(int64_t n, const Term& term) {
   double total = 0.0;
   for (double p : partial) total += p;
   return total;
+}
+#endif
+
+#ifdef __CUDACC__
+// class_label on the device: -1 for the ignore label and for a value that is
+// not a class index, whose index then goes to *bad (the smallest wins).
+__device__ inline int32_t device_class_label(float v, int64_t classes, bool has_ignore, float ignore, int64_t index,
+                                             unsigned long long* bad) {
+  if (has_ignore && v == ignore) return -1;
+  if (!(v >= 0.0f && v < static_cast<float>(classes)) || v != floorf(v)) {
+    atomicMin(bad, static_cast<unsigned long long>(index));
+    return -1;
+  }
+  return static_cast<int32_t>(v);
 }
 #endif
 

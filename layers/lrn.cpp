@@ -69,7 +69,7 @@ void LRNLayer::check_bottom(const Shape& s) const {
 void LRNLayer::setup(const BlobVec& bottom, const BlobVec& top) {
   check_bottom(bottom[0]->shape());
   if (top[0] == bottom[0]) {
-    fail<ConfigError>(where(), " at ", spec_.node.loc().str(),
+    fail<ConfigError>(where_at(),
                       ": LRN cannot run in place (backward needs its input and output); give the top its own name");
   }
 }

@@ -21,15 +21,10 @@ namespace {
 __global__ void mll_forward_kernel(int64_t num, int64_t dim, const float* p, const float* label, int32_t* labels,
                                    float* terms, unsigned long long* bad) {
   STRATA_CUDA_LOOP(j, num) {
-    const float v = label[j];
-    if (!(v >= 0.0f && v < static_cast<float>(dim)) || v != floorf(v)) {
-      atomicMin(bad, static_cast<unsigned long long>(j));
-      labels[j] = -1;
-      terms[j] = 0.0f;
-      continue;
-    }
-    const int32_t l = static_cast<int32_t>(v);
+    const int32_t l = device_class_label(label[j], dim, false, 0.0f, j, bad);
     labels[j] = l;
+    terms[j] = 0.0f;
+    if (l < 0) continue;
     terms[j] = static_cast<float>(-log(static_cast<double>(fmaxf(p[j * dim + l], kLossLogThreshold))));
   }
 }
@@ -45,12 +40,7 @@ __global__ void mll_backward_kernel(int64_t n, int64_t dim, const float* p, cons
 void MultinomialLogisticLossLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   CudaState& st = *cuda_;
-  const int64_t bad = st.bad_label.previous();
-  if (bad >= 0) {
-    fail<Error>(where(), ": the label of sample ", bad, " of the previous batch is not a class index in [0, ",
-                st.checked_classes, "); check the labels or the number of probabilities per sample (",
-                st.checked_classes, ")");
-  }
+  report_bad_label_of_previous_batch(where(), st.bad_label.previous(), 1, st.checked_classes, {});
   cuda::ensure_on_device(st.labels, {num_}, DType::kI32, device());
   cuda::ensure_on_device(st.terms, {num_}, DType::kF32, device());
   cuda::ensure_on_device(st.divisor, {1}, DType::kF32, device());

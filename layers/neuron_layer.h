@@ -25,7 +25,6 @@
 #include "framework/cpu/threads.h"
 #endif
 
-
 namespace strata {
 
 class NeuronLayer : public Layer {
@@ -33,7 +32,6 @@ class NeuronLayer : public Layer {
   using Layer::Layer;
 
   bool supports_in_place() const override { return true; }
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   // The top takes the bottom's shape; in place it already has it.
   void reshape(const BlobVec& bottom, const BlobVec& top) override {
     if (top[0] != bottom[0]) top[0]->reshape_like(*bottom[0]);

@@ -31,7 +31,6 @@ LayerSchema ReductionLayer::schema() {
   return s;
 }
 
-void ReductionLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
 
 void ReductionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const Shape& s = bottom[0]->shape();

@@ -29,7 +29,7 @@ void ReLULayer::setup(const BlobVec& bottom, const BlobVec& top) {
   // In place, backward sees y instead of x. sign(y) == sign(x) only when the
   // slope is not negative, so a negative slope needs the original input.
   if (negative_slope_ < 0.0f && top[0] == bottom[0]) {
-    fail<ConfigError>(where(), " at ", spec_.node.loc().str(), ": negative_slope ", negative_slope_,
+    fail<ConfigError>(where_at(), ": negative_slope ", negative_slope_,
                       " < 0 cannot run in place (the sign of the input is lost); give the top a "
                       "different name from the bottom");
   }

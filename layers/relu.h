@@ -28,6 +28,8 @@ class ReLULayer : public NeuronLayer {
  public:
   ReLULayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // The sign comes from the output, or the input when the slope is negative (backward_saved).
+  BackwardReads backward_reads() const override { return {negative_slope_ < 0.0f, negative_slope_ >= 0.0f}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

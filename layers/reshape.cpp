@@ -50,7 +50,6 @@ LayerSchema ReshapeLayer::schema() {
   return s;
 }
 
-void ReshapeLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
 
 void ReshapeLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const Shape& in = bottom[0]->shape();

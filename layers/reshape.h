@@ -13,8 +13,9 @@ class ReshapeLayer : public Layer {
  public:
   ReshapeLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // Backward copies the gradient only.
+  BackwardReads backward_reads() const override { return {false, false}; }
 
-  void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

@@ -8,7 +8,7 @@
 namespace strata {
 
 SigmoidCrossEntropyLossLayer::SigmoidCrossEntropyLossLayer(const LayerSpec& spec, const LayerContext& ctx)
-    : Layer(spec, ctx),
+    : LossLayer(spec, ctx),
       normalization_(read_loss_normalization(block("loss_param"), LossNormalization::kBatchSize)),
       ignore_label_(read_ignore_label(block("loss_param"))) {}
 

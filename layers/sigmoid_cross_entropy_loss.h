@@ -18,17 +18,11 @@
 
 namespace strata {
 
-class SigmoidCrossEntropyLossLayer : public Layer {
+class SigmoidCrossEntropyLossLayer : public LossLayer {
  public:
   SigmoidCrossEntropyLossLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  int min_bottoms() const override { return 2; }
-  int max_bottoms() const override { return 2; }
-  float default_loss_weight(int /*top_index*/) const override { return 1.0f; }
-  bool can_backward_to(int bottom_index) const override { return bottom_index == 0; }
-
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

@@ -18,7 +18,6 @@ class SilenceLayer : public Layer {
   int min_tops() const override { return 0; }
   int max_tops() const override { return 0; }
 
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

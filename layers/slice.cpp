@@ -53,7 +53,7 @@ LayerSchema SliceLayer::schema() {
 void SliceLayer::setup(const BlobVec& bottom, const BlobVec& top) {
   for (size_t i = 0; i < top.size(); ++i) {
     if (top[i] == bottom[0]) {
-      fail<ConfigError>(where(), " at ", spec_.node.loc().str(), ": top ", i,
+      fail<ConfigError>(where_at(), ": top ", i,
                         " is the bottom itself; Slice cannot run in place, give each top its own name");
     }
   }

@@ -26,7 +26,6 @@ class SoftmaxLayer : public Layer {
   static LayerSchema schema();
 
   bool supports_in_place() const override { return true; }
-  void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) override {}
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   // Uses only the output y: dx = y * (dy - sum_c(dy * y)).

@@ -19,7 +19,7 @@ LayerSchema SplitLayer::schema() {
 void SplitLayer::setup(const BlobVec& bottom, const BlobVec& top) {
   for (size_t i = 0; i < top.size(); ++i) {
     if (top[i] == bottom[0]) {
-      fail<ConfigError>(where(), " at ", spec_.node.loc().str(), ": top ", i,
+      fail<ConfigError>(where_at(), ": top ", i,
                         " is the bottom itself; Split cannot run in place, give each top its own name");
     }
   }

@@ -13,6 +13,8 @@ class SplitLayer : public Layer {
  public:
   SplitLayer(const LayerSpec& spec, const LayerContext& ctx) : Layer(spec, ctx) {}
   static LayerSchema schema();
+  // Backward sums the tops' gradients only.
+  BackwardReads backward_reads() const override { return {false, false}; }
 
   int max_tops() const override { return -1; }
 

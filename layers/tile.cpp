@@ -33,7 +33,6 @@ LayerSchema TileLayer::schema() {
   return s;
 }
 
-void TileLayer::setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
 
 void TileLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const Shape& s = bottom[0]->shape();

@@ -201,6 +201,7 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
     solver.optimizer().prepare(solver.net().params());
     if (lead && !line.empty()) std::printf("%s\n", line.c_str());
   }
+  if (lead && solver.net().blob_plan().planned > 0) std::printf("%s\n", solver.net().blob_plan().str().c_str());
 
   // 4. Every rank reads the same snapshot (a pipeline stage restores its
   // part). Weights: rank 0 reads them and data parallelism broadcasts them;

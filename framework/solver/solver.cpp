@@ -66,8 +66,13 @@ std::string first_nonfinite(Net& net) {
              "; from the loaded weights or an earlier update)";
     }
   }
+  bool released = false;  // outputs whose memory the blob plan gave on during the step
   for (int i = 0; i < net.num_layers(); ++i) {
     for (const Blob* b : net.tops(i)) {
+      if (!net.value_outlives_step(*b)) {
+        released = true;
+        continue;
+      }
       if (const int64_t n = count_nonfinite(b->data)) {
         return "the first non-finite output is that of layer '" + net.layer(i).name() + "' (" +
                net.layer(i).type() + "): " + count(n, b->numel());
@@ -79,6 +84,10 @@ std::string first_nonfinite(Net& net) {
       return "the first non-finite gradient in backward is that of parameter '" + it->name + "': " +
              count(n, it->blob->numel());
     }
+  }
+  if (released) {
+    return "the outputs still held are finite (the others' memory went on to later blobs during the step: "
+           "set `blob_memory: SEPARATE` in the solver to keep every output for this diagnosis)";
   }
   return "every layer output and gradient is finite now";
 }
@@ -137,7 +146,10 @@ void Solver::build_nets() {
     o.world_size = whole ? 1 : options_.world_size;
     o.comm = options_.comm;
     o.device = options_.device;
-    if (phase == Phase::kTrain) o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
+    if (phase == Phase::kTrain) {
+      o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
+      o.blob_memory = config_.blob_memory;
+    }
     return o;
   };
   const bool want_test = config_.test_interval > 0;

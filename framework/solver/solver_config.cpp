@@ -25,7 +25,7 @@ const std::vector<std::string>& solver_keys() {
       "clip_gradients", "nonfinite", "layer_decay", "no_weight_decay",
       "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_keep", "snapshot_best", "snapshot_best_mode", "snapshot_format", "log",
       "random_seed", "solver_mode", "device_id", "debug_info", "parallel", "train_state", "test_state", "rms_decay",
-      "precision", "initial_loss_scale", "loss_scale_growth_interval"};
+      "precision", "initial_loss_scale", "loss_scale_growth_interval", "blob_memory"};
   return keys;
 }
 
@@ -336,6 +336,12 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
     bad(root, "loss_scale_growth_interval", "must be >= 1, got ", c.loss_scale_growth_interval);
   }
   c.debug_info = root.get_bool("debug_info", false);
+  {
+    const std::string m = root.get_enum("blob_memory", {"BY_LIFETIME", "SEPARATE", "BY_LIFETIME_CHECKED"}, "BY_LIFETIME");
+    c.blob_memory = m == "SEPARATE"              ? BlobMemory::kSeparate
+                    : m == "BY_LIFETIME_CHECKED" ? BlobMemory::kByLifetimeChecked
+                                                 : BlobMemory::kByLifetime;
+  }
   c.parallel = root.block("parallel");  // ConfigError when it is not a single block
   return c;
 }

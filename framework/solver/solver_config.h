@@ -20,6 +20,7 @@
 #include "framework/solver/finetune_policy.h"
 #include "framework/solver/lr_policy.h"
 #include "framework/config/net_spec.h"
+#include "framework/net.h"
 #include "framework/solver/optimizer.h"
 
 namespace strata {
@@ -99,6 +100,11 @@ struct SolverConfig {
   double initial_loss_scale = 65536;       // FP16 only
   int64_t loss_scale_growth_interval = 2000;  // FP16 only: good steps before the scale doubles
   bool debug_info = false;     // accepted, ignored
+  // blob_memory: BY_LIFETIME (the default: values and gradients share one
+  // arena by lifetime), SEPARATE (each its own, Caffe's layout) or
+  // BY_LIFETIME_CHECKED (no sharing; NaN into each buffer after its last use). The
+  // training net's; results are the same bits in all three.
+  BlobMemory blob_memory = BlobMemory::kByLifetime;
 
   // ---- multi-process training ----
   // The `parallel { data { ... } }` block as written (empty when absent). The

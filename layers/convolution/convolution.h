@@ -43,6 +43,8 @@ class ConvolutionLayer : public Layer {
 
   ConvolutionLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // The weight gradient reads the input; nothing reads the output.
+  BackwardReads backward_reads() const override { return {true, false}; }
   static void force_algorithm_for_testing(Algorithm a);
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;

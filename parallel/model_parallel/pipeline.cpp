@@ -236,6 +236,13 @@ void PipelineParallel::exchange_setup(const SolverConfig& config) {
   }
   slots_.push_back(&solver_->net());
   Net& net = solver_->net();
+  // The boundaries are read and written between forward and backward: they
+  // keep their own memory under the solver's blob_memory plan.
+  std::vector<std::string> boundaries;
+  for (const PipelineBoundary& pb : plan_.boundaries) {
+    if ((pb.from == stage_ || pb.to == stage_) && net.has_blob(pb.blob)) boundaries.push_back(pb.blob);
+  }
+  net.keep_blobs(boundaries);
   const std::vector<int> outgoing = plan_.outgoing(stage_);
   std::vector<Tensor> announcements;
   announcements.reserve(outgoing.size());

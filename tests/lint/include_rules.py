@@ -37,7 +37,8 @@ TOP = {
 # config room (Caffe's V1 nets read as their upgrade) and the data room
 # (Caffe's relative paths in list files); nothing below the solver includes it.
 ROOMS = {
-    "core": {"config", "cuda", "io", "caffe"},
+    "core": {"config", "cuda", "io", "caffe", "plan"},
+    "plan": {"core"},
     "config": {"core", "caffe"},
     "cpu": {"core"},
     "cuda": {"core", "cpu", "io"},

@@ -59,7 +59,7 @@ const std::vector<BenchModel> kModels = {{"mlp", {1, 28, 28}, 128, 128},
 // benchmark's shape, wrapped in an SGD solver config (momentum 0.9, weight
 // decay 5e-4: the PyTorch script's settings).
 std::string solver_text(const std::string& source_dir, const BenchModel& m, int64_t batch,
-                        const std::string& precision) {
+                        const std::string& precision, const std::string& blob_memory) {
   // A model without a train.prototxt (vgg16, vit_b16) is benchmarked from
   // its deploy net with a SoftmaxWithLoss on its last top (1000 logits).
   const std::string dir = source_dir + "/models/" + m.name;
@@ -90,7 +90,8 @@ std::string solver_text(const std::string& source_dir, const BenchModel& m, int6
   solver << "net_param {\n" << net.str() << "}\n"
          << "base_lr: 0.01 momentum: 0.9 weight_decay: 0.0005 max_iter: 1000000 display: 0\n"
          << "test_interval: 0 snapshot: 0 snapshot_after_train: false\n"
-         << "precision: " << precision << "\n";
+         << "precision: " << precision << "\n"
+         << "blob_memory: " << blob_memory << "\n";
   return solver.str();
 }
 
@@ -99,7 +100,7 @@ std::string solver_text(const std::string& source_dir, const BenchModel& m, int6
 int main(int argc, char** argv) {
   std::string models = "mlp,lenet,cifar_vgg";
   std::string source_dir = STRATA_SOURCE_DIR;
-  std::string device_name = "cpu", precision = "FP32";
+  std::string device_name = "cpu", precision = "FP32", blob_memory = "BY_LIFETIME";
   int64_t batch_override = 0;
   int threads = 2, iters = 20, warmup = 5, repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -113,10 +114,11 @@ int main(int argc, char** argv) {
     else if (flag == "--device") device_name = value;
     else if (flag == "--precision") precision = value;
     else if (flag == "--batch") batch_override = std::atoll(value.c_str());
+    else if (flag == "--blob-memory") blob_memory = value;
     else {
       std::fprintf(stderr,
                    "unknown flag %s (flags: --models --threads --iters --warmup --repeats --source-dir --device "
-                   "--precision --batch)\n",
+                   "--precision --batch --blob-memory)\n",
                    flag.c_str());
       return 2;
     }
@@ -139,8 +141,8 @@ int main(int argc, char** argv) {
       const int64_t batch = batch_override > 0 ? batch_override : device.is_cpu() ? it->batch : it->gpu_batch;
       if (batch % world != 0) fail<ConfigError>("batch ", batch, " does not split over ", world, " ranks");
       const int64_t local_batch = batch / world;
-      const SolverConfig config =
-          parse_solver_config(parse_config_text(solver_text(source_dir, *it, local_batch, precision), name), "");
+      const std::string text = solver_text(source_dir, *it, local_batch, precision, blob_memory);
+      const SolverConfig config = parse_solver_config(parse_config_text(text, name), "");
       bench::reset_peak_memory(device);
       SolverOptions options;
       options.rank = env.rank;

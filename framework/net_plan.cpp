@@ -1,0 +1,158 @@
+// Net: the blobs' memory by lifetime (BlobMemory::kByLifetime).
+//
+// Steps: the forward of layer i is step i, its backward step 2 L - 1 - i.
+// A blob's value lives from the forward that writes it to its last read:
+// the forwards that take it, and the backwards of the layers that declare
+// they read it (Layer::backward_reads). Its gradient lives from the first
+// backward that writes it (a consumer that propagates to it) to the backward
+// of the last layer that reads it (its producer). The values and gradients
+// are then placed in one arena by framework/plan/lifetime_placement.h, and
+// each blob's tensors become views of their places.
+//
+// Kept whole, as under kSeparate: the tops of layers without bottoms (data
+// and Input, which code outside the net may write), the outputs (read after
+// the step: losses, accuracies, a loss's probabilities), blobs named by
+// keep_blobs(), and a gradient some layer reads that nothing writes (it must
+// stay zero). Gradients nobody writes or reads share one place for the
+// whole run: reshape() still sizes them.
+#include <algorithm>
+#include <climits>
+#include <limits>
+#include <sstream>
+
+#include "framework/byte_size.h"
+#include "framework/error.h"
+#include "framework/net.h"
+#include "framework/plan/lifetime_placement.h"
+
+namespace strata {
+namespace {
+
+// Where cuDNN, cuBLAS and the widest SIMD loads want their operands.
+constexpr size_t kArenaAlignment = 256;
+
+struct PlannedTensor {
+  Tensor* tensor = nullptr;
+  Lifetime life;
+};
+
+}  // namespace
+
+std::string BlobPlanReport::str() const {
+  std::ostringstream os;
+  os << "values and gradients by lifetime: " << format_bytes(arena_bytes) << " in one arena for " << planned
+     << " of them (" << format_bytes(separate_bytes) << " each on its own, at most " << format_bytes(peak_bytes)
+     << " alive at once); " << kept << " blob(s) kept whole";
+  return os.str();
+}
+
+void Net::keep_blobs(const std::vector<std::string>& names) {
+  for (const std::string& n : names) {
+    blob(n);  // ConfigError naming the blobs when there is no such blob
+    kept_blobs_.insert(n);
+  }
+  plan_blob_memory();
+}
+
+void Net::plan_blob_memory() {
+  // Planned again (keep_blobs, set_lr_mult): what the last plan placed gets
+  // memory of its own first, so that blobs now kept do not go on sharing
+  // the old arena's bytes.
+  for (Tensor* t : in_arena_) *t = Tensor(t->shape(), t->dtype(), options_.device);
+  in_arena_.clear();
+  blob_plan_ = BlobPlanReport{};
+  planned_values_.clear();
+  poison_after_.clear();
+  blob_arena_ = Tensor();
+  if (options_.blob_memory == BlobMemory::kSeparate) return;
+  const int L = num_layers();
+  const auto fwd = [](int i) { return i; };
+  const auto bwd = [L](int i) { return 2 * L - 1 - i; };
+  std::set<std::string> read;
+  for (const auto& names : bottom_names_) read.insert(names.begin(), names.end());
+
+  std::vector<PlannedTensor> planned;
+  std::vector<Tensor*> idle;  // gradients nobody writes or reads
+  for (const std::string& name : blob_names_) {
+    Blob* b = blobs_.at(name).get();
+    const int producer = blob_producer_.at(name);
+    if (bottoms_[producer].empty() || !read.count(name) || kept_blobs_.count(name) || b->numel() == 0) {
+      ++blob_plan_.kept;
+      continue;
+    }
+    Lifetime value{b->data.nbytes(), fwd(producer), fwd(producer)};
+    int grad_first = INT_MAX, grad_last = -1;
+    bool grad_read = false;
+    for (int i = 0; i < L; ++i) {
+      const BlobVec& bots = bottoms_[i];
+      const bool as_bottom = std::find(bots.begin(), bots.end(), b) != bots.end();
+      const bool as_top = std::find(tops_[i].begin(), tops_[i].end(), b) != tops_[i].end();
+      if (!as_bottom && !as_top) continue;
+      value.last = std::max(value.last, fwd(i));
+      if (!layer_need_backward_[i]) continue;
+      const Layer::BackwardReads reads = layers_[i]->backward_reads();
+      if ((as_bottom && reads.bottoms) || (as_top && reads.tops)) value.last = std::max(value.last, bwd(i));
+      for (size_t k = 0; k < bots.size(); ++k) {
+        if (bots[k] != b || !bottom_need_backward_[i][k]) continue;
+        grad_first = std::min(grad_first, bwd(i));
+        grad_last = std::max(grad_last, bwd(i));
+      }
+      if (as_top) {  // a backward reads its tops' gradients
+        grad_read = true;
+        grad_last = std::max(grad_last, bwd(i));
+      }
+    }
+    planned.push_back({&b->data, value});
+    planned_values_.insert(b);
+    if (grad_first != INT_MAX) {
+      planned.push_back({&b->diff, Lifetime{b->diff.nbytes(), grad_first, std::max(grad_first, grad_last)}});
+    } else if (!grad_read) {
+      idle.push_back(&b->diff);
+    }  // else read but never written: it keeps its own zeroed memory
+  }
+  size_t idle_bytes = 0;
+  for (const Tensor* t : idle) idle_bytes = std::max(idle_bytes, t->nbytes());
+  // Checked: every buffer keeps its bytes for the whole step (placed as if
+  // alive throughout) and is poisoned at the end of its real lifetime, so a
+  // late read always finds NaN, never a later buffer's numbers.
+  const bool poison = options_.blob_memory == BlobMemory::kByLifetimeChecked;
+  const int last_step = std::max(0, 2 * L - 1);
+  std::vector<Lifetime> lives;
+  for (const PlannedTensor& p : planned) lives.push_back(poison ? Lifetime{p.life.bytes, 0, last_step} : p.life);
+  if (idle_bytes > 0) lives.push_back(Lifetime{idle_bytes, 0, last_step});
+  Placement place = place_lifetimes(lives, kArenaAlignment);
+  if (poison) {
+    std::vector<Lifetime> real;
+    for (const PlannedTensor& p : planned) real.push_back(p.life);
+    place.peak_bytes = place_lifetimes(real, kArenaAlignment).peak_bytes;
+  }
+
+  blob_arena_ = Tensor(Shape{static_cast<int64_t>(place.arena_bytes)}, DType::kU8, options_.device);
+  if (poison) poison_after_.assign(static_cast<size_t>(std::max(0, 2 * L)), {});
+  for (size_t k = 0; k < planned.size(); ++k) {
+    Tensor& t = *planned[k].tensor;
+    const size_t bytes = planned[k].life.bytes;
+    t = blob_arena_.view_bytes(place.offsets[k], bytes, t.shape(), t.dtype());
+    in_arena_.push_back(&t);
+    blob_plan_.separate_bytes += bytes;
+    if (poison && t.dtype() == DType::kF32 && bytes > 0) {
+      poison_after_[static_cast<size_t>(planned[k].life.last)].push_back(
+          blob_arena_.view_bytes(place.offsets[k], bytes, {static_cast<int64_t>(bytes / sizeof(float))}, DType::kF32));
+    }
+  }
+  for (Tensor* t : idle_bytes > 0 ? idle : std::vector<Tensor*>()) {
+    *t = blob_arena_.view_bytes(place.offsets.back(), idle_bytes, t->shape(), t->dtype());
+    in_arena_.push_back(t);
+    blob_plan_.separate_bytes += t->nbytes();
+  }
+  blob_plan_.arena_bytes = place.arena_bytes;
+  blob_plan_.peak_bytes = place.peak_bytes;
+  blob_plan_.planned = static_cast<int>(planned.size() + (idle_bytes > 0 ? idle.size() : 0));
+}
+
+void Net::poison_after(int step) {
+  if (poison_after_.empty()) return;
+  for (Tensor& t : poison_after_.at(static_cast<size_t>(step))) t.fill(std::numeric_limits<float>::quiet_NaN());
+}
+
+}  // namespace strata
