@@ -14,15 +14,25 @@ namespace strata::parallel {
 
 namespace {
 
-// Elements of each wire buffer: stage 1 one per bucket, stage 2 two used in turn
-// (buffer k serves the buckets b with b % 2 == k), each world x block.
-std::vector<int64_t> wire_sizes(ShardStage stage, const std::vector<GradBucket>& buckets, int world) {
+// The buffers a bucket's exchange uses, in slots used in turn: stage 1 one
+// slot per bucket, stage 2 two (slot k serves the buckets b with b % 2 == k).
+// A slot holds the wire buffer (world x block values) and the reduced block.
+struct SlotSizes {
+  std::vector<int64_t> wire;   // per slot: world x the largest block it serves
+  std::vector<int64_t> block;  // per slot: the largest block it serves
+};
+
+SlotSizes slot_sizes(ShardStage stage, const std::vector<GradBucket>& buckets, int world) {
   const size_t n = stage == ShardStage::kGradients ? std::min<size_t>(2, buckets.size()) : buckets.size();
-  std::vector<int64_t> sizes(n, 0);
+  SlotSizes s;
+  s.wire.assign(n, 0);
+  s.block.assign(n, 0);
   for (size_t b = 0; b < buckets.size(); ++b) {
-    sizes[b % n] = std::max(sizes[b % n], world * shard_block(buckets[b].numel, world));
+    const int64_t block = shard_block(buckets[b].numel, world);
+    s.block[b % n] = std::max(s.block[b % n], block);
+    s.wire[b % n] = std::max(s.wire[b % n], world * block);
   }
-  return sizes;
+  return s;
 }
 
 size_t f32_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
@@ -44,17 +54,19 @@ ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, 
     }
     return m;
   }
-  for (int64_t n : wire_sizes(stage, buckets, world)) m.reduce_buffers += static_cast<size_t>(n) * wire_bytes;
+  const SlotSizes slots = slot_sizes(stage, buckets, world);
   int64_t largest_block = 0;
+  for (size_t k = 0; k < slots.wire.size(); ++k) {
+    m.reduce_buffers += static_cast<size_t>(slots.wire[k] + slots.block[k]) * wire_bytes;
+    largest_block = std::max(largest_block, slots.block[k]);
+  }
   for (const GradBucket& b : buckets) {
-    const int64_t block = shard_block(b.numel, world);
     const int64_t mine = shard_range(b.numel, rank, world).size();
-    largest_block = std::max(largest_block, block);
-    m.reduce_buffers += static_cast<size_t>(block) * wire_bytes;  // the reduced block
-    m.reduce_buffers += 2 * f32_bytes(mine);                       // slice gradients and weights
+    m.reduce_buffers += 2 * f32_bytes(mine);  // the slice's gradients and weights, as the optimizer sees them
     m.optimizer_state += static_cast<size_t>(optimizer_slots) * f32_bytes(mine);
   }
-  m.reduce_buffers += f32_bytes(largest_block) * static_cast<size_t>(world + 1);  // the weights' allgather
+  // With 16-bit gradients the weights' allgather needs f32 buffers of its own.
+  if (compression != GradCompression::kNone) m.reduce_buffers += f32_bytes(largest_block) * static_cast<size_t>(world + 1);
   return m;
 }
 
@@ -72,7 +84,6 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
   const int rank = comm_.rank();
   const std::vector<NetParam>& params = solver_.net().params();
   const DType wire = wire_dtype(config_.compression);
-  int64_t largest_block = 0;
   for (const GradBucket& bucket : buckets_) {
     shards_.push_back(shard_bucket(bucket, params, rank, world));
     first_piece_.push_back(pieces_.size());
@@ -90,14 +101,20 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
       q.last_backward_layer = p.last_backward_layer;
       pieces_.push_back(std::move(q));
     }
-    received_.emplace_back(Shape{shards_.back().block}, wire, wire_device_);
-    largest_block = std::max(largest_block, shards_.back().block);
   }
   first_piece_.push_back(pieces_.size());
-  for (int64_t n : wire_sizes(config_.shard, buckets_, world)) wire_.emplace_back(Shape{n}, wire, wire_device_);
+  const SlotSizes sizes = slot_sizes(config_.shard, buckets_, world);
+  int64_t largest_block = 0;
+  for (size_t k = 0; k < sizes.wire.size(); ++k) {
+    wire_.emplace_back(Shape{sizes.wire[k]}, wire, wire_device_);
+    received_.emplace_back(Shape{sizes.block[k]}, wire, wire_device_);
+    largest_block = std::max(largest_block, sizes.block[k]);
+  }
   works_.resize(buckets_.size());
-  block_ = Tensor({largest_block}, DType::kF32, wire_device_);
-  gathered_ = Tensor({largest_block * world}, DType::kF32, wire_device_);
+  if (config_.compression != GradCompression::kNone) {
+    block_ = Tensor({largest_block}, DType::kF32, wire_device_);
+    gathered_ = Tensor({largest_block * world}, DType::kF32, wire_device_);
+  }
 
   // This rank's slices of the Solver's history: zero at the start, or what
   // restore() read from a snapshot of any layout.
@@ -135,14 +152,11 @@ ShardedUpdate::~ShardedUpdate() {
 }
 
 Tensor& ShardedUpdate::wire_buffer(size_t b) {
-  const size_t k = b % wire_.size();
-  // Stage 2: the buffer's previous bucket must be on its way before it is reused.
-  if (b >= wire_.size() && works_[b - wire_.size()]) {
-    works_[b - wire_.size()]->wait();
-    works_[b - wire_.size()].reset();
-  }
-  Tensor& w = wire_[k];
+  // Stage 2: the slot's previous bucket must have arrived before its buffers are reused.
+  if (b >= wire_.size() && works_[b - wire_.size()]) complete(b - wire_.size());
+  Tensor& w = wire_[b % wire_.size()];
   w.resize({comm_.world_size() * shards_[b].block});  // within its capacity: no allocation
+  received_[b % wire_.size()].resize({shards_[b].block});
   return w;
 }
 
@@ -155,21 +169,36 @@ void ShardedUpdate::launch(size_t b) {
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     encode_gradient(params[bucket.params[k]].blob->diff, scale, config_.compression, buf, bucket.offsets[k], staging_);
   }
-  works_[b] = comm_.reduce_scatter_async(buf, received_[b], compressed ? ReduceOp::kSum : ReduceOp::kAverage);
+  works_[b] = comm_.reduce_scatter_async(buf, received_[b % wire_.size()],
+                                         compressed ? ReduceOp::kSum : ReduceOp::kAverage);
+}
+
+void ShardedUpdate::complete(size_t b) {
+  works_[b]->wait();
+  works_[b].reset();
+  const Tensor& block = received_[b % wire_.size()];
+  for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
+    const ShardPiece& piece = shards_[b].pieces[i - first_piece_[b]];
+    decode_gradient(block, piece.slice_offset, config_.compression, pieces_[i].blob->diff, staging_);
+  }
 }
 
 void ShardedUpdate::finish_gradients() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (!works_[b]) continue;
-    works_[b]->wait();
-    works_[b].reset();
+    if (works_[b]) complete(b);
   }
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
-      const ShardPiece& piece = shards_[b].pieces[i - first_piece_[b]];
-      decode_gradient(received_[b], piece.slice_offset, config_.compression, pieces_[i].blob->diff, staging_);
-    }
-  }
+}
+
+Tensor& ShardedUpdate::f32_block(size_t b) {
+  Tensor& t = config_.compression == GradCompression::kNone ? received_[b % wire_.size()] : block_;
+  t.resize({shards_[b].block});
+  return t;
+}
+
+Tensor& ShardedUpdate::f32_gathered(size_t b) {
+  Tensor& t = config_.compression == GradCompression::kNone ? wire_[b % wire_.size()] : gathered_;
+  t.resize({comm_.world_size() * shards_[b].block});
+  return t;
 }
 
 bool ShardedUpdate::scale_check(float factor) {
@@ -216,20 +245,20 @@ double ShardedUpdate::update() {
   }
   optimizer_->update(pieces_, lr);
   solver_.optimizer().set_steps(optimizer_->steps());
-  const int world = comm_.world_size();
+  // The wire buffers are free now: with f32 gradients they carry the weights too.
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const BucketShard& shard = shards_[b];
-    block_.resize({shard.block});
+    Tensor& mine = f32_block(b);
     for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
-      copy_elements(block_, shard.pieces[i - first_piece_[b]].slice_offset, pieces_[i].blob->data, 0,
+      copy_elements(mine, shard.pieces[i - first_piece_[b]].slice_offset, pieces_[i].blob->data, 0,
                     pieces_[i].blob->numel());
     }
-    gathered_.resize({world * shard.block});
-    comm_.allgather(block_, gathered_);
+    Tensor& all = f32_gathered(b);
+    comm_.allgather(mine, all);
     const GradBucket& bucket = buckets_[b];
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       Tensor& w = params[bucket.params[k]].blob->data;
-      copy_elements(w, 0, gathered_, bucket.offsets[k], w.numel());
+      copy_elements(w, 0, all, bucket.offsets[k], w.numel());
     }
   }
   return lr;
@@ -245,18 +274,18 @@ void ShardedUpdate::gather_history(SolverState& state) {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const BucketShard& shard = shards_[b];
     for (const std::string& slot : slots) {
-      block_.resize({shard.block});
+      Tensor& block = f32_block(b);
       for (const ShardPiece& piece : shard.pieces) {
-        copy_elements(block_, piece.slice_offset, mine.at(params[piece.param].name + "." + slot), 0, piece.count);
+        copy_elements(block, piece.slice_offset, mine.at(params[piece.param].name + "." + slot), 0, piece.count);
       }
-      gathered_.resize({comm_.world_size() * shard.block});
-      comm_.gather(block_, gathered_, 0);
+      Tensor& all = f32_gathered(b);
+      comm_.gather(block, all, 0);
       if (!root) continue;
       const GradBucket& bucket = buckets_[b];
       for (size_t k = 0; k < bucket.params.size(); ++k) {
         const NetParam& p = params[bucket.params[k]];
         Tensor t(p.blob->shape());
-        copy_elements(t, 0, gathered_, bucket.offsets[k], t.numel());
+        copy_elements(t, 0, all, bucket.offsets[k], t.numel());
         whole[p.name + "." + slot] = std::move(t);
       }
     }

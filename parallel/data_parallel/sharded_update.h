@@ -21,10 +21,12 @@
 //
 // Memory each rank holds (memory_of): the weights (whole, stage 3 would
 // slice them); gradients: the net's own per-parameter gradients (whole: the
-// engine accumulates backward into them), the slice gradients (1 / world),
-// and the wire buffers: stage 1 one per bucket (the whole gradient, like
-// plain data parallel), stage 2 two, used in turn (bucket b reuses bucket b-2's
-// buffer once that reduce-scatter is done); the optimizer state of the slice only.
+// engine accumulates backward into them); reduce buffers: the slice's
+// gradients and weights as the optimizer sees them (2 / world; copies, as a
+// Tensor cannot view part of another), and the wire buffers with their
+// reduced blocks: stage 1 one per bucket (the whole gradient, like plain data
+// parallel), stage 2 two, used in turn (bucket b reuses bucket b-2's once that
+// reduce-scatter has arrived); the optimizer state of the slice only.
 //
 // Snapshots stay single files that load on any layout: gather_history puts
 // the whole optimizer state (every rank's slices) into rank 0's snapshot, and
@@ -91,7 +93,14 @@ class ShardedUpdate {
   const std::vector<NetParam>& pieces() const { return pieces_; }
 
  private:
+  // Bucket b's slot, once the bucket that used it before has arrived.
   Tensor& wire_buffer(size_t b);
+  // Waits for bucket b's reduce-scatter and decodes this rank's slice into pieces_.
+  void complete(size_t b);
+  // f32 buffers of one block and of world blocks for bucket b's weights or
+  // history: the slot's own when gradients travel in f32, else block_, gathered_.
+  Tensor& f32_block(size_t b);
+  Tensor& f32_gathered(size_t b);
   void allgather_small(const Tensor& in, Tensor& out);
 
   Solver& solver_;
@@ -103,12 +112,15 @@ class ShardedUpdate {
   std::vector<size_t> first_piece_;           // per bucket: its first entry in pieces_
   std::vector<NetParam> pieces_;              // this rank's slices, each a parameter of its own
   std::unique_ptr<Optimizer> optimizer_;      // history of pieces_ only
-  std::vector<Tensor> wire_;                  // stage 1: one per bucket; stage 2: two, used in turn
-  std::vector<Tensor> received_;              // per bucket: this rank's reduced block (wire dtype)
+  // Slots, used in turn (stage 1: one per bucket; stage 2: two): a bucket's
+  // gradients on the wire (world blocks), then this rank's reduced block;
+  // after the reduce-scatter, with f32 gradients, the weights' allgather.
+  std::vector<Tensor> wire_;
+  std::vector<Tensor> received_;
   std::vector<std::unique_ptr<CommWork>> works_;  // per bucket, while in flight
   Tensor staging_;                            // host f32 scratch (compression)
-  Tensor block_;                              // f32, one block: this rank's slice on its way out
-  Tensor gathered_;                           // f32, world blocks: a bucket's weights coming in
+  Tensor block_;                              // compression only: f32, one block (this rank's slice going out)
+  Tensor gathered_;                           // compression only: f32, world blocks (a bucket's weights coming in)
   double sum_squares_ = 0.0;                  // of the scaled slice gradients, over every rank
 };
 
