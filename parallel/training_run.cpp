@@ -255,11 +255,6 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
                   psw->ownership_lines().c_str());
     }
   } else if (dp_comm) {
-    if (options.data.shard != ShardStage::kNone && mp.active()) {
-      fail<ConfigError>("shard ", shard_stage_name(options.data.shard), " (--shard or parallel { data { shard } }) "
-                        "with pipeline or tensor parallelism (--pp/--tp) is not built yet: sharding along the dp "
-                        "axis of a grid is not supported; use shard: NONE with --pp/--tp, or drop --pp/--tp");
-    }
     dp = std::make_unique<DataParallel>(solver, *dp_comm, options.data);
     if (lead) {
       const std::string transport = communicator_transport_name(*dp_comm);
@@ -390,6 +385,11 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
                 "train ...); training in this one process\n");
   }
   const bool model_parallel = options.model.pipeline.stages > 1 || options.model.tensor_size > 1;
+  if (options.data.shard != ShardStage::kNone && model_parallel) {
+    fail<ConfigError>("shard ", shard_stage_name(options.data.shard), " (--shard or parallel { data { shard } }) "
+                      "with pipeline or tensor parallelism (--pp/--tp) is not built yet: sharding along the dp axis "
+                      "of a grid is not supported; use shard: NONE with --pp/--tp, or drop --pp/--tp");
+  }
   if (env.distributed() && !options.device.is_cpu() && model_parallel) check_gpu_model_parallel(options);
   // 1. With a GPU, backend auto is nccl (when built with it): the gradients
   // are reduced on the device; tcp and mpi stage them through host memory.

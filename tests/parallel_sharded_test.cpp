@@ -360,6 +360,58 @@ TEST_F(ShardedTraining, OverlapOffAndCompressionMatchPlainDataParallel) {
   EXPECT_LE(max_weight_diff(zero16, plain), 1e-2);
 }
 
+// A gradient that is not finite on one rank only, in the slice another rank
+// owns: every rank must see the same verdict (else one would update and the
+// others not), and the norm used for clipping is the global one.
+TEST_F(ShardedTraining, EveryRankSeesTheGlobalFiniteVerdictAndNorm) {
+  Spec spec;
+  spec.clip = 1.0;
+  const SolverConfig config = make_config(dir_, spec);
+  for (const bool poison : {false, true}) {
+    SCOPED_TRACE(poison ? "rank 1 holds a NaN in rank 0's slice" : "every gradient finite");
+    auto comms = make_world(2, "zero", AllreduceAlgorithm::kAuto, 20s);
+    std::vector<int> verdicts(2, -1);
+    std::vector<std::vector<std::vector<float>>> weights(2);
+    expect_no_errors(run_ranks(2, [&](int rank) {
+      SolverOptions o;
+      o.rank = rank;
+      o.world_size = 2;
+      o.comm = comms[static_cast<size_t>(rank)].get();
+      Solver solver(config, o);
+      DataParallel dp(solver, *comms[static_cast<size_t>(rank)], dp_config(ShardStage::kOptimizer, kOneBucket));
+      // One bucket: fc2.weight first, so its element 0 is in rank 0's slice [0, 100).
+      ASSERT_EQ(dp.buckets().size(), 1u);
+      ASSERT_EQ(solver.net().params()[static_cast<size_t>(dp.buckets()[0].params[0])].name, "fc2.weight");
+      for (NetParam& p : solver.net().params()) p.blob->diff.fill(0.5f);
+      if (poison && rank == 1) {
+        solver.net().params()[static_cast<size_t>(dp.buckets()[0].params[0])].blob->diff.data<float>()[0] = NAN;
+      }
+      dp.before_update(solver.net());
+      verdicts[static_cast<size_t>(rank)] = dp.scale_check_gradients(1.0f) ? 1 : 0;
+      if (!poison) {
+        // The global norm is sqrt(199 x 0.25) = 7.05 > 1: every gradient
+        // becomes 0.5 / (7.05 + 1e-6); a rank that saw only its own half
+        // (norm 5.0) would scale by another factor.
+        const std::vector<std::vector<float>> before = weights_of(solver.net());
+        dp.run_update(solver.net());
+        const std::vector<std::vector<float>> after = weights_of(solver.net());
+        const double lr = solver.current_lr();
+        const double expected_step = lr * 0.5 / (std::sqrt(199 * 0.25) + 1e-6);
+        for (size_t p = 0; p < before.size(); ++p) {
+          for (size_t i = 0; i < before[p].size(); ++i) {
+            const double wd = 0.001 * before[p][i];  // weight_decay, decay_mult 1
+            EXPECT_NEAR(before[p][i] - after[p][i], expected_step + lr * wd, 1e-6) << "parameter " << p << " [" << i << "]";
+          }
+        }
+        weights[static_cast<size_t>(rank)] = after;
+      }
+    }));
+    EXPECT_EQ(verdicts[0], poison ? 0 : 1);
+    EXPECT_EQ(verdicts[1], poison ? 0 : 1);
+    EXPECT_EQ(weights[0], weights[1]);
+  }
+}
+
 // ---- snapshots across layouts ----
 
 TEST_F(ShardedTraining, SnapshotsHoldTheWholeStateAndResumeOnAnyLayout) {

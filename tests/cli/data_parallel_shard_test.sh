@@ -10,7 +10,7 @@
 #     sharding resumes without it (and one written without it resumes with
 #     it) to the same weights as the run that never stopped;
 #  4. refusals: shard PARAMETERS (from the flag and from the solver file,
-#     naming file and line) and an unknown stage.
+#     naming file and line), sharding with --pp, and an unknown stage.
 # Every launch runs under STRATA_TIMEOUT_S and `timeout`, so nothing waits forever.
 # Usage: data_parallel_shard_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -109,6 +109,11 @@ make_solver "$dir/stage3.prototxt" 8 0 s3/digits "parallel { data { shard: PARAM
 if launch "$work/s3.txt" --solver "$dir/stage3.prototxt"; then fail "shard: PARAMETERS was accepted"; fi
 grep -q "shard at .*stage3.prototxt:[0-9]*:[0-9]*: shard PARAMETERS" "$work/s3.txt" ||
   { cat "$work/s3.txt"; fail "the solver file's refusal does not name the file and line"; }
+if launch "$work/grid.txt" --solver "$dir/zero.prototxt" --shard OPTIMIZER --pp 2; then
+  fail "--shard with --pp was accepted"
+fi
+grep -q "shard OPTIMIZER .*with pipeline or tensor parallelism (--pp/--tp) is not built yet" "$work/grid.txt" ||
+  { cat "$work/grid.txt"; fail "the grid refusal does not say what is not built"; }
 if launch "$work/bad.txt" --solver "$dir/zero.prototxt" --shard ALL; then fail "--shard ALL was accepted"; fi
 grep -q -- "--shard: shard must be one of NONE, OPTIMIZER, GRADIENTS, PARAMETERS" "$work/bad.txt" ||
   { cat "$work/bad.txt"; fail "the unknown stage's error does not list the stages"; }
