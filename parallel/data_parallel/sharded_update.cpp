@@ -6,7 +6,6 @@
 #include <map>
 
 #include "framework/byte_size.h"
-#include "framework/cpu/math.h"
 #include "framework/dtype.h"
 #include "framework/error.h"
 
@@ -202,14 +201,11 @@ Tensor& ShardedUpdate::f32_gathered(size_t b) {
 }
 
 bool ShardedUpdate::scale_check(float factor) {
-  const bool finite = scale_gradients_check_finite(pieces_, factor);
-  double sq = 0.0;
-  if (solver_.config().clip_gradients > 0.0) {
-    for (const NetParam& p : pieces_) {
-      const Tensor host = p.blob->diff.device().is_cpu() ? p.blob->diff : p.blob->diff.to(Device::cpu());
-      sq += sum_squares(host.numel(), host.data<float>());
-    }
-  }
+  // The sum of squares matters only with clipping: one more pass over this
+  // rank's slice on the CPU, none on a GPU (the fused check sums them).
+  const GradientStats mine_check = scale_gradients_check(pieces_, factor);
+  const bool finite = mine_check.finite;
+  const double sq = mine_check.sum_squares;
   // Every rank's (sum of squares, finite) as bytes, summed in rank order, so
   // that every rank gets the same norm and verdict, in double.
   const double mine_values[2] = {sq, finite ? 1.0 : 0.0};
