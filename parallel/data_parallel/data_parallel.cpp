@@ -172,6 +172,18 @@ DataParallel::~DataParallel() {
   works_.clear();
 }
 
+double DataParallel::run_update(Net&) {
+  const double lr = sharded_->update();
+  comm_wait_ += sharded_->take_comm_seconds();
+  return lr;
+}
+
+bool DataParallel::scale_check_gradients(float factor) {
+  const bool finite = sharded_->scale_check(factor);
+  comm_wait_ += sharded_->take_comm_seconds();
+  return finite;
+}
+
 void DataParallel::snapshot_state(SolverState& state) {
   average_buffers();
   if (sharded_) sharded_->gather_history(state);

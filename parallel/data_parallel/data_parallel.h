@@ -95,9 +95,9 @@ class DataParallel final : public TrainingStrategy {
   void on_grad_ready(int param_index) override;
   void before_update(Net&) override { finish_gradients(); }
   bool owns_update() const override { return sharded_ != nullptr; }
-  double run_update(Net&) override { return sharded_->update(); }
+  double run_update(Net&) override;
   bool owns_gradient_check() const override { return sharded_ != nullptr; }
-  bool scale_check_gradients(float factor) override { return sharded_->scale_check(factor); }
+  bool scale_check_gradients(float factor) override;
   // The mean loss over the ranks; carries the stop flag in the same allreduce.
   float reduce_loss(float loss) override;
   void before_test() override { average_buffers(); }
@@ -106,8 +106,8 @@ class DataParallel final : public TrainingStrategy {
   bool decides_stop() const override { return true; }
   bool stop_requested() const override { return global_stop_; }
 
-  // Seconds spent waiting for communication (gradients and loss) since the
-  // previous call.
+  // Seconds spent waiting for communication (gradients and loss; sharded:
+  // also the check's and the weights' allgathers) since the previous call.
   double take_comm_wait_seconds();
 
   // The parameter check and rank 0's broadcast (the constructor does both).

@@ -1,6 +1,7 @@
 #include "parallel/data_parallel/sharded_update.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -8,6 +9,7 @@
 #include "framework/byte_size.h"
 #include "framework/dtype.h"
 #include "framework/error.h"
+#include "framework/timeline.h"
 
 namespace strata::parallel {
 
@@ -212,7 +214,9 @@ bool ShardedUpdate::scale_check(float factor) {
   Tensor mine({static_cast<int64_t>(sizeof mine_values)}, DType::kU8);
   std::memcpy(mine.raw_data(), mine_values, sizeof mine_values);
   Tensor all({static_cast<int64_t>(sizeof mine_values) * comm_.world_size()}, DType::kU8);
+  const auto start = std::chrono::steady_clock::now();
   allgather_small(mine, all);
+  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   bool all_finite = true;
   sum_squares_ = 0.0;
   for (int r = 0; r < comm_.world_size(); ++r) {
@@ -250,7 +254,12 @@ double ShardedUpdate::update() {
                     pieces_[i].blob->numel());
     }
     Tensor& all = f32_gathered(b);
-    comm_.allgather(mine, all);
+    {
+      const TimelineScope event("allgather", Timeline::on() ? "allgather weights, bucket " + std::to_string(b) : "");
+      const auto start = std::chrono::steady_clock::now();
+      comm_.allgather(mine, all);
+      comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
     const GradBucket& bucket = buckets_[b];
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       Tensor& w = params[bucket.params[k]].blob->data;

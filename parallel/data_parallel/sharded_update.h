@@ -88,6 +88,13 @@ class ShardedUpdate {
   // At a snapshot point, on every rank: rank 0's state gets the whole history.
   void gather_history(SolverState& state);
 
+  // Seconds spent in the check's and the weights' allgathers since the previous call.
+  double take_comm_seconds() {
+    const double s = comm_seconds_;
+    comm_seconds_ = 0.0;
+    return s;
+  }
+
   const std::vector<BucketShard>& shards() const { return shards_; }
   // This rank's pieces as parameters (the optimizer's view; tests look at them).
   const std::vector<NetParam>& pieces() const { return pieces_; }
@@ -122,6 +129,7 @@ class ShardedUpdate {
   Tensor block_;                              // compression only: f32, one block (this rank's slice going out)
   Tensor gathered_;                           // compression only: f32, world blocks (a bucket's weights coming in)
   double sum_squares_ = 0.0;                  // of the scaled slice gradients, over every rank
+  double comm_seconds_ = 0.0;
 };
 
 }  // namespace strata::parallel
