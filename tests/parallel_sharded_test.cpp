@@ -118,7 +118,8 @@ TEST(ShardLayout, PiecesMapEachSliceElementToItsParameter) {
 
 // Several reduce-scatters in flight with a blocking allreduce between them,
 // over tcp (asynchronous) and a world of one (the blocking default): every
-// result exact, in issue order.
+// result exact, in issue order (parallel_test::check_reduce_scatter_async,
+// which the shm, fabric and multi-process tests run too).
 TEST(ReduceScatterAsync, ExactResultsInIssueOrder) {
   for (int world : {1, 3}) {
     SCOPED_TRACE(std::to_string(world) + " ranks");
@@ -130,38 +131,10 @@ TEST(ReduceScatterAsync, ExactResultsInIssueOrder) {
     }
     expect_no_errors(run_ranks(world, [&](int rank) {
       Communicator& c = *comms[static_cast<size_t>(rank)];
-      using parallel_test::expected_reduce;
-      using parallel_test::filled;
-      using parallel_test::get_value;
-      const std::vector<int64_t> sizes = {7, 0, 100003};
-      std::vector<Tensor> ins, outs;
-      std::vector<std::unique_ptr<CommWork>> works;
-      for (int64_t n : sizes) {
-        ins.push_back(filled(world * n, DType::kF32, rank));
-        outs.emplace_back(Shape{n}, DType::kF32);
-      }
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        works.push_back(c.reduce_scatter_async(ins[k], outs[k], k == 0 ? ReduceOp::kSum : ReduceOp::kAverage));
-        if (k == 0) {
-          Tensor between = filled(5, DType::kF32, rank);
-          c.allreduce(between, ReduceOp::kMax);
-          for (int64_t i = 0; i < 5; ++i) {
-            parallel_test::expect_eq(get_value(between, i), expected_reduce(i, world, DType::kF32, ReduceOp::kMax),
-                                     "allreduce between", i);
-          }
-        }
-      }
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        works[k]->wait();
-        const ReduceOp op = k == 0 ? ReduceOp::kSum : ReduceOp::kAverage;
-        for (int64_t i = 0; i < sizes[k]; ++i) {
-          parallel_test::expect_eq(get_value(outs[k], i),
-                                   expected_reduce(rank * sizes[k] + i, world, DType::kF32, op),
-                                   "reduce_scatter_async #" + std::to_string(k), i);
-        }
-      }
+      parallel_test::check_reduce_scatter_async(c, {7, 0, 100003, 2 * world + 1});
+      Tensor in = parallel_test::filled(7 * world, DType::kF32, rank);
       Tensor wrong({5}, DType::kF32);
-      EXPECT_THROW(c.reduce_scatter_async(ins[0], wrong, ReduceOp::kSum), ShapeError);
+      EXPECT_THROW(c.reduce_scatter_async(in, wrong, ReduceOp::kSum), ShapeError);
     }));
   }
 }

@@ -279,7 +279,11 @@ void DataParallel::on_grad_ready(int id) {
   // Start buckets in index order only: every rank issues the same sequence.
   while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
   // Lets backends that progress only inside their calls (MPI) move on.
-  if (!sharded_ && next_launch_ > 0 && works_[next_launch_ - 1]) works_[next_launch_ - 1]->is_done();
+  if (sharded_) {
+    if (next_launch_ > 0) sharded_->poke(next_launch_ - 1);
+  } else if (next_launch_ > 0 && works_[next_launch_ - 1]) {
+    works_[next_launch_ - 1]->is_done();
+  }
 }
 
 void DataParallel::launch(size_t b) {

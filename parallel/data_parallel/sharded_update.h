@@ -79,6 +79,10 @@ class ShardedUpdate {
   // Bucket b's gradients are final: into a wire buffer, reduce-scatter started.
   // Buckets are launched in index order, each once per step.
   void launch(size_t b);
+  // Lets backends that progress only inside their calls (mpi) move bucket b's reduce-scatter on.
+  void poke(size_t b) {
+    if (works_[b]) works_[b]->is_done();
+  }
   // Waits for every bucket's reduce-scatter (all launched) and decodes this rank's slices.
   void finish_gradients();
   // TrainingStrategy::scale_check_gradients, over every rank.
