@@ -190,6 +190,7 @@ struct Spec {
   std::string type = "SGD";
   double clip = 0.0;
   int batch = 12;  // per rank
+  int iter_size = 1;
   int max_iter = 12;
   int snapshot = 0;
   std::string prefix = "snap/run";
@@ -212,7 +213,8 @@ SolverConfig make_config(const TempDir& dir, const Spec& s) {
   const std::string lr = s.type == "Adam" ? "0.01" : "0.2";
   std::string solver = "net_param { " + net + " }\ntype: '" + s.type + "' base_lr: " + lr + " " + momentum +
                        " weight_decay: 0.001\nlr_policy: 'step' gamma: 0.5 stepsize: 5\nmax_iter: " +
-                       std::to_string(s.max_iter) + "\ndisplay: 0 snapshot: " + std::to_string(s.snapshot) +
+                       std::to_string(s.max_iter) + " iter_size: " + std::to_string(s.iter_size) +
+                       "\ndisplay: 0 snapshot: " + std::to_string(s.snapshot) +
                        " snapshot_after_train: false snapshot_prefix: '" + s.prefix + "' random_seed: 5\n";
   if (s.clip > 0) solver += "clip_gradients: " + std::to_string(s.clip) + "\n";
   const std::string path = dir.file("solver.prototxt");
@@ -370,7 +372,7 @@ TEST_F(ShardedTraining, MatchesPlainDataParallel) {
   }
 }
 
-TEST_F(ShardedTraining, OverlapOffAndCompressionMatchPlainDataParallel) {
+TEST_F(ShardedTraining, OverlapOffCompressionAndIterSizeMatchPlainDataParallel) {
   Spec spec;
   spec.batch = 12;
   // Overlap off: one bucket, one contiguous slice per rank.
@@ -383,6 +385,13 @@ TEST_F(ShardedTraining, OverlapOffAndCompressionMatchPlainDataParallel) {
   EXPECT_EQ(zero16.weights, plain16.weights);
   EXPECT_NE(zero16.weights, plain.weights) << "compression changed nothing: was it on?";
   EXPECT_LE(max_weight_diff(zero16, plain), 1e-2);
+  // iter_size 2: gradients accumulate over two passes, buckets leave after the second.
+  spec.batch = 6;
+  spec.iter_size = 2;
+  const TrainedRun plain_acc = train(dir_, 2, spec, dp_config(ShardStage::kNone, kTinyBuckets));
+  const TrainedRun zero_acc = train(dir_, 2, spec, dp_config(ShardStage::kGradients, kTinyBuckets));
+  EXPECT_EQ(zero_acc.weights, plain_acc.weights);
+  EXPECT_EQ(zero_acc.losses, plain_acc.losses);
 }
 
 // A gradient that is not finite on one rank only, in the slice another rank
