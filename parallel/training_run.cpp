@@ -380,6 +380,10 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
                       "servers already: drop one of them");
   }
   if (options.ps.enabled && env.distributed()) return run_with_parameter_server(config, options, env);
+  if (options.data.shard != ShardStage::kNone && !env.distributed()) {
+    std::printf("note: shard %s slices state over data-parallel ranks (strata launch --nproc N -- strata train "
+                "...); this one process holds everything\n", shard_stage_name(options.data.shard));
+  }
   if (options.ps.enabled) {
     std::printf("note: the parameter server needs several ranks (strata launch --nproc N --servers K -- strata "
                 "train ...); training in this one process\n");

@@ -9,7 +9,8 @@
 #     byte (rank 0 gathers the whole optimizer state); a snapshot written with
 #     sharding resumes without it (and one written without it resumes with
 #     it) to the same weights as the run that never stopped;
-#  4. refusals: shard PARAMETERS (from the flag and from the solver file,
+#  4. one process with --shard trains and notes that it holds everything;
+#  5. refusals: shard PARAMETERS (from the flag and from the solver file,
 #     naming file and line), sharding with --pp, and an unknown stage.
 # Every launch runs under STRATA_TIMEOUT_S and `timeout`, so nothing waits forever.
 # Usage: data_parallel_shard_test.sh STRATA_BINARY SOURCE_DIR
@@ -100,6 +101,13 @@ launch "$work/rzero.txt" --solver "$dir/resume_zero.prototxt" --shard GRADIENTS 
   --snapshot "$dir/phalf/digits_iter_4.solverstate.safetensors" ||
   { cat "$work/rzero.txt"; fail "resuming a plain snapshot with sharding failed"; }
 compare_weights "$want" "$dir/rzero/digits_iter_8.safetensors" 0
+
+echo "== one process: a note, and the run goes on"
+rm -rf "$dir/zero"
+timeout 120 "$strata" train --threads 1 --solver "$dir/zero.prototxt" --shard OPTIMIZER > "$work/one.txt" 2>&1 ||
+  { cat "$work/one.txt"; fail "one process with --shard failed"; }
+grep -q "^note: shard OPTIMIZER slices state over data-parallel ranks" "$work/one.txt" ||
+  { cat "$work/one.txt"; fail "no note that one process holds everything"; }
 
 echo "== refusals"
 if launch "$work/p.txt" --solver "$dir/zero.prototxt" --shard PARAMETERS; then fail "--shard PARAMETERS was accepted"; fi
