@@ -138,6 +138,18 @@ std::unique_ptr<CommWork> Communicator::broadcast_async(Tensor& t, int root) {
   return do_broadcast_async(t, root);
 }
 
+std::unique_ptr<CommWork> Communicator::reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) {
+  check_tensor(*this, "reduce_scatter_async", in, "in");
+  check_tensor(*this, "reduce_scatter_async", out, "out");
+  check_blocks(*this, "reduce_scatter_async", in, "in", out, "out");
+  return do_reduce_scatter_async(in, out, op);
+}
+
+std::unique_ptr<CommWork> Communicator::do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) {
+  do_reduce_scatter(in, out, op);
+  return std::make_unique<DoneWork>();
+}
+
 // ---- a world of one rank ----
 
 void LocalCommunicator::do_allgather(const Tensor& in, Tensor& out) { out.copy_from(in); }

@@ -85,6 +85,8 @@ class Communicator {
   // Asynchronous forms; the tensor must stay alive and untouched until wait().
   std::unique_ptr<CommWork> allreduce_async(Tensor& t, ReduceOp op);
   std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root);
+  // As reduce_scatter; `in` and `out` stay alive and untouched until wait().
+  std::unique_ptr<CommWork> reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op);
 
  protected:
   // The backend's side: called only with arguments that passed the checks.
@@ -105,6 +107,9 @@ class Communicator {
   virtual void do_barrier() = 0;
   virtual std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) = 0;
   virtual std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) = 0;
+  // Backends without an asynchronous reduce-scatter of their own (mpi): the
+  // blocking call, finished when this returns.
+  virtual std::unique_ptr<CommWork> do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op);
 };
 
 // A world of one rank: every collective is the identity (average of one value

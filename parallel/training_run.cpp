@@ -140,6 +140,25 @@ void check_gpu_model_parallel(const TrainingRunOptions& options) {
   }
 }
 
+// The start lines of sharded data parallel: the slicing, and what each rank
+// holds next to what plain data parallel would hold.
+std::string shard_summary(const DataParallel& dp, Solver& solver) {
+  const DataParallelConfig& c = dp.config();
+  const std::vector<NetParam>& params = solver.net().params();
+  const int world = dp.world_size();
+  const int slots = static_cast<int>(make_optimizer(solver.config().optimizer)->slot_names().size());
+  std::string out = std::string("shard ") + shard_stage_name(c.shard) + ": rank r owns slice r of every bucket " +
+                    "(optimizer state" + (c.shard == ShardStage::kGradients ? " and reduced gradients" : "") +
+                    "), the same on every rank:\n" + describe_slicing(dp.buckets(), params, world);
+  for (int r = 0; r < world; ++r) {
+    out += "\n  rank " + std::to_string(r) + " holds " +
+           memory_line(memory_of(c.shard, dp.buckets(), params, r, world, c.compression, slots));
+  }
+  out += "\n  (plain data parallel: " +
+         memory_line(memory_of(ShardStage::kNone, dp.buckets(), params, 0, world, c.compression, slots)) + ")";
+  return out;
+}
+
 // A worker's view of the parameter server it trains against.
 struct PsWorkerRun {
   ParameterServerConfig config;
@@ -243,6 +262,7 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
       std::printf("data parallel: %d ranks, %s backend%s, %s, %zu gradient bucket%s\n", dp_comm->world_size(),
                   world->backend_name().c_str(), transport.empty() ? "" : (" over " + transport).c_str(),
                   options.data.summary().c_str(), dp->buckets().size(), dp->buckets().size() == 1 ? "" : "s");
+      if (dp->sharded()) std::printf("%s\n", shard_summary(*dp, solver).c_str());
     }
   }
 
@@ -355,12 +375,26 @@ SolveResult run_with_parameter_server(const SolverConfig& config, const Training
 SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& options) {
   const RankEnv env = detect_rank_env();
   if (!options.timeline.empty()) Timeline::start(env.rank, "rank " + std::to_string(env.rank));
+  if (options.ps.enabled && options.data.shard != ShardStage::kNone) {
+    fail<ConfigError>("shard ", shard_stage_name(options.data.shard), " (--shard or parallel { data { shard } }) "
+                      "slices data parallel's optimizer state; a parameter server keeps the optimizer on its "
+                      "servers already: drop one of them");
+  }
   if (options.ps.enabled && env.distributed()) return run_with_parameter_server(config, options, env);
+  if (options.data.shard != ShardStage::kNone && !env.distributed()) {
+    std::printf("note: shard %s slices state over data-parallel ranks (strata launch --nproc N -- strata train "
+                "...); this one process holds everything\n", shard_stage_name(options.data.shard));
+  }
   if (options.ps.enabled) {
     std::printf("note: the parameter server needs several ranks (strata launch --nproc N --servers K -- strata "
                 "train ...); training in this one process\n");
   }
   const bool model_parallel = options.model.pipeline.stages > 1 || options.model.tensor_size > 1;
+  if (options.data.shard != ShardStage::kNone && model_parallel) {
+    fail<ConfigError>("shard ", shard_stage_name(options.data.shard), " (--shard or parallel { data { shard } }) "
+                      "with pipeline or tensor parallelism (--pp/--tp) is not built yet: sharding along the dp axis "
+                      "of a grid is not supported; use shard: NONE with --pp/--tp, or drop --pp/--tp");
+  }
   if (env.distributed() && !options.device.is_cpu() && model_parallel) check_gpu_model_parallel(options);
   // 1. With a GPU, backend auto is nccl (when built with it): the gradients
   // are reduced on the device; tcp and mpi stage them through host memory.

@@ -215,6 +215,16 @@ void check_collectives(Communicator& comm) {
       expect_equal(out, [&](int64_t i) { return reduced(t, op, world, rank * n + i); },
                    label("reduce_scatter", t, n, op_name(op)));
     }
+    // The asynchronous form (sharded data parallel's buckets), averaged on completion.
+    for (ReduceOp op : kOps) {
+      const int64_t n = 1001;
+      Tensor in = make(t, world * n, [&](int64_t j) { return value(t, rank, j); });
+      Tensor out({n}, t);
+      auto work = comm.reduce_scatter_async(in, out, op);
+      work->wait();
+      expect_equal(out, [&](int64_t i) { return reduced(t, op, world, rank * n + i); },
+                   label("reduce_scatter_async", t, n, op_name(op)));
+    }
     // send/recv between every pair, in the same order everywhere so it cannot deadlock.
     for (int a = 0; a < world; ++a) {
       for (int b = a + 1; b < world; ++b) {

@@ -441,6 +441,38 @@ inline void check_async(Communicator& c, int64_t n) {
   }
 }
 
+// Several async reduce-scatters in flight at once (sharded data parallel's
+// buckets), interleaved with a blocking call, each result exact.
+inline void check_reduce_scatter_async(Communicator& c, const std::vector<int64_t>& sizes) {
+  const int w = c.world_size();
+  std::vector<Tensor> ins, outs;
+  std::vector<ReduceOp> ops;
+  std::vector<std::unique_ptr<CommWork>> works;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    ins.push_back(filled(w * sizes[k], DType::kF32, c.rank()));
+    outs.emplace_back(Shape{sizes[k]}, DType::kF32);
+    ops.push_back(k % 2 ? ReduceOp::kAverage : ReduceOp::kSum);
+  }
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    works.push_back(c.reduce_scatter_async(ins[k], outs[k], ops[k]));
+    if (k == 0) {
+      Tensor between = filled(5, DType::kI32, c.rank());
+      c.allreduce(between, ReduceOp::kMax);  // queued behind the first
+      for (int64_t i = 0; i < 5; ++i) {
+        expect_eq(get_value(between, i), expected_reduce(i, w, DType::kI32, ReduceOp::kMax),
+                  where(c, "allreduce", DType::kI32, 5), i);
+      }
+    }
+  }
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    works[k]->wait();
+    const std::string ctx = where(c, "reduce_scatter_async", DType::kF32, sizes[k]) + " " + op_str(ops[k]);
+    for (int64_t i = 0; i < sizes[k]; ++i) {
+      expect_eq(get_value(outs[k], i), expected_reduce(c.rank() * sizes[k] + i, w, DType::kF32, ops[k]), ctx, i);
+    }
+  }
+}
+
 // Everything above, as the multi-process worker runs it.
 inline void check_everything(Communicator& c, int64_t large) {
   const std::vector<int64_t> sizes = test_sizes(c.world_size(), large);
@@ -453,6 +485,7 @@ inline void check_everything(Communicator& c, int64_t large) {
   check_reduce_scatter(c, sizes);
   check_send_recv(c, sizes);
   check_async(c, 1000);
+  check_reduce_scatter_async(c, sizes);
   c.barrier();
 }
 

@@ -111,6 +111,23 @@ bool scale_gradients_check_finite(std::vector<NetParam>& params, float factor) {
   return finite.load();
 }
 
+GradientStats scale_gradients_check(std::vector<NetParam>& params, float factor) {
+#ifdef STRATA_WITH_CUDA
+  const Device d = params_device(params);
+  if (!d.is_cpu()) {
+    const cuda::GradStats s = cuda::fused_scale_gradients(fused_table(params, nullptr), factor, cuda::ReadBack::kYes, d.index);
+    return {s.finite, s.sum_squares};
+  }
+#endif
+  GradientStats out;
+  out.finite = scale_gradients_check_finite(params, factor);
+  // Serial and in double, as clip_gradients sums.
+  for (const NetParam& p : params) {
+    if (is_updated(p)) out.sum_squares += sum_squares(p.blob->diff.numel(), p.blob->diff.data<float>());
+  }
+  return out;
+}
+
 double clip_gradients(std::vector<NetParam>& params, double max_norm) {
   if (!(max_norm > 0.0)) return 0.0;
   // Serial and in double: the norm (and so the result) does not depend on the thread count.

@@ -66,6 +66,15 @@ void scale_gradients(std::vector<NetParam>& params, float factor);
 // scale_gradients, and whether every updated gradient is finite afterwards
 // (the overflow check of FP16 loss scaling).
 bool scale_gradients_check_finite(std::vector<NetParam>& params, float factor);
+// scale_gradients_check_finite, and the sum of the squares of the scaled
+// gradients (what clip_gradients takes the root of), from one pass (on a CUDA
+// device one fused launch, nothing copied to the host but the two results).
+// For strategies that combine the norm over ranks (sharded data parallel).
+struct GradientStats {
+  bool finite = true;
+  double sum_squares = 0.0;
+};
+GradientStats scale_gradients_check(std::vector<NetParam>& params, float factor);
 // PyTorch's clip_grad_norm_: the L2 norm over all updated gradients together;
 // when norm > max_norm the gradients are scaled by max_norm / (norm + 1e-6).
 // max_norm <= 0 disables clipping. Returns the norm before clipping (0 when

@@ -215,11 +215,16 @@ float Solver::step() {
 
   std::vector<NetParam>& params = net_->params();
   last_lr_ = learning_rate(config_.lr, iter_);
+  // The gradients the update uses: the net's, or a strategy's own (sharded
+  // data parallel's slices), which that strategy scales and checks on every rank.
+  TrainingStrategy* checker = owner([](const TrainingStrategy& t) { return t.owns_update() && t.owns_gradient_check(); });
+  const auto scale_check = [&](float factor) {
+    return checker ? checker->scale_check_gradients(factor) : scale_gradients_check_finite(params, factor);
+  };
   if (scaler_) {
     // FP16: unscale, and skip the update when a gradient overflowed.
     const double scale = scaler_->scale();
-    const bool finite =
-        scale_gradients_check_finite(params, static_cast<float>(1.0 / (scale * static_cast<double>(config_.iter_size))));
+    const bool finite = scale_check(static_cast<float>(1.0 / (scale * static_cast<double>(config_.iter_size))));
     if (scaler_->update(!finite) == StepDecision::kSkip) {
       if (notice_) {
         std::ostringstream msg;
@@ -231,7 +236,7 @@ float Solver::step() {
     }
   } else {
     // One pass scales and checks: a NaN/inf step never reaches the weights.
-    const bool finite = scale_gradients_check_finite(params, 1.0f / static_cast<float>(config_.iter_size));
+    const bool finite = scale_check(1.0f / static_cast<float>(config_.iter_size));
     if (!finite || !std::isfinite(loss)) {
       const std::string what = "iteration " + std::to_string(iter_ + 1) + ": the loss is " + format_loss(loss) +
                                (finite ? "" : " and some gradients are not finite") + "; " +

@@ -13,7 +13,8 @@
 //               or iter_size x forward/backward, on_grad_ready(p) as each gradient is final
 //               before_update(net)         every strategy (data parallel: average the gradients)
 //               reduce_loss(loss)          every strategy (the loss over all ranks)
-//               unscale, check finite
+//               unscale, check finite      the Solver, or scale_check_gradients() of the one
+//                                          strategy that owns the update and the check
 //               run_update(net)            the one strategy that owns the update (a parameter
 //               or clip, optimizer update  server: the servers hold the optimizer)
 //               next_iteration(iter)       the one strategy that owns the update, or iter + 1
@@ -82,6 +83,15 @@ class TrainingStrategy {
   // and checked finite) leave, and the net's weights are replaced by the
   // updated ones. Returns the learning rate of the update, for progress lines.
   virtual double run_update(Net& /*net*/) { return 0.0; }
+  // With owns_update(): true when the gradients the update uses are not the
+  // net's (sharded data parallel keeps the reduced gradients in slices, one
+  // per rank), so the Solver cannot scale and check them itself and calls
+  // scale_check_gradients() instead of looking at the net's gradients.
+  virtual bool owns_gradient_check() const { return false; }
+  // With owns_gradient_check(): multiplies the gradients the update will use
+  // by `factor` (1 / iter_size, and 1 / loss scale) and returns whether all
+  // of them are finite on every rank (every rank returns the same).
+  virtual bool scale_check_gradients(float /*factor*/) { return true; }
   // With owns_update(): the iteration count after a step that ended at
   // `iter` (an asynchronous parameter server counts steps over all workers,
   // so a worker's count can jump or stand still). Tests, snapshots and

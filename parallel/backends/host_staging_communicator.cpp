@@ -159,4 +159,9 @@ std::unique_ptr<CommWork> StagingCommunicator::do_broadcast_async(Tensor& t, int
   return work;
 }
 
+std::unique_ptr<CommWork> StagingCommunicator::do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) {
+  if (!staged(in) && !staged(out)) return inner_->reduce_scatter_async(in, out, op);
+  return Communicator::do_reduce_scatter_async(in, out, op);
+}
+
 }  // namespace strata::parallel

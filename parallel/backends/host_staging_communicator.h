@@ -62,6 +62,8 @@ class StagingCommunicator : public Communicator {
   void do_barrier() override { inner_->barrier(); }
   std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) override;
   std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override;
+  // Unstaged tensors: the inner backend's own; staged ones: the blocking call.
+  std::unique_ptr<CommWork> do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override;
 
  private:
   // Whether `t` goes through a copy on home_: it lives on the host and home_

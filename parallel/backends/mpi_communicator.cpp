@@ -177,8 +177,11 @@ class MpiCommunicator;
 
 class MpiWork final : public CommWork {
  public:
-  MpiWork(MpiCommunicator* comm, Tensor t, std::vector<MPI_Request> reqs, std::string what, bool average)
-      : comm_(comm), t_(std::move(t)), reqs_(std::move(reqs)), what_(std::move(what)), average_(average) {}
+  // `input`: a second tensor MPI reads until done (a reduce-scatter's), kept alive likewise.
+  MpiWork(MpiCommunicator* comm, Tensor t, std::vector<MPI_Request> reqs, std::string what, bool average,
+          Tensor input = Tensor())
+      : comm_(comm), t_(std::move(t)), input_(std::move(input)), reqs_(std::move(reqs)), what_(std::move(what)),
+        average_(average) {}
   ~MpiWork() override;
   void wait() override;
   bool is_done() override;
@@ -188,6 +191,7 @@ class MpiWork final : public CommWork {
 
   MpiCommunicator* comm_;
   Tensor t_;  // shares the caller's storage, keeping it alive until MPI is done with it
+  Tensor input_;
   std::vector<MPI_Request> reqs_;
   std::string what_;
   bool average_;
@@ -329,17 +333,16 @@ class MpiCommunicator final : public Communicator {
 
   void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
     check_usable();
-    const int count = block_count(out.numel(), "reduce_scatter");
-    MPI_Request r;
-    {
-      MpiLock lock;
-      check(MPI_Ireduce_scatter_block(data_or_dummy(in), data_or_dummy(out), count, mpi_type(out.dtype()),
-                                      mpi_op(out.dtype(), op), comm_, &r),
-            "MPI_Ireduce_scatter_block");
-    }
-    std::vector<MPI_Request> reqs{r};
+    std::vector<MPI_Request> reqs{start_reduce_scatter(in, out, op)};
     complete(reqs, call_text_op("MPI_Ireduce_scatter_block", out, op));
     if (op == ReduceOp::kAverage) scale(out);
+  }
+
+  std::unique_ptr<CommWork> do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override {
+    check_usable();
+    std::vector<MPI_Request> reqs{start_reduce_scatter(in, out, op)};
+    return std::make_unique<MpiWork>(this, out, std::move(reqs), call_text_op("MPI_Ireduce_scatter_block", out, op),
+                                     op == ReduceOp::kAverage, in);
   }
 
   void do_send(const Tensor& t, int dst, int tag) override {
@@ -507,6 +510,16 @@ class MpiCommunicator final : public Communicator {
       reqs.push_back(r);
     });
     return reqs;
+  }
+
+  MPI_Request start_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
+    const int count = block_count(out.numel(), "reduce_scatter");
+    MPI_Request r;
+    MpiLock lock;
+    check(MPI_Ireduce_scatter_block(data_or_dummy(in), data_or_dummy(out), count, mpi_type(out.dtype()),
+                                    mpi_op(out.dtype(), op), comm_, &r),
+          "MPI_Ireduce_scatter_block");
+    return r;
   }
 
   std::vector<MPI_Request> start_broadcast(Tensor& t, int root) {

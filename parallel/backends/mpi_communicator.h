@@ -24,8 +24,9 @@
 //   MPI_Test, so set_timeout() holds: an operation that does not finish in
 //   time throws an Error naming the call, the rank and the host. MPI cannot
 //   cancel a collective, so after such an error the communicator is unusable.
-//   Non-blocking MPI progresses inside MPI calls: an async allreduce advances
-//   while the caller waits on it (or calls is_done()), not in the background.
+//   Non-blocking MPI progresses inside MPI calls: an async allreduce (or
+//   reduce-scatter) advances while the caller waits on it (or calls
+//   is_done()), not in the background.
 //   A CommWork must not outlive its communicator. The polling costs some
 //   bandwidth against plain blocking MPI calls (libnbc's algorithms instead
 //   of the tuned ones); tools/bench/run_allreduce_bench.py --impls

@@ -349,10 +349,14 @@ class NcclCommunicator final : public Communicator {
   }
 
   void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {
-    launch(call_text("reduce_scatter", out) + " per rank", out.numel(), [&](ncclComm_t c, cudaStream_t s) {
+    do_reduce_scatter_async(in, out, op)->wait();
+  }
+
+  std::unique_ptr<CommWork> do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override {
+    return launch(call_text("reduce_scatter", out) + " per rank", out.numel(), [&](ncclComm_t c, cudaStream_t s) {
       STRATA_NCCL_CHECK_STARTED(ncclReduceScatter(in.raw_data(), out.raw_data(), static_cast<size_t>(out.numel()),
                                                   nccl_dtype(in.dtype()), nccl_op(op), c, s));
-    })->wait();
+    });
   }
 
   // The root receives every other rank's block in one NCCL group.

@@ -372,6 +372,20 @@ struct TcpCommunicator::Impl {
     });
   }
 
+  // Queues a reduce-scatter (in and out kept alive by the copies).
+  std::shared_ptr<WorkState> queue_reduce_scatter(Tensor in, Tensor out, ReduceOp op) {
+    Call call;
+    call.kind = Kind::kReduceScatter;
+    call.dtype = out.dtype();
+    call.op = op;
+    call.count = static_cast<uint64_t>(out.numel());
+    const std::string what = call.str().substr(0, call.str().find(" [call"));
+    return enqueue(what, [this, in, out, call]() mutable {
+      check_call(call);
+      reduce_scatter_ring(*transport, workspace, in.raw_data(), out.raw_data(), call.count, call.dtype, call.op);
+    });
+  }
+
   std::shared_ptr<WorkState> queue_broadcast(Tensor t, int root) {
     Call call;
     call.kind = Kind::kBroadcast;
@@ -514,17 +528,11 @@ void TcpCommunicator::do_scatter(const Tensor& in, Tensor& out, int root) {
 }
 
 void TcpCommunicator::do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) {
-  Impl& m = *impl_;
-  Call call;
-  call.kind = Kind::kReduceScatter;
-  call.dtype = out.dtype();
-  call.op = op;
-  call.count = static_cast<uint64_t>(out.numel());
-  m.run_blocking(
-      call_text("reduce_scatter", out) + " per rank, " + reduce_op_name(op) + ")", [&m, &in, &out, call]() mutable {
-        m.check_call(call);
-        reduce_scatter_ring(*m.transport, m.workspace, in.raw_data(), out.raw_data(), call.count, call.dtype, call.op);
-      });
+  impl_->queue_reduce_scatter(in, out, op)->wait();
+}
+
+std::unique_ptr<CommWork> TcpCommunicator::do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) {
+  return std::make_unique<Work>(impl_->queue_reduce_scatter(in, out, op));
 }
 
 void TcpCommunicator::do_barrier() {

@@ -19,8 +19,6 @@ namespace strata::parallel {
 
 namespace {
 
-bool reached_by_backward(const NetParam& p) { return p.last_backward_layer >= 0; }
-
 // Consecutive groups of `ids` holding at most cap_bytes of f32 each (a larger
 // parameter alone), for packing parameters into few collective calls.
 std::vector<std::vector<int>> chunk_params(const std::vector<NetParam>& params, const std::vector<int>& ids,
@@ -115,32 +113,6 @@ void get_states(wire::Reader& in, std::map<std::string, std::string>* states) {
 
 }  // namespace
 
-// ---- buckets and compression ----
-
-std::vector<GradBucket> assign_buckets(const Net& net, size_t bucket_bytes) {
-  const std::vector<NetParam>& params = net.params();
-  // Backward runs from the last layer down; a parameter's gradient is final
-  // after its last_backward_layer, so that order (descending) is the readiness order.
-  std::vector<int> order;
-  for (int id = 0; id < static_cast<int>(params.size()); ++id) {
-    if (is_updated(params[id]) && reached_by_backward(params[id])) order.push_back(id);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    return params[a].last_backward_layer > params[b].last_backward_layer;
-  });
-  std::vector<GradBucket> buckets;
-  for (const std::vector<int>& chunk : chunk_params(params, order, bucket_bytes)) {
-    GradBucket b;
-    for (int id : chunk) {
-      b.params.push_back(id);
-      b.offsets.push_back(b.numel);
-      b.numel += params[id].blob->numel();
-    }
-    buckets.push_back(std::move(b));
-  }
-  return buckets;
-}
-
 // ---- DataParallel ----
 
 DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParallelConfig& config)
@@ -160,7 +132,13 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
                       " is not available with the nccl backend yet (it reduces f32 gradients on the GPU); "
                       "use compression: NONE, or the tcp backend");
   }
-  buckets_ = assign_buckets(net, config_.bucket_bytes());
+  const bool sharded = config_.shard != ShardStage::kNone;
+  if (config_.shard == ShardStage::kParameters) {
+    fail<ConfigError>("data parallel: shard PARAMETERS (ZeRO stage 3) is not built yet; use OPTIMIZER or GRADIENTS");
+  }
+  buckets_ = assign_buckets(net, config_.bucket_bytes(), sharded ? BucketReach::kAllUpdated : BucketReach::kBackward);
+  // Sharded with overlap off: one bucket, so each rank owns one contiguous slice of all the parameters.
+  if (sharded && config_.overlap == Overlap::kOff && buckets_.size() > 1) buckets_ = {merge_buckets(buckets_)};
   bucket_of_.assign(net.params().size(), -1);
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (int id : buckets_[b].params) bucket_of_[id] = static_cast<int>(b);
@@ -169,7 +147,9 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
   pending_.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) pending_[b] = static_cast<int>(buckets_[b].params.size());
   const DType wire = wire_dtype(config_.compression);
-  if (config_.overlap == Overlap::kOn) {
+  if (sharded) {
+    // ShardedUpdate lays out its own buffers (after the parameters agree and are broadcast, below).
+  } else if (config_.overlap == Overlap::kOn) {
     for (const GradBucket& b : buckets_) buffers_.emplace_back(Shape{b.numel}, wire, wire_device_);
     works_.resize(buckets_.size());
   } else {
@@ -180,6 +160,7 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
 
   check_parameters_match();
   broadcast_parameters();
+  if (sharded) sharded_ = std::make_unique<ShardedUpdate>(solver_, comm_, config_, buckets_, wire_device_);
 
   solver_.attach(*this);
 }
@@ -191,8 +172,21 @@ DataParallel::~DataParallel() {
   works_.clear();
 }
 
+double DataParallel::run_update(Net&) {
+  const double lr = sharded_->update();
+  comm_wait_ += sharded_->take_comm_seconds();
+  return lr;
+}
+
+bool DataParallel::scale_check_gradients(float factor) {
+  const bool finite = sharded_->scale_check(factor);
+  comm_wait_ += sharded_->take_comm_seconds();
+  return finite;
+}
+
 void DataParallel::snapshot_state(SolverState& state) {
   average_buffers();
+  if (sharded_) sharded_->gather_history(state);
   if (solver_.snapshot_assembler() == nullptr) gather_layer_states(state);
 }
 
@@ -285,10 +279,15 @@ void DataParallel::on_grad_ready(int id) {
   // Start buckets in index order only: every rank issues the same sequence.
   while (next_launch_ < buckets_.size() && pending_[next_launch_] == 0) launch(next_launch_++);
   // Lets backends that progress only inside their calls (MPI) move on.
-  if (next_launch_ > 0 && works_[next_launch_ - 1]) works_[next_launch_ - 1]->is_done();
+  if (sharded_) {
+    if (next_launch_ > 0) sharded_->poke(next_launch_ - 1);
+  } else if (next_launch_ > 0 && works_[next_launch_ - 1]) {
+    works_[next_launch_ - 1]->is_done();
+  }
 }
 
 void DataParallel::launch(size_t b) {
+  if (sharded_) return sharded_->launch(b);
   const std::vector<NetParam>& params = solver_.net().params();
   const GradBucket& bucket = buckets_[b];
   Tensor& buf = buffers_[b];
@@ -313,7 +312,12 @@ void DataParallel::finish_gradients() {
       decode_param(buf, base + bucket.offsets[k], params[bucket.params[k]].blob->diff);
     }
   };
-  if (config_.overlap == Overlap::kOn) {
+  if (sharded_) {
+    // Buckets not launched yet (overlap off, or never reported) start now, in index order.
+    while (next_launch_ < buckets_.size()) launch(next_launch_++);
+    const TimelineScope wait_event("wait", "wait reduce-scatter");
+    sharded_->finish_gradients();
+  } else if (config_.overlap == Overlap::kOn) {
     // Buckets whose parameters were never reported (no callback reached
     // them) start now, still in index order.
     while (next_launch_ < buckets_.size()) launch(next_launch_++);
@@ -355,38 +359,11 @@ void DataParallel::finish_gradients() {
 // ---- gradients in and out of the wire buffers ----
 
 void DataParallel::encode_param(const Tensor& grad, float scale, Tensor& buf, int64_t offset) {
-  const int64_t n = grad.numel();
-  if (grad.device().is_cpu() && buf.device().is_cpu()) {
-    encode_gradients(grad.data<float>(), n, scale, config_.compression,
-                     static_cast<char*>(buf.raw_data()) + offset * dtype_size(buf.dtype()));
-    return;
-  }
-  if (config_.compression == GradCompression::kNone && scale == 1.0f) {
-    copy_elements(buf, offset, grad, 0, n);  // device -> host bucket, or device -> device bucket
-    return;
-  }
-  // A GPU gradient into a compressed host bucket (the constructor refuses
-  // compression with device buckets): through host f32 staging.
-  staging_.resize({n});
-  copy_elements(staging_, 0, grad, 0, n);
-  encode_gradients(staging_.data<float>(), n, scale, config_.compression,
-                   static_cast<char*>(buf.raw_data()) + offset * dtype_size(buf.dtype()));
+  encode_gradient(grad, scale, config_.compression, buf, offset, staging_);
 }
 
 void DataParallel::decode_param(const Tensor& buf, int64_t offset, Tensor& grad) {
-  const int64_t n = grad.numel();
-  const char* src = static_cast<const char*>(buf.raw_data()) + offset * dtype_size(buf.dtype());
-  if (grad.device().is_cpu() && buf.device().is_cpu()) {
-    decode_gradients(src, n, config_.compression, grad.data<float>());
-    return;
-  }
-  if (config_.compression == GradCompression::kNone) {
-    copy_elements(grad, 0, buf, offset, n);
-    return;
-  }
-  staging_.resize({n});
-  decode_gradients(src, n, config_.compression, staging_.data<float>());
-  copy_elements(grad, 0, staging_, 0, n);
+  decode_gradient(buf, offset, config_.compression, grad, staging_);
 }
 
 // ---- small host-side collectives (loss, outputs, checks, layer states) ----

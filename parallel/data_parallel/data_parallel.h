@@ -39,6 +39,13 @@
 // - Nets on a GPU: with the nccl backend the buckets live on the same GPU
 //   and are reduced there (compression is refused); with tcp or mpi they
 //   live on the host and the gradients are copied in and out (staged).
+// - Sharding (shard: OPTIMIZER or GRADIENTS, ZeRO stages 1 and 2): buckets
+//   are reduce-scattered instead of allreduced, each rank keeps the optimizer
+//   state of its slice of every bucket and updates only that slice, and the
+//   updated slices are allgathered (sharded_update.h). The strategy then owns
+//   the update and the gradient check (the Solver's clipping and non-finite
+//   check see the global norm through it). Every updated parameter is in a
+//   bucket (BucketReach::kAllUpdated); with overlap off, one bucket of all.
 // Communication errors (a timeout, a closed connection: they name the rank,
 // host and operation) propagate out of Solver::solve() as strata::Error.
 #pragma once
@@ -58,21 +65,10 @@
 #include "framework/solver/training_log.h"
 #include "framework/solver/training_strategy.h"
 #include "parallel/data_parallel/data_parallel_config.h"
+#include "parallel/data_parallel/grad_buckets.h"
+#include "parallel/data_parallel/sharded_update.h"
 
 namespace strata::parallel {
-
-// A group of parameters whose gradients travel in one allreduce.
-struct GradBucket {
-  std::vector<int> params;        // indices into Net::params(), in readiness order
-  std::vector<int64_t> offsets;   // element offset of each parameter in the flat buffer
-  int64_t numel = 0;              // total gradient elements
-};
-
-// Buckets of at most bucket_bytes of f32 gradients (a single parameter larger
-// than that gets a bucket of its own), filled in the order the gradients
-// become final in backward. Parameters that are not updated (not learnable,
-// lr_mult == 0) or that no backward reaches are left out.
-std::vector<GradBucket> assign_buckets(const Net& net, size_t bucket_bytes);
 
 class DataParallel final : public TrainingStrategy {
  public:
@@ -89,6 +85,8 @@ class DataParallel final : public TrainingStrategy {
   int world_size() const { return comm_.world_size(); }
   const DataParallelConfig& config() const { return config_; }
   const std::vector<GradBucket>& buckets() const { return buckets_; }
+  // The sliced update with shard OPTIMIZER or GRADIENTS; nullptr otherwise.
+  const ShardedUpdate* sharded() const { return sharded_.get(); }
 
   // ---- TrainingStrategy ----
   std::string name() const override { return "data parallel"; }
@@ -96,6 +94,10 @@ class DataParallel final : public TrainingStrategy {
   bool wants_grad_ready() const override { return config_.overlap == Overlap::kOn; }
   void on_grad_ready(int param_index) override;
   void before_update(Net&) override { finish_gradients(); }
+  bool owns_update() const override { return sharded_ != nullptr; }
+  double run_update(Net&) override;
+  bool owns_gradient_check() const override { return sharded_ != nullptr; }
+  bool scale_check_gradients(float factor) override;
   // The mean loss over the ranks; carries the stop flag in the same allreduce.
   float reduce_loss(float loss) override;
   void before_test() override { average_buffers(); }
@@ -104,8 +106,8 @@ class DataParallel final : public TrainingStrategy {
   bool decides_stop() const override { return true; }
   bool stop_requested() const override { return global_stop_; }
 
-  // Seconds spent waiting for communication (gradients and loss) since the
-  // previous call.
+  // Seconds spent waiting for communication (gradients and loss; sharded:
+  // also the check's and the weights' allgathers) since the previous call.
   double take_comm_wait_seconds();
 
   // The parameter check and rank 0's broadcast (the constructor does both).
@@ -144,6 +146,7 @@ class DataParallel final : public TrainingStrategy {
   std::vector<std::unique_ptr<CommWork>> works_;  // after buffers_: destroyed first
   std::vector<int64_t> launched_us_;  // per bucket: when its allreduce started (timeline)
   Tensor scalars_;                    // loss + stop flag
+  std::unique_ptr<ShardedUpdate> sharded_;  // shard OPTIMIZER or GRADIENTS: owns its buffers instead of buffers_
 
   bool global_stop_ = false;
   double comm_wait_ = 0.0;

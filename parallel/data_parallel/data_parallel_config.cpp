@@ -45,7 +45,7 @@ const std::vector<std::string>& parallel_keys() {
 
 const std::vector<std::string>& data_parallel_keys() {
   static const std::vector<std::string> keys = {"backend",  "algorithm",   "transport", "bucket_mb",
-                                                 "overlap", "compression"};
+                                                 "overlap", "compression", "shard"};
   return keys;
 }
 
@@ -58,7 +58,31 @@ std::string DataParallelConfig::summary() const {
   char mb[32];
   std::snprintf(mb, sizeof mb, "%g", bucket_mb);
   return backend + "/" + algorithm + ", transport " + transport + ", " + mb + " MB buckets, overlap " + (overlap == Overlap::kOn ? "on" : "off") +
-         ", compression " + grad_compression_name(compression);
+         ", compression " + grad_compression_name(compression) +
+         (shard == ShardStage::kNone ? std::string() : std::string(", shard ") + shard_stage_name(shard));
+}
+
+const std::vector<std::string>& shard_stage_names() {
+  static const std::vector<std::string> v = {"NONE", "OPTIMIZER", "GRADIENTS", "PARAMETERS"};
+  return v;
+}
+
+const char* shard_stage_name(ShardStage s) { return shard_stage_names().at(static_cast<size_t>(s)).c_str(); }
+
+ShardStage parse_shard_stage(const std::string& name, const std::string& where) {
+  const std::vector<std::string>& names = shard_stage_names();
+  const auto it = std::find(names.begin(), names.end(), name);
+  if (it == names.end()) {
+    fail<ConfigError>(where, ": shard must be one of ", join(names), " (what each data-parallel rank keeps only a "
+                      "slice of), got '", name, "'");
+  }
+  const auto stage = static_cast<ShardStage>(it - names.begin());
+  if (stage == ShardStage::kParameters) {
+    fail<ConfigError>(where, ": shard PARAMETERS (ZeRO stage 3: parameters sliced too, gathered per layer group "
+                      "ahead of use) is not built yet; use shard: GRADIENTS (optimizer state and gradients sliced) "
+                      "or OPTIMIZER");
+  }
+  return stage;
 }
 
 DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block) {
@@ -74,6 +98,9 @@ DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block) 
   c.overlap = data.get_bool("overlap", true) ? Overlap::kOn : Overlap::kOff;
   const std::string comp = data.get_enum("compression", {"NONE", "FP16", "BF16"}, "NONE");
   c.compression = parse_grad_compression(comp, "compression");
+  if (const ConfigNode* n = data.find("shard")) {
+    c.shard = parse_shard_stage(n->as_string(), "shard at " + n->loc().str());
+  }
   return c;
 }
 

@@ -10,6 +10,8 @@
 //       bucket_mb: 25        # gradient bucket size in MiB (> 0)
 //       overlap: true        # allreduce buckets while backward still runs
 //       compression: NONE    # NONE, FP16 or BF16: dtype of gradients on the wire
+//       shard: NONE          # NONE, OPTIMIZER (ZeRO-1), GRADIENTS (ZeRO-2); PARAMETERS
+//                            # (ZeRO-3) is refused: not built yet (sharded_update.h)
 //     }
 //   }
 //
@@ -27,6 +29,15 @@ namespace strata::parallel {
 
 enum class Overlap { kOn, kOff };
 
+// What each data-parallel rank keeps only a slice of (ZeRO's stages, in order).
+enum class ShardStage { kNone, kOptimizer, kGradients, kParameters };
+// "NONE", "OPTIMIZER", "GRADIENTS", "PARAMETERS": the index of the stage.
+const std::vector<std::string>& shard_stage_names();
+const char* shard_stage_name(ShardStage s);
+// A name of shard_stage_names() -> the stage; ConfigError naming `where`
+// otherwise, and for PARAMETERS (stage 3 is not built yet).
+ShardStage parse_shard_stage(const std::string& name, const std::string& where);
+
 struct DataParallelConfig {
   std::string backend = "auto";
   std::string algorithm = "auto";
@@ -34,10 +45,12 @@ struct DataParallelConfig {
   double bucket_mb = 25.0;
   Overlap overlap = Overlap::kOn;
   GradCompression compression = GradCompression::kNone;
+  ShardStage shard = ShardStage::kNone;
 
   // Bucket capacity in bytes of f32 gradients (at least one float).
   size_t bucket_bytes() const;
   // "tcp/ring, transport auto, 25 MB buckets, overlap on, compression none"
+  // (and ", shard OPTIMIZER" when sharded)
   std::string summary() const;
 };
 

@@ -69,6 +69,7 @@ parallel::DataParallelConfig data_parallel_config(const SolverConfig& config, co
   if (args.has("compression")) {
     c.compression = parallel::parse_grad_compression(args.get("compression"), "--compression");
   }
+  if (args.has("shard")) c.shard = parallel::parse_shard_stage(args.get("shard"), "--shard");
   return c;
 }
 
@@ -217,6 +218,9 @@ int train_main(int argc, char** argv) {
               "solver's parallel block, else 25"},
              {"no-overlap", FlagKind::kSwitch, "data parallel: allreduce after backward instead of during it", ""},
              {"compression", FlagKind::kValue, "data parallel: gradients on the wire as NONE, FP16 or BF16",
+              "solver's parallel block, else NONE"},
+             {"shard", FlagKind::kValue,
+              "data parallel: what each rank keeps only a slice of: NONE, OPTIMIZER (ZeRO-1) or GRADIENTS (ZeRO-2)",
               "solver's parallel block, else NONE"},
              {"pp", FlagKind::kValue, "pipeline parallel: stages (ranks per pipeline)", "solver's parallel block, else 1"},
              {"micro-batches", FlagKind::kValue, "pipeline parallel: micro-batches per step (the data layer's batch is one)",

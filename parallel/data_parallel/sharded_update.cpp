@@ -1,0 +1,320 @@
+#include "parallel/data_parallel/sharded_update.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "framework/byte_size.h"
+#include "framework/dtype.h"
+#include "framework/error.h"
+#include "framework/timeline.h"
+
+namespace strata::parallel {
+
+namespace {
+
+// The buffers a bucket's exchange uses, in slots used in turn: stage 1 one
+// slot per bucket, stage 2 two (slot k serves the buckets b with b % 2 == k).
+// A slot holds the wire buffer (world x block values) and the reduced block.
+struct SlotSizes {
+  std::vector<int64_t> wire;   // per slot: world x the largest block it serves
+  std::vector<int64_t> block;  // per slot: the largest block it serves
+};
+
+SlotSizes slot_sizes(ShardStage stage, const std::vector<GradBucket>& buckets, int world) {
+  const size_t n = stage == ShardStage::kGradients ? std::min<size_t>(2, buckets.size()) : buckets.size();
+  SlotSizes s;
+  s.wire.assign(n, 0);
+  s.block.assign(n, 0);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const int64_t block = shard_block(buckets[b].numel, world);
+    s.block[b % n] = std::max(s.block[b % n], block);
+    s.wire[b % n] = std::max(s.wire[b % n], world * block);
+  }
+  return s;
+}
+
+size_t f32_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
+
+}  // namespace
+
+ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, const std::vector<NetParam>& params,
+                      int rank, int world, GradCompression compression, int optimizer_slots) {
+  ShardMemory m;
+  for (const NetParam& p : params) {
+    m.parameters += f32_bytes(p.blob->numel());
+    if (p.learnable == Learnable::kYes) m.net_gradients += f32_bytes(p.blob->numel());
+  }
+  const size_t wire_bytes = dtype_size(wire_dtype(compression));
+  if (stage == ShardStage::kNone) {
+    for (const GradBucket& b : buckets) {
+      m.reduce_buffers += static_cast<size_t>(b.numel) * wire_bytes;
+      m.optimizer_state += static_cast<size_t>(optimizer_slots) * f32_bytes(b.numel);
+    }
+    return m;
+  }
+  const SlotSizes slots = slot_sizes(stage, buckets, world);
+  int64_t largest_block = 0;
+  for (size_t k = 0; k < slots.wire.size(); ++k) {
+    m.reduce_buffers += static_cast<size_t>(slots.wire[k] + slots.block[k]) * wire_bytes;
+    largest_block = std::max(largest_block, slots.block[k]);
+  }
+  for (const GradBucket& b : buckets) {
+    const int64_t mine = shard_range(b.numel, rank, world).size();
+    m.reduce_buffers += 2 * f32_bytes(mine);  // the slice's gradients and weights, as the optimizer sees them
+    m.optimizer_state += static_cast<size_t>(optimizer_slots) * f32_bytes(mine);
+  }
+  // With 16-bit gradients the weights' allgather needs f32 buffers of its own.
+  if (compression != GradCompression::kNone) m.reduce_buffers += f32_bytes(largest_block) * static_cast<size_t>(world + 1);
+  return m;
+}
+
+std::string memory_line(const ShardMemory& m) {
+  return "parameters " + format_bytes(m.parameters) + ", gradients " + format_bytes(m.net_gradients) + " + " +
+         format_bytes(m.reduce_buffers) + " reduce buffers, optimizer state " + format_bytes(m.optimizer_state);
+}
+
+ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParallelConfig& config,
+                             const std::vector<GradBucket>& buckets, Device wire_device)
+    : solver_(solver), comm_(comm), config_(config), buckets_(buckets), wire_device_(wire_device) {
+  STRATA_CHECK(config_.shard == ShardStage::kOptimizer || config_.shard == ShardStage::kGradients,
+               "ShardedUpdate needs shard OPTIMIZER or GRADIENTS, got ", shard_stage_name(config_.shard));
+  const int world = comm_.world_size();
+  const int rank = comm_.rank();
+  const std::vector<NetParam>& params = solver_.net().params();
+  const DType wire = wire_dtype(config_.compression);
+  for (const GradBucket& bucket : buckets_) {
+    shards_.push_back(shard_bucket(bucket, params, rank, world));
+    first_piece_.push_back(pieces_.size());
+    for (const ShardPiece& piece : shards_.back().pieces) {
+      const NetParam& p = params[piece.param];
+      NetParam q;
+      q.name = p.name;
+      q.blob = std::make_shared<Blob>();
+      q.blob->data = Tensor({piece.count}, DType::kF32, wire_device_);
+      q.blob->diff = Tensor({piece.count}, DType::kF32, wire_device_);
+      q.lr_mult = p.lr_mult;
+      q.decay_mult = p.decay_mult;
+      q.learnable = Learnable::kYes;
+      q.owner_layer = p.owner_layer;
+      q.last_backward_layer = p.last_backward_layer;
+      pieces_.push_back(std::move(q));
+    }
+  }
+  first_piece_.push_back(pieces_.size());
+  const SlotSizes sizes = slot_sizes(config_.shard, buckets_, world);
+  int64_t largest_block = 0;
+  for (size_t k = 0; k < sizes.wire.size(); ++k) {
+    wire_.emplace_back(Shape{sizes.wire[k]}, wire, wire_device_);
+    received_.emplace_back(Shape{sizes.block[k]}, wire, wire_device_);
+    largest_block = std::max(largest_block, sizes.block[k]);
+  }
+  works_.resize(buckets_.size());
+  if (config_.compression != GradCompression::kNone) {
+    block_ = Tensor({largest_block}, DType::kF32, wire_device_);
+    gathered_ = Tensor({largest_block * world}, DType::kF32, wire_device_);
+  }
+
+  // This rank's slices of the Solver's history: zero at the start, or what
+  // restore() read from a snapshot of any layout.
+  optimizer_ = make_optimizer(solver_.config().optimizer);
+  optimizer_->prepare(pieces_);
+  Optimizer& whole = solver_.optimizer();
+  optimizer_->set_steps(whole.steps());
+  std::map<std::string, Tensor> whole_history;
+  for (auto& [name, t] : whole.state_tensors()) whole_history[name] = t;
+  std::vector<const ShardPiece*> piece_list;  // parallel to pieces_
+  for (const BucketShard& s : shards_) {
+    for (const ShardPiece& pc : s.pieces) piece_list.push_back(&pc);
+  }
+  // state_tensors(): pieces in order, each with its slots in order.
+  const size_t slots = optimizer_->slot_names().size();
+  size_t i = 0;
+  for (auto& [name, t] : optimizer_->state_tensors()) {
+    const ShardPiece& piece = *piece_list.at(i++ / slots);
+    auto it = whole_history.find(name);
+    if (it == whole_history.end()) {
+      fail<Error>("sharded data parallel: the solver's optimizer has no history '", name,
+                  "' to take this rank's slice from (restore a snapshot before data parallel is set up, "
+                  "and set it up once per solver)");
+    }
+    copy_elements(t, 0, it->second, piece.param_offset, piece.count);
+  }
+  // The whole-size history is no longer used: each rank keeps its slices only.
+  whole.prepare({});
+}
+
+ShardedUpdate::~ShardedUpdate() {
+  // Operations still in flight (after an error) finish or fail inside their
+  // own destructors, before the buffers they use go away.
+  works_.clear();
+}
+
+Tensor& ShardedUpdate::wire_buffer(size_t b) {
+  // Stage 2: the slot's previous bucket must have arrived before its buffers are reused.
+  if (b >= wire_.size() && works_[b - wire_.size()]) complete(b - wire_.size());
+  Tensor& w = wire_[b % wire_.size()];
+  w.resize({comm_.world_size() * shards_[b].block});  // within its capacity: no allocation
+  received_[b % wire_.size()].resize({shards_[b].block});
+  return w;
+}
+
+void ShardedUpdate::launch(size_t b) {
+  const std::vector<NetParam>& params = solver_.net().params();
+  const GradBucket& bucket = buckets_[b];
+  Tensor& buf = wire_buffer(b);
+  const bool compressed = config_.compression != GradCompression::kNone;
+  const float scale = compressed ? 1.0f / static_cast<float>(comm_.world_size()) : 1.0f;
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    encode_gradient(params[bucket.params[k]].blob->diff, scale, config_.compression, buf, bucket.offsets[k], staging_);
+  }
+  works_[b] = comm_.reduce_scatter_async(buf, received_[b % wire_.size()],
+                                         compressed ? ReduceOp::kSum : ReduceOp::kAverage);
+}
+
+void ShardedUpdate::complete(size_t b) {
+  works_[b]->wait();
+  works_[b].reset();
+  const Tensor& block = received_[b % wire_.size()];
+  for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
+    const ShardPiece& piece = shards_[b].pieces[i - first_piece_[b]];
+    decode_gradient(block, piece.slice_offset, config_.compression, pieces_[i].blob->diff, staging_);
+  }
+}
+
+void ShardedUpdate::finish_gradients() {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (works_[b]) complete(b);
+  }
+}
+
+Tensor& ShardedUpdate::f32_block(size_t b) {
+  Tensor& t = config_.compression == GradCompression::kNone ? received_[b % wire_.size()] : block_;
+  t.resize({shards_[b].block});
+  return t;
+}
+
+Tensor& ShardedUpdate::f32_gathered(size_t b) {
+  Tensor& t = config_.compression == GradCompression::kNone ? wire_[b % wire_.size()] : gathered_;
+  t.resize({comm_.world_size() * shards_[b].block});
+  return t;
+}
+
+bool ShardedUpdate::scale_check(float factor) {
+  // The sum of squares matters only with clipping: one more pass over this
+  // rank's slice on the CPU, none on a GPU (the fused check sums them).
+  const GradientStats mine_check = scale_gradients_check(pieces_, factor);
+  const bool finite = mine_check.finite;
+  const double sq = mine_check.sum_squares;
+  // Every rank's (sum of squares, finite) as bytes, summed in rank order, so
+  // that every rank gets the same norm and verdict, in double.
+  const double mine_values[2] = {sq, finite ? 1.0 : 0.0};
+  Tensor mine({static_cast<int64_t>(sizeof mine_values)}, DType::kU8);
+  std::memcpy(mine.raw_data(), mine_values, sizeof mine_values);
+  Tensor all({static_cast<int64_t>(sizeof mine_values) * comm_.world_size()}, DType::kU8);
+  const auto start = std::chrono::steady_clock::now();
+  allgather_small(mine, all);
+  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  bool all_finite = true;
+  sum_squares_ = 0.0;
+  for (int r = 0; r < comm_.world_size(); ++r) {
+    double v[2];
+    std::memcpy(v, static_cast<const char*>(all.raw_data()) + r * sizeof v, sizeof v);
+    sum_squares_ += v[0];
+    all_finite = all_finite && v[1] != 0.0;
+  }
+  return all_finite;
+}
+
+double ShardedUpdate::update() {
+  const double lr = solver_.current_lr();
+  const double max_norm = solver_.config().clip_gradients;
+  if (max_norm > 0.0) {
+    // clip_gradients' rule with the global norm.
+    const double norm = std::sqrt(sum_squares_);
+    if (norm > max_norm) scale_gradients(pieces_, static_cast<float>(max_norm / (norm + 1e-6)));
+  }
+  std::vector<NetParam>& params = solver_.net().params();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
+      const ShardPiece& piece = shards_[b].pieces[i - first_piece_[b]];
+      copy_elements(pieces_[i].blob->data, 0, params[piece.param].blob->data, piece.param_offset, piece.count);
+    }
+  }
+  optimizer_->update(pieces_, lr);
+  solver_.optimizer().set_steps(optimizer_->steps());
+  // The wire buffers are free now: with f32 gradients they carry the weights too.
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const BucketShard& shard = shards_[b];
+    Tensor& mine = f32_block(b);
+    for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
+      copy_elements(mine, shard.pieces[i - first_piece_[b]].slice_offset, pieces_[i].blob->data, 0,
+                    pieces_[i].blob->numel());
+    }
+    Tensor& all = f32_gathered(b);
+    {
+      const TimelineScope event("allgather", Timeline::on() ? "allgather weights, bucket " + std::to_string(b) : "");
+      const auto start = std::chrono::steady_clock::now();
+      comm_.allgather(mine, all);
+      comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    const GradBucket& bucket = buckets_[b];
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      Tensor& w = params[bucket.params[k]].blob->data;
+      copy_elements(w, 0, all, bucket.offsets[k], w.numel());
+    }
+  }
+  return lr;
+}
+
+void ShardedUpdate::gather_history(SolverState& state) {
+  const std::vector<NetParam>& params = solver_.net().params();
+  const std::vector<std::string> slots = optimizer_->slot_names();
+  const bool root = comm_.rank() == 0;
+  std::map<std::string, Tensor> mine;
+  for (auto& [name, t] : optimizer_->state_tensors()) mine[name] = t;
+  std::map<std::string, Tensor> whole;  // rank 0: "<param>.<slot>" -> the whole tensor
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const BucketShard& shard = shards_[b];
+    for (const std::string& slot : slots) {
+      Tensor& block = f32_block(b);
+      for (const ShardPiece& piece : shard.pieces) {
+        copy_elements(block, piece.slice_offset, mine.at(params[piece.param].name + "." + slot), 0, piece.count);
+      }
+      Tensor& all = f32_gathered(b);
+      comm_.gather(block, all, 0);
+      if (!root) continue;
+      const GradBucket& bucket = buckets_[b];
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        const NetParam& p = params[bucket.params[k]];
+        Tensor t(p.blob->shape());
+        copy_elements(t, 0, all, bucket.offsets[k], t.numel());
+        whole[p.name + "." + slot] = std::move(t);
+      }
+    }
+  }
+  state.optimizer_steps = optimizer_->steps();
+  if (!root) return;
+  // Parameter order, then slot order, as Optimizer::state_tensors lists them.
+  state.history.clear();
+  for (const NetParam& p : params) {
+    if (!is_updated(p)) continue;
+    for (const std::string& slot : slots) {
+      const std::string key = p.name + "." + slot;
+      auto it = whole.find(key);
+      STRATA_CHECK(it != whole.end(), "sharded data parallel: no history '", key, "' gathered for the snapshot");
+      state.history.emplace_back(key, it->second);
+    }
+  }
+}
+
+void ShardedUpdate::allgather_small(const Tensor& in, Tensor& out) {
+  if (wire_device_.is_cpu()) return comm_.allgather(in, out);
+  Tensor d_out(out.shape(), out.dtype(), wire_device_);
+  comm_.allgather(in.to(wire_device_), d_out);
+  out.copy_from(d_out);
+}
+
+}  // namespace strata::parallel
