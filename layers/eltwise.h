@@ -17,6 +17,10 @@ class EltwiseLayer : public Layer {
 
   EltwiseLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // SUM scales the gradient and MAX keeps its own argmax; PROD reads both.
+  BackwardReads backward_reads() const override {
+    return op_ == Op::kProd ? BackwardReads{} : BackwardReads{false, false};
+  }
 
   int min_bottoms() const override { return 2; }
   int max_bottoms() const override { return -1; }

@@ -24,6 +24,8 @@ class SoftmaxLayer : public Layer {
  public:
   SoftmaxLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // Backward reads the output only.
+  BackwardReads backward_reads() const override { return {false, true}; }
 
   bool supports_in_place() const override { return true; }
   void reshape(const BlobVec& bottom, const BlobVec& top) override;

@@ -16,6 +16,8 @@ class TanHLayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   static LayerSchema schema();
+  // Backward reads the output only (TanHOp).
+  BackwardReads backward_reads() const override { return {false, true}; }
 
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

@@ -169,6 +169,7 @@ asan_filter+=':ParallelStore.*:ParallelSocket.*:ParallelRankEnv.*:ParallelLaunch
 asan_filter+=':*Transport*:PeerFailure.*'
 asan_filter+=':*Collectives*:*Communicator*:ReduceKernels.*:*ProcessTest.*:ProcessFailure.*'
 asan_filter+=':PsKeyLayout.*:PsShardServer.*'
+asan_filter+=':LifetimePlacement.*:BlobMemory.*:Shard*:ShardedTraining*:ReduceScatterAsync*'
 if wants asan; then
   log=build-logs/asan.log
   : > "$log"
