@@ -158,7 +158,8 @@ fi
 # The suites that parse untrusted bytes or speak a protocol, by area: prototxt
 # and config parsing; safetensors / npy / json / checkpoint files; the
 # rendezvous store and launch; the tcp and shm transports; the collectives and
-# communicators (threads as ranks, and processes). Two shards run side by side.
+# communicators (threads as ranks, and processes); the blob memory plan (views
+# into one arena) and sharded data parallel. Two shards run side by side.
 asan_filter='Parse.*:ParseErrors.*:Blocks.*:Conversions.*:SourceLocation.*:ToString.*:CheckKeys.*'
 asan_filter+=':NearestKey.*:Files.*:LeNet.*:SolverConfigTest.*:LrPolicyTest.*:NetErrors.*:NetCaffeCompat.*'
 asan_filter+=':NetLegacy.*:SolverStrategyTest.*:SolverNonFinite.*:SolverRetention.*'
