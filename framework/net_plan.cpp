@@ -18,10 +18,13 @@
 #include <algorithm>
 #include <climits>
 #include <limits>
+#include <memory>
+#include <set>
 #include <sstream>
 
 #include "framework/byte_size.h"
 #include "framework/error.h"
+#include "framework/memory_plan.h"
 #include "framework/net.h"
 #include "framework/plan/lifetime_placement.h"
 
@@ -55,16 +58,22 @@ void Net::keep_blobs(const std::vector<std::string>& names) {
 }
 
 void Net::plan_blob_memory() {
-  // Planned again (keep_blobs, set_lr_mult): what the last plan placed gets
-  // memory of its own first, so that blobs now kept do not go on sharing
-  // the old arena's bytes.
-  for (Tensor* t : in_arena_) *t = Tensor(t->shape(), t->dtype(), options_.device);
+  // Planned again (keep_blobs, and set_lr_mult once per parameter a policy
+  // changes): memory is only sized here and taken on first use, so that only
+  // the last of several plans in a row takes any (framework/memory_plan.h).
+  // Under the Net's own plan (the constructor) the arena is counted there.
+  std::unique_ptr<MemoryPlan> sized_only;
+  if (!MemoryPlan::current()) sized_only = std::make_unique<MemoryPlan>();
+  const std::vector<Tensor*> old_arena = std::move(in_arena_);
   in_arena_.clear();
   blob_plan_ = BlobPlanReport{};
   planned_values_.clear();
   poison_after_.clear();
-  blob_arena_ = Tensor();
-  if (options_.blob_memory == BlobMemory::kSeparate) return;
+  if (options_.blob_memory == BlobMemory::kSeparate) {
+    for (Tensor* t : old_arena) *t = Tensor(t->shape(), t->dtype(), options_.device);
+    blob_arena_ = Tensor();
+    return;
+  }
   const int L = num_layers();
   const auto fwd = [](int i) { return i; };
   const auto bwd = [L](int i) { return 2 * L - 1 - i; };
@@ -121,6 +130,14 @@ void Net::plan_blob_memory() {
   for (const PlannedTensor& p : planned) lives.push_back(poison ? Lifetime{p.life.bytes, 0, last_step} : p.life);
   if (idle_bytes > 0) lives.push_back(Lifetime{idle_bytes, 0, last_step});
   Placement place = place_lifetimes(lives, kArenaAlignment);
+  // What the last plan placed and this one does not (blobs now kept) gets
+  // memory of its own, so that it stops sharing the old arena's bytes.
+  std::set<const Tensor*> placed_again;
+  for (const PlannedTensor& p : planned) placed_again.insert(p.tensor);
+  if (idle_bytes > 0) placed_again.insert(idle.begin(), idle.end());
+  for (Tensor* t : old_arena) {
+    if (!placed_again.count(t)) *t = Tensor(t->shape(), t->dtype(), options_.device);
+  }
   if (poison) {
     std::vector<Lifetime> real;
     for (const PlannedTensor& p : planned) real.push_back(p.life);
