@@ -20,6 +20,8 @@ class BatchNormLayer : public Layer {
 
   BatchNormLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // What backward reads: its own normalized input and 1/std; neither blob's values.
+  BackwardReads backward_reads() const override { return {false, false}; }
 
   bool supports_in_place() const override { return true; }
   // Frozen BatchNorm (fine-tuning): normalise with the running statistics in

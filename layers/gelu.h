@@ -38,6 +38,8 @@ class GELULayer : public NeuronLayer {
  public:
   GELULayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // What backward reads: the input (or its copy, in place); never the output.
+  BackwardReads backward_reads() const override { return {true, false}; }
 
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

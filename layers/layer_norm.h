@@ -14,6 +14,8 @@ class LayerNormLayer : public Layer {
  public:
   LayerNormLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // What backward reads: the input and the saved mean and 1/std; never the output.
+  BackwardReads backward_reads() const override { return {true, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;

@@ -153,7 +153,7 @@ void MultiHeadAttentionLayer::reshape(const BlobVec& bottom, const BlobVec& top)
   t_ = s[1];
   const int64_t dl = local_heads() * dh_;
   top[0]->resize({n_, t_, d_});
-  qkv_.resize({n_, t_, 3 * dl});
+  if (device().is_cpu()) qkv_.resize({n_, t_, 3 * dl});  // on a GPU, workspace (multi_head_attention.cu)
   probs_.resize({n_, local_heads(), t_, t_});
   ctx_.resize({n_, t_, dl});
   scratch_floats_ = 5 * t_ * dh_ + t_ * t_;

@@ -20,10 +20,13 @@
 
 namespace strata {
 
+// Kept from forward for backward: probs_, ctx_ and the heads below. What
+// lives only inside one call (the projection, the heads' outputs, every
+// gradient but the parameters' and the input's) is carved from the device's
+// one workspace (cuda::workspace, shared with cuDNN and every other layer),
+// so a ViT holds one layer's scratch rather than one per layer.
 struct MultiHeadAttentionLayer::CudaState {
-  Tensor heads;    // [3, N, heads, T, dh]: q, k, v head-major (forward; read by backward)
-  Tensor o_heads;  // [N, heads, T, dh]: each head's output (forward), then its gradient (backward)
-  Tensor dprobs;   // [N, heads, T, T]: backward scratch
+  Tensor heads;  // [3, N, heads, T, dh]: q, k, v head-major (forward; read by backward)
 };
 
 namespace {
@@ -65,18 +68,17 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
   const Device dev = device();
   const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
   const int64_t dl = lh * dh, width = 3 * dl, items = n_ * lh;
-  cuda::ensure_on_device(qkv_, {n_, t_, width}, DType::kF32, dev);
   cuda::ensure_on_device(probs_, {n_, lh, t_, t_}, DType::kF32, dev);
   cuda::ensure_on_device(ctx_, {n_, t_, dl}, DType::kF32, dev);
   cuda::ensure_on_device(st.heads, {3, n_, lh, t_, dh}, DType::kF32, dev);
-  cuda::ensure_on_device(st.o_heads, {n_, lh, t_, dh}, DType::kF32, dev);
   const float* x = bottom[0]->data.device_data<float>();
-  float* qkv = qkv_.device_data<float>();
   float* probs = probs_.device_data<float>();
   float* q = st.heads.device_data<float>();
   float* k = q + m * dl;
   float* v = k + m * dl;
-  float* o = st.o_heads.device_data<float>();
+  // Scratch: the projection [N, T, 3 * dl], then the heads' outputs [N, heads, T, dh].
+  float* qkv = static_cast<float*>(cuda::workspace(static_cast<size_t>(m * width + m * dl) * sizeof(float)));
+  float* o = qkv + m * width;
 
   cuda::gemm(Transpose::kNo, Transpose::kYes, m, width, d_, 1.0f, x, param(in_w_).data.device_data<float>(), 0.0f, qkv);
   if (in_b_ >= 0) cuda::add_row_bias(m, width, param(in_b_).data.device_data<float>(), qkv);
@@ -104,27 +106,24 @@ void MultiHeadAttentionLayer::backward_cuda(const BlobVec& top, const std::vecto
                                             const BlobVec& bottom) {
   STRATA_CHECK(cuda_ != nullptr, where(), ": backward before forward on CUDA");
   CudaState& st = *cuda_;
-  const Device dev = device();
   const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
   const int64_t dl = lh * dh, width = 3 * dl, items = n_ * lh;
-  cuda::ensure_on_device(dctx_, {n_, t_, dl}, DType::kF32, dev);
-  cuda::ensure_on_device(dqkv_, {n_, t_, width}, DType::kF32, dev);
-  cuda::ensure_on_device(st.dprobs, {n_, lh, t_, t_}, DType::kF32, dev);
   const float* dy = top[0]->diff.device_data<float>();
   const float* x = bottom[0]->data.device_data<float>();
   const float* probs = probs_.device_data<float>();
   const float* q = st.heads.device_data<float>();
   const float* k = q + m * dl;
   const float* v = k + m * dl;
-  float* dout = st.o_heads.device_data<float>();
-  float* dp = st.dprobs.device_data<float>();
-  float* dctx = dctx_.device_data<float>();
-  float* dqkv = dqkv_.device_data<float>();
-  // qkv_ is only an intermediate of forward on the GPU (the heads keep q, k
-  // and v), so it holds the head-major dQ, dK, dV here.
-  float* dq = qkv_.device_data<float>();
+  // Scratch: d ctx [N, T, dl], its heads [N, heads, T, dh], dP [N, heads, T, T],
+  // the head-major dQ, dK, dV [3, N, heads, T, dh], and the same in rows [N, T, 3 * dl].
+  float* dctx = static_cast<float*>(
+      cuda::workspace(static_cast<size_t>(m * dl + m * dl + items * T * T + 3 * m * dl + m * width) * sizeof(float)));
+  float* dout = dctx + m * dl;
+  float* dp = dout + m * dl;
+  float* dq = dp + items * T * T;
   float* dk = dq + m * dl;
   float* dv = dk + m * dl;
+  float* dqkv = dv + m * dl;
 
   // Output projection.
   cuda::gemm(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dy, ctx_.device_data<float>(), 1.0f,

@@ -25,6 +25,8 @@ class MultiHeadAttentionLayer : public Layer {
  public:
   MultiHeadAttentionLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // What backward reads: the input (the weight gradients) and its own q, k, v and probabilities; never the output.
+  BackwardReads backward_reads() const override { return {true, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
@@ -66,11 +68,11 @@ class MultiHeadAttentionLayer : public Layer {
   int64_t dh_ = 0;  // per-head dim
   int64_t n_ = 0, t_ = 0;
 
-  Tensor qkv_;    // [N, T, 3D]: the input projection
+  Tensor qkv_;    // [N, T, 3D]: the input projection (CPU; the GPU's is scratch)
   Tensor probs_;  // [N, H, T, T]: attention probabilities, kept for backward
   Tensor ctx_;    // [N, T, D]: heads' outputs side by side, input of out_proj
-  Tensor dctx_;   // [N, T, D]: gradient of ctx_ (backward)
-  Tensor dqkv_;   // [N, T, 3D]: gradient of qkv_ (backward)
+  Tensor dctx_;   // [N, T, D]: gradient of ctx_ (backward, CPU)
+  Tensor dqkv_;   // [N, T, 3D]: gradient of qkv_ (backward, CPU)
   Tensor scratch_;  // per worker: q, k, v, o, do [T, dh] each, then [T, T]
   int64_t scratch_floats_ = 0;  // per worker
 

@@ -14,6 +14,8 @@ class PatchEmbedLayer : public Layer {
  public:
   PatchEmbedLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // What backward reads: its own copy of the patches; neither blob's values.
+  BackwardReads backward_reads() const override { return {false, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;

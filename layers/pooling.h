@@ -24,6 +24,8 @@ class PoolingLayer : public Layer {
 
   PoolingLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // What backward reads: MAX keeps its own argmax mask and AVE needs only the geometry.
+  BackwardReads backward_reads() const override { return {false, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;

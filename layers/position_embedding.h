@@ -16,6 +16,8 @@ class PositionEmbeddingLayer : public Layer {
  public:
   PositionEmbeddingLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // What backward reads: the gradient passes through and sums; no values.
+  BackwardReads backward_reads() const override { return {false, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void reshape(const BlobVec& bottom, const BlobVec& top) override;

@@ -16,6 +16,8 @@ class ScaleLayer : public Layer {
  public:
   ScaleLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // What backward reads: the input (or its copy, in place) and a second bottom's scale; never the output.
+  BackwardReads backward_reads() const override { return {true, false}; }
 
   int max_bottoms() const override { return 2; }
   bool supports_in_place() const override { return true; }

@@ -10,6 +10,8 @@ class TokenPoolLayer : public Layer {
  public:
   TokenPoolLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // What backward reads: the gradient is copied or spread; no values.
+  BackwardReads backward_reads() const override { return {false, false}; }
 
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

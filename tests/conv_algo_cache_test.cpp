@@ -107,6 +107,10 @@ TEST(ConvAlgoSettings, EnvironmentChoosesModeLimitDeterminismAndFile) {
   EXPECT_EQ(settings({{"STRATA_CUDNN_CACHE", "off"}, {"HOME", "/home/u"}}).cache_path, "");
   EXPECT_EQ(settings({{"STRATA_CUDNN_WORKSPACE_LIMIT", "0"}}).workspace_limit, 0u);
   EXPECT_EQ(settings({{"STRATA_CUDNN_ALGO", "find"}}).mode, cuda::ConvAlgoMode::kFind);
+  EXPECT_EQ(settings({}).time_slack_percent, 5);
+  EXPECT_EQ(settings({{"STRATA_CUDNN_TIME_SLACK", "0"}}).time_slack_percent, 0);
+  EXPECT_EQ(settings({{"STRATA_CUDNN_TIME_SLACK", "12%"}}).time_slack_percent, 12);
+  EXPECT_EQ(settings({{"STRATA_CUDNN_TIME_SLACK", "100"}}).time_slack_percent, 100);
 }
 
 TEST(ConvAlgoSettings, BadValuesNameTheVariableAndTheChoices) {
@@ -116,17 +120,22 @@ TEST(ConvAlgoSettings, BadValuesNameTheVariableAndTheChoices) {
                                   {"STRATA_CUDNN_WORKSPACE_LIMIT", "lots"});
   test::expect_error<ConfigError>([] { settings({{"STRATA_CUDNN_DETERMINISTIC", "yes"}}); },
                                   {"STRATA_CUDNN_DETERMINISTIC", "yes", "1"});
+  for (const char* bad : {"0.05", "101", "-1", "%", "five"}) {
+    test::expect_error<ConfigError>([&] { settings({{"STRATA_CUDNN_TIME_SLACK", bad}}); },
+                                    {"STRATA_CUDNN_TIME_SLACK", std::string("'") + bad + "'", "0 to 100"});
+  }
 }
 
 // ---- keys and names ----
 
 TEST(ConvAlgoKeys, ProblemKeyNamesShapeGeometryTypeLayoutMathAndDeterminism) {
   cuda::ConvProblem p = vgg_conv1_2();
-  EXPECT_EQ(p.key(), "n64 c64 h224 w224 k64 r3x3 p1x1 s1x1 d1x1 g1 f32 NCHW math=DEFAULT any");
+  EXPECT_EQ(p.key(), "n64 c64 h224 w224 k64 r3x3 p1x1 s1x1 d1x1 g1 f32 NCHW math=DEFAULT any slack=5%");
   p.math = 3;
   p.determinism = cuda::Determinism::kRequired;
   p.group = 2;
-  EXPECT_EQ(p.key(), "n64 c64 h224 w224 k64 r3x3 p1x1 s1x1 d1x1 g2 f32 NCHW math=FMA deterministic");
+  p.time_slack_percent = 0;
+  EXPECT_EQ(p.key(), "n64 c64 h224 w224 k64 r3x3 p1x1 s1x1 d1x1 g2 f32 NCHW math=FMA deterministic slack=0%");
 }
 
 TEST(ConvAlgoKeys, DeviceKeyHoldsModelCapabilityAndVersionsOnOneField) {

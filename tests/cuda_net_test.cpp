@@ -1,10 +1,11 @@
 // Nets and solvers on a CUDA device: the checks at net setup, training the
-// bundled digits on the GPU to the CPU's accuracy, and snapshots that move
-// between the GPU and the CPU. Skipped with the reason without a GPU; a
+// bundled digits on the GPU to the CPU's accuracy, snapshots that move
+// between the GPU and the CPU, and the blobs' memory by lifetime on the GPU. Skipped with the reason without a GPU; a
 // build without CUDA checks that asking for one is a clear error.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -169,6 +170,80 @@ TEST(CudaNetTest, SnapshotsMoveBetweenGpuAndCpu) {
               test::values(cpu.net().params()[i].blob->data));
   }
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(std::isfinite(gpu2.step()));
+}
+
+// The blobs' memory by lifetime on the GPU: the device arena, its views and
+// the checked mode's NaN fill, with every layer that declares what its
+// backward reads (convolution, ReLU in place, pooling, flatten, a branch
+// through Split, Concat, Eltwise SUM and MAX, Sigmoid, TanH, Dropout,
+// Softmax, two losses) train as with a buffer per blob; cuDNN's
+// deterministic algorithms keep the runs comparable.
+SolverConfig branchy_solver(const std::string& memory) {
+  const std::string text = R"(
+net_param {
+  layer { name: "data" type: "DummyData" top: "data" top: "label" top: "target"
+          dummy_data_param { shape { dim: 8 dim: 2 dim: 10 dim: 10 } shape { dim: 8 } shape { dim: 8 dim: 5 }
+                             data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 2 }
+                             data_filler { type: "uniform" min: 0 max: 0.4 } } }
+  layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+          convolution_param { num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+  layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+  layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+  layer { name: "flat" type: "Flatten" bottom: "pool1" top: "flat" }
+  layer { name: "ipa" type: "InnerProduct" bottom: "flat" top: "a" inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
+  layer { name: "sig" type: "Sigmoid" bottom: "a" top: "sa" }
+  layer { name: "ipb" type: "InnerProduct" bottom: "flat" top: "b" inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
+  layer { name: "tanh" type: "TanH" bottom: "b" top: "tb" }
+  layer { name: "max" type: "Eltwise" bottom: "sa" bottom: "tb" top: "m" eltwise_param { operation: MAX } }
+  layer { name: "cat" type: "Concat" bottom: "sa" bottom: "tb" top: "cat" }
+  layer { name: "ipd" type: "InnerProduct" bottom: "cat" top: "d" inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
+  layer { name: "sum" type: "Eltwise" bottom: "m" bottom: "d" top: "s" }
+  layer { name: "drop" type: "Dropout" bottom: "s" top: "s" dropout_param { dropout_ratio: 0.3 } }
+  layer { name: "ip2" type: "InnerProduct" bottom: "s" top: "ip2" inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
+  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
+  layer { name: "prob" type: "Softmax" bottom: "ip2" top: "prob" }
+  layer { name: "fit" type: "EuclideanLoss" bottom: "prob" bottom: "target" top: "fit" }
+}
+type: "Adam" base_lr: 0.01 max_iter: 4 display: 0 snapshot: 0 snapshot_after_train: false random_seed: 9
+blob_memory: )" + memory + "\n";
+  return parse_solver_config(parse_config_text(text, "solver.prototxt"), "solver.prototxt");
+}
+
+struct Trained {
+  std::vector<float> losses;
+  std::vector<std::vector<float>> weights;
+  BlobPlanReport plan;
+};
+
+Trained train_on(const SolverConfig& config, Device device) {
+  SolverOptions o;
+  o.device = device;
+  Solver solver(config, o);
+  Trained t;
+  t.plan = solver.net().blob_plan();
+  while (solver.iter() < config.max_iter) t.losses.push_back(solver.step());
+  for (const NetParam& p : solver.net().params()) t.weights.push_back(test::values(p.blob->data.to(Device::cpu())));
+  return t;
+}
+
+TEST(CudaNetTest, BlobsByLifetimeTrainAsSeparateOnTheGpu) {
+  STRATA_SKIP_WITHOUT_GPU("the CUDA net is compile-tested only");
+  ASSERT_EQ(setenv("STRATA_CUDNN_DETERMINISTIC", "1", 1), 0);
+  const Trained separate = train_on(branchy_solver("SEPARATE"), Device::cuda(0));
+  const Trained planned = train_on(branchy_solver("BY_LIFETIME"), Device::cuda(0));
+  const Trained checked = train_on(branchy_solver("BY_LIFETIME_CHECKED"), Device::cuda(0));
+  unsetenv("STRATA_CUDNN_DETERMINISTIC");
+  EXPECT_EQ(separate.plan.planned, 0);
+  EXPECT_GT(planned.plan.planned, 0);
+  EXPECT_LT(planned.plan.arena_bytes, planned.plan.separate_bytes) << planned.plan.str();
+  ASSERT_EQ(planned.weights.size(), separate.weights.size());
+  for (size_t i = 0; i < separate.weights.size(); ++i) {
+    SCOPED_TRACE("parameter " + std::to_string(i));
+    test::expect_near(planned.weights[i], separate.weights[i], 1e-5f);
+    test::expect_near(checked.weights[i], separate.weights[i], 1e-5f);  // NaN, were a read undeclared
+  }
+  test::expect_near(planned.losses, separate.losses, 1e-5f);
+  test::expect_near(checked.losses, separate.losses, 1e-5f);
 }
 
 #endif  // STRATA_WITH_CUDA

@@ -2,9 +2,10 @@
 // twice with the same config, seed, parameters and inputs, once on the CPU
 // and once on the GPU, and the forward tops, the parameters after forward
 // (BatchNorm's running statistics), the bottom gradients (overwritten: they
-// start as NaN) and the parameter gradients (accumulated: they start random)
-// must agree within a tolerance that fits the GPU math mode (FP32, TF32,
-// BF16). A zero batch must run on the GPU too. Also: in-place layers give
+// start as NaN, and so do the values backward_reads() says backward does not
+// read) and the parameter gradients (accumulated: they start random) must
+// agree within a tolerance that fits the GPU math mode (FP32, TF32, BF16).
+// A zero batch must run on the GPU too. Also: in-place layers give
 // the same results in place, TRAIN Dropout keeps the right fraction, and
 // ArrayData serves the same batches on both devices.
 // Skipped, with the reason, in a build without CUDA or on a machine without a GPU.
@@ -273,6 +274,16 @@ TEST_P(LayerCudaTest, MatchesCpu) {
   for (size_t p = 0; p < cp.size(); ++p) {
     test_util::fill_gaussian(cp[p].blob->diff, rng);
     upload(gp[p].blob->diff, test_util::to_vector(cp[p].blob->diff));
+  }
+  // The values backward_reads() leaves out may be lent to other blobs before
+  // backward (framework/net_plan.cpp): the CUDA backward finds them NaN and
+  // must still give the CPU's gradients.
+  const Layer::BackwardReads reads = g.layer->backward_reads();
+  for (Blob* b : g.bottom) {
+    if (!reads.bottoms) upload(b->data, std::vector<float>(static_cast<size_t>(b->numel()), std::nanf("")));
+  }
+  for (Blob* t : g.top) {
+    if (!reads.tops) upload(t->data, std::vector<float>(static_cast<size_t>(t->numel()), std::nanf("")));
   }
   h.backward(pd);
   g.backward(pd);

@@ -128,6 +128,19 @@ ConvAlgoSettings conv_algo_settings_from(const EnvLookup& getenv) {
     fail<ConfigError>("STRATA_CUDNN_DETERMINISTIC is '", det, "': expected 1 (deterministic cuDNN convolution "
                       "algorithms only) or 0 (any, the default)");
   }
+  std::string slack = env_value(getenv, "STRATA_CUDNN_TIME_SLACK");
+  if (!slack.empty()) {
+    if (slack.back() == '%') slack.pop_back();
+    const bool digits = !slack.empty() && slack.size() <= 3 &&
+                        slack.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(slack) > 100) {
+      fail<ConfigError>("STRATA_CUDNN_TIME_SLACK is '", env_value(getenv, "STRATA_CUDNN_TIME_SLACK"),
+                        "': expected a whole per cent from 0 to 100 (e.g. 5 or 5%): of the convolution algorithms "
+                        "at most that much slower than the fastest, the one with the least workspace is taken; "
+                        "0 takes the fastest");
+    }
+    s.time_slack_percent = std::stoi(slack);
+  }
   const char* path = getenv("STRATA_CUDNN_CACHE");
   if (path && std::string(path) == "off") {
     s.cache_path.clear();
@@ -150,7 +163,7 @@ std::string ConvProblem::key() const {
   os << 'n' << n << " c" << c << " h" << h << " w" << w << " k" << k << " r" << kernel_h << 'x' << kernel_w << " p"
      << pad_h << 'x' << pad_w << " s" << stride_h << 'x' << stride_w << " d" << dilation_h << 'x' << dilation_w
      << " g" << group << ' ' << dtype << ' ' << layout << " math=" << conv_math_name(math) << ' '
-     << (determinism == Determinism::kRequired ? "deterministic" : "any");
+     << (determinism == Determinism::kRequired ? "deterministic" : "any") << " slack=" << time_slack_percent << '%';
   return os.str();
 }
 

@@ -48,11 +48,15 @@ struct ConvAlgoSettings {
   ConvAlgoMode mode = ConvAlgoMode::kFind;
   size_t workspace_limit = kDefaultWorkspaceLimit;  // per algorithm, before the free-memory cap
   Determinism determinism = Determinism::kAny;
+  // A timed choice takes, of the candidates at most this many per cent
+  // slower than the fastest, the one with the least workspace (0: the fastest).
+  int time_slack_percent = 5;
   std::string cache_path;  // "" = keep choices in memory only
 };
 
 // Reads STRATA_CUDNN_ALGO (find | heuristic), STRATA_CUDNN_WORKSPACE_LIMIT
-// (bytes, or 512M / 4G), STRATA_CUDNN_DETERMINISTIC (0 | 1) and
+// (bytes, or 512M / 4G), STRATA_CUDNN_DETERMINISTIC (0 | 1),
+// STRATA_CUDNN_TIME_SLACK (per cent, 0 to 100, e.g. 5 or 5%) and
 // STRATA_CUDNN_CACHE (a file, or "off"; default $XDG_CACHE_HOME/strata/
 // cudnn_algos.txt, else $HOME/.cache/strata/cudnn_algos.txt, else none)
 // through `getenv` (unset = nullptr). ConfigError naming the variable and
@@ -76,8 +80,9 @@ struct ConvProblem {
   std::string layout = "NCHW";
   int math = 0;  // the cudnnMathType_t the descriptor asks for (conv_math_name)
   Determinism determinism = Determinism::kAny;
+  int time_slack_percent = 5;  // ConvAlgoSettings::time_slack_percent
 
-  // "n64 c3 h224 w224 k64 r3x3 p1x1 s1x1 d1x1 g1 f32 NCHW math=FMA any"
+  // "n64 c3 h224 w224 k64 r3x3 p1x1 s1x1 d1x1 g1 f32 NCHW math=FMA any slack=5%"
   std::string key() const;
 };
 
