@@ -1,6 +1,7 @@
 #include "framework/net.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <new>
 #include <set>
 
@@ -145,6 +146,17 @@ void Net::build(const ConfigNode& root) {
     }
   }
   layer_bytes_ = plan.bytes_except(blob_and_param_storages());
+  if (const char* trace = std::getenv("STRATA_MEMORY_TRACE")) {
+    const std::string t = trace;
+    if (t == "1") {
+      memory_trace_passes_ = 4;  // two forwards and two backwards: the first step and a steady one
+      memory_trace_updates_ = 2;
+    } else if (!t.empty() && t != "0") {
+      fail<ConfigError>("STRATA_MEMORY_TRACE is '", t, "': expected 1 (print what the first two training steps "
+                        "allocate, layer by layer) or 0");
+    }
+    trace_memory("setup", -1);
+  }
 
   std::set<std::string> read;
   for (const auto& names : bottom_names_) read.insert(names.begin(), names.end());
@@ -480,6 +492,7 @@ float Net::forward(int from, int to) {
     });
     if (gpu) device_span_end(gpu, gpu_span, phase() == Phase::kTrain ? "gpu forward" : "gpu test", layer.name());
     poison_after(i);
+    if (memory_trace_passes_ > 0) trace_memory("forward", i);
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
       if (w == 0.0f) continue;
@@ -498,6 +511,7 @@ float Net::forward(int from, int to) {
     for (size_t k = 0; k < values.size(); ++k) loss += static_cast<double>(device_weights[k]) * values[k];
   }
 #endif
+  end_memory_trace_pass();
   return static_cast<float>(loss);
 }
 
@@ -527,7 +541,9 @@ void Net::backward(int from, int to) {
       for (int id : params_ready_after_[i]) grad_ready_(id);
     }
     poison_after(2 * num_layers() - 1 - i);
+    if (memory_trace_passes_ > 0) trace_memory("backward", i);
   }
+  end_memory_trace_pass();
 }
 
 float Net::forward_backward() {

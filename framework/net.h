@@ -134,6 +134,9 @@ class Net {
   void backward(int from, int to);
   void backward() { backward(0, num_layers() - 1); }
   float forward_backward();
+  // With STRATA_MEMORY_TRACE=1, after the first two updates: a trace line
+  // when the update changed the memory in use (the optimizer's state).
+  void trace_update();
 
   // Called with a param index once that parameter's gradient is final for
   // this backward pass (after the last layer that writes it).
@@ -190,6 +193,11 @@ class Net {
   // kByLifetimeChecked: NaN into the buffers whose last use was step `step`
   // (forward of layer i: i; backward of layer i: 2 L - 1 - i).
   void poison_after(int step);
+  // STRATA_MEMORY_TRACE: after each layer of the first passes, one line on
+  // stderr whenever the memory in use changed (net_memory.cpp).
+  void trace_memory(const char* pass, int layer);
+  void end_memory_trace_pass();
+  int memory_trace_updates_ = 0;  // updates still traced (trace_update)
   // "layer 'conv1' (Convolution) at file:line:col"
   std::string layer_where(int index) const;
   // Runs `body` for layer `index`; an allocation that fails inside it
@@ -217,6 +225,8 @@ class Net {
   float loss_scale_ = 1.0f;
   bool force_backward_ = false;
   size_t layer_bytes_ = 0;  // MemoryReport::layer_bytes, as set up
+  int memory_trace_passes_ = 0;  // forward and backward passes still traced
+  size_t traced_tensors_ = 0, traced_device_ = 0;  // what the last trace line said
   std::set<std::string> kept_blobs_;
   Tensor blob_arena_;                              // u8, the planned values and gradients
   std::vector<std::vector<Tensor>> poison_after_;  // per step: f32 views to fill with NaN

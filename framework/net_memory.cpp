@@ -1,8 +1,10 @@
 // Net: what its tensors take. The report of a built net (parameters,
 // gradients, optimizer state, buffers, activations, layer scratch), the
 // check of a memory plan against the cap and the machine before anything is
-// allocated, and the storages a net holds.
+// allocated, the storages a net holds, and the trace of what each layer of
+// the first passes takes (STRATA_MEMORY_TRACE=1).
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -12,6 +14,9 @@
 #include "framework/memory_cap.h"
 #include "framework/memory_plan.h"
 #include "framework/net.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#endif
 
 namespace strata {
 
@@ -108,6 +113,52 @@ MemoryReport memory_report(const std::vector<const Net*>& nets) {
     r.layer_bytes += net->layer_bytes_;
   }
   return r;
+}
+
+namespace {
+
+std::string signed_bytes(size_t now, size_t before) {
+  return now >= before ? "+" + format_bytes(now - before) : "-" + format_bytes(before - now);
+}
+
+}  // namespace
+
+// One line when the tensors in use (every device, framework/memory_cap.h) or
+// the GPU's allocated bytes (which also hold the shared workspace and
+// scratch taken outside tensors) changed since the last line.
+void Net::trace_memory(const char* pass, int layer) {
+  const size_t tensors = memory_in_use();
+  size_t device = 0, device_peak = 0;
+#ifdef STRATA_WITH_CUDA
+  if (on_cuda()) {
+    const cuda::AllocatorStats st = cuda::memory_stats(options_.device.index);
+    device = st.allocated_bytes;
+    device_peak = st.peak_allocated_bytes;
+  }
+#endif
+  if (layer != -1 && tensors == traced_tensors_ && device == traced_device_) return;  // -1: setup, always
+  std::ostringstream os;
+  os << "memory trace, net '" << name_ << "', " << pass;
+  if (layer >= 0) os << " " << layers_[static_cast<size_t>(layer)]->name();
+  os << ": tensors " << format_bytes(tensors) << " (" << signed_bytes(tensors, traced_tensors_) << ", peak "
+     << format_bytes(memory_peak()) << ")";
+  if (on_cuda()) {
+    os << ", GPU allocated " << format_bytes(device) << " (" << signed_bytes(device, traced_device_) << ", peak "
+       << format_bytes(device_peak) << ")";
+  }
+  std::fprintf(stderr, "%s\n", os.str().c_str());
+  traced_tensors_ = tensors;
+  traced_device_ = device;
+}
+
+void Net::trace_update() {
+  if (memory_trace_updates_ <= 0) return;
+  --memory_trace_updates_;
+  trace_memory("update", -2);
+}
+
+void Net::end_memory_trace_pass() {
+  if (memory_trace_passes_ > 0) --memory_trace_passes_;
 }
 
 }  // namespace strata

@@ -154,6 +154,9 @@ void MultiHeadAttentionLayer::reshape(const BlobVec& bottom, const BlobVec& top)
   const int64_t dl = local_heads() * dh_;
   top[0]->resize({n_, t_, d_});
   if (device().is_cpu()) qkv_.resize({n_, t_, 3 * dl});  // on a GPU, workspace (multi_head_attention.cu)
+  // Kept for backward, on the layer's device, sized here so the net's plan counts them.
+  if (probs_.device() != device()) probs_ = Tensor({0}, DType::kF32, device());
+  if (ctx_.device() != device()) ctx_ = Tensor({0}, DType::kF32, device());
   probs_.resize({n_, local_heads(), t_, t_});
   ctx_.resize({n_, t_, dl});
   scratch_floats_ = 5 * t_ * dh_ + t_ * t_;

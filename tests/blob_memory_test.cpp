@@ -7,7 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -271,6 +273,31 @@ TEST(BlobMemory, CheckedModeCatchesABackwardThatReadsMoreThanItDeclares) {
   // nonfinite: STOP (the default) ends the run naming where the NaN came from.
   const std::string msg = test::error_of<Error>([&] { train(checked, &losses); });
   EXPECT_CONTAINS(msg, "some gradients are not finite; the first non-finite gradient in backward is that of parameter 'ip1.");
+}
+
+// ---------------------------------------------------------------- trace ----
+
+// STRATA_MEMORY_TRACE=1: a line after setup, then one per layer of the first
+// two passes whose memory changed (the first forward takes the deferred
+// storage), nothing once the passes are traced; any other value is refused.
+TEST(BlobMemory, TheMemoryTraceNamesWhatEachLayerTook) {
+  ASSERT_EQ(setenv("STRATA_MEMORY_TRACE", "1", 1), 0);
+  testing::internal::CaptureStderr();
+  auto net = make_net(kChain, BlobMemory::kByLifetime);
+  for (int step = 0; step < 2; ++step) net->forward_backward();
+  const std::string trace = testing::internal::GetCapturedStderr();
+  EXPECT_CONTAINS(trace, "memory trace, net 'net', setup: tensors ");
+  EXPECT_CONTAINS(trace, "memory trace, net 'net', forward ");
+  const size_t lines = static_cast<size_t>(std::count(trace.begin(), trace.end(), '\n'));
+  EXPECT_GE(lines, 2u) << trace;
+  EXPECT_LE(lines, 1u + 4u * static_cast<size_t>(net->num_layers())) << trace;
+  testing::internal::CaptureStderr();
+  net->forward_backward();  // the third step: no longer traced
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  ASSERT_EQ(setenv("STRATA_MEMORY_TRACE", "yes", 1), 0);
+  const std::string msg = test::error_of<ConfigError>([] { make_net(kChain, BlobMemory::kByLifetime); });
+  EXPECT_CONTAINS(msg, "STRATA_MEMORY_TRACE is 'yes'");
+  ASSERT_EQ(unsetenv("STRATA_MEMORY_TRACE"), 0);
 }
 
 }  // namespace

@@ -84,10 +84,20 @@ cuda::ConvAlgoSettings settings(const std::map<std::string, std::string>& env) {
   });
 }
 
-TEST(ConvAlgoSettings, DefaultsMeasureWithinFourGiBAndCacheUnderHome) {
+TEST(ConvAlgoSettings, DefaultsMeasureWithinTheLayersOwnBytesAndCacheUnderHome) {
   const cuda::ConvAlgoSettings s = settings({{"HOME", "/home/u"}});
   EXPECT_EQ(s.mode, cuda::ConvAlgoMode::kFind);
-  EXPECT_EQ(s.workspace_limit, size_t{4} << 30);
+  EXPECT_EQ(s.workspace_limit, cuda::ConvAlgoSettings::kAutoWorkspaceLimit);
+  constexpr size_t MiB = size_t{1} << 20;
+  // VGG-16's conv1_2 at batch 64: 784 MiB in, 784 MiB out.
+  EXPECT_EQ(cuda::conv_workspace_limit(s, 784 * MiB, 784 * MiB), 1568 * MiB);
+  EXPECT_EQ(cuda::conv_workspace_limit(s, MiB, 2 * MiB), 64 * MiB);                     // at least
+  EXPECT_EQ(cuda::conv_workspace_limit(s, 3000 * MiB, 3000 * MiB), size_t{4} << 30);  // at most
+  EXPECT_EQ(settings({{"STRATA_CUDNN_WORKSPACE_LIMIT", "auto"}}).workspace_limit,
+            cuda::ConvAlgoSettings::kAutoWorkspaceLimit);
+  // A limit given is the limit, whatever the layer's size.
+  EXPECT_EQ(cuda::conv_workspace_limit(settings({{"STRATA_CUDNN_WORKSPACE_LIMIT", "8G"}}), MiB, MiB),
+            size_t{8} << 30);
   EXPECT_EQ(s.determinism, cuda::Determinism::kAny);
   EXPECT_EQ(s.cache_path, "/home/u/.cache/strata/cudnn_algos.txt");
   EXPECT_EQ(settings({{"HOME", "/home/u"}, {"XDG_CACHE_HOME", "/xdg"}}).cache_path, "/xdg/strata/cudnn_algos.txt");

@@ -1,5 +1,6 @@
 #include "framework/cuda/conv_algo_cache.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -116,6 +117,8 @@ ConvAlgoSettings conv_algo_settings_from(const EnvLookup& getenv) {
   const std::string limit = env_value(getenv, "STRATA_CUDNN_WORKSPACE_LIMIT");
   if (limit == "0") {
     s.workspace_limit = 0;
+  } else if (limit == "auto") {
+    s.workspace_limit = ConvAlgoSettings::kAutoWorkspaceLimit;
   } else if (!limit.empty()) {
     s.workspace_limit = parse_memory_size(limit, "STRATA_CUDNN_WORKSPACE_LIMIT");
   }
@@ -154,6 +157,12 @@ ConvAlgoSettings conv_algo_settings_from(const EnvLookup& getenv) {
 
 ConvAlgoSettings conv_algo_settings() {
   return conv_algo_settings_from([](const char* name) { return std::getenv(name); });
+}
+
+size_t conv_workspace_limit(const ConvAlgoSettings& settings, size_t input_bytes, size_t output_bytes) {
+  if (settings.workspace_limit != ConvAlgoSettings::kAutoWorkspaceLimit) return settings.workspace_limit;
+  constexpr size_t kLeast = size_t{64} << 20, kMost = size_t{4} << 30;
+  return std::min(kMost, std::max(kLeast, input_bytes + output_bytes));
 }
 
 // ---- keys -----------------------------------------------------------------

@@ -37,16 +37,18 @@ namespace strata::cuda {
 
 // ---- settings -------------------------------------------------------------
 
-// kFind: time the candidates (cudnnFind*AlgorithmEx) and keep the fastest;
+// kFind: time the candidates (cudnnFind*AlgorithmEx) and keep the fastest
+// (or the leanest near it: time_slack_percent);
 // kHeuristic: cuDNN's first heuristic candidate that fits (no timing).
 enum class ConvAlgoMode { kFind, kHeuristic };
 // kRequired: only algorithms cuDNN reports as deterministic.
 enum class Determinism { kAny, kRequired };
 
 struct ConvAlgoSettings {
-  static constexpr size_t kDefaultWorkspaceLimit = size_t{4} << 30;
+  // The default, "auto": per layer, conv_workspace_limit() below.
+  static constexpr size_t kAutoWorkspaceLimit = SIZE_MAX;
   ConvAlgoMode mode = ConvAlgoMode::kFind;
-  size_t workspace_limit = kDefaultWorkspaceLimit;  // per algorithm, before the free-memory cap
+  size_t workspace_limit = kAutoWorkspaceLimit;  // per algorithm, before the free-memory cap
   Determinism determinism = Determinism::kAny;
   // A timed choice takes, of the candidates at most this many per cent
   // slower than the fastest, the one with the least workspace (0: the fastest).
@@ -66,6 +68,14 @@ ConvAlgoSettings conv_algo_settings_from(const EnvLookup& getenv);
 // The same from this process's environment, read at each call (cheap; it
 // only happens when a convolution meets a new shape).
 ConvAlgoSettings conv_algo_settings();
+
+// The most workspace one algorithm of a layer may take (before the
+// free-memory cap): the configured limit, or with "auto" the bytes of the
+// layer's input and output together, at least 64 MiB and at most 4 GiB, so a
+// workspace never costs more than the activations the layer computes (VGG-16's
+// conv1_2 at batch 64 on an H100: the fastest forward wanted 3.45 GiB, its
+// input and output take 1.53 GiB).
+size_t conv_workspace_limit(const ConvAlgoSettings& settings, size_t input_bytes, size_t output_bytes);
 
 // ---- keys -----------------------------------------------------------------
 

@@ -343,7 +343,7 @@ std::string current_device_key() {
 ConvAlgos choose_conv_algos(const ConvProblem& problem, const ConvDescriptors& d, const ConvBuffers& b,
                             const std::string& where) {
   const ConvAlgoSettings settings = conv_algo_settings();
-  const size_t budget = workspace_budget(settings.workspace_limit);
+  const size_t budget = workspace_budget(conv_workspace_limit(settings, b.x_bytes, b.y_bytes));
   ConvProblem p = problem;
   p.determinism = settings.determinism;
   p.time_slack_percent = settings.time_slack_percent;

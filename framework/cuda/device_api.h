@@ -51,6 +51,11 @@ void synchronize(int index);
 AllocatorStats memory_stats(int index);
 void reset_peak_memory_stats(int index);
 void empty_cache(int index);
+// Gives the shared workspace (runtime.h) back to the cache; the next caller
+// of workspace() takes a new one. Only between passes, when no layer holds
+// the pointer: a benchmark between models, so one model's workspace is not
+// counted in the next one's peak.
+void release_workspace(int index);
 // "cuda:0 (NVIDIA H100): allocated ... reserved ...; device 79.10 GiB total, 78.00 GiB free".
 std::string memory_report(int index);
 

@@ -362,6 +362,14 @@ void empty_cache(int index) {
   context(index).cache->empty_cache();
 }
 
+void release_workspace(int index) {
+  DeviceContext& ctx = context(index);
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  if (ctx.workspace) ctx.cache->free(ctx.workspace);  // stream-ordered, as when it grows
+  ctx.workspace = nullptr;
+  ctx.workspace_bytes = 0;
+}
+
 std::string memory_report(int index) {
   DeviceContext& ctx = context(index);
   DeviceGuard g(index);

@@ -264,6 +264,7 @@ float Solver::step() {
 // The end of every step, updated or skipped: the iteration counts and its
 // loss joins the window the progress lines average.
 float Solver::finish_step(double loss) {
+  net_->trace_update();  // STRATA_MEMORY_TRACE: what the optimizer took
   net_->flush_device_timeline();  // the step's GPU spans, inside its host span (waits only with --timeline)
   TrainingStrategy* updater = owner([](const TrainingStrategy& t) { return t.owns_update(); });
   iter_ = updater ? std::max(iter_, updater->next_iteration(iter_)) : iter_ + 1;

@@ -37,9 +37,19 @@ inline void use_device(const Device& device) {
 inline void reset_peak_memory(const Device& device) {
 #ifdef STRATA_WITH_CUDA
   if (!device.is_cpu()) {
+    cuda::release_workspace(device.index);  // the last model's: not this one's
     cuda::empty_cache(device.index);
     cuda::reset_peak_memory_stats(device.index);
   }
+#else
+  (void)device;
+#endif
+}
+
+// Starts the peak over again from what is allocated now (the cache stays).
+inline void restart_peak_memory(const Device& device) {
+#ifdef STRATA_WITH_CUDA
+  if (!device.is_cpu()) cuda::reset_peak_memory_stats(device.index);
 #else
   (void)device;
 #endif

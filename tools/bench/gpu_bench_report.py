@@ -6,7 +6,8 @@
   python3 tools/bench/gpu_bench_report.py results.jsonl [more.jsonl ...]
 
 Per task, model and precision: images/s (median over rounds of each run's
-median), peak memory (the largest over rounds), MFU (nominal FLOPs,
+median), peak memory (the largest over rounds; the steady peak, over the
+timed steps only, in the last column), MFU (nominal FLOPs,
 tools/bench/model_flops.py, over the measured matmul peak of the precision),
 the ratios with the targets of issue 11 marked, and the per-round
 strata / eager ratios (rounds paired within a run)."""
@@ -75,6 +76,8 @@ class Cell:
         self.rate = statistics.median(r["samples_per_s"] for r in ok) if ok else None
         peaks = [r.get("peak_allocated_bytes") or 0 for r in ok]
         self.peak = max(peaks) if peaks else 0
+        steady = [r.get("steady_peak_allocated_bytes") or 0 for r in ok]
+        self.steady = max(steady) if steady else 0  # over the timed steps only (0: not recorded)
         firsts = [r["first_step_s"] for r in ok if "first_step_s" in r]
         self.first_step = statistics.median(firsts) if firsts else None
         self.batch = ok[0]["batch"] if ok else (rows[0].get("batch") if rows else None)
@@ -161,8 +164,9 @@ def throughput_table(records, peaks):
     keys = sorted(groups, key=lambda k: (TASK_ORDER[k[0]], MODEL_ORDER.get(k[1], 9), PRECISION_ORDER.get(k[2], 9)))
     out = ["| task | model | batch | precision | strata img/s | PyTorch eager img/s | torch.compile img/s | "
            "strata / eager | strata / compile | peak MiB strata / eager / compile | memory strata / eager | "
-           "MFU strata / eager / compile | compile + first step s | per-round strata / eager |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "MFU strata / eager / compile | compile + first step s | per-round strata / eager | "
+           "steady peak MiB strata / eager |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     misses, met = [], 0
     for task, model, precision in keys:
         c = {impl: Cell(groups[(task, model, precision)].get(impl, [])) for impl in IMPLS}
@@ -197,7 +201,8 @@ def throughput_table(records, peaks):
             f"{mem_cell} | {mfu(s, model, task, precision, peaks)} / {mfu(e, model, task, precision, peaks)} / "
             f"{mfu(k, model, task, precision, peaks)} | "
             f"{'—' if k.first_step is None else f'{k.first_step:.1f}'} | "
-            f"{', '.join(f'{x:.2f}' for x in rounds) or '—'} |")
+            f"{', '.join(f'{x:.2f}' for x in rounds) or '—'} | "
+            f"{mib(s.steady)} / {mib(e.steady)} |")
     failures = [f"{MODEL_NAMES.get(m, m)} {p} {t}, {impl}: {err}" for (t, m, p), g in sorted(groups.items())
                 for impl, rs in g.items() for err in dict.fromkeys(r["error"] for r in rs if "error" in r)]
     return out, met, misses, failures

@@ -12,7 +12,8 @@
 // trains on the device in the given precision (FP32, TF32, BF16, FP16) with
 // the GPU batches (cifar_vgg 128, vgg16 and vit_b16 at 224x224 64; --batch
 // overrides) and also reports the caching allocator's peak allocated and
-// reserved bytes. tools/bench/run_gpu_bench.py runs it against PyTorch eager
+// reserved bytes, and the peak of the timed steps alone (the steady peak,
+// without setup and cuDNN's timing of new shapes). tools/bench/run_gpu_bench.py runs it against PyTorch eager
 // and torch.compile.
 //
 // Under `strata launch --nproc N` it trains data-parallel: each rank gets
@@ -163,6 +164,10 @@ int main(int argc, char** argv) {
       label.data.copy_from(y);
       for (int i = 0; i < warmup; ++i) solver.step();
       bench::wait_for(device);
+      // The peak so far holds setup and the first steps (cuDNN's timing of
+      // each shape among them); the steady peak is that of the timed steps.
+      const bench::PeakMemory setup_peak = bench::peak_memory(device);
+      bench::restart_peak_memory(device);
       if (dp) dp->take_comm_wait_seconds();
       std::vector<double> runs;
       double total_seconds = 0.0;
@@ -177,12 +182,14 @@ int main(int argc, char** argv) {
       }
       const double comm_share = dp ? dp->take_comm_wait_seconds() / total_seconds : 0.0;
       if (env.rank != 0) continue;
-      const bench::PeakMemory peak = bench::peak_memory(device);
+      const bench::PeakMemory steady = bench::peak_memory(device);
       std::printf("{\"impl\": \"strata\", \"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, "
                   "\"threads\": %d, \"device\": \"%s\", \"precision\": \"%s\", \"peak_allocated_bytes\": %zu, "
-                  "\"peak_reserved_bytes\": %zu, \"comm_wait_share\": %.3f, \"samples_per_s\": %.3f, \"runs\": [",
+                  "\"peak_reserved_bytes\": %zu, \"steady_peak_allocated_bytes\": %zu, \"comm_wait_share\": %.3f, "
+                  "\"samples_per_s\": %.3f, \"runs\": [",
                   name.c_str(), static_cast<long long>(batch), world, num_threads(), device.str().c_str(),
-                  precision.c_str(), peak.allocated, peak.reserved, comm_share, bench::median(runs));
+                  precision.c_str(), std::max(setup_peak.allocated, steady.allocated),
+                  std::max(setup_peak.reserved, steady.reserved), steady.allocated, comm_share, bench::median(runs));
       for (size_t r = 0; r < runs.size(); ++r) std::printf("%s%.3f", r ? ", " : "", runs[r]);
       std::printf("]}\n");
       std::fflush(stdout);
