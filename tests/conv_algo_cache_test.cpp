@@ -84,17 +84,18 @@ cuda::ConvAlgoSettings settings(const std::map<std::string, std::string>& env) {
   });
 }
 
-TEST(ConvAlgoSettings, DefaultsMeasureWithinTheLayersOwnBytesAndCacheUnderHome) {
+TEST(ConvAlgoSettings, DefaultsMeasureWithinFourGiBAndCacheUnderHome) {
   const cuda::ConvAlgoSettings s = settings({{"HOME", "/home/u"}});
   EXPECT_EQ(s.mode, cuda::ConvAlgoMode::kFind);
-  EXPECT_EQ(s.workspace_limit, cuda::ConvAlgoSettings::kAutoWorkspaceLimit);
+  EXPECT_EQ(s.workspace_limit, size_t{4} << 30);
   constexpr size_t MiB = size_t{1} << 20;
-  // VGG-16's conv1_2 at batch 64: 784 MiB in, 784 MiB out.
-  EXPECT_EQ(cuda::conv_workspace_limit(s, 784 * MiB, 784 * MiB), 1568 * MiB);
-  EXPECT_EQ(cuda::conv_workspace_limit(s, MiB, 2 * MiB), 64 * MiB);                     // at least
-  EXPECT_EQ(cuda::conv_workspace_limit(s, 3000 * MiB, 3000 * MiB), size_t{4} << 30);  // at most
-  EXPECT_EQ(settings({{"STRATA_CUDNN_WORKSPACE_LIMIT", "auto"}}).workspace_limit,
-            cuda::ConvAlgoSettings::kAutoWorkspaceLimit);
+  EXPECT_EQ(cuda::conv_workspace_limit(s, MiB, MiB), size_t{4} << 30);
+  // auto: VGG-16's conv1_2 at batch 64 has 784 MiB in and 784 MiB out.
+  const cuda::ConvAlgoSettings a = settings({{"STRATA_CUDNN_WORKSPACE_LIMIT", "auto"}});
+  EXPECT_EQ(a.workspace_limit, cuda::ConvAlgoSettings::kAutoWorkspaceLimit);
+  EXPECT_EQ(cuda::conv_workspace_limit(a, 784 * MiB, 784 * MiB), 1568 * MiB);
+  EXPECT_EQ(cuda::conv_workspace_limit(a, MiB, 2 * MiB), 64 * MiB);                     // at least
+  EXPECT_EQ(cuda::conv_workspace_limit(a, 3000 * MiB, 3000 * MiB), size_t{4} << 30);  // at most
   // A limit given is the limit, whatever the layer's size.
   EXPECT_EQ(cuda::conv_workspace_limit(settings({{"STRATA_CUDNN_WORKSPACE_LIMIT", "8G"}}), MiB, MiB),
             size_t{8} << 30);
