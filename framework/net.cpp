@@ -472,6 +472,24 @@ std::vector<std::string> Net::input_names() const {
   return out;
 }
 
+void Net::reshape() {
+  {
+    // Only sized: a blob that outgrew its place gets a storage that is never
+    // taken, because the plan below gives it a place again.
+    MemoryPlan sized_only;
+    for (int i = 0; i < num_layers(); ++i) {
+      naming_layer_on_oom(i, "reshape", [&] { layers_[static_cast<size_t>(i)]->reshape(bottoms_[i], tops_[i]); });
+    }
+  }
+  if (options_.blob_memory == BlobMemory::kSeparate) return;
+  for (const Tensor* t : in_arena_) {
+    if (!t->shares_storage_with(blob_arena_) && t->nbytes() > 0) {
+      plan_blob_memory();
+      return;
+    }
+  }
+}
+
 float Net::forward(int from, int to) {
   STRATA_CHECK(from >= 0 && to < num_layers() && from <= to + 1, "bad layer range [", from, ", ", to, "]");
   double loss = 0.0;
@@ -517,6 +535,11 @@ float Net::forward(int from, int to) {
 
 void Net::backward(int from, int to) {
   STRATA_CHECK(from >= 0 && to < num_layers() && from <= to + 1, "bad layer range [", from, ", ", to, "]");
+  if (planned_forward_only_) {
+    fail<ConfigError>("net '", name_, "' is planned for forward passes only (a TEST net without force_backward "
+                      "whose blobs share memory by lifetime): backward would read values already gone; give it "
+                      "`force_backward: true`, or build it with blob_memory SEPARATE");
+  }
   for (int i = to; i >= from; --i) {
     if (!layer_need_backward_[i]) {
       poison_after(2 * num_layers() - 1 - i);

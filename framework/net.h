@@ -30,6 +30,9 @@ class DeviceTimeline;
 //                       layer declares its backward reads decides it), and
 //                       buffers whose lifetimes do not meet share bytes
 //                       (framework/net_plan.cpp). Same results, less memory.
+//                       A TEST net without force_backward is planned for
+//                       forward passes only: a value lives until the last
+//                       forward that reads it, and no gradient is kept.
 //   kByLifetimeChecked: the same lifetimes, checked: no buffer shares bytes,
 //                       and each is filled with NaN right after its last
 //                       use, so that a read after it (a layer that reads more
@@ -66,6 +69,7 @@ struct BlobPlanReport {
   size_t peak_bytes = 0;      // the most of them alive at one step (the arena's lower bound)
   int planned = 0;            // values and gradients placed in the arena
   int kept = 0;               // blobs kept whole (outputs, inputs, kept_blobs)
+  bool forward_only = false;  // a TEST net's plan: values only, no backward
   std::string str() const;    // "activations by lifetime: 1.2 GiB in an arena (3.4 GiB each on its own; ...)"
 };
 
@@ -170,6 +174,11 @@ class Net {
   // pipeline's boundaries): under BlobMemory::kByLifetime they keep memory
   // of their own for the whole run. Plans the blob memory again.
   void keep_blobs(const std::vector<std::string>& names);
+  // Every layer's reshape() in order, from the inputs' shapes as they are now
+  // (Caffe's Net::Reshape): call it after giving an Input a new batch. The
+  // blob memory is planned again when a planned blob no longer fits its
+  // place, so a larger batch gets an arena of its own size.
+  void reshape();
   const BlobPlanReport& blob_plan() const { return blob_plan_; }
   // Whether `b`'s value still holds what its layer wrote once the step is
   // over: always under kSeparate; under a plan only for the blobs kept whole
@@ -225,6 +234,7 @@ class Net {
   float loss_scale_ = 1.0f;
   bool force_backward_ = false;
   size_t layer_bytes_ = 0;  // MemoryReport::layer_bytes, as set up
+  bool planned_forward_only_ = false;  // blob_plan_.forward_only, while a plan is in place
   int memory_trace_passes_ = 0;  // forward and backward passes still traced
   size_t traced_tensors_ = 0, traced_device_ = 0;  // what the last trace line said
   std::set<std::string> kept_blobs_;

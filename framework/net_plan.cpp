@@ -43,8 +43,8 @@ struct PlannedTensor {
 
 std::string BlobPlanReport::str() const {
   std::ostringstream os;
-  os << "values and gradients by lifetime: " << format_bytes(arena_bytes) << " in one arena for " << planned
-     << " of them (" << format_bytes(separate_bytes) << " each on its own, at most " << format_bytes(peak_bytes)
+  os << (forward_only ? "values by lifetime (forward only): " : "values and gradients by lifetime: ")
+     << format_bytes(arena_bytes) << " in one arena for " << planned << " of them (" << format_bytes(separate_bytes) << " each on its own, at most " << format_bytes(peak_bytes)
      << " alive at once); " << kept << " blob(s) kept whole";
   return os.str();
 }
@@ -69,11 +69,15 @@ void Net::plan_blob_memory() {
   blob_plan_ = BlobPlanReport{};
   planned_values_.clear();
   poison_after_.clear();
+  planned_forward_only_ = false;
   if (options_.blob_memory == BlobMemory::kSeparate) {
     for (Tensor* t : old_arena) *t = Tensor(t->shape(), t->dtype(), options_.device);
     blob_arena_ = Tensor();
     return;
   }
+  // Inference (a TEST net nobody runs backward on): values only. Every
+  // gradient is idle and they share one buffer, which nothing writes.
+  const bool forward_only = options_.phase == Phase::kTest && !force_backward_;
   const int L = num_layers();
   const auto fwd = [](int i) { return i; };
   const auto bwd = [L](int i) { return 2 * L - 1 - i; };
@@ -98,7 +102,7 @@ void Net::plan_blob_memory() {
       const bool as_top = std::find(tops_[i].begin(), tops_[i].end(), b) != tops_[i].end();
       if (!as_bottom && !as_top) continue;
       value.last = std::max(value.last, fwd(i));
-      if (!layer_need_backward_[i]) continue;
+      if (forward_only || !layer_need_backward_[i]) continue;
       const Layer::BackwardReads reads = layers_[i]->backward_reads();
       if ((as_bottom && reads.bottoms) || (as_top && reads.tops)) value.last = std::max(value.last, bwd(i));
       for (size_t k = 0; k < bots.size(); ++k) {
@@ -165,6 +169,8 @@ void Net::plan_blob_memory() {
   blob_plan_.arena_bytes = place.arena_bytes;
   blob_plan_.peak_bytes = place.peak_bytes;
   blob_plan_.planned = static_cast<int>(planned.size() + (idle_bytes > 0 ? idle.size() : 0));
+  blob_plan_.forward_only = forward_only;
+  planned_forward_only_ = forward_only;
 }
 
 void Net::poison_after(int step) {

@@ -178,6 +178,78 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "s" bottom: "y" top: "loss" }
   EXPECT_EQ(grads[0], grads[1]);
 }
 
+// ------------------------------------------------------------ inference ----
+
+std::unique_ptr<Net> make_test_net(const std::string& text, BlobMemory memory) {
+  NetOptions o;
+  o.phase = Phase::kTest;
+  o.blob_memory = memory;
+  return std::make_unique<Net>(parse_config_text(text, "net.prototxt"), o);
+}
+
+std::vector<float> forward_outputs(Net& net, uint64_t seed) {
+  Rng rng(seed);
+  for (const char* in : {"x", "y"}) {
+    float* d = net.blob(in).data.data<float>();
+    for (int64_t i = 0; i < net.blob(in).numel(); ++i) d[i] = static_cast<float>(rng.uniform(-1, 1));
+  }
+  net.forward();
+  std::vector<float> out = test::values(net.blob("loss").data);
+  const std::vector<float> h3 = test::values(net.blob("h3").data);
+  out.insert(out.end(), h3.begin(), h3.end());
+  return out;
+}
+
+// A TEST net keeps no gradients and each value only until its last forward
+// reader: the chain's h1 (2U) [1, 3] (relu1 in place, then ip2), h2 (1U)
+// [3, 5] and h3 (1U) [5, 6]: at most 3U at once, and the gradients share one
+// idle buffer of the largest one's size (2U). The same outputs as with a
+// buffer per blob; backward is refused.
+TEST(BlobMemory, ATestNetIsPlannedForForwardOnly) {
+  constexpr size_t U = 256;
+  auto separate = make_test_net(kChain, BlobMemory::kSeparate);
+  auto planned = make_test_net(kChain, BlobMemory::kByLifetime);
+  const BlobPlanReport& r = planned->blob_plan();
+  EXPECT_TRUE(r.forward_only);
+  EXPECT_CONTAINS(r.str(), "values by lifetime (forward only)");
+  EXPECT_EQ(r.planned, 6);  // three values, three idle gradients
+  EXPECT_EQ(r.peak_bytes, 3 * U + 2 * U);
+  EXPECT_LT(r.arena_bytes, r.separate_bytes);
+  EXPECT_EQ(forward_outputs(*planned, 5), forward_outputs(*separate, 5));
+  const std::string msg = test::error_of<ConfigError>([&] { planned->backward(); });
+  EXPECT_CONTAINS(msg, "planned for forward passes only");
+  EXPECT_CONTAINS(msg, "force_backward");
+  // force_backward: planned as a training net, and backward runs.
+  auto forced = make_test_net("force_backward: true\n" + std::string(kChain), BlobMemory::kByLifetime);
+  EXPECT_FALSE(forced->blob_plan().forward_only);
+  forward_outputs(*forced, 5);
+  forced->backward();
+}
+
+// A larger batch after the plan: reshape() gives every blob its new shape and
+// plans again, so the arena grows with it and the outputs stay right.
+TEST(BlobMemory, ReshapeToALargerBatchPlansAgain) {
+  auto planned = make_test_net(kChain, BlobMemory::kByLifetime);
+  const size_t arena_at_1 = planned->blob_plan().arena_bytes;
+  planned->blob("x").resize({4, 64});
+  planned->blob("y").resize({4, 64});
+  planned->reshape();
+  EXPECT_GT(planned->blob_plan().arena_bytes, arena_at_1);
+  EXPECT_EQ(planned->blob("h1").shape(), (Shape{4, 128}));
+  EXPECT_EQ(planned->blob("h1").data.storage_bytes(), planned->blob_plan().arena_bytes) << "h1 left the arena";
+  auto separate = make_test_net(kChain, BlobMemory::kSeparate);
+  separate->blob("x").resize({4, 64});
+  separate->blob("y").resize({4, 64});
+  separate->reshape();
+  EXPECT_EQ(forward_outputs(*planned, 9), forward_outputs(*separate, 9));
+  // Back to a smaller batch: everything fits where it is.
+  const size_t arena_at_4 = planned->blob_plan().arena_bytes;
+  planned->blob("x").resize({2, 64});
+  planned->blob("y").resize({2, 64});
+  planned->reshape();
+  EXPECT_EQ(planned->blob_plan().arena_bytes, arena_at_4);
+}
+
 // -------------------------------------------------------------- training ----
 
 // With `square`, ip1's output goes through UndeclaredReadForTest (below) first.

@@ -264,6 +264,7 @@ EmbedResult run_embed(const EmbedOptions& o) {
   NetOptions net_options;
   net_options.phase = Phase::kTest;
   net_options.device = o.device;
+  net_options.blob_memory = BlobMemory::kByLifetime;  // forward only; the embedded blob is kept (below)
   net_options.base_dir = dirname_of(o.model);
   auto net = std::make_unique<Net>(root, net_options);
   const std::vector<std::string> inputs = net->input_names();
@@ -281,6 +282,7 @@ EmbedResult run_embed(const EmbedOptions& o) {
     for (const std::string& b : net->blob_names()) names += (names.empty() ? "" : ", ") + b;
     fail<ConfigError>("--layer: net '", net->name(), "' has no blob '", o.layer, "'; its blobs are: ", names);
   }
+  net->keep_blobs({o.layer});  // read after forward
   const int stop_layer = last_writer(*net, o.layer);
   const int64_t dim = embed_dim(net->blob(o.layer).shape(), o.pool, o.layer);
 
@@ -398,7 +400,10 @@ EmbedResult run_embed(const EmbedOptions& o) {
           }
           for (int64_t r = 0; r < n; ++r) paths.push_back(o.input + "[" + std::to_string(done + r) + "]");
         }
-        input.resize({n, channels, height, width});
+        if (input.shape()[0] != n) {  // a new batch size: every blob's shape, and their plan, follow
+          input.resize({n, channels, height, width});
+          net->reshape();
+        }
         input.data.copy_from(staged);
         net->forward(0, stop_layer);
         const Blob& out = net->blob(o.layer);

@@ -146,10 +146,8 @@ void Solver::build_nets() {
     o.world_size = whole ? 1 : options_.world_size;
     o.comm = options_.comm;
     o.device = options_.device;
-    if (phase == Phase::kTrain) {
-      o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
-      o.blob_memory = config_.blob_memory;
-    }
+    o.blob_memory = config_.blob_memory;  // a TEST net: planned for forward passes only
+    if (phase == Phase::kTrain) o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
     return o;
   };
   const bool want_test = config_.test_interval > 0;

@@ -135,6 +135,7 @@ int main(int argc, char** argv) {
       NetOptions options;
       options.phase = Phase::kTest;
       options.device = device;
+      options.blob_memory = BlobMemory::kByLifetime;  // as `strata test` and `strata embed` run
       options.base_dir = source_dir + "/models/" + name;
       Net net(deploy_net(source_dir, *it, batch), options);
       if (!save_dir.empty()) {

@@ -59,6 +59,7 @@ int test_main(int argc, char** argv) {
   NetOptions options;
   options.phase = Phase::kTest;
   options.device = device_flag(args);
+  options.blob_memory = BlobMemory::kByLifetime;  // forward only: each value until its last reader
   auto net = Net::from_file(args.require("model"), options);
   transfer::PretrainedOptions load;
   load.format = transfer::parse_weights_format(args.get("weights-format", "auto"), "--weights-format");
