@@ -122,6 +122,17 @@ struct Child {
   Stream out, err;
 };
 
+// The names a user types (kill -TERM) for the signals that stop a job.
+const char* stop_signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "a signal";
+  }
+}
+
 std::string signal_name(int sig) {
   const char* name = strsignal(sig);
   return name ? name : "unknown signal";
@@ -151,18 +162,20 @@ class SignalGuard {
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_NOCLDSTOP;
-    for (size_t i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &old_[i]);
+    for (size_t i = 0; i < kCount; ++i) sigaction(kSignals[i], &sa, &old_[i]);
   }
   ~SignalGuard() {
-    for (size_t i = 0; i < 3; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+    for (size_t i = 0; i < kCount; ++i) sigaction(kSignals[i], &old_[i], nullptr);
     g_signal_pipe = -1;
   }
   SignalGuard(const SignalGuard&) = delete;
   SignalGuard& operator=(const SignalGuard&) = delete;
 
  private:
-  static constexpr int kSignals[3] = {SIGCHLD, SIGINT, SIGTERM};
-  struct sigaction old_[3];
+  // SIGCHLD, and the signals that stop a job (forwarded to the ranks).
+  static constexpr size_t kCount = 5;
+  static constexpr int kSignals[kCount] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+  struct sigaction old_[kCount];
 };
 
 bool valid_master(const std::string& m) {
@@ -322,7 +335,7 @@ namespace {
 std::unique_ptr<StoreServer> serve_store(LaunchOptions& o) {
   sigset_t ours, previous;
   sigemptyset(&ours);
-  for (int sig : {SIGCHLD, SIGINT, SIGTERM}) sigaddset(&ours, sig);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&ours, sig);
   pthread_sigmask(SIG_BLOCK, &ours, &previous);
   std::unique_ptr<StoreServer> server;
   try {
@@ -430,6 +443,7 @@ int launch(const LaunchOptions& options) {
 
   int failed_rank = -1, failed_status = 0;
   bool interrupted = false, terminated = false, killed = false, silent_handled = false;
+  int interrupt_signal = SIGINT;
   int first_nonzero = 0;
   int lost_workers = 0;  // parameter-server workers killed while the others went on
   Deadline kill_at = Deadline::max();
@@ -554,12 +568,20 @@ int launch(const LaunchOptions& options) {
       ssize_t n;
       while ((n = ::read(sig_pipe[0], sigs, sizeof(sigs))) > 0) {
         for (ssize_t i = 0; i < n; ++i) {
-          if (sigs[i] == SIGINT) {
+          const int sig = sigs[i];
+          if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP && sig != SIGUSR1) continue;
+          // The first: every rank gets it and stops as it does on Ctrl-C
+          // (`strata train` finishes the iteration the ranks agree on and
+          // writes a snapshot). The second: the ranks are stopped now.
+          if (!interrupted) {
             interrupted = true;
-            say("interrupted; forwarding SIGINT to the ranks and waiting for them to stop");
-            signal_ranks(SIGINT);
-          } else if (sigs[i] == SIGTERM) {
-            if (!terminated) say("terminated; forwarding SIGTERM to the ranks");
+            interrupt_signal = sig;
+            const std::string name = stop_signal_name(sig);
+            say((sig == SIGINT ? std::string("interrupted") : name) + "; forwarding " + name +
+                " to the ranks and waiting for them to stop (a second signal stops them now)");
+            signal_ranks(sig);
+          } else if (!terminated) {
+            say(std::string(stop_signal_name(sig)) + " again; stopping the ranks now");
             terminated = true;
             stop_others();
           }
@@ -574,7 +596,7 @@ int launch(const LaunchOptions& options) {
 
   if (failed_rank >= 0) return failed_status;
   if (terminated) return first_nonzero ? first_nonzero : 128 + SIGTERM;
-  if (interrupted) return first_nonzero ? first_nonzero : 128 + SIGINT;
+  if (interrupted) return first_nonzero ? first_nonzero : 128 + interrupt_signal;
   if (lost_workers > 0) {
     say("finished with " + std::to_string(o.nproc - lost_workers) + " of " + std::to_string(o.nproc) +
         " workers (" + std::to_string(lost_workers) + " lost)");

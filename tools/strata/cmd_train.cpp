@@ -4,8 +4,10 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <sstream>
+#include <vector>
 #include <unistd.h>
 
 #ifdef STRATA_WITH_CUDA
@@ -34,14 +36,55 @@ namespace strata::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<int> g_stop_signal{0};
 
-// First Ctrl-C: finish the iteration, write a snapshot, exit cleanly.
-// Second Ctrl-C: leave at once (the last good snapshot stays in place, as
+// The signals that stop training the way Ctrl-C does: what `kill`, `docker
+// stop`, systemd and a closed SSH session send (TERM, HUP), and what SLURM
+// sends ahead of preemption with --signal (USR1 by choice).
+struct StopSignal {
+  int sig;
+  const char* name;
+  const char* message;  // written from the handler: a literal
+};
+const StopSignal kStopSignals[] = {
+    {SIGINT, "INT", "\nSIGINT: stopping after this iteration and writing a snapshot (Ctrl-C again to quit now)\n"},
+    {SIGTERM, "TERM", "\nSIGTERM: stopping after this iteration and writing a snapshot (again to quit now)\n"},
+    {SIGHUP, "HUP", "\nSIGHUP: stopping after this iteration and writing a snapshot (again to quit now)\n"},
+    {SIGUSR1, "USR1", "\nSIGUSR1: stopping after this iteration and writing a snapshot (again to quit now)\n"},
+};
+
+// First signal: finish the iteration, write a snapshot, exit with 128 + the
+// signal. Second: leave at once (the last good snapshot stays in place, as
 // snapshots are only ever replaced by rename).
-void on_sigint(int) {
-  if (g_stop.exchange(true)) _exit(130);
-  const char msg[] = "\nstopping after this iteration and writing a snapshot (Ctrl-C again to quit now)\n";
-  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+void on_stop_signal(int sig) {
+  if (g_stop.exchange(true)) _exit(128 + sig);
+  g_stop_signal.store(sig);
+  for (const StopSignal& s : kStopSignals) {
+    if (s.sig != sig) continue;
+    [[maybe_unused]] ssize_t n = write(STDERR_FILENO, s.message, std::strlen(s.message));
+  }
+}
+
+// STRATA_STOP_SIGNALS: which of INT, TERM, HUP and USR1 stop training
+// gracefully ("INT,TERM,HUP,USR1" when unset); the others keep their
+// default action. ConfigError naming the variable for anything else.
+std::vector<int> stop_signals_from_env() {
+  const char* env = std::getenv("STRATA_STOP_SIGNALS");
+  const std::string text = env && *env ? env : "INT,TERM,HUP,USR1";
+  std::vector<int> out;
+  std::stringstream list(text);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    if (item.rfind("SIG", 0) == 0) item = item.substr(3);
+    const auto it = std::find_if(std::begin(kStopSignals), std::end(kStopSignals),
+                                 [&](const StopSignal& s) { return item == s.name; });
+    if (it == std::end(kStopSignals)) {
+      fail<ConfigError>("STRATA_STOP_SIGNALS is '", text, "': '", item, "' is not one of INT, TERM, HUP, USR1 "
+                        "(a comma-separated list of the signals that stop training after a snapshot)");
+    }
+    out.push_back(it->sig);
+  }
+  return out;
 }
 
 // The solver file's parallel { data { } } block, then the command line on top.
@@ -292,10 +335,14 @@ int train_main(int argc, char** argv) {
     };
   }
   run.stop = &g_stop;
-  std::signal(SIGINT, on_sigint);
+  const std::vector<int> stop_signals = stop_signals_from_env();
+  for (int sig : stop_signals) std::signal(sig, on_stop_signal);
   const SolveResult result = parallel::run_training(config, run);
-  std::signal(SIGINT, SIG_DFL);
-  return result.status == SolveStatus::kInterrupted ? 130 : 0;
+  for (int sig : stop_signals) std::signal(sig, SIG_DFL);
+  if (result.status != SolveStatus::kInterrupted) return 0;
+  // Another rank's signal (data parallel agrees on stopping) counts as Ctrl-C.
+  const int sig = g_stop_signal.load();
+  return 128 + (sig ? sig : SIGINT);
 }
 
 }  // namespace strata::cli
