@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "framework/error.h"
 
@@ -155,6 +156,37 @@ std::string join_path(const std::string& dir, const std::string& rel) {
   if (dir.empty()) return rel;
   if (dir.back() == '/') return dir + rel;
   return dir + "/" + rel;
+}
+
+void check_output_path(const std::string& flag, const std::string& path, const std::vector<NamedInput>& inputs,
+                       Overwrite overwrite, const std::function<bool(const std::string&)>& earlier_output) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const bool exists = fs::exists(path, ec);
+  if (exists) {
+    for (const NamedInput& in : inputs) {
+      std::error_code same_ec;
+      if (!in.path.empty() && fs::equivalent(path, in.path, same_ec)) {
+        fail<ConfigError>(flag, " '", path, "' is the same file as ", in.flag, " '", in.path,
+                          "': writing it would destroy the input; choose another path (--overwrite does not "
+                          "allow this)");
+      }
+    }
+    if (!fs::is_regular_file(path, ec)) {
+      fail<ConfigError>(flag, " '", path, "' exists and is not a regular file; choose a file path");
+    }
+    if (overwrite == Overwrite::kNo && !(earlier_output && earlier_output(path))) {
+      fail<ConfigError>(flag, " '", path, "' exists and is not an output of an earlier run of this command; pass "
+                        "--overwrite to replace it, or choose another path");
+    }
+  }
+  const std::string dir = dirname_of(path).empty() ? "." : dirname_of(path);
+  if (!fs::is_directory(dir, ec)) {
+    fail<ConfigError>(flag, " '", path, "': the folder '", dir, "' does not exist; create it first");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    fail<ConfigError>(flag, " '", path, "': the folder '", dir, "' is not writable (", std::strerror(errno), ")");
+  }
 }
 
 }  // namespace strata

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -40,6 +41,23 @@ bool file_exists(const std::string& path);
 
 // Like Python's os.path.dirname: "a/b/c" -> "a/b", "c" -> "", "/c" -> "/".
 std::string dirname_of(const std::string& path);
+
+// The checks a command makes on a file it is about to write (`flag`, e.g.
+// "--out"), before any work, so that no run ends by failing to write or by
+// replacing what it should not. ConfigError, naming the flag and the path:
+// - `path` is the same file as one of `inputs` (flag, path pairs: the
+//   command's own inputs, the model's weights): never, even with `overwrite`;
+// - `path` exists and is not a regular file, or exists, is not
+//   `earlier_output(path)` (an output of an earlier run of the same command,
+//   which may be replaced) and `overwrite` is false;
+// - the folder it goes into does not exist or cannot be written.
+struct NamedInput {
+  std::string flag;
+  std::string path;
+};
+enum class Overwrite { kNo, kYes };
+void check_output_path(const std::string& flag, const std::string& path, const std::vector<NamedInput>& inputs,
+                       Overwrite overwrite, const std::function<bool(const std::string&)>& earlier_output);
 
 // Resolves `rel` against `dir` (like os.path.join for two parts): an absolute
 // `rel` is returned as is, and an empty `dir` yields `rel`.

@@ -2,7 +2,8 @@
 # End-to-end `strata embed`: rows and paths files as a user gets them, the
 # progress line, errors that name the bad input and leave no output behind,
 # --skip-bad-images, --reinit on a fine-tuned snapshot, the model's preset,
-# and every embed flag documented in docs/config.md.
+# the files --out may and may not replace, and every embed flag documented in
+# docs/config.md.
 # Usage: embed_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -155,7 +156,33 @@ else
   fail "embed without any preset failed: $(cat "$work/stderr.txt")"
 fi
 
-# 6. Every flag of `strata embed --help` is documented.
+# 6. --out never replaces an input, nor a file that is not an earlier embed
+#    output unless --overwrite; a folder that does not exist fails before work.
+sum() { sha256sum "$1" | cut -c1-64; }
+before=$(sum "$work/empty.safetensors")
+expect_error "--out on the weights" "is the same file as --weights" \
+  run_embed --images "$work/imgs" --overwrite --out "$work/empty.safetensors"
+[ "$(sum "$work/empty.safetensors")" = "$before" ] || fail "embed --out replaced the weights file"
+cp "$work/deploy.prototxt" "$work/model_copy.prototxt"
+expect_error "--out on the model" "is the same file as --model" \
+  "$strata" embed --model "$work/model_copy.prototxt" --weights "$work/empty.safetensors" --layer pool \
+  --images "$work/imgs" --out "$work/model_copy.prototxt"
+echo "notes" > "$work/notes.npy"
+expect_error "--out on another file" "pass --overwrite to replace it" \
+  run_embed --images "$work/imgs" --pool avg --out "$work/notes.npy"
+[ "$(cat "$work/notes.npy")" = "notes" ] || fail "embed replaced an unrelated file without --overwrite"
+if run_embed --images "$work/imgs" --pool avg --out "$work/notes.npy" --overwrite > /dev/null 2>&1; then
+  cmp -s "$work/notes.npy" "$work/feat.npy" || fail "--overwrite: the rows differ from feat.npy"
+else
+  fail "embed --overwrite on an unrelated file failed"
+fi
+# feat.npy is an earlier embed output (its paths file is beside it): replaced as it is.
+run_embed --images "$work/imgs" --pool avg --out "$work/feat.npy" > /dev/null 2>&1 ||
+  fail "embed did not replace its own earlier output"
+expect_error "missing folder" "the folder '$work/no/such' does not exist" \
+  run_embed --images "$work/imgs" --out "$work/no/such/rows.npy"
+
+# 7. Every flag of `strata embed --help` is documented.
 for flag in $("$strata" embed --help | grep -o -- '--[a-z0-9-]*' | sort -u); do
   grep -q -- "\`$flag" "$src/docs/config.md" || fail "docs/config.md does not document strata embed $flag"
 done

@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/device_api.h"
 #endif
 #include "framework/error.h"
+#include "framework/io/file_util.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/flag_lists.h"
@@ -101,6 +103,8 @@ int embed_main(int argc, char** argv) {
              {"images", FlagKind::kValue, "folder of images (or of class subfolders), or a list file", ""},
              {"input", FlagKind::kValue, "preprocessed N x C x H x W float32 .npy instead of --images", ""},
              {"out", FlagKind::kValue, ".npy to write (paths go to <out>.paths.txt)", ""},
+             {"overwrite", FlagKind::kSwitch,
+              "replace an existing --out that is not an earlier embed output (never an input)", ""},
              {"skip-bad-images", FlagKind::kSwitch,
               "leave out images that cannot be read or decoded; count them and list them in <out>.skipped.txt",
               ""},
@@ -127,6 +131,21 @@ int embed_main(int argc, char** argv) {
     fail<ConfigError>("--preset, --resize and --crop apply to --images; --input arrays are used as they are");
   }
   o.out = args.require("out");
+  {
+    // Before any work: never an input, and an existing file only when it is an
+    // earlier embed output (an .npy with its paths file beside it) or --overwrite.
+    const std::vector<NamedInput> inputs = {
+        {"--model", o.model}, {"--weights", o.weights}, {"--input", o.input}, {"--images", o.images}};
+    const Overwrite overwrite = args.has("overwrite") ? Overwrite::kYes : Overwrite::kNo;
+    const auto earlier_embed = [](const std::string& path) {
+      return file_exists(transfer::embed_paths_file(path)) && path.size() > 4 &&
+             path.compare(path.size() - 4, 4, ".npy") == 0;
+    };
+    check_output_path("--out", o.out, inputs, overwrite, earlier_embed);
+    const std::string paths = transfer::embed_paths_file(o.out);
+    check_output_path("--out (its paths file)", paths, inputs, overwrite,
+                      [&](const std::string&) { return earlier_embed(o.out); });
+  }
   o.batch = int_flag(args, "batch", 8, 1);
   o.pool = transfer::parse_embed_pool(args.get("pool", "none"), "--pool");
   o.l2 = args.has("l2norm") ? transfer::L2Norm::kOn : transfer::L2Norm::kOff;
