@@ -108,4 +108,21 @@ for r in 0 1 2; do [ -f "ps.rank$r.json" ] || { cat ps.txt; fail "no ps.rank$r.j
 check ps.rank0.json 1
 grep -q '"cat":"ps","name":"push to server 0"' ps.rank1.json || fail "no push events on worker 1"
 grep -q '"cat":"ps","name":"push of step 1"' ps.rank2.json || fail "no push events on the server"
+echo "== the trace's path is checked before training"
+# A missing folder, the solver itself, or a file that is not an earlier trace:
+# refused at once, before training; an earlier trace is replaced (--overwrite:
+# the snapshots of the first run are under the same prefix).
+if "$strata" train --solver solver.prototxt --timeline no/such/dir/t.json > miss.txt 2>&1; then fail "a missing folder was accepted"; fi
+grep -q "the folder 'no/such/dir' does not exist" miss.txt || { cat miss.txt; fail "unclear message for a missing folder"; }
+grep -q "^iter" miss.txt && fail "training ran before the missing folder was found"
+if "$strata" train --solver solver.prototxt --timeline solver.prototxt --overwrite > same.txt 2>&1; then
+  fail "the solver file was taken as the trace's path"
+fi
+grep -q "is the same file as --solver" same.txt || { cat same.txt; fail "unclear message for --timeline on the solver"; }
+echo "keep" > notes.json
+if "$strata" train --solver solver.prototxt --timeline notes.json > notes.txt 2>&1; then fail "notes.json was replaced"; fi
+grep -q "pass --overwrite to replace it" notes.txt || { cat notes.txt; fail "unclear message for an existing file"; }
+[ "$(cat notes.json)" = "keep" ] || fail "notes.json changed"
+"$strata" train --solver solver.prototxt --timeline one.json --overwrite > again.txt 2>&1 ||
+  { cat again.txt; fail "an earlier trace was not replaced"; }
 echo "PASS"

@@ -15,6 +15,7 @@
 #include "framework/cuda/runtime.h"
 #endif
 #include "framework/error.h"
+#include "framework/io/file_util.h"
 #include "framework/memory_cap.h"
 #include "framework/solver/solver.h"
 #include "framework/tensor.h"
@@ -311,6 +312,22 @@ int train_main(int argc, char** argv) {
   run.model = model_parallel_config(config, args);
   run.ps = parameter_server_config(config, args);
   run.timeline = args.get("timeline", "");
+  if (!run.timeline.empty()) {
+    // Checked now, not when the run ends: a folder that is missing, or a file
+    // that is not an earlier trace, would lose the whole run's trace.
+    const auto earlier_trace = [](const std::string& path) {
+      std::FILE* f = std::fopen(path.c_str(), "rb");
+      if (!f) return false;
+      char head[48] = {};
+      const size_t n = std::fread(head, 1, sizeof(head) - 1, f);
+      std::fclose(f);
+      return std::string(head, n).rfind("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", 0) == 0;
+    };
+    check_output_path("--timeline", run.timeline,
+                      {{"--solver", args.require("solver")}, {"--weights", args.get("weights", "")},
+                       {"--snapshot", args.get("snapshot", "")}},
+                      args.has("overwrite") ? Overwrite::kYes : Overwrite::kNo, earlier_trace);
+  }
   if (args.has("slowdown")) run.slowdown = parallel::parse_slowdown(args.get("slowdown"), "--slowdown");
   if (args.has("max-memory")) set_memory_cap(parse_memory_size(args.get("max-memory"), "--max-memory"));
   // Several ranks on this host share its cores unless --threads says otherwise.
