@@ -36,6 +36,32 @@ TEST(ParseErrors, MissingColon) {
   EXPECT_CONTAINS(parse_error("name 5"), "found '5'");
 }
 
+// Files saved by other editors: old Mac line endings (\r alone) end lines,
+// comments included; UTF-16 is named as such; a character copied from a web
+// page or a word processor is named with its code point.
+TEST(ParseErrors, EncodingsAndLookalikeCharactersAreNamed) {
+  const ConfigNode mac = parse_config_text("# a comment\rname: \"x\"\rlayer { type: \"Data\" }\r", "mac.prototxt");
+  EXPECT_EQ(mac.get_string("name", ""), "x");
+  EXPECT_CONTAINS(parse_error("# c\rname: \"x\"\r  bad = 1\r"), "t.prototxt:3:7: expected ':' or '{' after key 'bad'");
+  const std::string utf16("\xFF\xFEn\0a\0m\0e\0", 10);
+  EXPECT_CONTAINS(message_of([&] { parse_config_text(utf16, "w.prototxt"); }),
+                  "w.prototxt: the file is UTF-16 (it starts with a UTF-16 byte-order mark); save it as UTF-8");
+  const std::string nul("n\0a\0m\0e\0", 8);
+  EXPECT_CONTAINS(message_of([&] { parse_config_text(nul, "n.prototxt"); }), "not text (it holds NUL bytes; UTF-16?)");
+  EXPECT_CONTAINS(parse_error("name:\xC2\xA0\"x\""), "found the character U+00A0 (a non-breaking space: type a plain space)");
+  EXPECT_CONTAINS(parse_error("name: \xE2\x80\x9Cx\xE2\x80\x9D"),
+                  "the character U+201C (a typographic double quote: type \")");
+  EXPECT_CONTAINS(parse_error("\xC3\xA9t\xC3\xA9: 1"), "the character U+00E9 (outside quotes, write keys and values in ASCII)");
+  EXPECT_CONTAINS(parse_error("\xFF: 1"), "byte 0xFF (not UTF-8 text)");
+  // Inside quotes any UTF-8 is a value.
+  EXPECT_EQ(parse_config_text("name: \"caf\xC3\xA9\xC2\xA0x\"", "q").get_string("name", ""), "caf\xC3\xA9\xC2\xA0x");
+}
+
+TEST(ParseErrors, ADeviceOrPipeIsNotReadAsAConfigFile) {
+  EXPECT_CONTAINS(message_of([] { parse_config_file("/dev/zero"); }),
+                  "config file '/dev/zero' is not a regular file (a device, pipe or socket)");
+}
+
 TEST(ParseErrors, UnclosedBlock) {
   std::string m = message_of([] { parse_config_text("name: \"x\"\nlayer {\n  type: \"Data\"\n", "x"); });
   EXPECT_CONTAINS(m, "x:4:1: block 'layer' opened at x:2:1 is never closed: expected '}', found end of file");

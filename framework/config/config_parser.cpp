@@ -4,6 +4,8 @@
 // says what was expected, what was found, and where (file:line:col).
 #include "framework/config/config.h"
 
+#include <sys/stat.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -38,6 +40,15 @@ class Parser {
   Parser(const std::string& text, std::shared_ptr<const std::string> file)
       : s_(text), file_(std::move(file)) {
     if (s_.compare(0, 3, "\xEF\xBB\xBF") == 0) pos_ = 3;  // editors on Windows add a BOM
+    // UTF-16 (Windows' "Unicode"): a byte-order mark, or a NUL in every other
+    // byte of the first line. Said as such, not as a stray byte at 1:1.
+    const bool bom16 = s_.compare(0, 2, "\xFF\xFE") == 0 || s_.compare(0, 2, "\xFE\xFF") == 0;
+    const bool nul = s_.find('\0') != std::string::npos && s_.find('\0') < 64;
+    if (bom16 || nul) {
+      fail<ConfigError>(*file_, ": the file is ", bom16 ? "UTF-16 (it starts with a UTF-16 byte-order mark)"
+                                                      : "not text (it holds NUL bytes; UTF-16?)",
+                        "; save it as UTF-8 (plain text)");
+    }
   }
 
   ConfigNode parse_root() {
@@ -51,8 +62,15 @@ class Parser {
   char peek() const { return s_[pos_]; }
   SourceLocation here() const { return SourceLocation{file_, line_, col_}; }
 
+  // A line ends at \n, \r\n, or a lone \r (old Mac files).
+  bool at_line_end() const {
+    return peek() == '\n' || (peek() == '\r' && (pos_ + 1 >= s_.size() || s_[pos_ + 1] != '\n'));
+  }
+
   void advance() {
-    if (s_[pos_++] == '\n') {
+    const bool line_end = at_line_end();
+    ++pos_;
+    if (line_end) {
       ++line_;
       col_ = 1;
     } else {
@@ -70,7 +88,7 @@ class Parser {
       if (is_space(peek())) {
         advance();
       } else if (peek() == '#') {
-        while (!eof() && peek() != '\n') advance();
+        while (!eof() && !at_line_end()) advance();
       } else {
         break;
       }
@@ -95,11 +113,39 @@ class Parser {
       std::snprintf(buf, sizeof buf, "byte 0x%02X", static_cast<unsigned>(u));
       return buf;
     }
+    if (u >= 0x80) return non_ascii();
     if (!is_delim(c)) {
       std::string w = word();
       return "'" + (w.size() > 40 ? w.substr(0, 40) + "..." : w) + "'";
     }
     return std::string("'") + c + "'";
+  }
+
+  // The UTF-8 character at the current position, named: keys, numbers and
+  // bare words are ASCII, and a character copied from a web page or a word
+  // processor (a non-breaking space, typographic quotes) looks like one that is.
+  std::string non_ascii() const {
+    const auto b = [&](size_t i) { return pos_ + i < s_.size() ? static_cast<unsigned char>(s_[pos_ + i]) : 0u; };
+    unsigned cp = 0;
+    if ((b(0) & 0xE0) == 0xC0 && (b(1) & 0xC0) == 0x80) {
+      cp = ((b(0) & 0x1Fu) << 6) | (b(1) & 0x3Fu);
+    } else if ((b(0) & 0xF0) == 0xE0 && (b(1) & 0xC0) == 0x80 && (b(2) & 0xC0) == 0x80) {
+      cp = ((b(0) & 0x0Fu) << 12) | ((b(1) & 0x3Fu) << 6) | (b(2) & 0x3Fu);
+    } else {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "byte 0x%02X (not UTF-8 text)", b(0));
+      return buf;
+    }
+    const char* what = cp == 0xA0                      ? " (a non-breaking space: type a plain space)"
+                       : cp >= 0x2000 && cp <= 0x200B  ? " (a typographic space: type a plain space)"
+                       : cp == 0x3000                  ? " (an ideographic space: type a plain space)"
+                       : cp == 0x201C || cp == 0x201D  ? " (a typographic double quote: type \")"
+                       : cp == 0x2018 || cp == 0x2019  ? " (a typographic single quote: type ')"
+                       : cp == 0xFEFF                  ? " (a byte-order mark inside the file)"
+                                                       : " (outside quotes, write keys and values in ASCII)";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "the character U+%04X", cp);
+    return buf + std::string(what);
   }
 
   void parse_entries(ConfigNode& block, char closer, int depth) {
@@ -200,6 +246,13 @@ class Parser {
       error_at(here(), "expected a value (number, identifier or quoted string) ", where, ", found ", found());
     }
     if (!config_detail::is_bare_token(w)) {
+      // Name the first non-ASCII character (a non-breaking space, a typographic quote) where it is.
+      for (size_t i = 0; i < w.size(); ++i) {
+        if (static_cast<unsigned char>(w[i]) < 0x80) continue;
+        Parser at = *this;
+        for (size_t k = 0; k < i; ++k) at.advance();
+        error_at(at.here(), "expected a number, identifier or quoted string ", where, ", found ", at.non_ascii());
+      }
       error_at(here(), "expected a number, identifier or quoted string ", where, ", found '", w, "'");
     }
     for (size_t k = 0; k < w.size(); ++k) advance();
@@ -281,6 +334,12 @@ ConfigNode parse_config_text(const std::string& text, const std::string& filenam
 }
 
 ConfigNode parse_config_file(const std::string& path) {
+  // A device or a pipe (/dev/zero, a FIFO) could be read forever.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    fail<IoError>("config file '", path, "' is not a regular file (a device, pipe or socket); give the path of a "
+                  "prototxt file");
+  }
   errno = 0;
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) fail<IoError>("cannot read config file '", path, "': ", std::strerror(errno));
