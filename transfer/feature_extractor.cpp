@@ -278,9 +278,16 @@ EmbedResult run_embed(const EmbedOptions& o) {
   }
   const int64_t channels = input.shape()[1], height = input.shape()[2], width = input.shape()[3];
   if (!net->has_blob(o.layer)) {
+    // The nearest name first; a long list is cut (a ViT has hundreds of blobs).
+    const std::vector<std::string>& all = net->blob_names();
+    const std::string nearest = nearest_key(o.layer, all);
     std::string names;
-    for (const std::string& b : net->blob_names()) names += (names.empty() ? "" : ", ") + b;
-    fail<ConfigError>("--layer: net '", net->name(), "' has no blob '", o.layer, "'; its blobs are: ", names);
+    const size_t shown = std::min<size_t>(all.size(), 24);
+    for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + all[i];
+    if (shown < all.size()) names += ", ... (" + std::to_string(all.size()) + " in all)";
+    fail<ConfigError>("--layer: net '", net->name(), "' has no blob '", o.layer, "'",
+                      nearest.empty() ? std::string() : "; did you mean '" + nearest + "'?", " Its blobs are: ",
+                      names);
   }
   net->keep_blobs({o.layer});  // read after forward
   const int stop_layer = last_writer(*net, o.layer);
@@ -289,8 +296,14 @@ EmbedResult run_embed(const EmbedOptions& o) {
   PretrainedOptions pretrained;
   pretrained.format = o.format;
   pretrained.reinit = o.reinit;
-  const LoadReport report = load_pretrained(*net, o.weights, pretrained);
-  if (o.on_loaded) o.on_loaded(report);
+  if (o.weights.empty() && !net->params().empty()) {
+    fail<ConfigError>("--weights is required: net '", net->name(), "' has ", net->params().size(),
+                      " parameters (e.g. '", net->params()[0].name, "')");
+  }
+  if (!o.weights.empty()) {
+    const LoadReport report = load_pretrained(*net, o.weights, pretrained);
+    if (o.on_loaded) o.on_loaded(report);
+  }
 
   EmbedResult result;
   std::unique_ptr<ImageLoader> loader;

@@ -374,7 +374,10 @@ class ShmTransport final : public Transport {
 
 bool shm_enabled_by_env() {
   const char* v = std::getenv("STRATA_SHM");
-  return !(v && std::string(v) == "0");
+  if (!v || !*v || std::string(v) == "1") return true;
+  if (std::string(v) == "0") return false;
+  fail<ConfigError>("STRATA_SHM is '", v, "': expected 1 (ranks on one host exchange through shared memory, the "
+                    "default) or 0 (they use the network transport)");
 }
 
 int shm_peer_count(const Transport& t) {

@@ -250,6 +250,25 @@ if grep -q "strata launch: error: strata launch:" "$work/out.txt"; then fail "th
 grep -q "scoring one pass: 360 samples of layer 'data' in batches of 120" "$work/once.txt" &&
   grep -q "scored 3 batches" "$work/once.txt" || fail "strata test did not score one pass: $(cat "$work/once.txt")"
 
+# Mistakes caught before the run: no max_iter, a device as the solver, far too many threads.
+sed -e '/^max_iter:/d' -e 's|^lr_policy:.*|lr_policy: "fixed"|' "$dir/s10.prototxt" > "$dir/no_max_iter.prototxt"
+expect_error "no max_iter" "max_iter is 0 (a missing max_iter means 0): there is nothing to train" -- \
+  "$strata" train --solver "$dir/no_max_iter.prototxt"
+expect_error "a device as the solver" "config file '/dev/zero' is not a regular file" -- \
+  timeout 20 "$strata" train --solver /dev/zero
+sed -e 's|^max_iter:.*|max_iter: 2|' -e 's|^snapshot:.*|snapshot: 0|' -e 's|^snapshot_prefix:.*|snapshot_prefix: "threads/d"|' \
+  "$dir/s10.prototxt" > "$dir/s2.prototxt"
+"$strata" train --solver "$dir/s2.prototxt" --threads 1000 > "$work/threads.txt" 2>&1 ||
+  fail "--threads 1000 failed: $(tail -n 2 "$work/threads.txt")"
+grep -q "note: --threads 1000 on a machine with $(nproc) core" "$work/threads.txt" ||
+  fail "--threads 1000: no note about the cap: $(head -n 3 "$work/threads.txt")"
+if STRATA_SHM=false "$strata" launch --nproc 2 -- "$strata" train --solver "$dir/s2.prototxt" --overwrite \
+  > "$work/shm.txt" 2>&1; then
+  fail "STRATA_SHM=false was accepted"
+fi
+grep -q "^\[rank 0\] strata train: error: STRATA_SHM is 'false': expected 1" "$work/shm.txt" ||
+  fail "STRATA_SHM=false: unclear message: $(head -n 3 "$work/shm.txt")"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed"
   exit 1

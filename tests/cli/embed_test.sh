@@ -90,7 +90,7 @@ else
   fail "embed --skip-bad-images failed: $(cat "$work/stderr.txt")"
 fi
 rm "$work/imgs/zz_broken.png"
-expect_error "unknown blob" "its blobs are: data, pool" embed_base --images "$work/imgs" --layer fc7 --crop 16 \
+expect_error "unknown blob" "Its blobs are: data, pool" embed_base --images "$work/imgs" --layer fc7 --crop 16 \
   --out "$work/x.npy"
 expect_error "wrong crop" "--crop 16" embed_base --images "$work/imgs" --layer pool --crop 12 --out "$work/x.npy"
 expect_error "no input" "--images" "$strata" embed --model "$work/deploy.prototxt" --weights "$work/empty.safetensors" \
@@ -155,6 +155,12 @@ if plain_embed --model "$work/deploy.prototxt" --resize 20 --crop 16 --out "$wor
 else
   fail "embed without any preset failed: $(cat "$work/stderr.txt")"
 fi
+
+# A typo gets the nearest name; a net without parameters needs no --weights.
+expect_error "blob typo" "has no blob 'pol'; did you mean 'pool'?" embed_base --images "$work/imgs" --layer pol \
+  --crop 16 --out "$work/x.npy"
+"$strata" embed --model "$work/deploy.prototxt" --preset imagenet --resize 20 --crop 16 --layer pool --pool avg \
+  --images "$work/imgs" --out "$work/noweights.npy" > /dev/null 2>&1 || fail "embed without --weights on a net without parameters failed"
 
 # 6. --out never replaces an input, nor a file that is not an earlier embed
 #    output unless --overwrite; a folder that does not exist fails before work.

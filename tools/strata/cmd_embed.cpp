@@ -94,7 +94,8 @@ int int_flag(const Args& args, const std::string& name, int def, int min) {
 int embed_main(int argc, char** argv) {
   Args args("embed",
             {{"model", FlagKind::kValue, "deploy prototxt (one Input blob [N, C, H, W])", ""},
-             {"weights", FlagKind::kValue, ".safetensors weights (strata, torchvision or timm names)", ""},
+             {"weights", FlagKind::kValue,
+              ".safetensors weights (strata, torchvision or timm names); needed when the net has parameters", ""},
              {"weights-format", FlagKind::kValue,
               "names in the --weights file: auto, strata, torchvision-vgg, torchvision-vit, timm-vit, caffe", "auto"},
              {"reinit", FlagKind::kRepeated,
@@ -121,7 +122,7 @@ int embed_main(int argc, char** argv) {
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   transfer::EmbedOptions o;
   o.model = args.require("model");
-  o.weights = args.require("weights");
+  o.weights = args.get("weights", "");  // required when the net has parameters (run_embed says so)
   o.format = transfer::parse_weights_format(args.get("weights-format", "auto"), "--weights-format");
   o.layer = args.require("layer");
   o.images = args.get("images");
