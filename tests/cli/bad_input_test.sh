@@ -262,6 +262,13 @@ sed -e 's|^max_iter:.*|max_iter: 2|' -e 's|^snapshot:.*|snapshot: 0|' -e 's|^sna
   fail "--threads 1000 failed: $(tail -n 2 "$work/threads.txt")"
 grep -q "note: --threads 1000 on a machine with $(nproc) core" "$work/threads.txt" ||
   fail "--threads 1000: no note about the cap: $(head -n 3 "$work/threads.txt")"
+# convert: never onto its input; an existing file only with --overwrite (checked before reading).
+echo "weights" > "$work/keep.safetensors"
+expect_error "convert onto its input" "OUT '$work/keep.safetensors' is the same file as IN" -- \
+  "$strata" convert "$work/keep.safetensors" "$work/keep.safetensors" --overwrite
+expect_error "convert onto a file" "pass --overwrite to replace it" -- \
+  "$strata" convert "$work/missing.caffemodel" "$work/keep.safetensors"
+[ "$(cat "$work/keep.safetensors")" = "weights" ] || fail "convert replaced a file"
 if STRATA_SHM=false "$strata" launch --nproc 2 -- "$strata" train --solver "$dir/s2.prototxt" --overwrite \
   > "$work/shm.txt" 2>&1; then
   fail "STRATA_SHM=false was accepted"

@@ -11,13 +11,11 @@
 set -euo pipefail
 strata="$1"
 src="$2"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 export STRATA_TIMEOUT_S=60
 
 # shellcheck source=tests/cli/data_parallel_lib.sh
-source "$(dirname "$0")/data_parallel_lib.sh"
+source "$(dirname "$0")/data_parallel_lib.sh"  # $work, removed at exit
 setup_digits
 make_net "$dir/net128.prototxt" 128
 make_net "$dir/net64.prototxt" 64

@@ -2,17 +2,12 @@
 # Shared by data_parallel_test.sh and data_parallel_mpi_test.sh, which source
 # it: a private copy of the digits model and data, the nets they train, and
 # the comparisons of a data-parallel run with one process. The sourcing
-# script defines fail() and sets $src (the source tree) and $work (a scratch
-# folder).
+# script defines fail() and sets $src (the source tree); $work comes from
+# digits_lib.sh.
 
-# Copies models/digits and data/digits into $work; sets $dir to the model.
-setup_digits() {
-  mkdir -p "$work/models" "$work/data"
-  cp -r "$src/models/digits" "$work/models/digits"
-  rm -rf "$work/models/digits/snapshots"
-  cp -r "$src/data/digits" "$work/data/digits"
-  dir="$work/models/digits"
-}
+# setup_digits: a private copy of the digits model and data (digits_lib.sh).
+# shellcheck source=tests/cli/digits_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/digits_lib.sh"
 
 # The digits net without dropout (its masks differ with the batch split) and
 # without shuffling, with the TRAIN batch given.

@@ -10,9 +10,6 @@ set -euo pipefail
 strata="$1"
 src="$2"
 mpiexec="$3"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "work: $work"; fi
 fail() { echo "FAIL: $*"; exit 1; }
 [ -x "$mpiexec" ] || fail "mpiexec '$mpiexec' is not executable: install openmpi-bin and re-run cmake"
 export STRATA_TIMEOUT_S=10
@@ -20,7 +17,7 @@ export STRATA_TIMEOUT_S=10
 unset STRATA_MASTER STRATA_TOKEN STRATA_RANK STRATA_WORLD_SIZE STRATA_LOCAL_RANK STRATA_LOCAL_WORLD_SIZE
 
 # shellcheck source=tests/cli/data_parallel_lib.sh
-source "$(dirname "$0")/data_parallel_lib.sh"
+source "$(dirname "$0")/data_parallel_lib.sh"  # $work, removed at exit
 setup_digits
 
 make_net "$dir/net128.prototxt" 128

@@ -17,14 +17,11 @@
 set -euo pipefail
 strata="$1"
 src="$2"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "work: $work"; fi
 fail() { echo "FAIL: $*"; exit 1; }
 export STRATA_TIMEOUT_S=10
 
 # shellcheck source=tests/cli/data_parallel_lib.sh
-source "$(dirname "$0")/data_parallel_lib.sh"
+source "$(dirname "$0")/data_parallel_lib.sh"  # $work, removed at exit
 setup_digits
 make_net "$dir/net64.prototxt" 64
 make_solver() {  # make_solver OUT MAX_ITER SNAPSHOT PREFIX [EXTRA LINE]

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The signals schedulers and shells send stop training as Ctrl-C does:
-#  1. SIGTERM, SIGHUP and SIGUSR1 to `strata train` finish the iteration,
-#     write a snapshot, log a `finish` event with status "interrupted", leave
-#     no lock file and exit 128 + the signal.
+# Ctrl-C, and the signals schedulers and shells send, stop training after a
+# snapshot:
+#  1. SIGINT, SIGTERM, SIGHUP and SIGUSR1 to `strata train` finish the
+#     iteration, write a snapshot, log a `finish` event with status
+#     "interrupted", leave no lock or temporary file and exit 128 + the
+#     signal; the snapshot resumes with --snapshot and scores with strata test.
 #  2. STRATA_STOP_SIGNALS=INT leaves SIGTERM its default action (the process
 #     ends at once, no snapshot); a bad value is an error naming it.
 #  3. SIGTERM to `strata launch --nproc 2` reaches both data-parallel ranks,
@@ -12,55 +14,17 @@
 set -euo pipefail
 strata="$1"
 src="$2"
-work=$(mktemp -d)
-bg_pid=""
-cleanup() {
-  if [ -n "$bg_pid" ]; then kill -9 "$bg_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-
-mkdir -p "$work/models" "$work/data"
-cp -r "$src/models/digits" "$work/models/digits"
-rm -rf "$work/models/digits/snapshots"
-cp -r "$src/data/digits" "$work/data/digits"
-dir="$work/models/digits"
+# shellcheck source=tests/cli/digits_lib.sh
+source "$(dirname "$0")/digits_lib.sh"  # $work, setup_digits, start_run, wait_run
+setup_digits
 make_solver() {  # make_solver OUT PREFIX: a run far longer than the test
   sed -e 's|^max_iter:.*|max_iter: 1000000|' -e 's|^snapshot:.*|snapshot: 0|' \
       -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$2\"|" -e 's|^test_interval:.*|test_interval: 0|' \
       -e 's|^display:.*|display: 10|' "$dir/solver.prototxt" > "$1"
 }
 
-# start_run OUT_PREFIX LOG COMMAND...: starts COMMAND in the background and
-# waits until its JSON-lines log shows training, then half a second more.
-start_run() {
-  local out="$1" log="$2"
-  shift 2
-  "$@" > "$out.txt" 2> "$out.err" &
-  bg_pid=$!
-  for _ in $(seq 1 200); do
-    grep -qs '"iteration"' "$log" && break
-    kill -0 "$bg_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  sleep 0.5
-  kill -0 "$bg_pid" 2>/dev/null || fail "the run ended before the signal: $(cat "$out.err")"
-}
-
-# wait_run: the background run must end within 30 s; its exit status goes to $rc.
-wait_run() {
-  for _ in $(seq 1 300); do
-    kill -0 "$bg_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$bg_pid" 2>/dev/null && fail "still running 30 s after the signal"
-  rc=0
-  wait "$bg_pid" || rc=$?
-  bg_pid=""
-}
-
-for sig in TERM HUP USR1; do
+for sig in INT TERM HUP USR1; do
   echo "== SIG$sig to strata train"
   prefix="$dir/run_$sig/digits"
   make_solver "$dir/$sig.prototxt" "run_$sig/digits"
@@ -77,7 +41,20 @@ for sig in TERM HUP USR1; do
   tail -n 1 "${prefix}_log.jsonl" | grep -q '"event":"finish".*"status":"interrupted"' ||
     fail "the log does not end with an interrupted finish: $(tail -n 1 "${prefix}_log.jsonl")"
   [ ! -e "$prefix.lock" ] || fail "the lock file $prefix.lock was left behind"
+  [ -f "${snap%.solverstate.safetensors}.safetensors" ] || fail "weights file beside $snap is missing"
+  if ls "$dir/run_$sig" | grep -q '\.tmp\.'; then fail "temporary files left: $(ls "$dir/run_$sig")"; fi
 done
+
+echo "== the snapshot of an interrupted run resumes, and its weights score"
+iter=$(echo "$snap" | sed -n 's/.*_iter_\([0-9]*\)\.solverstate\.safetensors$/\1/p')
+[ -n "$iter" ] && [ "$iter" -gt 0 ] || fail "unexpected snapshot name $snap"
+sed -e "s|^max_iter:.*|max_iter: $((iter + 5))|" "$dir/USR1.prototxt" > "$dir/resume.prototxt"
+"$strata" train --solver "$dir/resume.prototxt" --snapshot "$snap" --threads 2 > "$work/resume.txt" ||
+  fail "resuming from the interrupted run's snapshot failed"
+grep -q "resumed from .* at iteration $iter" "$work/resume.txt" || { cat "$work/resume.txt"; fail "did not resume at $iter"; }
+"$strata" test --model "$dir/train.prototxt" --weights "${snap%.solverstate.safetensors}.safetensors" \
+  --iterations 1 --threads 2 > "$work/score.txt" || fail "strata test on the snapshot failed"
+grep -q "accuracy = " "$work/score.txt" || fail "no accuracy from strata test"
 
 echo "== STRATA_STOP_SIGNALS=INT: SIGTERM ends the run at once"
 make_solver "$dir/only_int.prototxt" "only_int/digits"

@@ -1,0 +1,55 @@
+# shellcheck shell=bash
+# Shared by the command-line tests that train the bundled digits model, which
+# source it after setting $strata and $src (the source tree): a scratch folder
+# removed at exit, a private copy of the digits model and data, and a run in
+# the background that a test signals and waits for. The sourcing script
+# defines fail().
+
+# $work: a scratch folder; at exit a background run still going is killed
+# and the folder removed (KEEP=1 keeps it and prints where).
+work=$(mktemp -d)
+bg_pid=""
+digits_cleanup() {
+  if [ -n "$bg_pid" ]; then kill -9 "$bg_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap digits_cleanup EXIT
+if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "work: $work"; fi
+
+# Copies models/digits and data/digits into $work; sets $dir to the model.
+setup_digits() {
+  mkdir -p "$work/models" "$work/data"
+  cp -r "$src/models/digits" "$work/models/digits"
+  rm -rf "$work/models/digits/snapshots"
+  cp -r "$src/data/digits" "$work/data/digits"
+  dir="$work/models/digits"
+}
+
+# start_run OUT LOG COMMAND...: COMMAND in the background (stdout to OUT.txt,
+# stderr to OUT.err, its pid in $bg_pid); returns once its JSON-lines LOG
+# shows training, and half a second more.
+start_run() {
+  local out="$1" log="$2"
+  shift 2
+  "$@" > "$out.txt" 2> "$out.err" &
+  bg_pid=$!
+  for _ in $(seq 1 200); do
+    grep -qs '"iteration"' "$log" && break
+    kill -0 "$bg_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  sleep 0.5
+  kill -0 "$bg_pid" 2>/dev/null || fail "the run ended before it was signalled: $(cat "$out.err")"
+}
+
+# wait_run: the background run must end within 30 s; its exit status goes to $rc.
+wait_run() {
+  for _ in $(seq 1 300); do
+    kill -0 "$bg_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$bg_pid" 2>/dev/null && fail "still running 30 s after the signal"
+  rc=0
+  wait "$bg_pid" || rc=$?
+  bg_pid=""
+}
