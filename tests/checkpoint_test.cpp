@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "framework/io/checkpoint.h"
+#include "framework/io/crc32c.h"
 #include "framework/config/config.h"
 #include "framework/error.h"
 #include "framework/io/file_util.h"
@@ -125,6 +126,68 @@ TEST(WeightsTest, RoundTripIncludingBuffersAndMetadata) {
     EXPECT_EQ(values(*a->params()[i].blob), values(*b->params()[i].blob)) << a->params()[i].name;
   }
   EXPECT_CONTAINS(report.str(), "loaded " + std::to_string(a->params().size()) + " parameters");
+}
+
+// Flips one bit of the byte `from_end` bytes before the end of `path`.
+void flip_bit(const std::string& path, long from_end) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  f.seekg(-from_end, std::ios::end);
+  char c = 0;
+  f.read(&c, 1);
+  c = static_cast<char>(c ^ 0x10);
+  f.seekp(-from_end, std::ios::end);
+  f.write(&c, 1);
+}
+
+// A snapshot's tensors carry CRC-32C checksums: a bit flipped after writing
+// is an error naming the tensor, for weights and solver state alike; files
+// without checksums (other writers, earlier snapshots) load as before.
+TEST(WeightsTest, AFlippedBitIsCaughtByTheChecksum) {
+  TempDir dir;
+  write_dataset(dir);
+  auto a = make_net(dir, net_text(), 1);
+  save_weights(*a, dir.file("w.safetensors"), {});
+  SafetensorsReader r(dir.file("w.safetensors"));
+  const std::string last = r.tensors().back().name;
+  EXPECT_EQ(r.metadata().count("crc32c." + last), 1u);
+  flip_bit(dir.file("w.safetensors"), 2);  // inside the last tensor
+  const std::string msg = test::error_of<IoError>([&] { load_weights(*a, dir.file("w.safetensors")); });
+  EXPECT_CONTAINS(msg, "tensor '" + last + "' does not match its checksum");
+  EXPECT_CONTAINS(msg, "damaged after it was written");
+
+  SolverState s;
+  s.solver_type = "SGD";
+  s.config_fingerprint = "f";
+  s.weights_file = "w.safetensors";
+  Tensor t({4});
+  for (int i = 0; i < 4; ++i) t.data<float>()[i] = 1.0f + static_cast<float>(i);
+  s.history.emplace_back("fc.weight.momentum", t);
+  save_solver_state(dir.file("s.solverstate.safetensors"), s);
+  EXPECT_NO_THROW(load_solver_state(dir.file("s.solverstate.safetensors")));
+  flip_bit(dir.file("s.solverstate.safetensors"), 5);
+  EXPECT_CONTAINS(test::error_of<IoError>([&] { load_solver_state(dir.file("s.solverstate.safetensors")); }),
+                  "tensor 'fc.weight.momentum' does not match its checksum");
+
+  // Without checksums (written by another program): loads.
+  auto b = make_net(dir, net_text(), 2);
+  std::vector<TensorToWrite> plain;
+  for (const NetParam& p : b->params()) plain.push_back({p.name, DType::kF32, p.blob->shape(), p.blob->data.raw_data()});
+  write_safetensors(dir.file("plain.safetensors"), plain, {});
+  EXPECT_NO_THROW(load_weights(*a, dir.file("plain.safetensors")));
+}
+
+TEST(Crc32c, KnownValueAndTheHardwarePathAgreeWithTheTable) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c_portable("123456789", 9), 0xE3069283u);
+  EXPECT_EQ(crc32c_hex(0xE3069283u), "e3069283");
+  std::vector<uint8_t> bytes(1000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (size_t n : {0, 1, 7, 8, 9, 63, 1000}) {
+    EXPECT_EQ(crc32c(bytes.data(), n), crc32c_portable(bytes.data(), n)) << n << " bytes";
+  }
+  // In pieces, continued.
+  EXPECT_EQ(crc32c(bytes.data() + 13, 987, crc32c(bytes.data(), 13)), crc32c(bytes.data(), 1000));
 }
 
 TEST(WeightsTest, ShapeMismatchNamesParameterAndReinit) {

@@ -387,5 +387,34 @@ TEST(EstimateChart, SvgHasOneLinePerStrategyAndEscapesNames) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
 }
 
+// The ideal speedup equals the workers on any axis: on the log2 workers axis
+// it is a curve, not the straight segment from the first to the last point
+// (which showed an "ideal" of 3.3 at 2 workers of 1..8). Plot area: x from 70
+// over 500 px for log2 workers 0..3; y from 420 up over 370 px for 0..10.
+TEST(EstimateChart, TheIdealPassesThroughWorkersEqualsSpeedup) {
+  const std::string svg = speedup_chart_svg("t", {{"dp-ring", {1, 2, 4, 8}, {1, 2, 4, 8}}});
+  const size_t at = svg.find("<path id=\"ideal\"");
+  ASSERT_NE(at, std::string::npos) << svg;
+  const std::string ideal = svg.substr(at, svg.find("/>", at) - at);
+  EXPECT_NE(ideal.find(" L236.7,346.0"), std::string::npos) << "2 workers, speedup 2: " << ideal;
+  EXPECT_NE(ideal.find(" L570.0,124.0"), std::string::npos) << "8 workers, speedup 8: " << ideal;
+  EXPECT_NE(ideal.find("M70.0,383.0"), std::string::npos) << "1 worker, speedup 1: " << ideal;
+  // The strategy predicting the ideal lies on it at every point.
+  EXPECT_NE(svg.find("points=\"70.0,383.0 236.7,346.0 403.3,272.0 570.0,124.0 \""), std::string::npos) << svg;
+}
+
+// Every legend entry draws a sample of its line; equal predictions stay
+// visible as dashes differ.
+TEST(EstimateChart, TheLegendShowsEachLinesStyle) {
+  const std::string svg = speedup_chart_svg(
+      "t", {{"a", {1, 2}, {1, 1.5}}, {"b", {1, 2}, {1, 1.5}}, {"a", {2}, {1.4}, SeriesStyle::kMeasured}});
+  size_t samples = 0;
+  for (size_t p = svg.find("<line x1=\"582.0\""); p != std::string::npos; p = svg.find("<line x1=\"582.0\"", p + 1)) {
+    ++samples;
+  }
+  EXPECT_EQ(samples, 4u) << svg;  // ideal, a, b, a measured
+  EXPECT_NE(svg.find("stroke-dasharray=\"9,5\" points="), std::string::npos) << "b is dashed where a is solid";
+}
+
 }  // namespace
 }  // namespace strata::estimate

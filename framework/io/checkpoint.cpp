@@ -6,6 +6,7 @@
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/io/json.h"
+#include "framework/io/crc32c.h"
 #include "framework/io/safetensors.h"
 #include "framework/tensor_parallel.h"
 
@@ -208,6 +209,36 @@ void slice_split_history(const Net& net, std::vector<std::pair<std::string, Tens
   }
 }
 
+// ---- checksums ----
+
+namespace {
+
+// Each tensor's CRC-32C, under "crc32c.<name>" in the metadata.
+void add_checksums(const std::vector<TensorToWrite>& tensors, Metadata& md) {
+  for (const TensorToWrite& t : tensors) {
+    size_t n = dtype_size(t.dtype);
+    for (int64_t d : t.shape) n *= static_cast<size_t>(d);
+    md["crc32c." + t.name] = crc32c_hex(crc32c(t.data, n));
+  }
+}
+
+// Files written with checksums (strata's since they carry them) are checked
+// in full before anything is loaded; a file without them loads as before.
+void verify_checksums(const SafetensorsReader& reader, const std::string& path) {
+  const Metadata& md = reader.metadata();
+  for (const TensorView& v : reader.tensors()) {
+    const auto it = md.find("crc32c." + v.name);
+    if (it == md.end()) continue;
+    const std::string got = crc32c_hex(crc32c(v.data, v.nbytes));
+    if (got != it->second) {
+      fail<IoError>(path, ": tensor '", v.name, "' does not match its checksum (stored ", it->second, ", computed ",
+                    got, "): the file was damaged after it was written; use another snapshot or a fresh copy");
+    }
+  }
+}
+
+}  // namespace
+
 // ---- weights ----
 
 void save_weights(const Net& net, const std::string& path, const Metadata& metadata) {
@@ -227,6 +258,7 @@ void save_weights(const Net& net, const std::string& path, const Metadata& metad
   Metadata md = metadata;
   md.emplace("format", "strata");
   md.emplace("net", net.name());
+  add_checksums(tensors, md);
   write_safetensors(path, tensors, md);
 }
 
@@ -243,6 +275,7 @@ std::string LoadReport::str() const {
 LoadReport load_weights(Net& net, const std::string& path, const LoadOptions& options) {
   for (const std::string& layer : options.reinit) net.layer_index(layer);  // ConfigError if unknown
   SafetensorsReader reader(path);
+  verify_checksums(reader, path);
   LoadReport report;
   report.metadata = reader.metadata();
 
@@ -349,11 +382,13 @@ void save_solver_state(const std::string& path, const SolverState& state) {
   md["config_fingerprint"] = state.config_fingerprint;
   md["settings"] = encode_states({state.settings.begin(), state.settings.end()});
   md["weights_file"] = state.weights_file;
+  add_checksums(tensors, md);
   write_safetensors(path, tensors, md);
 }
 
 SolverState load_solver_state(const std::string& path) {
   SafetensorsReader reader(path);
+  verify_checksums(reader, path);
   const Metadata& md = reader.metadata();
   auto get = [&](const std::string& key) -> std::string {
     auto it = md.find(key);

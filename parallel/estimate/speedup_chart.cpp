@@ -99,11 +99,28 @@ std::string speedup_chart_svg(const std::string& title, const std::vector<ChartS
     << "<text x=\"" << kLeft + pw / 2 << "\" y=\"" << kHeight - 15 << "\" text-anchor=\"middle\">workers (log2)</text>\n"
     << "<text transform=\"translate(18," << kTop + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
     << "predicted speedup</text>\n";
-  // Ideal scaling, clipped to the plot.
-  o << "<line clip-path=\"url(#plot)\" x1=\"" << num(X(wmin)) << "\" y1=\"" << num(Y(wmin)) << "\" x2=\""
-    << num(X(wmax)) << "\" y2=\"" << num(Y(wmax)) << "\" stroke=\"#999\" stroke-dasharray=\"6,4\"/>\n";
+  // Ideal scaling (speedup = workers), clipped to the plot: on the log2
+  // workers axis and a linear speedup axis it is a curve, drawn through eight
+  // points per doubling (exactly through every power of two).
+  o << "<path id=\"ideal\" clip-path=\"url(#plot)\" fill=\"none\" stroke=\"#999\" stroke-dasharray=\"6,4\" d=\"";
+  for (int k = 0; k <= static_cast<int>(std::ceil((x1 - x0) * 8)); ++k) {
+    const double w = std::min(std::exp2(x0 + k / 8.0), std::exp2(x1));
+    o << (k ? " L" : "M") << num(X(w)) << "," << num(Y(w));
+  }
+  o << "\"/>\n";
+  // Each legend entry shows its line: colour, dashes and marker.
   double legend_y = kTop + 10;
-  o << "<text x=\"" << kLeft + pw + 15 << "\" y=\"" << num(legend_y) << "\" fill=\"#999\">- - ideal</text>\n";
+  const double lx = kLeft + pw + 12;
+  auto legend_line = [&](const char* color, const std::string& dash, bool marker, bool hollow) {
+    o << "<line x1=\"" << num(lx) << "\" y1=\"" << num(legend_y - 4) << "\" x2=\"" << num(lx + 24) << "\" y2=\""
+      << num(legend_y - 4) << "\" stroke=\"" << color << "\" stroke-width=\"2\"" << dash << "/>\n";
+    if (marker) {
+      o << "<circle cx=\"" << num(lx + 12) << "\" cy=\"" << num(legend_y - 4) << "\" r=\"" << (hollow ? 5 : 3) << "\""
+        << (hollow ? " fill=\"white\" stroke-width=\"2\" stroke=\"" : " fill=\"") << color << "\"/>\n";
+    }
+  };
+  legend_line("#999", " stroke-dasharray=\"6,4\"", false, false);
+  o << "<text x=\"" << num(lx + 30) << "\" y=\"" << num(legend_y) << "\" fill=\"#666\">ideal</text>\n";
   // A measured series takes the colour of the predicted series of its name.
   std::vector<std::string> predicted_names;
   for (const ChartSeries& s : series) {
@@ -125,7 +142,8 @@ std::string speedup_chart_svg(const std::string& title, const std::vector<ChartS
           << "\" r=\"6\" fill=\"none\" stroke-width=\"2\" stroke=\"" << color << "\"/>\n";
       }
       legend_y += 20;
-      o << "<text x=\"" << kLeft + pw + 15 << "\" y=\"" << num(legend_y) << "\" fill=\"" << color << "\">o "
+      legend_line(color, " stroke-opacity=\"0\"", true, true);
+      o << "<text x=\"" << num(lx + 30) << "\" y=\"" << num(legend_y) << "\" fill=\"" << color << "\">"
         << escape(s.name) << " measured</text>\n</g>\n";
       continue;
     }
@@ -144,7 +162,8 @@ std::string speedup_chart_svg(const std::string& title, const std::vector<ChartS
         << color << "\"/>\n";
     }
     legend_y += 20;
-    o << "<text x=\"" << kLeft + pw + 15 << "\" y=\"" << num(legend_y) << "\" fill=\"" << color << "\">"
+    legend_line(color, dash, true, false);
+    o << "<text x=\"" << num(lx + 30) << "\" y=\"" << num(legend_y) << "\" fill=\"" << color << "\">"
       << escape(s.name) << "</text>\n</g>\n";
   }
   o << "</svg>\n";
