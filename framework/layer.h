@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,6 @@
 namespace strata {
 
 class Communicator;
-class DataSource;
 
 enum class Phase { kTrain, kTest };
 const char* phase_name(Phase p);
@@ -255,10 +255,14 @@ class Layer {
   // overrides it (Deconvolution, MultiHeadAttention).
   virtual ForwardCost forward_cost(const BlobVec& bottom, const BlobVec& top) const;
 
-  // A data layer that serves a data set of known size (framework/data/
-  // data_source.h): `strata test` scores one pass over it. Null otherwise,
-  // and before setup.
-  virtual const DataSource* data_source() const { return nullptr; }
+  // A data layer that knows how much it serves: the samples of one pass (this
+  // rank's share) and the batch; `strata test` scores one pass. Unknown
+  // (nullopt) for other layers, and before setup.
+  struct PassSize {
+    int64_t samples = 0;
+    int64_t batch = 0;
+  };
+  virtual std::optional<PassSize> pass_size() const { return std::nullopt; }
 
   // State beyond parameters that a bit-exact resume needs (data cursor, RNG).
   virtual std::string save_state() const { return rng_.save(); }

@@ -1,6 +1,8 @@
 #include "layers/image_data.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "framework/caffe/caffe_db.h"
@@ -162,6 +164,15 @@ void ImageDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {
                           "' has none; write 'path label' lines in the list file, or drop the label top");
       }
     }
+  }
+  // What was found, once per job: a wrong folder or list shows at once.
+  if (ctx_.rank == 0) {
+    std::set<int64_t> classes;
+    for (const ImageItem& item : items) {
+      if (item.label >= 0) classes.insert(item.label);
+    }
+    std::fprintf(stderr, "note: %s: %zu images from '%s'%s\n", where_at().c_str(), items.size(), source_.c_str(),
+                 classes.empty() ? "" : (" in " + std::to_string(classes.size()) + " classes").c_str());
   }
   if (convention_ == Convention::kCaffe) setup_caffe(items);
   loader_ = std::make_unique<ImageLoader>(std::move(items), transform_, options_, where_at());

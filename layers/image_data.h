@@ -37,6 +37,10 @@ class ImageDataLayer : public DataLayer {
 
   // Valid after setup().
   const ImageLoader& loader() const;
+  std::optional<PassSize> pass_size() const override {
+    if (!loader_) return std::nullopt;
+    return PassSize{static_cast<int64_t>(loader_->shard().size()), loader_->batch_size()};
+  }
   const ImageTransform& transform() const { return transform_; }
 
  private:

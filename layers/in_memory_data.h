@@ -31,7 +31,10 @@ class InMemoryDataLayer : public DataLayer {
 
   // Valid after setup().
   const DataSource& source() const;
-  const DataSource* data_source() const override { return source_.get(); }
+  std::optional<PassSize> pass_size() const override {
+    if (!source_) return std::nullopt;
+    return PassSize{static_cast<int64_t>(source_->shard().size()), source_->batch_size()};
+  }
 
  protected:
   // Reads the data set; called once by setup(). IoErrors it throws are

@@ -250,6 +250,25 @@ if grep -q "strata launch: error: strata launch:" "$work/out.txt"; then fail "th
 grep -q "scoring one pass: 360 samples of layer 'data' in batches of 120" "$work/once.txt" &&
   grep -q "scored 3 batches" "$work/once.txt" || fail "strata test did not score one pass: $(cat "$work/once.txt")"
 
+# An ImageData net: the layer says what it found, and strata test scores one
+# pass over the folder (3 classes, 3 images each: 9 images in batches of 4 is
+# 3 batches), not 50 batches.
+cat > "$work/images.prototxt" <<NET
+name: "mean_colour"
+layer { name: "data" type: "ImageData" top: "data" top: "label"
+        image_data_param { source: "$src/data/images/val" batch_size: 4 shuffle: false }
+        transform_param { resize: 8 crop_size: 8 } }
+layer { name: "pool" type: "Pooling" bottom: "data" top: "pool" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "accuracy" type: "Accuracy" bottom: "pool" bottom: "label" top: "accuracy" }
+NET
+printf '\x08\x00\x00\x00\x00\x00\x00\x00{}      ' > "$work/empty.safetensors"
+"$strata" test --model "$work/images.prototxt" --weights "$work/empty.safetensors" > "$work/images.txt" 2>&1 ||
+  fail "strata test on an ImageData net failed: $(tail -n 3 "$work/images.txt")"
+grep -q "9 images from '$src/data/images/val' in 3 classes" "$work/images.txt" ||
+  fail "ImageData does not say what it found: $(head -n 3 "$work/images.txt")"
+grep -q "scoring one pass: 9 samples of layer 'data' in batches of 4" "$work/images.txt" &&
+  grep -q "scored 3 batches" "$work/images.txt" || fail "strata test did not score one pass: $(cat "$work/images.txt")"
+
 # Mistakes caught before the run: no max_iter, a device as the solver, far too many threads.
 sed -e '/^max_iter:/d' -e 's|^lr_policy:.*|lr_policy: "fixed"|' "$dir/s10.prototxt" > "$dir/no_max_iter.prototxt"
 expect_error "no max_iter" "max_iter is 0 (a missing max_iter means 0): there is nothing to train" -- \

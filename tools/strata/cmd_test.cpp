@@ -1,9 +1,9 @@
 // strata test: score trained weights on the TEST phase of a net.
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <vector>
 
-#include "framework/data/data_source.h"
 #include "framework/io/checkpoint.h"
 #include "framework/error.h"
 #include "framework/net.h"
@@ -28,16 +28,14 @@ std::string join_names(const std::vector<std::string>& names, size_t limit = 20)
 int64_t batches_per_pass(const Net& net, std::string* what) {
   int64_t best = 0;
   for (int i = 0; i < net.num_layers(); ++i) {
-    const DataSource* known = net.layer(i).data_source();
-    if (!known) continue;
-    const DataSource& source = *known;
-    const int64_t samples = static_cast<int64_t>(source.shard().size());
-    const int64_t batches = (samples + source.batch_size() - 1) / source.batch_size();
+    const std::optional<Layer::PassSize> known = net.layer(i).pass_size();
+    if (!known || known->batch <= 0) continue;
+    const int64_t samples = known->samples, batch = known->batch;
+    const int64_t batches = (samples + batch - 1) / batch;
     if (batches > best) {
       best = batches;
       *what = std::to_string(samples) + " samples of layer '" + net.layer(i).name() + "' in batches of " +
-              std::to_string(source.batch_size()) +
-              (samples % source.batch_size() ? " (the last batch wraps around to the first samples)" : "");
+              std::to_string(batch) + (samples % batch ? " (the last batch wraps around to the first samples)" : "");
     }
   }
   return best;
