@@ -211,16 +211,23 @@ void slice_split_history(const Net& net, std::vector<std::pair<std::string, Tens
 
 // ---- checksums ----
 
-namespace {
-
-// Each tensor's CRC-32C, under "crc32c.<name>" in the metadata.
-void add_checksums(const std::vector<TensorToWrite>& tensors, Metadata& md) {
+void add_tensor_checksums(const std::vector<TensorToWrite>& tensors, Metadata& md) {
   for (const TensorToWrite& t : tensors) {
     size_t n = dtype_size(t.dtype);
     for (int64_t d : t.shape) n *= static_cast<size_t>(d);
     md["crc32c." + t.name] = crc32c_hex(crc32c(t.data, n));
   }
 }
+
+Metadata without_tensor_checksums(const Metadata& md) {
+  Metadata out;
+  for (const auto& [k, v] : md) {
+    if (k.rfind("crc32c.", 0) != 0) out.emplace(k, v);
+  }
+  return out;
+}
+
+namespace {
 
 // Files written with checksums (strata's since they carry them) are checked
 // in full before anything is loaded; a file without them loads as before.
@@ -258,7 +265,7 @@ void save_weights(const Net& net, const std::string& path, const Metadata& metad
   Metadata md = metadata;
   md.emplace("format", "strata");
   md.emplace("net", net.name());
-  add_checksums(tensors, md);
+  add_tensor_checksums(tensors, md);
   write_safetensors(path, tensors, md);
 }
 
@@ -382,7 +389,7 @@ void save_solver_state(const std::string& path, const SolverState& state) {
   md["config_fingerprint"] = state.config_fingerprint;
   md["settings"] = encode_states({state.settings.begin(), state.settings.end()});
   md["weights_file"] = state.weights_file;
-  add_checksums(tensors, md);
+  add_tensor_checksums(tensors, md);
   write_safetensors(path, tensors, md);
 }
 

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/io/safetensors.h"
 #include "framework/net.h"
 #include "framework/tensor.h"
 
@@ -37,6 +38,13 @@ namespace strata {
 using Metadata = std::map<std::string, std::string>;
 
 void save_weights(const Net& net, const std::string& path, const Metadata& metadata = {});
+
+// Each tensor's CRC-32C under "crc32c.<name>" in `md`: what save_weights and
+// save_solver_state write, and what load_weights and load_solver_state check
+// (IoError naming the tensor). A file written from another file's metadata
+// but other tensors takes the metadata without_tensor_checksums().
+void add_tensor_checksums(const std::vector<TensorToWrite>& tensors, Metadata& md);
+Metadata without_tensor_checksums(const Metadata& md);
 
 // ---- tensor parallelism ----
 // True when some layer of the net splits a parameter over > 1 rank.

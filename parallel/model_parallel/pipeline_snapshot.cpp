@@ -183,6 +183,7 @@ void PipelineParallel::write_weights(const std::string& path, const Metadata& md
   Metadata m = md;
   m.emplace("format", "strata");
   m.emplace("net", solver_->net().name());
+  add_tensor_checksums(tensors, m);
   write_safetensors(path, tensors, m);
 }
 
@@ -243,7 +244,9 @@ ResumeInfo PipelineParallel::restore(const std::string& state_path) {
   st.weights_file = base + ".weights.safetensors";
   ResumeInfo info;
   try {
-    write_safetensors((dir / st.weights_file).string(), tensors, reader.metadata());
+    Metadata md = without_tensor_checksums(reader.metadata());
+    add_tensor_checksums(tensors, md);
+    write_safetensors((dir / st.weights_file).string(), tensors, md);
     save_solver_state(stage_state, st);
     info = solver_->restore(stage_state);
   } catch (...) {

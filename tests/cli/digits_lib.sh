@@ -5,16 +5,19 @@
 # the background that a test signals and waits for. The sourcing script
 # defines fail().
 
-# $work: a scratch folder; at exit a background run still going is killed
-# and the folder removed (KEEP=1 keeps it and prints where).
-work=$(mktemp -d)
-bg_pid=""
+# $work: a scratch folder (unless the sourcing script made its own); at exit
+# a background run still going is killed and the folder removed (KEEP=1 keeps
+# it and prints where).
 digits_cleanup() {
-  if [ -n "$bg_pid" ]; then kill -9 "$bg_pid" 2>/dev/null || true; fi
+  if [ -n "${bg_pid:-}" ]; then kill -9 "$bg_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
-trap digits_cleanup EXIT
-if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "work: $work"; fi
+if [ -z "${work:-}" ]; then
+  work=$(mktemp -d)
+  bg_pid=""
+  trap digits_cleanup EXIT
+  if [ -n "${KEEP:-}" ]; then trap - EXIT; echo "work: $work"; fi
+fi
 
 # Copies models/digits and data/digits into $work; sets $dir to the model.
 setup_digits() {
