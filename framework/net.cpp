@@ -151,11 +151,11 @@ void Net::build(const ConfigNode& root) {
     if (t == "1") {
       memory_trace_passes_ = 4;  // two forwards and two backwards: the first step and a steady one
       memory_trace_updates_ = 2;
+      trace_memory("setup", -1);
     } else if (!t.empty() && t != "0") {
       fail<ConfigError>("STRATA_MEMORY_TRACE is '", t, "': expected 1 (print what the first two training steps "
                         "allocate, layer by layer) or 0");
     }
-    trace_memory("setup", -1);
   }
 
   std::set<std::string> read;

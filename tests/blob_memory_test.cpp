@@ -366,6 +366,10 @@ TEST(BlobMemory, TheMemoryTraceNamesWhatEachLayerTook) {
   testing::internal::CaptureStderr();
   net->forward_backward();  // the third step: no longer traced
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  ASSERT_EQ(setenv("STRATA_MEMORY_TRACE", "0", 1), 0);
+  testing::internal::CaptureStderr();
+  make_net(kChain, BlobMemory::kByLifetime)->forward_backward();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "STRATA_MEMORY_TRACE=0 traced";
   ASSERT_EQ(setenv("STRATA_MEMORY_TRACE", "yes", 1), 0);
   const std::string msg = test::error_of<ConfigError>([] { make_net(kChain, BlobMemory::kByLifetime); });
   EXPECT_CONTAINS(msg, "STRATA_MEMORY_TRACE is 'yes'");
