@@ -11,6 +11,7 @@
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
 #include "layers/convolution/convolution_patches.h"
+#include "layers/convolution/convolution_winograd.h"
 
 namespace strata {
 
@@ -250,8 +251,8 @@ bool ConvolutionLayer::use_winograd() const {
   if (!shape || g_forced_algorithm == Algorithm::kIm2col) return false;
   if (g_forced_algorithm == Algorithm::kWinograd) return true;
   // With few channels the 16 GEMMs are too thin to pay for the transforms
-  // (a first layer on RGB keeps the patch path).
-  return use_patches() && channels_ / group_ >= 16 && num_output_ / group_ >= 16;
+  // (a first layer on RGB keeps its patch or im2col path).
+  return winograd::vector_transforms() && channels_ / group_ >= 16 && num_output_ / group_ >= 16;
 }
 
 bool ConvolutionLayer::input_grad_as_convolution() const {

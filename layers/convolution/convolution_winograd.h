@@ -68,8 +68,13 @@ void transform_output_grad(const float* dy, int64_t out, int64_t n, TileGrid gri
 // dw[o][c] (3x3) = G^T dU[.][o][c] G + beta * dw (beta == 0 never reads dw).
 void transform_filter_grad(const float* du, int64_t out, int64_t in, float beta, float* dw);
 
-// kAuto: AVX-512 transforms where the CPU has AVX-512, portable loops
-// elsewhere; kPortable forces the loops (to test them on any CPU).
+// Whether the transforms run vectorised (the AVX2 or AVX-512 path of
+// cpu_isa()); the Convolution layer takes Winograd by itself only then.
+bool vector_transforms();
+
+// kAuto: the transforms of the CPU path (cpu_isa(): AVX-512, AVX2 or the
+// portable loops, all giving the same bits); kPortable forces the loops (to
+// test them on any CPU).
 enum class Kernels { kAuto, kPortable };
 void force_kernels_for_testing(Kernels k);
 
