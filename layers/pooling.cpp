@@ -5,6 +5,7 @@
 
 #include "framework/error.h"
 #include "framework/cpu/cpu_isa.h"
+#include "framework/cpu/gemm_avx2.h"
 #include "framework/layer_registry.h"
 #include "framework/cpu/threads.h"
 
@@ -59,9 +60,7 @@ void max2x2_row_scalar(const float* r0, const float* r1, int64_t base, int64_t w
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define STRATA_POOL_AVX512 1
-
-bool use_avx512() { return cpu_isa() == CpuIsa::kAvx512; }
+#define STRATA_POOL_VECTOR 1
 
 // GCC 12 warns inside its own AVX-512 intrinsics (their deliberately
 // undefined pass-through operand).
@@ -107,6 +106,36 @@ __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl"))) void max2x2_row_av
 }
 
 #pragma GCC diagnostic pop
+
+// The same, 8 outputs at a time (AVX2 has no masks: the last outputs of a row
+// take the scalar loop).
+STRATA_AVX2 void max2x2_row_avx2(const float* r0, const float* r1, int64_t base, int64_t width, int64_t n,
+                                 float* y, int32_t* idx) {
+  using gemm_internal::split_even_odd8;
+  const __m256i even_cols = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+  int64_t pw = 0;
+  for (; pw + 8 <= n; pw += 8) {
+    __m256 v[4];
+    split_even_odd8(r0 + 2 * pw, v[0], v[1]);
+    split_even_odd8(r1 + 2 * pw, v[2], v[3]);
+    const __m256i col = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int32_t>(base + 2 * pw)), even_cols);
+    const __m256i at[4] = {col, _mm256_add_epi32(col, _mm256_set1_epi32(1)),
+                           _mm256_add_epi32(col, _mm256_set1_epi32(static_cast<int32_t>(width))),
+                           _mm256_add_epi32(col, _mm256_set1_epi32(static_cast<int32_t>(width + 1)))};
+    __m256 m = v[0];
+    __m256 k = _mm256_castsi256_ps(at[0]);
+    for (int q = 1; q < 4; ++q) {
+      const __m256 m_nan = _mm256_cmp_ps(m, m, _CMP_UNORD_Q);
+      const __m256 v_nan = _mm256_cmp_ps(v[q], v[q], _CMP_UNORD_Q);
+      const __m256 take = _mm256_or_ps(_mm256_cmp_ps(v[q], m, _CMP_GT_OQ), _mm256_andnot_ps(m_nan, v_nan));
+      m = _mm256_blendv_ps(m, v[q], take);
+      k = _mm256_blendv_ps(k, _mm256_castsi256_ps(at[q]), take);
+    }
+    _mm256_storeu_ps(y + pw, m);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + pw), _mm256_castps_si256(k));
+  }
+  max2x2_row_scalar(r0 + 2 * pw, r1 + 2 * pw, base + 2 * pw, width, n - pw, y + pw, idx + pw);
+}
 #endif
 
 }  // namespace
@@ -259,8 +288,8 @@ void PoolingLayer::forward_max(const float* x, float* y, int32_t* mask, int64_t 
   const int64_t out_plane = out_h_ * out_w_;
   const bool fast2x2 = kernel_h_ == 2 && kernel_w_ == 2 && stride_h_ == 2 && stride_w_ == 2 && pad_h_ == 0 &&
                        pad_w_ == 0 && 2 * out_h_ <= height_ && 2 * out_w_ <= width_;
-#ifdef STRATA_POOL_AVX512
-  const bool avx512 = use_avx512();
+#ifdef STRATA_POOL_VECTOR
+  const CpuIsa isa = cpu_isa();
 #endif
   parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
@@ -271,10 +300,15 @@ void PoolingLayer::forward_max(const float* x, float* y, int32_t* mask, int64_t 
         // The common 2x2/2 window lying wholly inside the image.
         for (int64_t ph = 0; ph < out_h_; ++ph) {
           const int64_t base = 2 * ph * width_;
-#ifdef STRATA_POOL_AVX512
-          if (avx512) {
+#ifdef STRATA_POOL_VECTOR
+          if (isa == CpuIsa::kAvx512) {
             max2x2_row_avx512(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_,
                               mp + ph * out_w_);
+            continue;
+          }
+          if (isa == CpuIsa::kAvx2) {
+            max2x2_row_avx2(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_,
+                            mp + ph * out_w_);
             continue;
           }
 #endif

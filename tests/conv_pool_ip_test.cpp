@@ -10,12 +10,14 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "layers/convolution/convolution_winograd.h"
 #include "framework/error.h"
 #include "framework/layer.h"
 #include "framework/rng.h"
+#include "framework/cpu/cpu_isa.h"
 #include "framework/cpu/threads.h"
 #include "layers/convolution/convolution.h"
 #include "tests/layer_test_util.h"
@@ -509,6 +511,51 @@ TEST(PoolingTest, FastPathMatchesGeneral) {
         const float want = std::max(std::max(q[0], q[1]), std::max(q[8], q[9]));
         EXPECT_EQ(y[static_cast<size_t>(p * 12 + i * 4 + j)], want);
       }
+}
+
+TEST(PoolingTest, EveryCpuPathPoolsLikeThePortableOne) {
+  // The 2x2 / stride-2 path's vector versions (AVX2: 8 outputs at a time,
+  // AVX-512: 16) against the portable loop, values and the argmax the
+  // gradient goes to, on rows of 1 to 41 outputs with odd widths, ties and NaNs.
+  struct RestoreIsa {
+    ~RestoreIsa() { reset_cpu_isa_for_testing(); }
+  } restore;
+  auto pool = [](int64_t height, int64_t width, const std::vector<float>& x) {
+    LayerHarness h = make_harness("Pooling", "pooling_param { kernel_size: 2 stride: 2 }", {{2, 1, height, width}});
+    run_forward(h, x);
+    std::vector<float> dy(static_cast<size_t>(h.top[0]->numel()));
+    for (size_t i = 0; i < dy.size(); ++i) dy[i] = static_cast<float>(i + 1);
+    test_util::copy_into(h.top[0]->diff, dy);
+    h.backward();
+    return std::make_pair(test_util::to_vector(h.top[0]->data), test_util::to_vector(h.bottom[0]->diff));
+  };
+  int compared = 0;
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    if (!cpu_isa_supported(isa)) continue;
+    SCOPED_TRACE(cpu_isa_name(isa));
+    for (int64_t width = 2; width <= 83; width += 3) {
+      const int64_t height = 5;
+      Rng rng(static_cast<uint64_t>(width));
+      std::vector<float> x(static_cast<size_t>(2 * height * width));
+      for (float& v : x) v = std::round(rng.uniform(-4.0f, 4.0f));  // whole numbers: many ties
+      for (size_t i = 7; i < x.size(); i += 23) x[i] = std::nanf("");
+      force_cpu_isa_for_testing(CpuIsa::kPortable);
+      const auto want = pool(height, width, x);
+      force_cpu_isa_for_testing(isa);
+      const auto got = pool(height, width, x);
+      ASSERT_EQ(got.first.size(), want.first.size());
+      for (size_t i = 0; i < want.first.size(); ++i) {
+        if (std::isnan(want.first[i])) {
+          EXPECT_TRUE(std::isnan(got.first[i])) << "width " << width << ", output " << i;
+        } else {
+          EXPECT_EQ(got.first[i], want.first[i]) << "width " << width << ", output " << i;
+        }
+      }
+      EXPECT_EQ(got.second, want.second) << "width " << width << ": the gradient went to other inputs";
+      ++compared;
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "this CPU runs only the portable path: nothing to compare it with";
 }
 
 TEST(PoolingTest, MaxPropagatesNaN) {

@@ -65,6 +65,15 @@ STRATA_AVX2 __attribute__((always_inline)) inline void transpose8(__m256 r[8]) {
   }
 }
 
+// even[j] = p[2j], odd[j] = p[2j + 1] for j < 8 (reads p[0..15]): within
+// each 128-bit half lo's two, then hi's two; then the 64-bit quarters
+// reordered 0, 2, 1, 3. Used by the Winograd transforms and max pooling.
+STRATA_AVX2 __attribute__((always_inline)) inline void split_even_odd8(const float* p, __m256& even, __m256& odd) {
+  const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+  even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+  odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+}
+
 }  // namespace gemm_internal
 }  // namespace strata
 #endif  // STRATA_GEMM_AVX2

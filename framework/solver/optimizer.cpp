@@ -235,6 +235,71 @@ float regularizer(Regularization r, float w) {
   return static_cast<float>((w > 0.0f) - (w < 0.0f));
 }
 
+// Each optimizer's per-element update over one chunk. The scalars are members
+// of a copy and the arrays __restrict (a parameter, its gradient and its
+// slots never overlap): read through the update's lambda references instead,
+// every store could alias them and the loops would not be vectorised.
+struct SgdStep {
+  float rate, decay, mom;
+  bool nesterov;
+  Regularization reg;
+  void run(int64_t n, float* __restrict w, const float* __restrict g, float* __restrict v) const {
+    for (int64_t i = 0; i < n; ++i) {
+      const float grad = decay != 0.0f ? g[i] + decay * regularizer(reg, w[i]) : g[i];
+      const float v_new = mom * v[i] + rate * grad;
+      w[i] -= nesterov ? (1.0f + mom) * v_new - mom * v[i] : v_new;
+      v[i] = v_new;
+    }
+  }
+};
+
+struct AdamStep {
+  float l2;
+  Regularization reg;
+  float beta1, beta2, one_minus_b1, one_minus_b2, bc2_sqrt, eps, shrink, step_size;
+  void run(int64_t n, float* __restrict w, const float* __restrict g, float* __restrict m,
+           float* __restrict s) const {
+    for (int64_t i = 0; i < n; ++i) {
+      const float grad = l2 != 0.0f ? g[i] + l2 * regularizer(reg, w[i]) : g[i];
+      m[i] = m[i] * beta1 + one_minus_b1 * grad;
+      s[i] = s[i] * beta2 + one_minus_b2 * grad * grad;
+      const float denom = std::sqrt(s[i]) / bc2_sqrt + eps;
+      w[i] = w[i] * shrink - step_size * (m[i] / denom);
+    }
+  }
+};
+
+struct AdaptiveStep {
+  float rate, decay, delta;
+  bool rms;
+  float keep, add;
+  Regularization reg;
+  void run(int64_t n, float* __restrict w, const float* __restrict g, float* __restrict h) const {
+    for (int64_t i = 0; i < n; ++i) {
+      const float grad = decay != 0.0f ? g[i] + decay * regularizer(reg, w[i]) : g[i];
+      const float hi = rms ? keep * h[i] + add * (grad * grad) : h[i] + grad * grad;
+      h[i] = hi;
+      w[i] -= rate * grad / (std::sqrt(hi) + delta);
+    }
+  }
+};
+
+struct AdaDeltaStep {
+  float rate, decay, delta, mom, one_minus;
+  Regularization reg;
+  void run(int64_t n, float* __restrict w, const float* __restrict g, float* __restrict h,
+           float* __restrict hu) const {
+    for (int64_t i = 0; i < n; ++i) {
+      const float grad = decay != 0.0f ? g[i] + decay * regularizer(reg, w[i]) : g[i];
+      const float hi = mom * h[i] + one_minus * (grad * grad);
+      h[i] = hi;
+      const float u = grad * std::sqrt((hu[i] + delta) / (hi + delta));
+      hu[i] = mom * hu[i] + one_minus * (u * u);
+      w[i] -= rate * u;
+    }
+  }
+};
+
 // Caffe's SGD and Nesterov: the velocity holds lr * gradient.
 class SgdOptimizer final : public Optimizer {
  public:
@@ -248,17 +313,11 @@ class SgdOptimizer final : public Optimizer {
     const float mom = static_cast<float>(options_.momentum);
     const bool nesterov = options_.type == SolverType::kNesterov;
     const Regularization reg = options_.regularization;
+    const SgdStep k{rate, decay, mom, nesterov, reg};
     float* w = p.blob->data.data<float>();
     const float* g = p.blob->diff.data<float>();
     float* v = slots[0].data<float>();
-    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float grad = decay != 0.0f ? g[i] + decay * regularizer(reg, w[i]) : g[i];
-        const float v_new = mom * v[i] + rate * grad;
-        w[i] -= nesterov ? (1.0f + mom) * v_new - mom * v[i] : v_new;
-        v[i] = v_new;
-      }
-    });
+    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) { k.run(e - b, w + b, g + b, v + b); });
   }
 };
 
@@ -283,19 +342,12 @@ class AdamOptimizer final : public Optimizer {
     const float step_size = static_cast<float>(local_lr / (1.0 - std::pow(b1, t)));
     const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(b2, t)));
     const float eps = static_cast<float>(options_.delta);
+    const AdamStep k{l2, reg, beta1, beta2, one_minus_b1, one_minus_b2, bc2_sqrt, eps, shrink, step_size};
     float* w = p.blob->data.data<float>();
     const float* g = p.blob->diff.data<float>();
     float* m = slots[0].data<float>();
     float* s = slots[1].data<float>();
-    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float grad = l2 != 0.0f ? g[i] + l2 * regularizer(reg, w[i]) : g[i];
-        m[i] = m[i] * beta1 + one_minus_b1 * grad;
-        s[i] = s[i] * beta2 + one_minus_b2 * grad * grad;
-        const float denom = std::sqrt(s[i]) / bc2_sqrt + eps;
-        w[i] = w[i] * shrink - step_size * (m[i] / denom);
-      }
-    });
+    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) { k.run(e - b, w + b, g + b, m + b, s + b); });
   }
 };
 
@@ -316,17 +368,11 @@ class AdaptiveOptimizer final : public Optimizer {
     const float keep = rms ? static_cast<float>(options_.rms_decay) : 1.0f;
     const float add = rms ? static_cast<float>(1.0 - options_.rms_decay) : 1.0f;
     const Regularization reg = options_.regularization;
+    const AdaptiveStep k{rate, decay, delta, rms, keep, add, reg};
     float* w = p.blob->data.data<float>();
     const float* g = p.blob->diff.data<float>();
     float* h = slots[0].data<float>();
-    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float grad = decay != 0.0f ? g[i] + decay * regularizer(reg, w[i]) : g[i];
-        const float hi = rms ? keep * h[i] + add * (grad * grad) : h[i] + grad * grad;
-        h[i] = hi;
-        w[i] -= rate * grad / (std::sqrt(hi) + delta);
-      }
-    });
+    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) { k.run(e - b, w + b, g + b, h + b); });
   }
 };
 
@@ -345,20 +391,12 @@ class AdaDeltaOptimizer final : public Optimizer {
     const float mom = static_cast<float>(options_.momentum);
     const float one_minus = static_cast<float>(1.0 - options_.momentum);
     const Regularization reg = options_.regularization;
+    const AdaDeltaStep k{rate, decay, delta, mom, one_minus, reg};
     float* w = p.blob->data.data<float>();
     const float* g = p.blob->diff.data<float>();
     float* h = slots[0].data<float>();
     float* hu = slots[1].data<float>();
-    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        const float grad = decay != 0.0f ? g[i] + decay * regularizer(reg, w[i]) : g[i];
-        const float hi = mom * h[i] + one_minus * (grad * grad);
-        h[i] = hi;
-        const float u = grad * std::sqrt((hu[i] + delta) / (hi + delta));
-        hu[i] = mom * hu[i] + one_minus * (u * u);
-        w[i] -= rate * u;
-      }
-    });
+    parallel_for(p.blob->numel(), kMinChunk, [&](int64_t b, int64_t e) { k.run(e - b, w + b, g + b, h + b, hu + b); });
   }
 };
 

@@ -224,6 +224,9 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   const int64_t threads = num_threads();
   if (num_ > 0) {
     int64_t chunks = (num_ + n_img - 1) / n_img;
+    // One chunk runs its GEMMs on every thread, but Winograd's transforms on
+    // one: give every thread a chunk of its own.
+    if (use_winograd() && chunks < threads) chunks = threads < num_ ? threads : num_;
     if (chunks > 1 && threads > 1) chunks = (chunks + threads - 1) / threads * threads;
     n_img = (num_ + chunks - 1) / chunks;
     if (n_img < 1) n_img = 1;

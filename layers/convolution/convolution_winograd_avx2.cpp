@@ -28,13 +28,7 @@ struct Lanes8 {
   STRATA_AVX2 static V neg(V a) { return _mm256_xor_ps(a, _mm256_set1_ps(-0.0f)); }
   STRATA_AVX2 static V set1(float x) { return _mm256_set1_ps(x); }
   // even[j] = p[2j], odd[j] = p[2j + 1] for j < 8 (reads p[0..15]).
-  STRATA_AVX2 static void split(const float* p, V& even, V& odd) {
-    const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
-    // Within each 128-bit half: lo's two, then hi's two; then the 64-bit
-    // quarters reordered 0, 2, 1, 3.
-    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
-    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
-  }
+  STRATA_AVX2 static void split(const float* p, V& even, V& odd) { gemm_internal::split_even_odd8(p, even, odd); }
   // p[2j] = a[j], p[2j + 1] = b[j] for j < 8 (writes p[0..15]).
   STRATA_AVX2 static void interleave(float* p, V a, V b) {
     const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
