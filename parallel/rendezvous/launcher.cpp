@@ -463,12 +463,12 @@ int launch(const LaunchOptions& options) {
   const auto worker0_note = [&](int rank) -> std::string {
     if (o.servers == 0 || rank != 0) return "";
     const std::optional<std::string> snap = store ? store->peek(kLastSnapshotKey) : std::nullopt;
-    std::string note = " (parameter-server worker 0 tests, logs and writes the snapshots, so the job cannot go on "
-                       "without it; ";
+    std::string note = "; parameter-server worker 0 tests, logs and writes the snapshots, so the job cannot go on "
+                       "without it: ";
     if (snap && !snap->empty()) {
-      note += "resume from its last snapshot: strata train ... --snapshot " + *snap + ")";
+      note += "resume from its last snapshot with strata train ... --snapshot " + *snap;
     } else {
-      note += "it had written no snapshot yet)";
+      note += "it had written no snapshot yet";
     }
     return note;
   };

@@ -133,8 +133,9 @@ echo "  the job ended $took ms after worker 0 was killed, exit status $rc"
 [ "$took" -lt 10000 ] || { cat "$out"; fail "the job ended $took ms after worker 0 died"; }
 line=$(grep 'strata launch: rank 0 exited .*killed by signal 9' "$out" || true)
 [ -n "$line" ] || { cat "$out"; fail "the launcher did not name worker 0"; }
+echo "  $line"
 grep -q 'worker 0 tests, logs and writes the snapshots' <<<"$line" || fail "no reason given: $line"
-snap=$(sed -n 's/.*--snapshot \([^ )]*\)).*/\1/p' <<<"$line")
+snap=$(sed -n 's/.*--snapshot \([^ ;]*\); stopping the other ranks$/\1/p' <<<"$line")
 # The last one written, or the one before when the kill came between its
 # line and its announcement.
 last=$(sed -n 's/^\[rank 0\] snapshot @ [0-9]*: \(.*\)\.safetensors$/\1.solverstate.safetensors/p' "$out" | tail -n 2)
