@@ -497,11 +497,12 @@ int launch(const LaunchOptions& options) {
       c.drain_until = deadline_after(kDrainAfterExit);
       const std::string what = describe_status(ws, &c.status);
       if (c.status == 0) continue;
-      // A parameter-server worker that was killed (or given up and killed
-      // here): the servers drop it and train on with the others, unless
+      // A parameter-server worker that was killed, or given up and killed
+      // here (its status is then not the job's, also while the job stops on
+      // a signal): the servers drop it and train on with the others, unless
       // none is left. Not worker 0: the job cannot go on without it.
-      if (is_worker(c) && c.rank != 0 && (WIFSIGNALED(ws) || c.dropped) && !interrupted && !terminated &&
-          failed_rank < 0) {
+      if (is_worker(c) && c.rank != 0 && failed_rank < 0 &&
+          (c.dropped || (WIFSIGNALED(ws) && !interrupted && !terminated))) {
         ++lost_workers;
         if (lost_workers < o.nproc) {
           say("worker rank " + std::to_string(c.rank) + " " + what + "; the parameter servers go on with the " +

@@ -12,6 +12,9 @@
 #  3. kill -9 of worker 0, which tests, logs and writes the snapshots: the
 #     job ends within seconds, non-zero, and the launcher names the last
 #     snapshot to resume from (the run went on without it and exited 0).
+#  4. SIGTERM to strata launch while worker 1 is stopped (SYNC): the job
+#     stops within seconds, worker 0 writes its snapshot, and the launcher
+#     exits 143, not the status of the worker it killed (it waited forever).
 # Usage: ps_worker_faults_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -141,4 +144,24 @@ snap=$(sed -n 's/.*--snapshot \([^ ;]*\); stopping the other ranks$/\1/p' <<<"$l
 last=$(sed -n 's/^\[rank 0\] snapshot @ [0-9]*: \(.*\)\.safetensors$/\1.solverstate.safetensors/p' "$out" | tail -n 2)
 [ -n "$snap" ] && grep -qxF "$snap" <<<"$last" || { cat "$out"; fail "named snapshot '$snap', the last written: $last"; }
 [ -f "$snap" ] || fail "the named snapshot $snap does not exist"
+
+echo "== 4. SIGTERM to strata launch while worker 1 is stopped (SYNC)"
+make_solver term.prototxt 1000000 0 term/digits
+out="$work/term.txt"
+launch_bg "$out" "${hb[@]}" --nproc 2 --servers 1 -- "$strata" train --solver term.prototxt --ps-mode SYNC \
+  --threads 1
+victim=$(rank_pid "$bg_pid" 1)
+[ -n "$victim" ] || fail "cannot find worker rank 1"
+kill -STOP "$victim"
+start=$(now_ms)
+kill -TERM "$bg_pid"
+wait_launcher "$out" 30
+victim=""
+took=$(( $(now_ms) - start ))
+echo "  the job stopped $took ms after SIGTERM, exit status $rc"
+[ "$rc" -eq 143 ] || { cat "$out"; fail "exit status $rc after SIGTERM, expected 143"; }
+[ "$took" -lt 10000 ] || { cat "$out"; fail "the job stopped $took ms after SIGTERM"; }
+grep -q '^\[rank 0\] snapshot: term/digits_iter_[0-9]*\.solverstate\.safetensors' "$out" ||
+  { cat "$out"; fail "worker 0 wrote no snapshot"; }
+grep -q 'strata launch: rank 1 on .* sent no heartbeat' "$out" || { cat "$out"; fail "worker 1 was not named"; }
 echo "PASS"
