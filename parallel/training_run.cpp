@@ -270,6 +270,7 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
   std::unique_ptr<TrainingObserver> console;
   std::unique_ptr<JsonLinesLog> log;
   std::unique_ptr<ParameterServerLog> ps_log;
+  std::unique_ptr<SnapshotAnnouncer> announcer;
   if (lead) {
     if (const int n = earlier.empty() ? 0 : remove_earlier_run(earlier)) {
       std::printf("removed %d file%s of an earlier run under '%s' (--overwrite)\n", n, n == 1 ? "" : "s",
@@ -288,6 +289,8 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
     if (psw) {
       ps_log = std::make_unique<ParameterServerLog>(*psw, *log);
       solver.add_observer(ps_log.get());
+      announcer = std::make_unique<SnapshotAnnouncer>(*ps->store);
+      solver.add_observer(announcer.get());
     }
     // FP16 loss-scale overflows: the step is skipped and the console says so.
     solver.set_notice_sink([](const std::string& msg) { std::printf("note: %s\n", msg.c_str()); });
@@ -337,9 +340,14 @@ SolveResult run_with_parameter_server(const SolverConfig& config, const Training
   ps.store = store.get();
   const int shard = ps.roles.shard_of(env.rank);
   const bool server_process = !ps.roles.is_worker(env.rank);
-  // A worker that dies must not end the job: only ranks that hold a shard
-  // beat (with COLOCATED every rank does, and a dead worker takes its shard).
-  const std::unique_ptr<Heartbeat> heartbeat = shard >= 0 ? start_heartbeat(env, "strata train") : nullptr;
+  // Every rank beats, so that a stopped or hung one is named within the
+  // heartbeat limit. A worker that dies must not end the job: one that holds
+  // no shard and is not worker 0 beats as a rank the job can lose (it is
+  // dropped, and strata launch kills it if it is stopped); the servers, a
+  // colocated worker (its shard dies with it) and worker 0 (which tests, logs
+  // and writes the snapshots) fail the job when lost.
+  const IfLost if_lost = shard < 0 && env.rank != 0 ? IfLost::kDropRank : IfLost::kFailJob;
+  const std::unique_ptr<Heartbeat> heartbeat = start_heartbeat(env, "strata train", if_lost);
   try {
     std::unique_ptr<ShardService> service;
     if (shard >= 0) service = std::make_unique<ShardService>(config, ps.config, ps.roles, shard, env);
@@ -363,6 +371,11 @@ SolveResult run_with_parameter_server(const SolverConfig& config, const Training
     write_rank_timeline(options.timeline, env.rank);
     return result;
   } catch (const JobFailedError&) {
+    throw;
+  } catch (const NetworkError& e) {
+    // A lost server, or worker 0 gone: name the failure the store recorded.
+    const std::string cause = heartbeat ? heartbeat->report_failure(e.what(), FailureOrigin::kCommunication) : "";
+    if (!cause.empty()) throw JobFailedError(cause + " (seen here as: " + e.what() + ")");
     throw;
   } catch (const std::exception& e) {
     if (heartbeat) heartbeat->report_failure(e.what(), FailureOrigin::kThisRank);

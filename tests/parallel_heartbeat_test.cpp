@@ -1,7 +1,8 @@
 // Job failure through the rendezvous store, with threads as ranks: a rank
 // that goes silent, reports an error, disappears without a goodbye, or
 // presents a wrong token fails every rank at once, naming it, long before
-// the store's own timeout; a rank that ends normally does not.
+// the store's own timeout; a rank that ends normally does not, nor does one
+// the job can lose (it is recorded as lost).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "parallel/rendezvous/heartbeat.h"
 #include "parallel/rendezvous/store.h"
@@ -189,6 +191,52 @@ TEST(ParallelHeartbeat, ConnectionClosedWithoutGoodbyeFailsTheJob) {
   EXPECT_TRUE(contains(msg, "rank 1 on ")) << msg;
   EXPECT_TRUE(contains(msg, "exited or was killed")) << msg;
   EXPECT_EQ(server.failure()->kind, JobFailureKind::kConnectionLost);
+}
+
+// A parameter-server worker other than worker 0 beats as a rank the job can
+// lose: its silence or its exit is recorded as a lost rank, nobody's job
+// fails, and a beat it sends after it was given up is refused.
+TEST(ParallelHeartbeat, ADroppableRankIsLostNotAFailure) {
+  StoreServer server("127.0.0.1", 0, kToken);
+  Reported r0;
+  auto hb0 = heartbeat(server, 0, r0);
+  auto silent = client(server, 1, kLimit);
+  silent->heartbeat(HeartbeatPhase::kBeatDroppable, kLimit);
+  {
+    auto killed = client(server, 2, kLimit);
+    killed->heartbeat(HeartbeatPhase::kBeatDroppable, seconds(60));
+  }
+  const auto t0 = Clock::now();
+  while (server.lost_ranks().size() < 2 && seconds_since(t0) < 5.0) std::this_thread::sleep_for(kInterval);
+  const std::vector<JobFailure> lost = server.lost_ranks();
+  ASSERT_EQ(lost.size(), 2u);
+  EXPECT_LT(seconds_since(t0), 3.0);
+  const JobFailure& closed = lost[0].rank == 2 ? lost[0] : lost[1];
+  const JobFailure& stopped = lost[0].rank == 1 ? lost[0] : lost[1];
+  EXPECT_EQ(closed.kind, JobFailureKind::kConnectionLost);
+  EXPECT_TRUE(contains(closed.message, "rank 2 on ")) << closed.message;
+  EXPECT_EQ(stopped.kind, JobFailureKind::kSilent);
+  EXPECT_TRUE(contains(stopped.message, "rank 1 on ")) << stopped.message;
+  EXPECT_TRUE(contains(stopped.message, "sent no heartbeat")) << stopped.message;
+  // Rank 0 goes on; the job has not failed.
+  EXPECT_EQ(r0.wait(2 * kLimit), "");
+  EXPECT_FALSE(server.failure().has_value());
+  // Rank 1 comes back (SIGCONT): it was given up and must not rejoin.
+  try {
+    silent->heartbeat(HeartbeatPhase::kBeatDroppable, kLimit);
+    ADD_FAILURE() << "a rank the job gave up was taken back";
+  } catch (const JobFailedError& e) {
+    EXPECT_TRUE(contains(e.what(), "rank 1 was dropped")) << e.what();
+  }
+  EXPECT_FALSE(server.failure().has_value());
+}
+
+TEST(ParallelHeartbeat, PeekReadsAValueWithoutWaiting) {
+  StoreServer server("127.0.0.1", 0, kToken);
+  EXPECT_FALSE(server.peek("strata/last_snapshot").has_value());
+  auto c = client(server, 0);
+  c->set("strata/last_snapshot", "run/digits_iter_20.solverstate.safetensors");
+  EXPECT_EQ(server.peek("strata/last_snapshot").value_or(""), "run/digits_iter_20.solverstate.safetensors");
 }
 
 TEST(ParallelHeartbeat, RanksEndingNormallyFailNothing) {

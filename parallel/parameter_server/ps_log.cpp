@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "parallel/rendezvous/launcher.h"
+
 namespace strata::parallel {
 
 ParameterServerConsole::ParameterServerConsole(std::ostream& out, ParameterServerWorker& ps)
@@ -39,6 +41,14 @@ void ParameterServerConsole::on_iteration(const IterationInfo& info) {
     out_ << "  " << kv.first << " " << format_number(kv.second);
   }
   out_ << std::endl;
+}
+
+void SnapshotAnnouncer::on_snapshot(const SnapshotInfo& info) {
+  try {
+    store_.set(kLastSnapshotKey, info.state_path);
+  } catch (const std::exception&) {
+    // The store is gone: the heartbeat reports that; the snapshot itself is written.
+  }
 }
 
 }  // namespace strata::parallel

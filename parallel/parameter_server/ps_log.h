@@ -43,4 +43,16 @@ class ParameterServerLog final : public TrainingObserver {
   JsonLinesLog& log_;
 };
 
+// Worker 0 tells the store where each snapshot went: the job cannot go on
+// without worker 0, and when it dies strata launch names the snapshot to
+// resume from (rendezvous/launcher.h, kLastSnapshotKey).
+class SnapshotAnnouncer final : public TrainingObserver {
+ public:
+  explicit SnapshotAnnouncer(Store& store) : store_(store) {}
+  void on_snapshot(const SnapshotInfo& info) override;
+
+ private:
+  Store& store_;
+};
+
 }  // namespace strata::parallel

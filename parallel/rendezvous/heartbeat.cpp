@@ -28,15 +28,17 @@ JobFailedHandler exit_on_job_failure(std::string program) {
 }
 
 Heartbeat::Heartbeat(std::unique_ptr<Store> store, std::string who, std::string store_desc,
-                     std::chrono::milliseconds interval, std::chrono::milliseconds limit, JobFailedHandler on_failure)
+                     std::chrono::milliseconds interval, std::chrono::milliseconds limit, JobFailedHandler on_failure,
+                     IfLost if_lost)
     : store_(std::move(store)),
       who_(std::move(who)),
       store_desc_(std::move(store_desc)),
       interval_(interval),
       limit_(limit),
-      on_failure_(std::move(on_failure)) {
+      on_failure_(std::move(on_failure)),
+      beat_(if_lost == IfLost::kDropRank ? HeartbeatPhase::kBeatDroppable : HeartbeatPhase::kBeat) {
   store_->set_timeout(limit_);
-  store_->heartbeat(HeartbeatPhase::kBeat, limit_);
+  store_->heartbeat(beat_, limit_);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -63,7 +65,7 @@ void Heartbeat::run() {
     lock.unlock();
     std::string failure;
     try {
-      store_->heartbeat(HeartbeatPhase::kBeat, limit_);
+      store_->heartbeat(beat_, limit_);
       last_answer = Clock::now();
     } catch (const JobFailedError& e) {
       failure = e.what();
@@ -96,7 +98,7 @@ std::string Heartbeat::report_failure(const std::string& what, FailureOrigin ori
       const Deadline until = deadline_after(interval_);
       for (;;) {
         try {
-          store_->heartbeat(HeartbeatPhase::kBeat, limit_);
+          store_->heartbeat(beat_, limit_);
         } catch (const JobFailedError& e) {
           return e.what();
         }
@@ -112,7 +114,7 @@ std::string Heartbeat::report_failure(const std::string& what, FailureOrigin ori
   return "";
 }
 
-std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string& program) {
+std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string& program, IfLost if_lost) {
   if (!env.distributed() || env.heartbeat_timeout.count() == 0) return nullptr;
   if (env.master_host.empty() || env.master_port <= 0 || env.token.empty()) return nullptr;
   const std::string address = env.master_host + ":" + std::to_string(env.master_port);
@@ -122,7 +124,7 @@ std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string
   std::unique_ptr<Store> store =
       connect_store(env.master_host, env.master_port, env.token, env.rank, env.heartbeat_timeout);
   return std::make_unique<Heartbeat>(std::move(store), env.describe(), store_desc, env.heartbeat_interval,
-                                     env.heartbeat_timeout, exit_on_job_failure(program));
+                                     env.heartbeat_timeout, exit_on_job_failure(program), if_lost);
 }
 
 }  // namespace strata::parallel

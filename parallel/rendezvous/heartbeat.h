@@ -16,6 +16,11 @@
 // whose every thread stops (SIGSTOP, a debugger at a breakpoint) is. To
 // debug one rank of a run, turn heartbeats off (STRATA_HEARTBEAT_TIMEOUT_S=0,
 // `strata launch --heartbeat-timeout 0`) or raise the limit.
+//
+// A rank the job can go on without (a parameter-server worker other than
+// worker 0) beats with IfLost::kDropRank: its silence or exit is recorded as
+// a lost rank instead of failing the job, and `strata launch` kills it if it
+// is still there (stopped or hung), so that the servers drop it at once.
 #pragma once
 
 #include <atomic>
@@ -42,6 +47,12 @@ using JobFailedHandler = std::function<void(const std::string& message)>;
 // the whole STRATA_TIMEOUT_S.
 JobFailedHandler exit_on_job_failure(std::string program);
 
+// What the job does when this rank goes silent or away.
+enum class IfLost {
+  kFailJob,   // every rank stops, naming it
+  kDropRank,  // the others go on without it (store.h: HeartbeatPhase::kBeatDroppable)
+};
+
 // What an error on this rank was, for report_failure.
 enum class FailureOrigin {
   kThisRank,       // this rank's own error (a bad config, a non-finite loss, ...)
@@ -56,7 +67,8 @@ class Heartbeat {
   // `store_desc` names who serves the store ("rank 0, which serves the store
   // at h:p,"), for the message when it goes silent.
   Heartbeat(std::unique_ptr<Store> store, std::string who, std::string store_desc,
-            std::chrono::milliseconds interval, std::chrono::milliseconds limit, JobFailedHandler on_failure);
+            std::chrono::milliseconds interval, std::chrono::milliseconds limit, JobFailedHandler on_failure,
+            IfLost if_lost = IfLost::kFailJob);
   // Stops the thread and says goodbye: this rank ends normally.
   ~Heartbeat();
   Heartbeat(const Heartbeat&) = delete;
@@ -78,6 +90,7 @@ class Heartbeat {
   std::string who_, store_desc_;
   std::chrono::milliseconds interval_, limit_;
   JobFailedHandler on_failure_;
+  HeartbeatPhase beat_;  // kBeat, or kBeatDroppable
   std::atomic<bool> this_rank_failed_{false};
   std::atomic<bool> job_failed_{false};
   std::mutex mu_;
@@ -89,6 +102,7 @@ class Heartbeat {
 // This rank's heartbeat, for a distributed run whose ranks meet at a store
 // (STRATA_MASTER and STRATA_TOKEN set) with env.heartbeat_timeout > 0; null
 // otherwise. `program` ("strata train") prefixes the message of a failure.
-std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string& program);
+std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string& program,
+                                           IfLost if_lost = IfLost::kFailJob);
 
 }  // namespace strata::parallel

@@ -32,6 +32,9 @@ constexpr size_t kMaxLine = 64 << 10;
 // How long a rank's output pipes are still read after it exits (a process
 // it left behind may hold them open).
 constexpr milliseconds kDrainAfterExit{2000};
+// How long parameter-server workers may still run after every server ended:
+// a worker that said goodbye exits within moments.
+constexpr milliseconds kOrphanGrace{10000};
 
 int g_signal_pipe = -1;
 
@@ -117,6 +120,7 @@ struct Child {
   int rank = 0;
   pid_t pid = -1;
   bool exited = false;
+  bool dropped = false;  // a parameter-server worker the job gave up, killed by this launcher
   int status = 0;  // exit code, or 128 + signal
   Deadline drain_until = Deadline::max();
   Stream out, err;
@@ -446,7 +450,28 @@ int launch(const LaunchOptions& options) {
   int interrupt_signal = SIGINT;
   int first_nonzero = 0;
   int lost_workers = 0;  // parameter-server workers killed while the others went on
+  size_t lost_seen = 0;  // entries of store->lost_ranks() acted on
   Deadline kill_at = Deadline::max();
+  // Once every parameter server has ended, the workers still running have
+  // said goodbye (and are exiting) or were dropped by the servers: those
+  // left after this deadline are given up and killed.
+  Deadline orphans_at = Deadline::max();
+  bool orphans_handled = false;
+  const auto is_worker = [&](const Child& c) { return o.servers > 0 && c.rank < o.nproc; };
+  // Worker 0 tests, logs and writes the snapshots: the job cannot go on
+  // without it. The store holds the path of its last snapshot.
+  const auto worker0_note = [&](int rank) -> std::string {
+    if (o.servers == 0 || rank != 0) return "";
+    const std::optional<std::string> snap = store ? store->peek(kLastSnapshotKey) : std::nullopt;
+    std::string note = "; parameter-server worker 0 tests, logs and writes the snapshots, so the job cannot go on "
+                       "without it: ";
+    if (snap && !snap->empty()) {
+      note += "resume from its last snapshot with strata train ... --snapshot " + *snap;
+    } else {
+      note += "it had written no snapshot yet";
+    }
+    return note;
+  };
 
   auto stop_others = [&]() {
     signal_ranks(SIGTERM);
@@ -472,10 +497,12 @@ int launch(const LaunchOptions& options) {
       c.drain_until = deadline_after(kDrainAfterExit);
       const std::string what = describe_status(ws, &c.status);
       if (c.status == 0) continue;
-      // A parameter-server worker that was killed: the servers drop it and
-      // train on with the others, unless none is left.
-      if (o.servers > 0 && c.rank < o.nproc && WIFSIGNALED(ws) && !interrupted && !terminated &&
-          failed_rank < 0) {
+      // A parameter-server worker that was killed, or given up and killed
+      // here (its status is then not the job's, also while the job stops on
+      // a signal): the servers drop it and train on with the others, unless
+      // none is left. Not worker 0: the job cannot go on without it.
+      if (is_worker(c) && c.rank != 0 && failed_rank < 0 &&
+          (c.dropped || (WIFSIGNALED(ws) && !interrupted && !terminated))) {
         ++lost_workers;
         if (lost_workers < o.nproc) {
           say("worker rank " + std::to_string(c.rank) + " " + what + "; the parameter servers go on with the " +
@@ -492,10 +519,10 @@ int launch(const LaunchOptions& options) {
         if (cause && cause->rank != c.rank && cause->kind != JobFailureKind::kConnectionLost) {
           failed_rank = cause->rank;
           say("rank " + std::to_string(c.rank) + " " + what + " after the job failed: " + cause->message +
-              "; stopping the other ranks");
+              worker0_note(cause->rank) + "; stopping the other ranks");
         } else {
           failed_rank = c.rank;
-          say("rank " + std::to_string(c.rank) + " " + what + "; stopping the other ranks");
+          say("rank " + std::to_string(c.rank) + " " + what + worker0_note(c.rank) + "; stopping the other ranks");
         }
         stop_others();
       } else if (failed_rank >= 0 && WIFSIGNALED(ws) && !interrupted && !terminated &&
@@ -510,6 +537,40 @@ int launch(const LaunchOptions& options) {
       if (!c.exited || c.out.fd >= 0 || c.err.fd >= 0) all_done = false;
     }
     if (all_done) break;
+
+    // A parameter-server worker whose heartbeats stopped was given up: kill
+    // it (a stopped process does not act on SIGTERM), so that the servers
+    // drop it at once and nothing waits for it.
+    if (store && !terminated) {
+      const std::vector<JobFailure> lost = store->lost_ranks();
+      for (; lost_seen < lost.size(); ++lost_seen) {
+        const JobFailure& f = lost[lost_seen];
+        if (f.kind != JobFailureKind::kSilent) continue;  // it exited; its status is reaped below
+        for (auto& c : children) {
+          if (c.rank == f.rank && !c.exited) {
+            say(f.message + "; killing it: the parameter servers drop it and go on without it");
+            c.dropped = true;
+            ::kill(-c.pid, SIGKILL);
+          }
+        }
+      }
+    }
+    // (After a failure the others are stopped anyway, SIGKILL included.)
+    if (o.servers > 0 && orphans_at == Deadline::max() && failed_rank < 0 && !terminated) {
+      bool servers_done = true;
+      for (auto& c : children) servers_done = servers_done && (is_worker(c) || c.exited);
+      if (servers_done) orphans_at = deadline_after(kOrphanGrace);
+    }
+    if (!orphans_handled && failed_rank < 0 && !terminated && Clock::now() >= orphans_at) {
+      orphans_handled = true;
+      for (auto& c : children) {
+        if (!is_worker(c) || c.exited) continue;
+        say("worker rank " + std::to_string(c.rank) + " is still running " + format_duration(kOrphanGrace) +
+            " after every parameter server ended (they gave it up: it is stopped or hung); killing it");
+        c.dropped = true;
+        ::kill(-c.pid, SIGKILL);
+      }
+    }
 
     // A rank whose heartbeats stopped cannot stop itself: kill it now (its
     // exit then stops the others, which also hear of it from the store).
@@ -547,6 +608,7 @@ int launch(const LaunchOptions& options) {
     std::vector<Stream*> streams;
     fds.push_back({sig_pipe[0], POLLIN, 0});
     Deadline next = killed ? Deadline::max() : kill_at;
+    if (!orphans_handled) next = std::min(next, orphans_at);
     for (auto& c : children) {
       for (Stream* s : {&c.out, &c.err}) {
         if (s->fd < 0) continue;

@@ -10,13 +10,21 @@
 
 namespace strata::parallel {
 
+// Where the rank that writes a parameter-server run's snapshots (worker 0)
+// publishes the path of the last one, for the launcher to name when that
+// rank dies and the job ends.
+inline constexpr const char* kLastSnapshotKey = "strata/last_snapshot";
+
 struct LaunchOptions {
   int nproc = 1;      // processes on this node
   // Parameter-server processes started after the nproc ranks (single node):
   // ranks nproc .. nproc+servers-1, told by STRATA_PS_SERVERS. A worker
-  // killed by a signal then does not stop the others (the servers go on
-  // without it); a worker that exits with an error, or any server that
-  // ends, still does.
+  // other than worker 0 killed by a signal, or silent (the store's
+  // lost_ranks: killed here), then does not stop the others (the servers go
+  // on without it), and one still running 10 s after every server ended is
+  // killed; worker 0 (which writes the snapshots, named when it dies), a
+  // worker that exits with an error, or any server that ends, still stops
+  // the job.
   int servers = 0;
   int nnodes = 1;
   int node_rank = 0;  // this node's index, 0 .. nnodes-1

@@ -51,7 +51,13 @@ struct JobFailure {
   std::string message;  // "rank 1 on host-a failed: ...", a whole sentence
 };
 
-enum class HeartbeatPhase { kBeat, kGoodbye };
+// kBeat: "alive; if nothing more comes within the limit, or the connection
+// closes without a goodbye, the job has failed". kBeatDroppable: alive too,
+// from a rank the job can go on without (a parameter-server worker other than
+// worker 0): its silence or loss is recorded as a lost rank (StoreServer::
+// lost_ranks, which strata launch acts on), not as the job's failure, and a
+// later request of its own is answered "job failed" (it was given up).
+enum class HeartbeatPhase { kBeat, kBeatDroppable, kGoodbye };
 
 // What the collectives and launch code need from a store. A TCP client and
 // an in-process store (for ranks-as-threads tests) implement it.
@@ -104,6 +110,13 @@ class StoreServer {
   // The first failure the server recorded, if any (the launcher names that
   // rank as the cause when it serves the store).
   std::optional<JobFailure> failure() const;
+  // Ranks that sent kBeatDroppable heartbeats and then went silent
+  // (kSilent) or closed their connection without a goodbye
+  // (kConnectionLost), in the order they were lost; the job goes on.
+  std::vector<JobFailure> lost_ranks() const;
+  // A key's value as it is now, without waiting (the launcher reads what the
+  // ranks published, e.g. the last snapshot's path).
+  std::optional<std::string> peek(const std::string& key) const;
 
  private:
   struct Impl;

@@ -127,7 +127,10 @@ class TcpStore final : public Store {
 
   void heartbeat(HeartbeatPhase phase, std::chrono::milliseconds limit) override {
     std::string value;
-    value.push_back(static_cast<char>(phase == HeartbeatPhase::kBeat ? kBeat : kGoodbye));
+    const BeatPhase wire_phase = phase == HeartbeatPhase::kBeat            ? kBeat
+                                 : phase == HeartbeatPhase::kBeatDroppable ? kBeatDroppable
+                                                                           : kGoodbye;
+    value.push_back(static_cast<char>(wire_phase));
     wire::put_u64(value, static_cast<uint64_t>(std::max<int64_t>(0, limit.count())));
     std::lock_guard<std::mutex> lock(mu_);
     expect_ok(request_locked(kHeartbeat, host_name_, value, deadline_after(timeout_)), kHeartbeat, "");

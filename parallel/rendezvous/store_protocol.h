@@ -24,7 +24,8 @@ enum Status : uint8_t { kOk = 0, kNotFound = 1, kError = 2, kJobFailed = 3 };
 // The value of a HEARTBEAT request: u8 phase, u64 limit in milliseconds (how
 // long the server may hear nothing more from this rank before it fails the
 // job). The key is the rank's host name, for the message.
-enum BeatPhase : uint8_t { kBeat = 1, kGoodbye = 2 };
+// kBeatDroppable: the same from a rank the job can lose (store.h).
+enum BeatPhase : uint8_t { kBeat = 1, kGoodbye = 2, kBeatDroppable = 3 };
 
 const char* op_name(uint8_t op);
 

@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "framework/error.h"
@@ -82,19 +83,22 @@ struct StoreServer::Impl {
   };
 
   // A rank that sends heartbeats: silent for longer than `limit`, or its
-  // connection closed without a goodbye, fails the job.
+  // connection closed without a goodbye, fails the job, or with `droppable`
+  // is recorded as lost.
   struct Beat {
     uint64_t conn = 0;
     std::string host;
     std::chrono::milliseconds limit{0};
     Deadline last;
+    bool droppable = false;
   };
 
   Socket listener;
   std::string token;
   int wake[2] = {-1, -1};
   std::thread thread;
-  std::map<std::string, std::string> data;
+  std::map<std::string, std::string> data;  // written by the loop under data_mu, read by it without
+  mutable std::mutex data_mu;                // peek() reads from another thread
   std::map<uint64_t, std::unique_ptr<Conn>> conns;
   std::multimap<std::string, uint64_t> waiters;
   uint64_t next_id = 1;
@@ -107,6 +111,16 @@ struct StoreServer::Impl {
   mutable std::mutex failure_mu;  // failure is read by other threads (the launcher)
   std::optional<JobFailure> failure;
   std::string failure_message;    // the loop's own copy, read without the lock
+  std::vector<JobFailure> lost;   // droppable ranks given up, under failure_mu
+  std::set<int> lost_set;         // the loop's own copy of their ranks
+
+  // A droppable rank went silent or away: the job goes on without it.
+  void record_lost(int rank, JobFailureKind kind, const std::string& message) {
+    beats.erase(rank);
+    if (!lost_set.insert(rank).second) return;
+    std::lock_guard<std::mutex> lock(failure_mu);
+    lost.push_back(JobFailure{rank, kind, message});
+  }
 
   // The job's first failure: every request held is answered with it, and so
   // is every request from now on.
@@ -145,6 +159,17 @@ struct StoreServer::Impl {
     }
     const uint8_t phase = static_cast<uint8_t>(value[0]);
     const auto limit = std::chrono::milliseconds(std::min<uint64_t>(wire::load_u64(value.data() + 1), INT32_MAX));
+    if (phase != kBeat && phase != kGoodbye && phase != kBeatDroppable) {
+      respond(c, kError, "HEARTBEAT: unknown phase " + std::to_string(phase));
+      return;
+    }
+    if (lost_set.count(c.rank)) {
+      // Given up while it was silent: it must not rejoin a job that went on without it.
+      forget_beat(id, c);
+      respond(c, kJobFailed, "rank " + std::to_string(c.rank) + " was dropped from the job after it went silent; "
+                             "the others went on without it");
+      return;
+    }
     if (phase == kGoodbye || limit.count() == 0) {
       forget_beat(id, c);
     } else {
@@ -153,6 +178,7 @@ struct StoreServer::Impl {
       b.host = host;
       b.limit = limit;
       b.last = Clock::now();
+      b.droppable = phase == kBeatDroppable;
       c.beat_rank = c.rank;
       if (limit.count() > drain_limit_ms.load()) drain_limit_ms.store(limit.count());
     }
@@ -171,7 +197,12 @@ struct StoreServer::Impl {
       const std::string message = "rank " + std::to_string(rank) + " on " + b.host + " sent no heartbeat for " +
                                   seconds_text(now - b.last) + " (the limit, STRATA_HEARTBEAT_TIMEOUT_S, is " +
                                   seconds_text(b.limit) + "): it is stopped (SIGSTOP, Ctrl-Z, a debugger) or hung";
-      record_failure(rank, JobFailureKind::kSilent, message);  // erases from beats: leave the loop
+      // Either erases from beats: leave the loop.
+      if (b.droppable) {
+        record_lost(rank, JobFailureKind::kSilent, message);
+      } else {
+        record_failure(rank, JobFailureKind::kSilent, message);
+      }
       return;
     }
   }
@@ -237,11 +268,15 @@ struct StoreServer::Impl {
       case kHeartbeat:
         handle_heartbeat(id, c, key, value);
         return;
-      case kSet:
-        data[key] = value;
+      case kSet: {
+        {
+          std::lock_guard<std::mutex> lock(data_mu);
+          data[key] = value;
+        }
         respond(c, kOk, "");
         wake_waiters(key);
         return;
+      }
       case kGet:
       case kCheck: {
         auto it = data.find(key);
@@ -273,14 +308,23 @@ struct StoreServer::Impl {
           respond(c, kError, result);
           return;
         }
-        data[key] = result;
+        {
+          std::lock_guard<std::mutex> lock(data_mu);
+          data[key] = result;
+        }
         respond(c, kOk, result);
         wake_waiters(key);
         return;
       }
-      case kDelete:
-        respond(c, data.erase(key) ? kOk : kNotFound, "");
+      case kDelete: {
+        size_t erased = 0;
+        {
+          std::lock_guard<std::mutex> lock(data_mu);
+          erased = data.erase(key);
+        }
+        respond(c, erased ? kOk : kNotFound, "");
         return;
+      }
       default:
         respond(c, kError, "unknown store operation " + std::to_string(op));
         return;
@@ -445,14 +489,14 @@ struct StoreServer::Impl {
   }
 
   void sweep() {
-    std::vector<std::pair<int, std::string>> lost;
+    std::vector<std::pair<int, Beat>> lost_beats;
     for (auto it = conns.begin(); it != conns.end();) {
       if (it->second->dead) {
         Conn& c = *it->second;
         if (c.parked) unpark(it->first, c);
         auto b = c.beat_rank >= 0 ? beats.find(c.beat_rank) : beats.end();
         if (b != beats.end() && b->second.conn == it->first) {
-          lost.emplace_back(b->first, b->second.host);
+          lost_beats.emplace_back(b->first, b->second);
           beats.erase(b);
         }
         it = conns.erase(it);
@@ -460,10 +504,15 @@ struct StoreServer::Impl {
         ++it;
       }
     }
-    for (const auto& [rank, host] : lost) {
-      record_failure(rank, JobFailureKind::kConnectionLost,
-                     "rank " + std::to_string(rank) + " on " + host +
-                         " closed its connection to the store without finishing: its process exited or was killed");
+    for (const auto& [rank, b] : lost_beats) {
+      const std::string message = "rank " + std::to_string(rank) + " on " + b.host +
+                                  " closed its connection to the store without finishing: its process exited or "
+                                  "was killed";
+      if (b.droppable) {
+        record_lost(rank, JobFailureKind::kConnectionLost, message);
+      } else {
+        record_failure(rank, JobFailureKind::kConnectionLost, message);
+      }
     }
   }
 
@@ -560,6 +609,18 @@ int StoreServer::port() const { return local_port(impl_->listener); }
 std::optional<JobFailure> StoreServer::failure() const {
   std::lock_guard<std::mutex> lock(impl_->failure_mu);
   return impl_->failure;
+}
+
+std::vector<JobFailure> StoreServer::lost_ranks() const {
+  std::lock_guard<std::mutex> lock(impl_->failure_mu);
+  return impl_->lost;
+}
+
+std::optional<std::string> StoreServer::peek(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(impl_->data_mu);
+  auto it = impl_->data.find(key);
+  if (it == impl_->data.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace strata::parallel

@@ -10,6 +10,9 @@
 #  3. SIGTERM to `strata launch --nproc 2` reaches both data-parallel ranks,
 #     which stop after the same iteration; rank 0 writes the snapshot and the
 #     launcher exits 143.
+#  4. SIGHUP to `strata launch --nproc 2 --servers 1` of a parameter-server
+#     run (SYNC): the workers stop, worker 0 writes a snapshot that resumes,
+#     the server ends, and the launcher exits 129.
 # Usage: stop_signals_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -83,4 +86,26 @@ grep -q "^\[rank 0\] snapshot: " "$work/dp.txt" || { cat "$work/dp.txt"; fail "r
 grep -q "^\[rank 1\] snapshot: " "$work/dp.txt" && fail "rank 1 wrote a snapshot too"
 tail -n 1 "$dir/dp/digits_log.jsonl" | grep -q '"status":"interrupted"' || fail "no interrupted finish in the log"
 [ ! -e "$dir/dp/digits.lock" ] || fail "the lock file was left behind"
+
+echo "== SIGHUP to strata launch --nproc 2 --servers 1 (parameter server, SYNC)"
+make_solver "$dir/ps.prototxt" "ps/digits"
+start_run "$work/ps" "$dir/ps/digits_log.jsonl" "$strata" launch --nproc 2 --servers 1 -- \
+  "$strata" train --solver "$dir/ps.prototxt" --ps-mode SYNC --threads 1
+kill -HUP "$bg_pid"
+wait_run
+[ "$rc" -eq 129 ] || { cat "$work/ps.err" "$work/ps.txt"; fail "launcher exit status $rc, expected 129"; }
+grep -q "^\[rank 2\] server 0 .*gradients applied" "$work/ps.txt" || { cat "$work/ps.txt"; fail "the server did not end"; }
+snap=$(sed -n 's/^\[rank 0\] snapshot: //p' "$work/ps.txt" | tail -n 1)
+[ -n "$snap" ] || { cat "$work/ps.txt"; fail "worker 0 wrote no snapshot"; }
+grep -q "^\[rank 1\] snapshot: " "$work/ps.txt" && fail "worker 1 wrote a snapshot too"
+tail -n 2 "$dir/ps/digits_log.jsonl" | grep -q '"status":"interrupted"' || fail "no interrupted finish in the log"
+[ ! -e "$dir/ps/digits.lock" ] || fail "the lock file was left behind"
+case "$snap" in /*) ;; *) snap="$dir/$snap" ;; esac
+iter=$(echo "$snap" | sed -n 's/.*_iter_\([0-9]*\)\.solverstate\.safetensors$/\1/p')
+[ -n "$iter" ] || fail "unexpected snapshot name $snap"
+sed -e "s|^max_iter:.*|max_iter: $((iter + 3))|" "$dir/ps.prototxt" > "$dir/ps_resume.prototxt"
+"$strata" launch --nproc 2 --servers 1 -- "$strata" train --solver "$dir/ps_resume.prototxt" --ps-mode SYNC \
+  --snapshot "$snap" --threads 1 > "$work/ps_resume.txt" 2>&1 || { cat "$work/ps_resume.txt"; fail "resume failed"; }
+grep -q "^\[rank 0\] resumed from .* at iteration $iter" "$work/ps_resume.txt" ||
+  { cat "$work/ps_resume.txt"; fail "did not resume at $iter"; }
 echo "PASS"

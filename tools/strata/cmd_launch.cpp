@@ -36,7 +36,9 @@ const char* kLaunchUsage =
     "When a rank fails, the others are stopped (SIGTERM, then SIGKILL after 5 s) and the launcher\n"
     "exits with that rank's status. Ctrl-C is forwarded to the ranks, which snapshot and stop.\n"
     "Ranks of strata train send heartbeats: one silent for --heartbeat-timeout seconds (stopped or\n"
-    "hung) fails the job at once, naming it. A COMMAND spelled `strata` runs this strata binary.\n"
+    "hung) fails the job at once, naming it; a parameter-server worker other than worker 0 is killed and\n"
+    "dropped instead, and one still running 10 s after every server ended is killed, named.\n"
+    "A COMMAND spelled `strata` runs this strata binary.\n"
     "With --nnodes > 1, run the same command on every node with its --node-rank, the same\n"
     "--master, and the same STRATA_TOKEN exported.\n\n"
     "example: strata launch --nproc 4 -- strata train --solver models/digits/solver.prototxt\n";
