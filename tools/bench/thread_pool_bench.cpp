@@ -4,12 +4,14 @@
 // (kNeuronMinChunk in layers/neuron_layer.h and the optimizers' kMinChunk).
 //   strata_bench_threads [threads] [reps]
 // Prints one JSON line per measurement: the empty region's cost in
-// microseconds (median and minimum over reps), then, for ReLU-like loops of n
-// floats, the median time on one thread and on `threads` threads.
+// microseconds (median and minimum over reps; back to back, and after the
+// helpers fell asleep), then, for ReLU-like loops of n floats, the median time
+// on one thread and on `threads` threads.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "framework/cpu/threads.h"
@@ -47,16 +49,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   strata::set_num_threads(threads);
-  // The empty region: one chunk per thread, nothing to do.
-  std::vector<double> empty;
+  // The empty region, one chunk per thread: back to back (the helpers still
+  // spinning from the last region) and after 1 ms idle (asleep: woken).
   std::vector<int> sink(static_cast<size_t>(threads), 0);
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    strata::parallel_for(threads, 1, [&](int64_t b, int64_t) { sink[static_cast<size_t>(b)] += 1; });
-    empty.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  for (const int idle_us : {0, 1000}) {
+    std::vector<double> empty;
+    for (int r = 0; r < reps; ++r) {
+      if (idle_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(idle_us));
+      const auto t0 = Clock::now();
+      strata::parallel_for(threads, 1, [&](int64_t b, int64_t) { sink[static_cast<size_t>(b)] += 1; });
+      empty.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    }
+    std::printf("{\"what\": \"empty parallel_for\", \"idle_before_us\": %d, \"threads\": %d, \"us_median\": %.2f, "
+                "\"us_min\": %.2f}\n",
+                idle_us, threads, median(empty), *std::min_element(empty.begin(), empty.end()));
   }
-  std::printf("{\"what\": \"empty parallel_for\", \"threads\": %d, \"us_median\": %.2f, \"us_min\": %.2f}\n", threads,
-              median(empty), *std::min_element(empty.begin(), empty.end()));
   // ReLU-like loops from 1K to 4M floats: one thread against all.
   const int64_t largest = int64_t{1} << 22;
   std::vector<float> x(static_cast<size_t>(largest)), y(static_cast<size_t>(largest));
