@@ -3,15 +3,16 @@
 //
 // Speed: images are processed in chunks so that one large GEMM per group
 // covers several images (small images would otherwise give GEMMs too narrow
-// to run near peak). On AVX-512 CPUs the GEMMs read the image patches straight
-// from the images (gemm_pack_b; no column buffer), and the input gradient of a
-// stride-1 convolution is the convolution of the top gradient with the
-// flipped kernel; 3x3 stride-1 undilated convolutions with 16 or more
-// channels per group run as Winograd F(2x2, 3x3) there instead
-// (layers/convolution/convolution_winograd_path.cpp: 2.25x fewer multiplications, which
-// put the 8x8 and 16x16 layers of cifar_vgg ahead of a direct convolution at
-// the FMA peak). Elsewhere each chunk is unrolled by im2col into one column
-// buffer [C * kh * kw, n_img * out_h * out_w] (col2im for the input gradient).
+// to run near peak). On AVX-512 and AVX2 CPUs, 3x3 stride-1 undilated
+// convolutions with 16 or more channels per group run as Winograd F(2x2, 3x3)
+// (layers/convolution/convolution_winograd_path.cpp: 2.25x fewer
+// multiplications, which put the 8x8 and 16x16 layers of cifar_vgg ahead of a
+// direct convolution at the FMA peak; its transforms are vectorised for both).
+// On AVX-512 CPUs the GEMMs of the other convolutions read the image patches
+// straight from the images (gemm_pack_b; no column buffer), and the input
+// gradient of a stride-1 convolution is the convolution of the top gradient
+// with the flipped kernel. Elsewhere each chunk is unrolled by im2col into one
+// column buffer [C * kh * kw, n_img * out_h * out_w] (col2im for the input gradient).
 // Chunks run in parallel, one per thread, each with its own scratch and (in
 // backward) its own weight-gradient accumulator; 1x1 stride-1 unpadded
 // convolutions of single images read the image directly.
@@ -34,8 +35,8 @@ namespace strata {
 class ConvolutionLayer : public Layer {
  public:
   // kAuto: Winograd F(2x2, 3x3) for 3x3 stride-1 undilated convolutions with
-  // enough channels, and patch packing for the others, where the CPU has
-  // AVX-512; im2col elsewhere. kIm2col forces the portable im2col path;
+  // enough channels where the CPU has AVX2 or AVX-512, patch packing for the
+  // others where it has AVX-512; im2col elsewhere. kIm2col forces the portable im2col path;
   // kWinograd forces Winograd wherever the shape allows it (any CPU, any
   // channel count) and patch packing or im2col for the rest (for tests of
   // every path on one machine).
