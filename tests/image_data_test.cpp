@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -227,6 +228,56 @@ TEST(ImageSources, ClassFolderSortsClassesAndFiles) {
 
   TempDir empty("strata_image");
   test::expect_error<ConfigError>([&] { list_image_folder(empty.path(), nullptr); }, {"no class subfolders"});
+}
+
+TEST(ImageSources, EachRealFolderIsReadOnceWhateverTheLinks) {
+  TempDir dir("strata_image");
+  make_class_folder(dir.path());
+  // A loop (dog/nested/up -> dog) and a second way into cat from dog: without
+  // the check, the loop is followed until the path is too long and cat's
+  // images come again labelled dog.
+  fs::create_directory_symlink("..", dir.file("dog/nested/up"));
+  fs::create_directory_symlink("../cat", dir.file("dog/cats_too"));
+  ImageWalkNotes notes;
+  const std::vector<ImageItem> items = list_image_folder(dir.path(), nullptr, &notes);
+  std::vector<std::string> rel;
+  for (const auto& it : items) {
+    rel.push_back(fs::relative(it.path, dir.path()).string() + ":" + std::to_string(it.label));
+  }
+  EXPECT_EQ(rel, (std::vector<std::string>{"cat/a.jpg:0", "cat/b.png:0", "dog/c.bmp:1", "dog/e.png:1",
+                                           "dog/nested/d.png:1"}));
+  ASSERT_EQ(notes.repeated_folders.size(), 2u);
+  EXPECT_EQ(notes.repeated_folders[0], dir.file("dog/cats_too") + " -> " + fs::canonical(dir.file("cat")).string());
+  EXPECT_EQ(notes.repeated_folders[1], dir.file("dog/nested/up") + " -> " + fs::canonical(dir.file("dog")).string());
+  const std::vector<std::string> lines = notes.lines();
+  ASSERT_EQ(lines.size(), 2u);  // the skipped notes.txt, and the links
+  EXPECT_NE(lines[1].find("2 folder links lead to a folder already read"), std::string::npos) << lines[1];
+
+  // A loop straight back to the folder walked.
+  fs::create_directory_symlink(".", dir.file("cat/self"));
+  EXPECT_EQ(walk_images(dir.file("cat")).size(), 2u);
+}
+
+TEST(ImageSources, FilesInOtherFormatsAreCountedAndNamed) {
+  TempDir dir("strata_image");
+  fs::create_directories(dir.file("imgs/deeper"));
+  fs::copy_file(kImages + "rgb.png", dir.file("imgs/a.png"));
+  for (const char* name : {"imgs/b.webp", "imgs/deeper/c.webp", "imgs/d.TIFF", "imgs/deeper/README", "imgs/f.avif"}) {
+    test::write_text(dir.file(name), "x");
+  }
+  ImageWalkNotes notes;
+  EXPECT_EQ(walk_images(dir.file("imgs"), &notes).size(), 1u);
+  EXPECT_EQ(notes.skipped_by_extension, (std::map<std::string, int64_t>{{".webp", 2}, {".tiff", 1}, {"", 1},
+                                                                          {".avif", 1}}));
+  const std::vector<std::string> lines = notes.lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("skipped 5 files in formats strata does not read: 2 .webp, 1 .avif, 1 .tiff, 1 without "
+                          "extension (first: " + dir.file("imgs/b.webp") + ";"),
+            std::string::npos)
+      << lines[0];
+  ImageWalkNotes none;
+  walk_images(kImages, &none);
+  EXPECT_TRUE(none.lines().empty());
 }
 
 TEST(ImageSources, ListFileWithRootFolderAndComments) {
