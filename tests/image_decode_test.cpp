@@ -79,12 +79,17 @@ TEST(ImageDecode, EveryGoldenFileDecodesToPilsPixelsExactly) {
 TEST(ImageDecode, CorruptAndTruncatedJpegsAreErrorsNamingTheFile) {
   test::TempDir dir("strata_jpeg");
   const std::string good = read_file_bytes(kDecode + "jpeg_420.jpg");
-  // The start of a JPEG and then nothing: libjpeg alone would fill the rest with grey.
-  test::write_text(dir.file("truncated.jpg"), good.substr(0, good.size() / 2));
+  // A JPEG cut inside its image data: libjpeg alone would fill the rest with
+  // grey and go on; PIL refuses it.
+  test::write_text(dir.file("cut.jpg"), good.substr(0, good.size() * 4 / 5));
   if (std::string(jpeg_decoder_name()) == "libjpeg") {
-    test::expect_error<IoError>([&] { decode_image_file(dir.file("truncated.jpg")); },
-                                {dir.file("truncated.jpg"), "truncated"});
+    test::expect_error<IoError>([&] { decode_image_file(dir.file("cut.jpg")); },
+                                {dir.file("cut.jpg"), "ends before the image does (truncated)"});
   }
+  // Cut inside its header.
+  test::write_text(dir.file("header.jpg"), good.substr(0, 300));
+  test::expect_error<IoError>([&] { decode_image_file(dir.file("header.jpg")); },
+                              {dir.file("header.jpg"), "cannot decode"});
   // A JPEG signature and garbage.
   test::write_text(dir.file("garbage.jpg"), std::string("\xFF\xD8\xFF\xE0") + std::string(200, '\x37'));
   test::expect_error<IoError>([&] { decode_image_file(dir.file("garbage.jpg")); },
