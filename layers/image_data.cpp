@@ -150,8 +150,9 @@ LayerSchema ImageDataLayer::schema() {
 
 void ImageDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {
   std::vector<ImageItem> items;
+  ImageWalkNotes left_out;
   try {
-    items = read_image_source(source_, root_folder_);
+    items = read_image_source(source_, root_folder_, &left_out);
   } catch (const IoError& e) {
     fail<IoError>(where_at(), ": ", e.what());
   } catch (const ConfigError& e) {
@@ -173,6 +174,9 @@ void ImageDataLayer::setup(const BlobVec& /*bottom*/, const BlobVec& top) {
     }
     std::fprintf(stderr, "note: %s: %zu images from '%s'%s\n", where_at().c_str(), items.size(), source_.c_str(),
                  classes.empty() ? "" : (" in " + std::to_string(classes.size()) + " classes").c_str());
+    for (const std::string& line : left_out.lines()) {
+      std::fprintf(stderr, "note: %s: %s\n", where_at().c_str(), line.c_str());
+    }
   }
   if (convention_ == Convention::kCaffe) setup_caffe(items);
   loader_ = std::make_unique<ImageLoader>(std::move(items), transform_, options_, where_at());

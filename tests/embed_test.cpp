@@ -158,6 +158,85 @@ TEST(Embed, RowIBelongsToPathI) {
   EXPECT_EQ(run_embed(o).dim, 3 * 8 * 8);
 }
 
+// The inverse of escape_path_line, as a reader of the paths file applies it.
+std::string unescape_path_line(const std::string& line) {
+  std::string out;
+  for (size_t i = 0; i < line.size(); ++i) {
+    if (line[i] != '\\' || i + 1 == line.size()) {
+      out += line[i];
+      continue;
+    }
+    const char e = line[++i];
+    if (e == 'n') {
+      out += '\n';
+    } else if (e == 'r') {
+      out += '\r';
+    } else if (e == 't') {
+      out += '\t';
+    } else if (e == 'x' && i + 2 < line.size()) {
+      out += static_cast<char>(std::stoi(line.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += e;
+    }
+  }
+  return out;
+}
+
+TEST(Embed, PathLinesEscapeControlBytesAndBackslashOnly) {
+  EXPECT_EQ(escape_path_line("/data/plain name.jpg"), "/data/plain name.jpg");
+  EXPECT_EQ(escape_path_line("a\nb\rc\td\\e"), "a\\nb\\rc\\td\\\\e");
+  EXPECT_EQ(escape_path_line(std::string("bell\x07.png") + '\0' + "\x7f\x1b"), "bell\\x07.png\\x00\\x7f\\x1b");
+  EXPECT_EQ(escape_path_line("\xc3\xbc\xff.png"), "\xc3\xbc\xff.png");  // UTF-8 and other high bytes as they are
+}
+
+TEST(Embed, FileNamesWithAnyByteKeepOneLinePerRow) {
+  Fixture f;
+  // A newline in a name would start a line of its own and shift every row after it.
+  const std::vector<std::string> names = {"a\nnewline.bmp", "b\\back\\slash.bmp", "c\rreturn\ttab.bmp",
+                                          "d\x01\x1b.bmp", "e\xc3\xbc.bmp", "f.bmp"};
+  std::filesystem::create_directories(f.dir.file("imgs"));
+  std::map<std::string, uint8_t> red;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string path = f.dir.file("imgs/" + names[i]);
+    red[path] = static_cast<uint8_t>(30 * i + 10);
+    write_bmp(path, 8, 8, {red[path], 0, 0});
+  }
+  EmbedOptions o = f.options(f.dir.file("feat.npy"));
+  o.images = f.dir.file("imgs");
+  const EmbedResult r = run_embed(o);
+  ASSERT_EQ(r.rows, 6);
+  const NpyArray a = read_npy(o.out);
+  const std::vector<std::string> lines = read_lines(r.paths_file);
+  ASSERT_EQ(lines.size(), 6u) << "one line per row";
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string path = unescape_path_line(lines[i]);
+    ASSERT_TRUE(red.count(path)) << "line " << i << ": " << lines[i];
+    EXPECT_NEAR(a.as<float>()[i * 3], 2.0f * red[path] / 255.0f, 1e-5f) << "row " << i << " is not " << lines[i];
+  }
+}
+
+TEST(Embed, AFolderLoopIsReadOnceAndSkippedFormatsAreNamed) {
+  Fixture f;
+  std::filesystem::create_directories(f.dir.file("imgs/sub"));
+  write_bmp(f.dir.file("imgs/a.bmp"), 8, 8, {10, 0, 0});
+  write_bmp(f.dir.file("imgs/sub/b.bmp"), 8, 8, {20, 0, 0});
+  std::filesystem::create_directory_symlink("..", f.dir.file("imgs/sub/loop"));
+  for (const char* other : {"imgs/c.webp", "imgs/sub/d.webp", "imgs/e.TIFF"}) test::write_text(f.dir.file(other), "x");
+  EmbedOptions o = f.options(f.dir.file("feat.npy"));
+  o.images = f.dir.file("imgs");
+  std::vector<std::string> notes;
+  o.on_note = [&](const std::string& line) { notes.push_back(line); };
+  EXPECT_EQ(run_embed(o).rows, 2);
+  std::string all;
+  for (const std::string& n : notes) all += n + "\n";
+  EXPECT_NE(all.find("skipped 3 files in formats strata does not read: 2 .webp, 1 .tiff (first: " +
+                     f.dir.file("imgs/c.webp")),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find(f.dir.file("imgs/sub/loop") + " -> "), std::string::npos) << all;
+}
+
 TEST(Embed, PreprocessedArraysFromNpy) {
   Fixture f;
   const int64_t n = 5;

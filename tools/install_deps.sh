@@ -7,12 +7,13 @@ set -euo pipefail
 
 # libopenmpi-dev + openmpi-bin: the mpi communication backend and its tests (mpirun).
 # libfabric-dev: the rdma transport (verbs on InfiniBand/RoCE; tests use its tcp provider).
+# libjpeg62-turbo-dev: JPEG decoded as PIL decodes it (without it stb decodes JPEG, up to ~11 levels off).
 # liblmdb-dev, libleveldb-dev, libhdf5-dev: Caffe's LMDB/LevelDB databases (Data layer) and
 # HDF5 files (HDF5Data, HDF5Output); each is optional to the build.
 # The CUDA backend is optional and not installed here: CMake builds it when it
 # finds nvcc, and then needs cuBLAS and cuDNN 9 (CUDA toolkit + cudnn packages
 # from NVIDIA); without nvcc, or with -DSTRATA_CUDA=OFF, the build is CPU-only.
-packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev libopenmpi-dev openmpi-bin
+packages=(build-essential cmake libopenblas-dev libgtest-dev libgmock-dev libstb-dev libjpeg62-turbo-dev libopenmpi-dev openmpi-bin
           libfabric-dev liblmdb-dev libleveldb-dev libhdf5-dev "$@")
 missing=()
 for p in "${packages[@]}"; do

@@ -107,6 +107,31 @@ std::string beside_out(const std::string& out, const std::string& suffix) {
 std::string embed_paths_file(const std::string& out) { return beside_out(out, ".paths.txt"); }
 std::string embed_skipped_file(const std::string& out) { return beside_out(out, ".skipped.txt"); }
 
+std::string escape_path_line(const std::string& path) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(path.size());
+  for (const char ch : path) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 const char* preset_key_name(TransformPreset preset) {
   switch (preset) {
     case TransformPreset::kNone:
@@ -254,8 +279,11 @@ EmbedResult run_embed(const EmbedOptions& o) {
   if (!o.images.empty()) {
     // Every image under a folder (labels do not matter here), or a list file.
     std::error_code ec;
-    items = std::filesystem::is_directory(o.images, ec) ? walk_images(o.images) : read_image_list(o.images, "");
+    ImageWalkNotes left_out;
+    items = std::filesystem::is_directory(o.images, ec) ? walk_images(o.images, &left_out)
+                                                        : read_image_list(o.images, "");
     if (items.empty()) fail<ConfigError>("--images: folder '", o.images, "' holds no image files");
+    for (const std::string& line : left_out.lines()) note("note: --images: " + line);
   } else {
     reader = std::make_unique<NpyRowReader>(o.input);
   }
@@ -455,7 +483,8 @@ EmbedResult run_embed(const EmbedOptions& o) {
       auto write_lines = [](const std::string& path, const std::vector<std::string>& lines) {
         write_file_atomically(path, [&](std::FILE* pf) {
           for (const std::string& p : lines) {
-            fwrite_checked(pf, p.data(), p.size());
+            const std::string line = escape_path_line(p);
+            fwrite_checked(pf, line.data(), line.size());
             fwrite_checked(pf, "\n", 1);
           }
         });

@@ -97,6 +97,12 @@ EmbedResult run_embed(const EmbedOptions& options);
 std::string embed_paths_file(const std::string& out);
 // "<out without .npy>.skipped.txt"
 std::string embed_skipped_file(const std::string& out);
+// A path as one line of the paths and skipped files, so that a file name
+// holding any byte stays one line: backslash is written "\\", newline "\n",
+// carriage return "\r", tab "\t", every other control byte (below 0x20, and
+// 0x7f) "\xHH"; all other bytes (UTF-8 included) as they are. Python reads a
+// line back with codecs.escape_decode(line_bytes)[0].
+std::string escape_path_line(const std::string& path);
 
 // The image transform a net file declares with its top-level
 // `preset: NONE | IMAGENET | VIT_EVAL` key (for `strata embed`); nullopt

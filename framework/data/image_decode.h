@@ -1,8 +1,13 @@
-// Image decoding with stb_image (JPEG, PNG, BMP, GIF (first frame), TGA, PSD,
-// PNM, HDR, PIC). Every image comes out as 8-bit RGB, as PIL's
-// Image.convert("RGB") gives it to torchvision: grayscale is replicated into
-// the three channels and an alpha channel is dropped (not composited).
-// Built without stb (libstb-dev), decoding throws an IoError saying so.
+// Image decoding: JPEG with libjpeg(-turbo), as PIL decodes it
+// (jpeg_decode.h), every other format with stb_image (PNG, BMP, GIF (first
+// frame), TGA, PSD, PNM, HDR, PIC). Every image comes out as 8-bit RGB, as
+// PIL's Image.open(path).convert("RGB") gives it to torchvision: grayscale is
+// replicated into the three channels, an alpha channel is dropped (not
+// composited), a palette is looked up, 16-bit samples keep their high byte
+// except 16-bit gray PNG, which PIL clips to 0..255.
+// Built without libjpeg, stb decodes JPEG too (up to about 11 levels off
+// PIL); built without stb (libstb-dev), decoding any other format throws an
+// IoError saying so.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +28,11 @@ struct RgbImage {
 
 // False when this build has no stb_image.
 bool image_decoding_available();
+// "libjpeg" or "stb_image": what decodes JPEG files in this build.
+const char* jpeg_decoder_name();
 
-// IoError naming `path` (and stb's reason) when the file is missing,
-// unreadable, not an image stb knows, or corrupt.
+// IoError naming `path` (and the decoder's reason) when the file is missing,
+// unreadable, empty, not an image strata reads, corrupt or truncated.
 RgbImage decode_image_file(const std::string& path);
 // The same from bytes in memory; `what` stands in for the path in errors.
 RgbImage decode_image_memory(const uint8_t* bytes, size_t size, const std::string& what);

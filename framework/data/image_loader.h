@@ -1,4 +1,3 @@
-// Image sources (a folder of class subfolders, or a list file) and
 // ImageLoader, which decodes and transforms images on a pool of threads into
 // a bounded queue of prefetched batches.
 //
@@ -29,32 +28,10 @@
 #include <vector>
 
 #include "framework/data/data_source.h"
+#include "framework/data/image_sources.h"
 #include "framework/data/image_transform.h"
 
 namespace strata {
-
-struct ImageItem {
-  std::string path;
-  int32_t label = -1;  // -1: none given
-};
-
-// Every image file (by extension, see has_image_extension) under `dir`, at
-// any depth, sorted by name at each level with a folder's files before its
-// subfolders. IoError when `dir` is not a readable folder.
-std::vector<ImageItem> walk_images(const std::string& dir);
-// ImageFolder layout: each subfolder of `dir` is a class; classes sorted by
-// name get labels 0..K-1, and each class holds the images under it at any
-// depth. ConfigError when there are no class subfolders or no images.
-// `class_names` (optional) receives the folder names in label order.
-std::vector<ImageItem> list_image_folder(const std::string& dir, std::vector<std::string>* class_names);
-// A list file: one "path label" per line (label: an integer; lines with no
-// integer last field are a path alone, label -1); blank lines and lines
-// starting with '#' are skipped. Relative paths are joined to root_folder.
-// ConfigError naming the file and line for a malformed line or an empty list.
-std::vector<ImageItem> read_image_list(const std::string& list_path, const std::string& root_folder);
-// A folder -> list_image_folder (class labels) when it has subfolders,
-// else walk_images; a file -> read_image_list.
-std::vector<ImageItem> read_image_source(const std::string& source, const std::string& root_folder);
 
 enum class BadImages { kError, kSkip };
 enum class EpochMode { kRepeat, kOnce };

@@ -2,8 +2,8 @@
 # End-to-end `strata embed`: rows and paths files as a user gets them, the
 # progress line, errors that name the bad input and leave no output behind,
 # --skip-bad-images, --reinit on a fine-tuned snapshot, the model's preset,
-# the files --out may and may not replace, and every embed flag documented in
-# docs/config.md.
+# the files --out may and may not replace, file names with any byte, folder
+# link loops, and every embed flag documented in docs/config.md.
 # Usage: embed_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -188,7 +188,32 @@ run_embed --images "$work/imgs" --pool avg --out "$work/feat.npy" > /dev/null 2>
 expect_error "missing folder" "the folder '$work/no/such' does not exist" \
   run_embed --images "$work/imgs" --out "$work/no/such/rows.npy"
 
-# 7. Every flag of `strata embed --help` is documented.
+# 7. Names with any byte: a newline in a file name must not shift the rows of
+#    the paths file (it is written \n, a backslash \\); a folder link loop is
+#    read once, and files in other formats are counted on stderr.
+mkdir -p "$work/odd/sub"
+cp "$src/tests/golden/images/tiny.jpg" "$work/odd/a"$'\n'"new line.jpg"
+cp "$src/tests/golden/images/rgb.png" "$work/odd/b\\back.png"
+cp "$src/tests/golden/images/gray.png" "$work/odd/c.png"
+ln -s .. "$work/odd/sub/loop"
+echo x > "$work/odd/d.webp"
+if run_embed --images "$work/odd" --pool avg --out "$work/odd.npy" > /dev/null 2> "$work/stderr.txt"; then
+  head -c 128 "$work/odd.npy" | grep -q "'shape': (3, 3)" || fail "odd names: expected 3 rows (the loop read once)"
+  expected=$(printf '%s\n' "$work/odd/a\\nnew line.jpg" "$work/odd/b\\\\back.png" "$work/odd/c.png")
+  [ "$(cat "$work/odd.paths.txt")" = "$expected" ] || fail "odd names: paths file is '$(cat "$work/odd.paths.txt")'"
+  # Row i is the image named on line i: the same bytes as that image's row in feat.npy (step 1).
+  row() { od -An -v -tx1 -j $((128 + 12 * $2)) -N 12 "$1"; }
+  [ "$(row "$work/odd.npy" 0)" = "$(row "$work/feat.npy" 5)" ] || fail "odd names: row 0 is not tiny.jpg's"
+  [ "$(row "$work/odd.npy" 1)" = "$(row "$work/feat.npy" 2)" ] || fail "odd names: row 1 is not rgb.png's"
+  [ "$(row "$work/odd.npy" 2)" = "$(row "$work/feat.npy" 1)" ] || fail "odd names: row 2 is not gray.png's"
+  grep -q "skipped 1 file in formats strata does not read: 1 .webp" "$work/stderr.txt" ||
+    fail "odd names: no note of the .webp file: $(cat "$work/stderr.txt")"
+  grep -q "$work/odd/sub/loop -> " "$work/stderr.txt" || fail "odd names: no note of the link loop"
+else
+  fail "embed of odd names failed: $(cat "$work/stderr.txt")"
+fi
+
+# 8. Every flag of `strata embed --help` is documented.
 for flag in $("$strata" embed --help | grep -o -- '--[a-z0-9-]*' | sort -u); do
   grep -q -- "\`$flag" "$src/docs/config.md" || fail "docs/config.md does not document strata embed $flag"
 done
