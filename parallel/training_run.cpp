@@ -178,6 +178,7 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
   SolverConfig config = given_config;  // a resumed run's branch changes its prefix and log
   std::unique_ptr<SnapshotPrefixLock> lock;
   ResumeBranch branch;
+  int64_t resumed_from = -1;  // the snapshot's iteration (lead rank)
   EarlierRun earlier;  // replaced (--overwrite) only once the run is set up
   if (lead) {
     create_snapshot_folder(config.snapshot_prefix);
@@ -193,10 +194,10 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
       // does not change that). Only the lead rank writes snapshots and the log
       // (a pipeline's stage 0 and a parameter server's worker 0 are rank 0),
       // so only its prefix changes.
-      const int64_t from_iter = solver_state_iter(options.snapshot);
-      branch = branch_for_resume(config.snapshot_prefix, config.log, from_iter);
+      resumed_from = solver_state_iter(options.snapshot);
+      branch = branch_for_resume(config.snapshot_prefix, config.log, resumed_from);
       if (branch.taken()) {
-        std::printf("note: %s\n", branch.note(config.snapshot_prefix, from_iter).c_str());
+        std::printf("note: %s\n", branch.note(config.snapshot_prefix, resumed_from).c_str());
         config.snapshot_prefix = branch.prefix;
         config.log = branch.log;
         remove_snapshot_debris(config.snapshot_prefix);  // of a branch killed before its first snapshot
@@ -312,7 +313,11 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
     solver.set_notice_sink([](const std::string& msg) { std::printf("note: %s\n", msg.c_str()); });
     if (!device.is_cpu()) std::printf("device %s, precision %s\n", device.str().c_str(), precision_name(config.precision));
   }
-  const SolveResult result = solver.solve();
+  SolveResult result = solver.solve();
+  // A best snapshot from before the branch point lies under the given prefix.
+  if (branch.taken() && result.best_iter >= 0 && result.best_iter <= resumed_from) {
+    result.best_weights = snapshot_paths(given_config.snapshot_prefix, result.best_iter).weights;
+  }
   if (!ps) print_rank_summaries(env, mp, world.get());
   if (!options.timeline.empty() && !ps) write_timeline(options.timeline, env, world.get());
   if (lead) {

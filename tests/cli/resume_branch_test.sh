@@ -9,7 +9,9 @@
 #   3. a log set in the solver branches beside itself ("train.jsonl" ->
 #      "train_from4.jsonl");
 #   4. resumed from the newest snapshot, the run continues under its prefix
-#      and appends to its log, as before.
+#      and appends to its log, as before;
+#   5. a best snapshot (snapshot_best) from before the branch point is named
+#      where it lies, under the run's own prefix.
 # Usage: resume_branch_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -53,6 +55,7 @@ done
 grep -q "^snapshot: .*runs/digits_from4_iter_8.solverstate.safetensors$" "$work/branch.txt" ||
   { cat "$work/branch.txt"; fail "the last snapshot line does not name the branch"; }
 ! ls "$runs"/digits_from4_iter_4.* > /dev/null 2>&1 || fail "the branch rewrote the snapshot it started from"
+! ls "$runs"/*.lock > /dev/null 2>&1 || fail "lock files left behind: $(ls "$runs"/*.lock)"
 grep -q '"iter":8' "$runs/digits_from4_log.jsonl" || fail "the branch log has no iteration 8"
 cmp "$runs/digits_iter_8.safetensors" "$runs/digits_from4_iter_8.safetensors" ||
   fail "the branch's iteration-8 weights differ from the run's own (resume is bit-exact on the same threads)"
@@ -90,4 +93,17 @@ cp "$runs/digits_log.jsonl" "$work/log_before.jsonl"
 cmp -n "$log_size" "$work/log_before.jsonl" "$runs/digits_log.jsonl" || fail "the log was not appended to"
 [ "$(wc -c < "$runs/digits_log.jsonl")" -gt "$log_size" ] || fail "nothing appended to the log"
 grep -q '"iter":12' "$runs/digits_log.jsonl" || fail "the appended log has no iteration 12"
+echo "== 5. snapshot_best across the branch point"
+# MIN of the accuracy: the untrained net's test at 0 is the best, from before the branch.
+sed -e 's|runs/digits|best/digits|' -e 's|^snapshot: 4|snapshot: 4\nsnapshot_best: "accuracy"\nsnapshot_best_mode: MIN|' \
+  "$dir/s8.prototxt" > "$dir/best.prototxt"
+"$strata" train --solver "$dir/best.prototxt" --threads 2 > "$work/best.txt"
+grep -q '^best accuracy .* at iteration 0: ' "$work/best.txt" || { cat "$work/best.txt"; fail "the best test is not at 0"; }
+"$strata" train --solver "$dir/best.prototxt" --threads 2 \
+  --snapshot "$dir/best/digits_iter_4.solverstate.safetensors" > "$work/best_branch.txt" ||
+  { cat "$work/best_branch.txt"; fail "the resume with snapshot_best failed"; }
+grep -q "writes its snapshots as '.*best/digits_from4_iter_<N>'" "$work/best_branch.txt" || fail "no branch"
+best=$(sed -n 's/^best accuracy .* at iteration 0: //p' "$work/best_branch.txt")
+[ "$best" = "$dir/best/digits_iter_0.safetensors" ] && [ -f "$best" ] ||
+  { cat "$work/best_branch.txt"; fail "the best snapshot is not named where it lies ($dir/best/digits_iter_0.safetensors)"; }
 echo "PASS: a resume from an older snapshot branches ($(ls "$runs" | grep -c '_from4'), files of the run untouched)"
