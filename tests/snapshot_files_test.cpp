@@ -1,5 +1,6 @@
 // Where a resumed run writes: its own prefix, or a branch beside it that
 // leaves the prefix's newer snapshots alone (framework/io/snapshot_files.h).
+#include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -27,6 +28,15 @@ TEST(SnapshotFiles, ResumeFromTheNewestKeepsThePrefix) {
   EXPECT_FALSE(branch.taken());
   EXPECT_EQ(branch.lock, nullptr);
   EXPECT_FALSE(branch_for_resume(dir.file("empty"), dir.file("empty_log.jsonl"), 0).taken());
+}
+
+TEST(SnapshotFiles, AFolderInASnapshotsPlaceIsNoSnapshot) {
+  test::TempDir dir;
+  const std::string prefix = dir.file("snap");
+  snapshot_pair(prefix, 10);
+  std::filesystem::create_directories(prefix + "_iter_15.safetensors/occupied");
+  EXPECT_EQ(find_earlier_run(prefix, prefix + "_log.jsonl").newest_iter, 10);
+  EXPECT_FALSE(branch_for_resume(prefix, prefix + "_log.jsonl", 10).taken());
 }
 
 TEST(SnapshotFiles, ResumeFromAnOlderSnapshotBranches) {

@@ -174,6 +174,9 @@ EarlierRun find_earlier_run(const std::string& prefix, const std::string& log_pa
         !is_iter_number_then(name, stem.size(), ".solverstate.safetensors")) {
       continue;
     }
+    // A folder in a snapshot's place is no snapshot (writing there fails, naming it).
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
     found.emplace_back(std::strtoll(name.c_str() + stem.size(), nullptr, 10), (dir / name).string());
   }
   std::sort(found.begin(), found.end());
