@@ -11,7 +11,9 @@
 #   4. resumed from the newest snapshot, the run continues under its prefix
 #      and appends to its log, as before;
 #   5. a best snapshot (snapshot_best) from before the branch point is named
-#      where it lies, under the run's own prefix.
+#      where it lies, under the run's own prefix;
+#   6. data parallel (2 ranks under strata launch): rank 0, the one that
+#      writes, branches the same way.
 # Usage: resume_branch_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -106,4 +108,18 @@ grep -q "writes its snapshots as '.*best/digits_from4_iter_<N>'" "$work/best_bra
 best=$(sed -n 's/^best accuracy .* at iteration 0: //p' "$work/best_branch.txt")
 [ "$best" = "$dir/best/digits_iter_0.safetensors" ] && [ -f "$best" ] ||
   { cat "$work/best_branch.txt"; fail "the best snapshot is not named where it lies ($dir/best/digits_iter_0.safetensors)"; }
-echo "PASS: a resume from an older snapshot branches ($(ls "$runs" | grep -c '_from4'), files of the run untouched)"
+echo "== 6. two data-parallel ranks"
+sed -e 's|runs/digits|dp/digits|' "$dir/s8.prototxt" > "$dir/dp.prototxt"
+"$strata" launch --nproc 2 -- "$strata" train --solver "$dir/dp.prototxt" --threads 1 > "$work/dp.txt" 2>&1 ||
+  { cat "$work/dp.txt"; fail "2 ranks with snapshots at 4 and 8 failed"; }
+dp_before=$(cd "$dir/dp" && sha256sum digits_iter_8.* && stat -c '%n %i' digits_iter_8.*)
+"$strata" launch --nproc 2 -- "$strata" train --solver "$dir/dp.prototxt" --threads 1 \
+  --snapshot "$dir/dp/digits_iter_4.solverstate.safetensors" > "$work/dp_branch.txt" 2>&1 ||
+  { cat "$work/dp_branch.txt"; fail "the 2-rank resume from 4 failed"; }
+grep -q "^\[rank 0\] note: .* this run writes its snapshots as '.*dp/digits_from4_iter_<N>'" "$work/dp_branch.txt" ||
+  { cat "$work/dp_branch.txt"; fail "rank 0 did not name the branch"; }
+[ "$(cd "$dir/dp" && sha256sum digits_iter_8.* && stat -c '%n %i' digits_iter_8.*)" = "$dp_before" ] ||
+  fail "the 2-rank resume changed the run's own iteration-8 files"
+cmp "$dir/dp/digits_iter_8.safetensors" "$dir/dp/digits_from4_iter_8.safetensors" ||
+  fail "the 2-rank branch's iteration-8 weights differ from the run's own"
+echo "PASS: resumes from an older snapshot branch (_from4, _from4_2, a log of its own, 2 ranks) and leave the newer files untouched"
