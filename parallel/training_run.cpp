@@ -10,6 +10,7 @@
 #include "framework/cpu/cpu_isa.h"
 #include "framework/timeline.h"
 #include "framework/error.h"
+#include "framework/io/checkpoint.h"
 #include "framework/io/file_util.h"
 #include "framework/io/snapshot_files.h"
 #include "framework/memory_cap.h"
@@ -168,13 +169,16 @@ struct PsWorkerRun {
 
 // Everything after the ranks have met; `world` is null in one process and
 // under a parameter server (`ps` set).
-SolveResult train(const SolverConfig& config, const TrainingRunOptions& options, const RankEnv& env,
+SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& options, const RankEnv& env,
                   const std::unique_ptr<Communicator>& world, const PsWorkerRun* ps = nullptr) {
   const Device device = options.device;
   const bool lead = env.rank == 0;
-  if (!options.weights.empty()) check_not_a_snapshot_of(options.weights, "--weights", config.snapshot_prefix);
+  if (!options.weights.empty()) check_not_a_snapshot_of(options.weights, "--weights", given_config.snapshot_prefix);
   const bool resumed = !options.snapshot.empty();
+  SolverConfig config = given_config;  // a resumed run's branch changes its prefix and log
   std::unique_ptr<SnapshotPrefixLock> lock;
+  ResumeBranch branch;
+  int64_t resumed_from = -1;  // the snapshot's iteration (lead rank)
   EarlierRun earlier;  // replaced (--overwrite) only once the run is set up
   if (lead) {
     create_snapshot_folder(config.snapshot_prefix);
@@ -183,9 +187,22 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
       std::printf("removed %d unfinished snapshot file%s left by an interrupted run of '%s'\n", n, n == 1 ? "" : "s",
                   config.snapshot_prefix.c_str());
     }
-    // A resumed run continues: it appends to the log and numbers its
-    // snapshots on from the state's iteration.
-    if (!resumed) {
+    if (resumed) {
+      // A resumed run continues: it appends to the log and numbers its
+      // snapshots on from the state's iteration; from an older snapshot than
+      // the prefix's newest it branches, so those stay as they are (--overwrite
+      // does not change that). Only the lead rank writes snapshots and the log
+      // (a pipeline's stage 0 and a parameter server's worker 0 are rank 0),
+      // so only its prefix changes.
+      resumed_from = solver_state_iter(options.snapshot);
+      branch = branch_for_resume(config.snapshot_prefix, config.log, resumed_from);
+      if (branch.taken()) {
+        std::printf("note: %s\n", branch.note(config.snapshot_prefix, resumed_from).c_str());
+        config.snapshot_prefix = branch.prefix;
+        config.log = branch.log;
+        remove_snapshot_debris(config.snapshot_prefix);  // of a branch killed before its first snapshot
+      }
+    } else {
       earlier = find_earlier_run(config.snapshot_prefix, config.log);
       if (options.earlier_run == EarlierRunFiles::kKeep) check_no_earlier_run(earlier, config.snapshot_prefix);
     }
@@ -296,7 +313,11 @@ SolveResult train(const SolverConfig& config, const TrainingRunOptions& options,
     solver.set_notice_sink([](const std::string& msg) { std::printf("note: %s\n", msg.c_str()); });
     if (!device.is_cpu()) std::printf("device %s, precision %s\n", device.str().c_str(), precision_name(config.precision));
   }
-  const SolveResult result = solver.solve();
+  SolveResult result = solver.solve();
+  // A best snapshot from before the branch point lies under the given prefix.
+  if (branch.taken() && result.best_iter >= 0 && result.best_iter <= resumed_from) {
+    result.best_weights = snapshot_paths(given_config.snapshot_prefix, result.best_iter).weights;
+  }
   if (!ps) print_rank_summaries(env, mp, world.get());
   if (!options.timeline.empty() && !ps) write_timeline(options.timeline, env, world.get());
   if (lead) {

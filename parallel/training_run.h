@@ -49,7 +49,9 @@ namespace strata::parallel {
 
 // What to do with the snapshots and log an earlier run left under the
 // solver's snapshot_prefix when starting afresh (a run resumed with
-// --snapshot continues: it appends to the log and keeps the files).
+// --snapshot continues: it appends to the log and keeps the files, and from
+// an older snapshot than the newest it writes under a branch prefix,
+// framework/io/snapshot_files.h ResumeBranch).
 enum class EarlierRunFiles {
   kKeep,     // refuse to start, saying how to continue, replace or avoid them
   kReplace,  // --overwrite: delete them before starting

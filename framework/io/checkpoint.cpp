@@ -393,6 +393,34 @@ void save_solver_state(const std::string& path, const SolverState& state) {
   write_safetensors(path, tensors, md);
 }
 
+namespace {
+
+// The metadata checks every reader of a state file makes: its format, its
+// version and its iteration.
+int64_t checked_state_iter(const Metadata& md, const std::string& path) {
+  auto fmt = md.find("format");
+  if (fmt == md.end() || fmt->second != kStateFormat) {
+    fail<IoError>(path, ": not a strata solver state (metadata 'format' is ",
+                  fmt == md.end() ? std::string("absent") : "'" + fmt->second + "'",
+                  "); to start from plain weights use --weights instead of resuming");
+  }
+  auto version = md.find("version");
+  if (version == md.end()) fail<IoError>(path, ": solver state has no 'version' entry in its metadata");
+  if (version->second != kStateVersion) {
+    fail<IoError>(path, ": solver state version ", version->second, " is not supported (expected ", kStateVersion, ")");
+  }
+  const int64_t iter = parse_int(md, "iter", path);
+  if (iter < 0) fail<IoError>(path, ": negative iteration in solver state");
+  return iter;
+}
+
+}  // namespace
+
+int64_t solver_state_iter(const std::string& path) {
+  const SafetensorsReader reader(path);
+  return checked_state_iter(reader.metadata(), path);
+}
+
 SolverState load_solver_state(const std::string& path) {
   SafetensorsReader reader(path);
   verify_checksums(reader, path);
@@ -402,19 +430,10 @@ SolverState load_solver_state(const std::string& path) {
     if (it == md.end()) fail<IoError>(path, ": solver state has no '", key, "' entry in its metadata");
     return it->second;
   };
-  auto fmt = md.find("format");
-  if (fmt == md.end() || fmt->second != kStateFormat) {
-    fail<IoError>(path, ": not a strata solver state (metadata 'format' is ",
-                  fmt == md.end() ? std::string("absent") : "'" + fmt->second + "'",
-                  "); to start from plain weights use --weights instead of resuming");
-  }
-  if (get("version") != kStateVersion) {
-    fail<IoError>(path, ": solver state version ", get("version"), " is not supported (expected ", kStateVersion, ")");
-  }
   SolverState s;
-  s.iter = parse_int(md, "iter", path);
+  s.iter = checked_state_iter(md, path);
   s.optimizer_steps = parse_int(md, "optimizer_steps", path);
-  if (s.iter < 0 || s.optimizer_steps < 0) fail<IoError>(path, ": negative iteration in solver state");
+  if (s.optimizer_steps < 0) fail<IoError>(path, ": negative iteration in solver state");
   s.solver_type = get("solver_type");
   s.layer_states = decode_states(get("layer_states"), path + ": layer_states");
   s.test_layer_states = decode_states(get("test_layer_states"), path + ": test_layer_states");

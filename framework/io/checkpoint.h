@@ -118,5 +118,8 @@ struct SolverState {
 void save_solver_state(const std::string& path, const SolverState& state);
 // IoError when the file is not a strata solver state or is corrupt.
 SolverState load_solver_state(const std::string& path);
+// The iteration a state file was written at, from its metadata alone (the
+// tensors are neither read nor checked); IoError as above.
+int64_t solver_state_iter(const std::string& path);
 
 }  // namespace strata

@@ -48,7 +48,21 @@ bool log_has_finish(const std::string& path) {
 
 }  // namespace
 
-SnapshotPrefixLock::SnapshotPrefixLock(const std::string& prefix) : path_(prefix + ".lock") {
+SnapshotPrefixLock::SnapshotPrefixLock(const std::string& prefix) {
+  if (hold(prefix)) return;
+  fail<ConfigError>("another run is writing snapshots and the log with the prefix '", prefix, "' (",
+                    holder_.empty() ? std::string("see ") + path_ : std::string("process ") + holder_,
+                    "); wait for it to finish, or give this run another snapshot_prefix");
+}
+
+std::unique_ptr<SnapshotPrefixLock> SnapshotPrefixLock::try_hold(const std::string& prefix) {
+  std::unique_ptr<SnapshotPrefixLock> lock(new SnapshotPrefixLock());
+  if (!lock->hold(prefix)) return nullptr;
+  return lock;
+}
+
+bool SnapshotPrefixLock::hold(const std::string& prefix) {
+  path_ = prefix + ".lock";
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) fail<IoError>("cannot create the run lock '", path_, "': ", std::strerror(errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
@@ -58,9 +72,8 @@ SnapshotPrefixLock::SnapshotPrefixLock(const std::string& prefix) : path_(prefix
     ::close(fd_);
     fd_ = -1;
     if (err == EWOULDBLOCK) {
-      fail<ConfigError>("another run is writing snapshots and the log with the prefix '", prefix, "' (",
-                        holder[0] ? std::string("process ") + holder : std::string("see ") + path_,
-                        "); wait for it to finish, or give this run another snapshot_prefix");
+      holder_ = holder;
+      return false;
     }
     fail<IoError>("cannot lock '", path_, "': ", std::strerror(err));
   }
@@ -68,6 +81,7 @@ SnapshotPrefixLock::SnapshotPrefixLock(const std::string& prefix) : path_(prefix
   if (::ftruncate(fd_, 0) == 0) {
     [[maybe_unused]] ssize_t n = ::pwrite(fd_, pid.data(), pid.size(), 0);
   }
+  return true;
 }
 
 SnapshotPrefixLock::~SnapshotPrefixLock() {
@@ -87,6 +101,53 @@ int remove_snapshot_debris(const std::string& prefix) {
     if (fs::remove(it->path(), rm)) ++removed;
   }
   return removed;
+}
+
+namespace {
+
+// "<prefix>_log.jsonl" (the default) -> "<branch>_log.jsonl"; another log
+// path takes the branch's suffix before its extension.
+std::string branch_log(const std::string& log, const std::string& prefix, const std::string& branch) {
+  if (log == prefix + "_log.jsonl") return branch + "_log.jsonl";
+  const std::string suffix = branch.substr(prefix.size());
+  const size_t slash = log.rfind('/');
+  const size_t dot = log.rfind('.');
+  const bool has_ext = dot != std::string::npos && dot > (slash == std::string::npos ? 0 : slash + 1);
+  return has_ext ? log.substr(0, dot) + suffix + log.substr(dot) : log + suffix;
+}
+
+bool holds_a_file(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec) && !ec;
+}
+
+}  // namespace
+
+ResumeBranch branch_for_resume(const std::string& prefix, const std::string& log, int64_t from_iter) {
+  ResumeBranch branch;
+  const EarlierRun given = find_earlier_run(prefix, log);
+  if (given.newest_iter <= from_iter) return branch;
+  branch.newer_iter = given.newest_iter;
+  const std::string base = prefix + "_from" + std::to_string(from_iter);
+  for (int n = 1;; ++n) {
+    const std::string candidate = n == 1 ? base : base + "_" + std::to_string(n);
+    const std::string candidate_log = branch_log(log, prefix, candidate);
+    // An earlier branch's files (its log too, finished or not) stay its own.
+    if (!find_earlier_run(candidate, candidate_log).snapshot_files.empty() || holds_a_file(candidate_log)) continue;
+    std::unique_ptr<SnapshotPrefixLock> lock = SnapshotPrefixLock::try_hold(candidate);
+    if (!lock) continue;  // a branch that another run writes now
+    branch.prefix = candidate;
+    branch.log = candidate_log;
+    branch.lock = std::move(lock);
+    return branch;
+  }
+}
+
+std::string ResumeBranch::note(const std::string& given_prefix, int64_t from_iter) const {
+  return "'" + given_prefix + "' holds snapshots up to iteration " + std::to_string(newer_iter) +
+         ", newer than this resume from iteration " + std::to_string(from_iter) +
+         ": this run writes its snapshots as '" + prefix + "_iter_<N>' and its log to '" + log +
+         "' (the newer snapshots stay as they are)";
 }
 
 bool is_snapshot_of(const std::string& input, const std::string& prefix) {
@@ -113,6 +174,9 @@ EarlierRun find_earlier_run(const std::string& prefix, const std::string& log_pa
         !is_iter_number_then(name, stem.size(), ".solverstate.safetensors")) {
       continue;
     }
+    // A folder in a snapshot's place is no snapshot (writing there fails, naming it).
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
     found.emplace_back(std::strtoll(name.c_str() + stem.size(), nullptr, 10), (dir / name).string());
   }
   std::sort(found.begin(), found.end());

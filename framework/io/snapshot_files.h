@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,12 +18,19 @@ namespace strata {
 class SnapshotPrefixLock {
  public:
   explicit SnapshotPrefixLock(const std::string& prefix);
+  // nullptr when another process holds the prefix (IoError as above when
+  // the lock file cannot be made at all).
+  static std::unique_ptr<SnapshotPrefixLock> try_hold(const std::string& prefix);
   ~SnapshotPrefixLock();
   SnapshotPrefixLock(const SnapshotPrefixLock&) = delete;
   SnapshotPrefixLock& operator=(const SnapshotPrefixLock&) = delete;
 
  private:
+  SnapshotPrefixLock() = default;
+  // False (with holder_ set) when another process holds it.
+  bool hold(const std::string& prefix);
   std::string path_;
+  std::string holder_;  // the holding process's id, as its lock file says
   int fd_ = -1;
 };
 
@@ -54,6 +62,27 @@ EarlierRun find_earlier_run(const std::string& prefix, const std::string& log_pa
 // Deletes what find_earlier_run found (snapshot states first, as they point
 // at their weights files; then the weights, then the log). Returns the count.
 int remove_earlier_run(const EarlierRun& run);
+
+// Where a run resumed from the snapshot of iteration `from_iter` writes.
+// When its snapshot_prefix holds snapshots of later iterations (the run went
+// on past that snapshot, or another run used the prefix), writing there would
+// replace them as the resumed run reaches their iterations, so it branches:
+// "<prefix>_from<N>", or "<prefix>_from<N>_2", "_3", ... when an earlier
+// branch left files there (or runs now). The log follows: the default
+// "<prefix>_log.jsonl" becomes "<branch>_log.jsonl", a log set in the solver
+// takes the same suffix before its extension ("train.jsonl" ->
+// "train_from20.jsonl").
+struct ResumeBranch {
+  std::string prefix;  // the branch ("" when the resumed run keeps the prefix)
+  std::string log;
+  int64_t newer_iter = -1;  // the newest snapshot under the prefix the run was given
+  std::unique_ptr<SnapshotPrefixLock> lock;  // the branch's, held
+  bool taken() const { return !prefix.empty(); }
+  // The console line that says so, naming both prefixes.
+  std::string note(const std::string& given_prefix, int64_t from_iter) const;
+};
+// Call with the given prefix's lock held.
+ResumeBranch branch_for_resume(const std::string& prefix, const std::string& log, int64_t from_iter);
 
 // Whether `input` is one of the snapshot files of `prefix`.
 bool is_snapshot_of(const std::string& input, const std::string& prefix);

@@ -209,17 +209,21 @@ rm -rf "$dir/snapshots/digits_iter_15.safetensors"
 # (c) A run resumed from 5 fails while writing the snapshot at 10 itself, as on a full disk: a
 # file size limit between the sizes of the weights file and the (larger)
 # solver state file lets the weights be written but not the state. The good
-# snapshot's weights file must not be replaced either, or its state would
-# point at another run's weights. (SIGXFSZ ignored: writes fail with EFBIG.)
+# snapshot at 10 is newer than 5, so the run writes under the branch
+# digits_from5 and must leave it alone; and the branch must not keep a weights
+# file without its state (both are staged first, then renamed).
+# (SIGXFSZ ignored: writes fail with EFBIG.)
 w_size=$(wc -c < "$snap.safetensors")
 s_size=$(wc -c < "$snap.solverstate.safetensors")
 if [ "$s_size" -gt $((w_size + 8192)) ]; then
   limit=$(((w_size + s_size) / 2 / 1024))
-  expect_error "disk full while writing the solver state" "digits_iter_10.solverstate.safetensors" -- \
+  expect_error "disk full while writing the solver state" "digits_from5_iter_10.solverstate.safetensors" -- \
     bash -c 'ulimit -f "$1"; trap "" XFSZ; exec "$2" train --solver "$3" --snapshot "$4"' _ "$limit" "$strata" \
     "$dir/s10_seed2.prototxt" "$dir/snapshots/digits_iter_5.solverstate.safetensors"
   [ "$(sums)" = "$good" ] ||
-    fail "a run that failed writing its solver state replaced the good snapshot's weights file (state and weights now come from different runs)"
+    fail "a run resumed from 5 that failed writing its solver state changed the good snapshot at 10"
+  [ ! -e "$dir/snapshots/digits_from5_iter_10.safetensors" ] ||
+    fail "a run that failed writing its solver state left its weights file at 10 without the state"
   no_temp_files "disk full while writing the solver state"
 else
   fail "the solver state ($s_size bytes) is not larger than the weights ($w_size bytes); cannot place a size limit between them"
