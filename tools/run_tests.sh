@@ -159,7 +159,9 @@ fi
 # and config parsing; safetensors / npy / json / checkpoint files; the
 # rendezvous store and launch; the tcp and shm transports; the collectives and
 # communicators (threads as ranks, and processes); the blob memory plan (views
-# into one arena) and sharded data parallel. Two shards run side by side.
+# into one arena) and sharded data parallel; the image decoders (libjpeg's
+# error jumps), the image-folder walk, the vector Winograd transforms, the
+# snapshot-prefix files and the heartbeats. Two shards run side by side.
 asan_filter='Parse.*:ParseErrors.*:Blocks.*:Conversions.*:SourceLocation.*:ToString.*:CheckKeys.*'
 asan_filter+=':NearestKey.*:Files.*:LeNet.*:SolverConfigTest.*:LrPolicyTest.*:NetErrors.*:NetCaffeCompat.*'
 asan_filter+=':NetLegacy.*:SolverStrategyTest.*:SolverNonFinite.*:SolverRetention.*'
@@ -171,6 +173,7 @@ asan_filter+=':*Transport*:PeerFailure.*'
 asan_filter+=':*Collectives*:*Communicator*:ReduceKernels.*:*ProcessTest.*:ProcessFailure.*'
 asan_filter+=':PsKeyLayout.*:PsShardServer.*'
 asan_filter+=':LifetimePlacement.*:BlobMemory.*:Shard*:ShardedTraining*:ReduceScatterAsync*'
+asan_filter+=':ImageDecode.*:ImageSources.*:WinogradTransforms.*:SnapshotFiles.*:ParallelHeartbeat.*'
 if wants asan; then
   log=build-logs/asan.log
   : > "$log"
