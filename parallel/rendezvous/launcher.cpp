@@ -177,8 +177,8 @@ class SignalGuard {
 
  private:
   // SIGCHLD, and the signals that stop a job (forwarded to the ranks).
-  static constexpr size_t kCount = 5;
-  static constexpr int kSignals[kCount] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+  static constexpr size_t kCount = 6;
+  static constexpr int kSignals[kCount] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGTSTP};
   struct sigaction old_[kCount];
 };
 
@@ -473,6 +473,20 @@ int launch(const LaunchOptions& options) {
     return note;
   };
 
+  // Ctrl-Z (SIGTSTP): the ranks live in process groups of their own, out of
+  // the terminal's reach, so the launcher stops them, then itself; `fg` (a
+  // SIGCONT to the launcher) continues it here, and it continues them. The
+  // store, inside this process, restarts the ranks' heartbeat clocks after
+  // its own stall, so nobody is named silent for the time the job slept.
+  auto suspend_job = [&]() {
+    say("suspended (Ctrl-Z): the ranks are stopped too; `fg` (or kill -CONT " + std::to_string(::getpid()) +
+        ") continues the job");
+    signal_ranks(SIGSTOP);
+    ::raise(SIGSTOP);
+    signal_ranks(SIGCONT);
+    say("continued: the ranks go on");
+  };
+
   auto stop_others = [&]() {
     signal_ranks(SIGTERM);
     if (kill_at == Deadline::max()) kill_at = deadline_after(o.kill_grace);
@@ -631,6 +645,10 @@ int launch(const LaunchOptions& options) {
       while ((n = ::read(sig_pipe[0], sigs, sizeof(sigs))) > 0) {
         for (ssize_t i = 0; i < n; ++i) {
           const int sig = sigs[i];
+          if (sig == SIGTSTP) {
+            suspend_job();
+            continue;
+          }
           if (sig != SIGINT && sig != SIGTERM && sig != SIGHUP && sig != SIGUSR1) continue;
           // The first: every rank gets it and stops as it does on Ctrl-C
           // (`strata train` finishes the iteration the ranks agree on and

@@ -13,6 +13,10 @@
 #  4. SIGHUP to `strata launch --nproc 2 --servers 1` of a parameter-server
 #     run (SYNC): the workers stop, worker 0 writes a snapshot that resumes,
 #     the server ends, and the launcher exits 129.
+#  5. Ctrl-Z (SIGTSTP) to `strata launch --nproc 2` stops the launcher and
+#     both ranks (nothing trains while suspended, longer than the heartbeat
+#     limit); SIGCONT (`fg`) continues all three, no rank is named silent,
+#     and the job then stops on SIGTERM as usual.
 # Usage: stop_signals_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -108,4 +112,34 @@ sed -e "s|^max_iter:.*|max_iter: $((iter + 3))|" "$dir/ps.prototxt" > "$dir/ps_r
   --snapshot "$snap" --threads 1 > "$work/ps_resume.txt" 2>&1 || { cat "$work/ps_resume.txt"; fail "resume failed"; }
 grep -q "^\[rank 0\] resumed from .* at iteration $iter" "$work/ps_resume.txt" ||
   { cat "$work/ps_resume.txt"; fail "did not resume at $iter"; }
+echo "== Ctrl-Z (SIGTSTP) to strata launch --nproc 2, then SIGCONT"
+make_solver "$dir/tstp.prototxt" "tstp/digits"
+tstp_log="$dir/tstp/digits_log.jsonl"
+start_run "$work/tstp" "$tstp_log" "$strata" launch --nproc 2 --heartbeat 0.5 --heartbeat-timeout 3 -- \
+  "$strata" train --solver "$dir/tstp.prototxt" --threads 1
+kill -TSTP "$bg_pid"
+stopped=0 states=""
+for _ in $(seq 1 50); do  # the launcher and its two ranks all stopped (state T)
+  ranks=$(pgrep -P "$bg_pid" || true)
+  states=$(for p in $bg_pid $ranks; do awk '{print $3}' "/proc/$p/stat" 2> /dev/null; done | sort -u | tr -d '\n')
+  if [ "$(echo "$ranks" | wc -w)" -eq 2 ] && [ "$states" = "T" ]; then stopped=1; break; fi
+  sleep 0.1
+done
+[ "$stopped" -eq 1 ] || { cat "$work/tstp.err"; fail "after SIGTSTP the launcher and its ranks are not all stopped (states: $states)"; }
+lines=$(wc -l < "$tstp_log")
+sleep 6  # twice the heartbeat limit
+[ "$(wc -l < "$tstp_log")" -eq "$lines" ] || fail "training went on while the job was suspended"
+kill -CONT "$bg_pid"
+grew=0
+for _ in $(seq 1 100); do
+  if [ "$(wc -l < "$tstp_log")" -gt "$lines" ]; then grew=1; break; fi
+  sleep 0.1
+done
+[ "$grew" -eq 1 ] || { cat "$work/tstp.err"; fail "training did not go on after SIGCONT"; }
+kill -TERM "$bg_pid"
+wait_run
+[ "$rc" -eq 143 ] || { cat "$work/tstp.err" "$work/tstp.txt"; fail "launcher exit status $rc after the suspension, expected 143"; }
+grep -q "suspended (Ctrl-Z): the ranks are stopped too" "$work/tstp.err" || { cat "$work/tstp.err"; fail "no suspend message"; }
+grep -q "continued: the ranks go on" "$work/tstp.err" || { cat "$work/tstp.err"; fail "no continue message"; }
+if grep -q "heartbeat" "$work/tstp.err"; then cat "$work/tstp.err"; fail "a rank or the store was named silent after the suspension"; fi
 echo "PASS"
