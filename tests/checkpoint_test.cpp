@@ -217,6 +217,34 @@ TEST(WeightsTest, ShapeMismatchNamesParameterAndReinit) {
   EXPECT_CONTAINS(e2, "fc9");
 }
 
+TEST(WeightsTest, WeightsOfAnotherArchitectureAreNamedAsSuch) {
+  // Most of the net is not in the file and what is has other shapes (VGG's
+  // weights into a ViT): the error says so instead of advising --reinit.
+  TempDir dir;
+  write_dataset(dir);
+  auto a = make_net(dir, net_text(3));
+  save_weights(*a, dir.file("w.safetensors"));
+  const std::string other = R"(
+name: "other"
+layer { name: "data" type: "ArrayData" top: "data" top: "label"
+        array_data_param { source: "x.npy" label_source: "y.npy" batch_size: 8 } }
+layer { name: "fc1" type: "InnerProduct" bottom: "data" top: "h1" inner_product_param { num_output: 32 } }
+layer { name: "b1" type: "InnerProduct" bottom: "h1" top: "h2" inner_product_param { num_output: 16 } }
+layer { name: "b2" type: "InnerProduct" bottom: "h2" top: "h3" inner_product_param { num_output: 16 } }
+layer { name: "b3" type: "InnerProduct" bottom: "h3" top: "h4" inner_product_param { num_output: 8 } }
+layer { name: "b4" type: "InnerProduct" bottom: "h4" top: "score" inner_product_param { num_output: 3 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "score" bottom: "label" top: "loss" }
+)";
+  auto b = make_net(dir, other);
+  const std::string e = error_of<ShapeError>([&] { load_weights(*b, dir.file("w.safetensors")); });
+  EXPECT_CONTAINS(e, "these weights are not for net 'other' (another architecture, or a wrong --weights-format): "
+                     "of its 10 parameters 0 are in the file with their shapes, 2 with other shapes and 8 not at "
+                     "all");
+  EXPECT_CONTAINS(e, "Load weights made for this model.");
+  EXPECT_CONTAINS(e, "parameter 'fc1.weight': checkpoint has [16, 6], net has [32, 6]");
+  EXPECT_EQ(e.find("--reinit"), std::string::npos) << e;
+}
+
 TEST(WeightsTest, MissingAndUnexpectedAreReportedOrRefused) {
   TempDir dir;
   write_dataset(dir);

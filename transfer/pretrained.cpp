@@ -176,7 +176,11 @@ LoadReport load_with_advice(Net& net, const std::string& path, const std::string
   try {
     return load_weights(net, path, load);
   } catch (const ShapeError& e) {
-    throw ShapeError(rewrite(e.what()) +
+    // The hint is for a layer or two that differ (a new head); weights of
+    // another architecture are named as such, and --reinit would not help.
+    const std::string msg = rewrite(e.what());
+    if (msg.find("pass --reinit") == std::string::npos) throw ShapeError(msg);
+    throw ShapeError(msg +
                      "\n  (--reinit LAYER on the command line, or `reinit: true` in that layer { } block, "
                      "keeps the layer as initialised: a new head for another number of classes)");
   } catch (const IoError& e) {

@@ -287,6 +287,7 @@ LoadReport load_weights(Net& net, const std::string& path, const LoadOptions& op
   report.metadata = reader.metadata();
 
   std::vector<std::string> shape_errors, type_errors;
+  std::vector<std::string> shape_differences;  // the same, without the advice
   std::set<std::string> used;
   for (NetParam& p : net.params()) {
     const std::string& layer = net.layer(p.owner_layer).name();
@@ -305,8 +306,9 @@ LoadReport load_weights(Net& net, const std::string& path, const LoadOptions& op
     const ParamShard shard = shard_of_param(net, p);
     const Shape full = full_shape(p.blob->shape(), shard);
     if (v->shape != full) {
-      shape_errors.push_back("parameter '" + p.name + "': checkpoint has " + shape_str(v->shape) + ", net has " +
-                             shape_str(full) +
+      shape_differences.push_back("parameter '" + p.name + "': checkpoint has " + shape_str(v->shape) +
+                                  ", net has " + shape_str(full));
+      shape_errors.push_back(shape_differences.back() +
                              "; to train this layer from scratch, rename the layer or pass --reinit " + layer);
       continue;
     }
@@ -338,6 +340,20 @@ LoadReport load_weights(Net& net, const std::string& path, const LoadOptions& op
     for (const auto& l : lines) msg += (lines.size() > 1 ? "\n  " : "") + l;
     return msg;
   };
+  // Most of the net missing from the file, and some of what is there in
+  // other shapes: weights of another architecture (VGG's into a ViT), which
+  // no --reinit of a layer or two would fix.
+  const size_t total = net.params().size() - report.reinitialized.size();
+  if (!shape_errors.empty() && 2 * (report.loaded.size() + shape_errors.size()) < total) {
+    std::string msg = path + ": these weights are not for net '" + net.name() + "' (another architecture, or a " +
+                      "wrong --weights-format): of its " + std::to_string(total) + " parameters " +
+                      std::to_string(report.loaded.size()) + " are in the file with their shapes, " +
+                      std::to_string(shape_errors.size()) + " with other shapes and " +
+                      std::to_string(report.missing.size()) + " not at all. Load weights made for this model.";
+    for (size_t i = 0; i < shape_differences.size() && i < 3; ++i) msg += "\n  " + shape_differences[i];
+    if (shape_differences.size() > 3) msg += "\n  ... (" + std::to_string(shape_differences.size() - 3) + " more)";
+    throw ShapeError(msg);
+  }
   if (!shape_errors.empty()) throw ShapeError(combine(shape_errors));
   if (!type_errors.empty()) throw IoError(combine(type_errors));
   if (options.missing == MissingParams::kError && !report.missing.empty()) {
