@@ -57,7 +57,17 @@ void write_all(int fd, const std::string& s) {
       pollfd p{fd, POLLOUT, 0};
       ::poll(&p, 1, 100);
     } else {
-      return;  // our own stdout is gone; nothing useful left to do with the output
+      // Our own output is gone (its reader ended, e.g. `| head`): the job
+      // goes on, its output dropped; said once, where stderr still reads.
+      static bool said = false;
+      if (fd == STDOUT_FILENO && errno == EPIPE && !said) {
+        said = true;
+        const std::string note =
+            "strata launch: standard output was closed by its reader (e.g. `| head` ended); the job goes on, "
+            "the ranks' output is dropped\n";
+        [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, note.data(), note.size());
+      }
+      return;
     }
   }
 }
@@ -167,9 +177,16 @@ class SignalGuard {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_NOCLDSTOP;
     for (size_t i = 0; i < kCount; ++i) sigaction(kSignals[i], &sa, &old_[i]);
+    // Output piped into a reader that ends (`| head`) must not kill the job:
+    // a write then fails with EPIPE and the output is dropped (write_all).
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &old_pipe_);
   }
   ~SignalGuard() {
     for (size_t i = 0; i < kCount; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+    sigaction(SIGPIPE, &old_pipe_, nullptr);
     g_signal_pipe = -1;
   }
   SignalGuard(const SignalGuard&) = delete;
@@ -180,6 +197,7 @@ class SignalGuard {
   static constexpr size_t kCount = 6;
   static constexpr int kSignals[kCount] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGTSTP};
   struct sigaction old_[kCount];
+  struct sigaction old_pipe_;
 };
 
 bool valid_master(const std::string& m) {

@@ -17,6 +17,8 @@
 #     both ranks (nothing trains while suspended, longer than the heartbeat
 #     limit); SIGCONT (`fg`) continues all three, no rank is named silent,
 #     and the job then stops on SIGTERM as usual.
+#  6. `strata launch ... | head`: the reader ends early (SIGPIPE, EPIPE), the
+#     launcher says so once and the job trains on to its end, exit 0.
 # Usage: stop_signals_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -142,4 +144,15 @@ wait_run
 grep -q "suspended (Ctrl-Z): the ranks are stopped too" "$work/tstp.err" || { cat "$work/tstp.err"; fail "no suspend message"; }
 grep -q "continued: the ranks go on" "$work/tstp.err" || { cat "$work/tstp.err"; fail "no continue message"; }
 if grep -q "heartbeat" "$work/tstp.err"; then cat "$work/tstp.err"; fail "a rank or the store was named silent after the suspension"; fi
+echo "== strata launch --nproc 2 ... | head -n 2"
+sed -e 's|^max_iter:.*|max_iter: 200|' -e 's|^snapshot:.*|snapshot: 0|' \
+    -e 's|^snapshot_prefix:.*|snapshot_prefix: "head/digits"|' -e 's|^test_interval:.*|test_interval: 0|' \
+    -e 's|^display:.*|display: 5|' "$dir/solver.prototxt" > "$dir/head.prototxt"
+( rc=0; "$strata" launch --nproc 2 -- "$strata" train --solver "$dir/head.prototxt" --threads 1 \
+    2> "$work/head.err" || rc=$?; echo "$rc" > "$work/head.rc" ) | head -n 2 > "$work/head.txt"
+[ "$(wc -l < "$work/head.txt")" -eq 2 ] || fail "head did not get its 2 lines"
+[ "$(cat "$work/head.rc")" = "0" ] || { cat "$work/head.err"; fail "launcher exit status $(cat "$work/head.rc") under | head, expected 0"; }
+grep -q "standard output was closed by its reader" "$work/head.err" || { cat "$work/head.err"; fail "no note on the closed output"; }
+tail -n 1 "$dir/head/digits_log.jsonl" | grep -q '"event":"finish".*"status":"completed"' ||
+  fail "the job did not train to its end under | head"
 echo "PASS"
