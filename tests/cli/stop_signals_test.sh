@@ -19,6 +19,8 @@
 #     and the job then stops on SIGTERM as usual.
 #  6. `strata launch ... | head`: the reader ends early (SIGPIPE, EPIPE), the
 #     launcher says so once and the job trains on to its end, exit 0.
+#  7. SIGTERM to a pipeline (`--pp 2`) under `strata launch`: both stages stop
+#     after the same iteration, one snapshot is written and it resumes.
 # Usage: stop_signals_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -155,4 +157,22 @@ sed -e 's|^max_iter:.*|max_iter: 200|' -e 's|^snapshot:.*|snapshot: 0|' \
 grep -q "standard output was closed by its reader" "$work/head.err" || { cat "$work/head.err"; fail "no note on the closed output"; }
 tail -n 1 "$dir/head/digits_log.jsonl" | grep -q '"event":"finish".*"status":"completed"' ||
   fail "the job did not train to its end under | head"
+echo "== SIGTERM to strata launch --nproc 2 -- strata train --pp 2"
+make_solver "$dir/pp.prototxt" "pp/digits"
+start_run "$work/pp" "$dir/pp/digits_log.jsonl" "$strata" launch --nproc 2 -- \
+  "$strata" train --solver "$dir/pp.prototxt" --pp 2 --micro-batches 2 --threads 1
+kill -TERM "$bg_pid"
+wait_run
+[ "$rc" -eq 143 ] || { cat "$work/pp.err" "$work/pp.txt"; fail "launcher exit status $rc, expected 143"; }
+steps0=$(sed -n 's/^\[rank 0\] pipeline stage 0: \([0-9]*\) timed steps.*/\1/p' "$work/pp.txt")
+steps1=$(sed -n 's/^\[rank 1\] pipeline stage 1: \([0-9]*\) timed steps.*/\1/p' "$work/pp.txt")
+[ -n "$steps0" ] && [ "$steps0" = "$steps1" ] || { cat "$work/pp.txt"; fail "the stages stopped after different steps ($steps0, $steps1)"; }
+snap=$(sed -n 's/^\[rank 0\] snapshot: //p' "$work/pp.txt" | tail -n 1)
+[ -n "$snap" ] || { cat "$work/pp.txt"; fail "no pipeline snapshot"; }
+case "$snap" in /*) ;; *) snap="$dir/$snap" ;; esac
+iter=$(echo "$snap" | sed -n 's/.*_iter_\([0-9]*\)\.solverstate\.safetensors$/\1/p')
+sed -e "s|^max_iter:.*|max_iter: $((iter + 3))|" "$dir/pp.prototxt" > "$dir/pp_resume.prototxt"
+"$strata" launch --nproc 2 -- "$strata" train --solver "$dir/pp_resume.prototxt" --pp 2 --micro-batches 2 \
+  --snapshot "$snap" --threads 1 > "$work/pp_resume.txt" 2>&1 || { cat "$work/pp_resume.txt"; fail "pipeline resume failed"; }
+grep -q "resumed from .* at iteration $iter" "$work/pp_resume.txt" || { cat "$work/pp_resume.txt"; fail "did not resume at $iter"; }
 echo "PASS"
