@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include <optional>
 
 #include "framework/error.h"
+#include "parallel/rendezvous/rank_processes.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/socket/socket.h"
 
@@ -25,106 +25,15 @@ namespace strata::parallel {
 
 namespace {
 
+using namespace launch_internal;
 using std::chrono::milliseconds;
 
-// A long line with no newline is passed on in pieces of this size.
-constexpr size_t kMaxLine = 64 << 10;
 // How long a rank's output pipes are still read after it exits (a process
 // it left behind may hold them open).
 constexpr milliseconds kDrainAfterExit{2000};
 // How long parameter-server workers may still run after every server ended:
 // a worker that said goodbye exits within moments.
 constexpr milliseconds kOrphanGrace{10000};
-
-int g_signal_pipe = -1;
-
-void on_signal(int sig) {
-  const int saved = errno;
-  const unsigned char b = static_cast<unsigned char>(sig);
-  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe, &b, 1);
-  errno = saved;
-}
-
-void write_all(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, 100);
-    } else {
-      // Our own output is gone (its reader ended, e.g. `| head`): the job
-      // goes on, its output dropped; said once, where stderr still reads.
-      static bool said = false;
-      if (fd == STDOUT_FILENO && errno == EPIPE && !said) {
-        said = true;
-        const std::string note =
-            "strata launch: standard output was closed by its reader (e.g. `| head` ended); the job goes on, "
-            "the ranks' output is dropped\n";
-        [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, note.data(), note.size());
-      }
-      return;
-    }
-  }
-}
-
-void say(const std::string& msg) { write_all(STDERR_FILENO, "strata launch: " + msg + "\n"); }
-
-// One of a rank's output streams: bytes in, whole prefixed lines out.
-struct Stream {
-  int fd = -1;      // read end of the pipe; -1 once closed
-  int out_fd = -1;  // STDOUT_FILENO or STDERR_FILENO
-  std::string prefix;
-  std::string pending;  // an incomplete last line
-
-  void emit_lines(bool flush_partial) {
-    std::string out;
-    size_t start = 0;
-    for (;;) {
-      const size_t nl = pending.find('\n', start);
-      if (nl == std::string::npos) break;
-      out += prefix;
-      out.append(pending, start, nl + 1 - start);
-      start = nl + 1;
-    }
-    pending.erase(0, start);
-    if (!pending.empty() && (flush_partial || pending.size() >= kMaxLine)) {
-      out += prefix + pending + "\n";
-      pending.clear();
-    }
-    // One write per batch of whole lines: lines from different ranks never mix.
-    if (!out.empty()) write_all(out_fd, out);
-  }
-
-  // Reads what is available; returns false at end of file.
-  bool read_available() {
-    char buf[16 << 10];
-    for (int round = 0; round < 8; ++round) {
-      const ssize_t n = ::read(fd, buf, sizeof(buf));
-      if (n > 0) {
-        pending.append(buf, static_cast<size_t>(n));
-        emit_lines(false);
-        continue;
-      }
-      if (n == 0) return false;
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-      return false;
-    }
-    return true;
-  }
-
-  void close() {
-    if (fd < 0) return;
-    emit_lines(true);
-    ::close(fd);
-    fd = -1;
-  }
-};
 
 struct Child {
   int rank = 0;
@@ -136,70 +45,6 @@ struct Child {
   Stream out, err;
 };
 
-// The names a user types (kill -TERM) for the signals that stop a job.
-const char* stop_signal_name(int sig) {
-  switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGHUP: return "SIGHUP";
-    case SIGUSR1: return "SIGUSR1";
-    default: return "a signal";
-  }
-}
-
-std::string signal_name(int sig) {
-  const char* name = strsignal(sig);
-  return name ? name : "unknown signal";
-}
-
-std::string describe_status(int wstatus, int* code) {
-  if (WIFEXITED(wstatus)) {
-    *code = WEXITSTATUS(wstatus);
-    return "exited with status " + std::to_string(*code);
-  }
-  if (WIFSIGNALED(wstatus)) {
-    const int sig = WTERMSIG(wstatus);
-    *code = 128 + sig;
-    return "exited with status " + std::to_string(*code) + " (killed by signal " + std::to_string(sig) + ", " +
-           signal_name(sig) + ")";
-  }
-  *code = 1;
-  return "exited abnormally";
-}
-
-// Restores the launcher's signal dispositions when launch() returns.
-class SignalGuard {
- public:
-  explicit SignalGuard(int write_fd) {
-    g_signal_pipe = write_fd;
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_NOCLDSTOP;
-    for (size_t i = 0; i < kCount; ++i) sigaction(kSignals[i], &sa, &old_[i]);
-    // Output piped into a reader that ends (`| head`) must not kill the job:
-    // a write then fails with EPIPE and the output is dropped (write_all).
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    sigemptyset(&ignore.sa_mask);
-    sigaction(SIGPIPE, &ignore, &old_pipe_);
-  }
-  ~SignalGuard() {
-    for (size_t i = 0; i < kCount; ++i) sigaction(kSignals[i], &old_[i], nullptr);
-    sigaction(SIGPIPE, &old_pipe_, nullptr);
-    g_signal_pipe = -1;
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-
- private:
-  // SIGCHLD, and the signals that stop a job (forwarded to the ranks).
-  static constexpr size_t kCount = 6;
-  static constexpr int kSignals[kCount] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGTSTP};
-  struct sigaction old_[kCount];
-  struct sigaction old_pipe_;
-};
-
 bool valid_master(const std::string& m) {
   const size_t colon = m.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == m.size()) return false;
@@ -207,40 +52,6 @@ bool valid_master(const std::string& m) {
   if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return false;
   const int p = std::stoi(port);
   return p >= 1 && p <= 65535;
-}
-
-// Starts one rank. Everything the child needs is prepared before fork, so
-// that between fork and exec it only makes system calls.
-pid_t spawn(const char* program, const std::vector<char*>& argv, const std::vector<char*>& envp, int out_w,
-            int err_w, const std::string& exec_error_prefix) {
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  // Child. Its own process group: the terminal's Ctrl-C goes to the
-  // launcher only, which forwards it once; and stopping a rank stops
-  // everything it started (sh -c 'a; b').
-  setpgid(0, 0);
-  // If the launcher dies without cleaning up, the ranks must not live on.
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(1);
-  const int devnull = ::open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, STDIN_FILENO);
-  dup2(out_w, STDOUT_FILENO);
-  dup2(err_w, STDERR_FILENO);
-  struct sigaction sa {};
-  sa.sa_handler = SIG_DFL;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE, SIGHUP}) sigaction(sig, &sa, nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  execvpe(program, argv.data(), envp.data());
-  const int err = errno;
-  const char* reason = strerror(err);
-  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, exec_error_prefix.data(), exec_error_prefix.size());
-  n = ::write(STDERR_FILENO, reason, std::strlen(reason));
-  n = ::write(STDERR_FILENO, "\n", 1);
-  _exit(err == ENOENT ? 127 : 126);
 }
 
 }  // namespace
