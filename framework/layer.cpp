@@ -5,6 +5,7 @@
 #include "framework/caffe/caffe_layer_types.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
+#include "framework/scratch.h"
 
 namespace strata {
 
@@ -32,6 +33,12 @@ void Layer::forward_cuda(const BlobVec&, const BlobVec&) {
 
 void Layer::backward_cuda(const BlobVec&, const std::vector<bool>&, const BlobVec&) {
   fail<ConfigError>(where(), " has no CUDA implementation; run this net with --device cpu");
+}
+
+const Tensor& Layer::scratch(size_t bytes) {
+  if (shared_scratch_) return shared_scratch_->get(bytes);
+  if (own_scratch_.nbytes() < bytes) own_scratch_ = Tensor({static_cast<int64_t>(bytes)}, DType::kU8, device());
+  return own_scratch_;
 }
 
 std::string Layer::where() const { return "layer '" + spec_.name + "' (" + spec_.type + ")"; }

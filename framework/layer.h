@@ -22,6 +22,7 @@
 namespace strata {
 
 class Communicator;
+class SharedScratch;
 
 enum class Phase { kTrain, kTest };
 const char* phase_name(Phase p);
@@ -264,6 +265,14 @@ class Layer {
   };
   virtual std::optional<PassSize> pass_size() const { return std::nullopt; }
 
+  // Memory needed only inside one forward or backward call (im2col columns,
+  // Winograd tiles, per-thread partial sums; framework/scratch.h), for the
+  // shapes of the last reshape() and the current thread count: 0 unless the
+  // layer takes scratch(). A Net gives its layers one shared buffer of the
+  // largest layer's need (share_scratch); a layer alone gets its own.
+  virtual size_t scratch_bytes() const { return 0; }
+  void share_scratch(std::shared_ptr<SharedScratch> scratch) { shared_scratch_ = std::move(scratch); }
+
   // State beyond parameters that a bit-exact resume needs (data cursor, RNG).
   virtual std::string save_state() const { return rng_.save(); }
   virtual void load_state(const std::string& state) { rng_.load(state); }
@@ -286,11 +295,23 @@ class Layer {
   std::string where_at() const;
   // ShapeError naming this layer, what was expected and what was found.
   [[noreturn]] void shape_error(const std::string& what) const;
+  // At least `bytes` of u8 on the layer's device (what this call lays out;
+  // at most scratch_bytes(), or the shared buffer grows), for this call
+  // only: its contents are undefined at the start of every call (another
+  // layer used it in between), so nothing may be kept there from forward to
+  // backward, and no view of it may be kept past the call (it would keep a
+  // buffer the net has replaced alive). Carve it with ScratchCarver
+  // (framework/scratch.h).
+  const Tensor& scratch(size_t bytes);
 
   LayerSpec spec_;
   LayerContext ctx_;
   Rng rng_;
   std::vector<LayerParam> params_;
+
+ private:
+  std::shared_ptr<SharedScratch> shared_scratch_;  // the Net's, when in one
+  Tensor own_scratch_;                             // alone
 };
 
 }  // namespace strata

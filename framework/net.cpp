@@ -126,6 +126,7 @@ void Net::build(const ConfigNode& root) {
   compute_backward_needs(force_backward_);
   plan.set_owner(-1);  // the arena is every layer's
   plan_blob_memory();  // before the check: it counts the arena, not every blob on its own
+  plan_scratch();
   if (options_.optimizer_slots > 0) {
     for (const NetParam& p : params_) {
       if (p.learnable != Learnable::kYes || p.lr_mult == 0.0f) continue;
@@ -145,7 +146,10 @@ void Net::build(const ConfigNode& root) {
                              " failed (out of memory); reduce batch_size or the model's size");
     }
   }
-  layer_bytes_ = plan.bytes_except(blob_and_param_storages());
+  std::set<const void*> not_layers = blob_and_param_storages();
+  const std::set<const void*> scratch = scratch_storages();
+  not_layers.insert(scratch.begin(), scratch.end());
+  layer_bytes_ = plan.bytes_except(not_layers);
   if (const char* trace = std::getenv("STRATA_MEMORY_TRACE")) {
     const std::string t = trace;
     if (t == "1") {
@@ -481,6 +485,7 @@ void Net::reshape() {
       naming_layer_on_oom(i, "reshape", [&] { layers_[static_cast<size_t>(i)]->reshape(bottoms_[i], tops_[i]); });
     }
   }
+  plan_scratch();  // grows when a layer needs more now
   if (options_.blob_memory == BlobMemory::kSeparate) return;
   for (const Tensor* t : in_arena_) {
     if (!t->shares_storage_with(blob_arena_) && t->nbytes() > 0) {
@@ -604,6 +609,14 @@ void Net::share_params_from(const Net& other) {
       lp[k].blob = theirs.blob;
       mine.blob = theirs.blob;
     }
+  }
+  const bool shared_scratch = options_.blob_memory != BlobMemory::kSeparate &&
+                              other.options_.blob_memory != BlobMemory::kSeparate &&
+                              options_.device == other.options_.device && other.scratches_.size() == 1;
+  if (shared_scratch && scratches_ != other.scratches_) {
+    scratches_ = other.scratches_;
+    for (auto& l : layers_) l->share_scratch(scratches_[0]);
+    plan_scratch();
   }
 }
 

@@ -16,6 +16,7 @@
 #include "framework/config/config.h"
 #include "framework/layer.h"
 #include "framework/config/net_spec.h"
+#include "framework/scratch.h"
 
 namespace strata {
 
@@ -24,19 +25,23 @@ class DeviceTimeline;
 }
 
 // How the blobs' values and gradients get memory.
-//   kSeparate:          each its own for the whole run (Caffe's layout).
+//   kSeparate:          each its own for the whole run (Caffe's layout), and
+//                       each layer its own scratch (framework/scratch.h).
 //   kByLifetime:        one arena per net; each value and gradient lives
 //                       from its first write to its last read (what each
 //                       layer declares its backward reads decides it), and
 //                       buffers whose lifetimes do not meet share bytes
-//                       (framework/net_plan.cpp). Same results, less memory.
+//                       (framework/net_plan.cpp); the layers share one
+//                       scratch buffer, the largest layer's (a TEST net the
+//                       TRAIN net's). Same results, less memory.
 //                       A TEST net without force_backward is planned for
 //                       forward passes only: a value lives until the last
 //                       forward that reads it, and no gradient is kept.
 //   kByLifetimeChecked: the same lifetimes, checked: no buffer shares bytes,
 //                       and each is filled with NaN right after its last
 //                       use, so that a read after it (a layer that reads more
-//                       than it declares) always finds NaN.
+//                       than it declares) always finds NaN; the shared
+//                       scratch is filled with NaN before every layer call.
 enum class BlobMemory { kSeparate, kByLifetime, kByLifetimeChecked };
 
 struct NetOptions {
@@ -90,9 +95,11 @@ struct MemoryReport {
   size_t buffer_bytes = 0;      // non-learnable state (BatchNorm statistics)
   size_t activation_bytes = 0;  // blob values and gradients, shared storage counted once
   size_t optimizer_bytes = 0;   // optimizer history (NetOptions::optimizer_slots per learnable value)
-  size_t layer_bytes = 0;       // tensors layers keep for themselves: loaded data sets, masks, scratch
+  size_t layer_bytes = 0;       // tensors layers keep for themselves: loaded data sets, masks
+  size_t workspace_bytes = 0;   // the scratch of one layer call, shared by the layers (framework/scratch.h)
   size_t total() const {
-    return param_bytes + grad_bytes + buffer_bytes + activation_bytes + optimizer_bytes + layer_bytes;
+    return param_bytes + grad_bytes + buffer_bytes + activation_bytes + optimizer_bytes + layer_bytes +
+           workspace_bytes;
   }
   std::string str() const;
 };
@@ -159,8 +166,10 @@ class Net {
   // the Solver calls it at the end of every step and test. No-op otherwise.
   void flush_device_timeline();
 
-  // Makes this net use `other`'s parameter blobs (by name; shapes must match).
-  // A TEST net shares the TRAIN net's weights this way.
+  // Makes this net use `other`'s parameter blobs (by name; shapes must match)
+  // and, unless either keeps scratch per layer (kSeparate), its scratch
+  // buffer. A TEST net shares the TRAIN net's weights this way; the two
+  // must then run on one thread, one after the other.
   void share_params_from(const Net& other);
 
   // Per-layer state beyond parameters (data cursors, RNGs), by layer name.
@@ -199,6 +208,10 @@ class Net {
   // BlobMemory::kByLifetime: the lifetimes of every value and gradient, their
   // places in a new arena, and the blobs rebound to them (net_plan.cpp).
   void plan_blob_memory();
+  // Gives the layers their scratch: one buffer for all, the largest layer's
+  // need (kSeparate: one per layer), grown when a reshape needs more.
+  void plan_scratch();
+  std::set<const void*> scratch_storages() const;
   // kByLifetimeChecked: NaN into the buffers whose last use was step `step`
   // (forward of layer i: i; backward of layer i: 2 L - 1 - i).
   void poison_after(int step);
@@ -239,6 +252,9 @@ class Net {
   size_t traced_tensors_ = 0, traced_device_ = 0;  // what the last trace line said
   std::set<std::string> kept_blobs_;
   Tensor blob_arena_;                              // u8, the planned values and gradients
+  // The layers' scratch: one shared by all (and by a TEST net that shares
+  // this net's parameters), or under kSeparate one per layer.
+  std::vector<std::shared_ptr<SharedScratch>> scratches_;
   std::vector<std::vector<Tensor>> poison_after_;  // per step: f32 views to fill with NaN
   BlobPlanReport blob_plan_;
   std::set<const Blob*> planned_values_;

@@ -25,7 +25,8 @@ std::string MemoryReport::str() const {
   os << "parameters " << format_bytes(param_bytes) << ", gradients " << format_bytes(grad_bytes);
   if (optimizer_bytes) os << ", optimizer state " << format_bytes(optimizer_bytes);
   os << ", buffers " << format_bytes(buffer_bytes) << ", activations " << format_bytes(activation_bytes);
-  if (layer_bytes) os << ", layer data and scratch " << format_bytes(layer_bytes);
+  if (layer_bytes) os << ", layer data " << format_bytes(layer_bytes);
+  if (workspace_bytes) os << ", workspace " << format_bytes(workspace_bytes);
   os << ", total " << format_bytes(total());
   return os.str();
 }
@@ -111,8 +112,40 @@ MemoryReport memory_report(const std::vector<const Net*>& nets) {
       }
     }
     r.layer_bytes += net->layer_bytes_;
+    for (const auto& scratch : net->scratches_) {
+      if (scratch->storage_id() && seen.insert(scratch->storage_id()).second) r.workspace_bytes += scratch->bytes();
+    }
   }
   return r;
+}
+
+void Net::plan_scratch() {
+  if (options_.blob_memory == BlobMemory::kSeparate) {
+    if (scratches_.size() != layers_.size()) {
+      scratches_.clear();
+      for (auto& l : layers_) {
+        scratches_.push_back(std::make_shared<SharedScratch>(options_.device));
+        l->share_scratch(scratches_.back());
+      }
+    }
+    for (size_t i = 0; i < layers_.size(); ++i) scratches_[i]->reserve(layers_[i]->scratch_bytes());
+    return;
+  }
+  if (scratches_.empty()) {
+    scratches_.push_back(std::make_shared<SharedScratch>(options_.device));
+    scratches_[0]->set_poison(options_.blob_memory == BlobMemory::kByLifetimeChecked);
+    for (auto& l : layers_) l->share_scratch(scratches_[0]);
+  }
+  size_t most = 0;
+  for (const auto& l : layers_) most = std::max(most, l->scratch_bytes());
+  scratches_[0]->reserve(most);
+}
+
+std::set<const void*> Net::scratch_storages() const {
+  std::set<const void*> ids;
+  for (const auto& scratch : scratches_) ids.insert(scratch->storage_id());
+  ids.erase(nullptr);
+  return ids;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include "framework/communicator.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
+#include "framework/scratch.h"
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
 
@@ -160,15 +161,27 @@ void MultiHeadAttentionLayer::reshape(const BlobVec& bottom, const BlobVec& top)
   probs_.resize({n_, local_heads(), t_, t_});
   ctx_.resize({n_, t_, dl});
   scratch_floats_ = 5 * t_ * dh_ + t_ * t_;
-  // Backward scratch, sized here so that the net's memory plan counts it; on
-  // the host it is taken only when backward first runs.
-  if (phase() == Phase::kTrain && device().is_cpu()) {
-    dctx_.resize({n_, t_, dl});
-    dqkv_.resize({n_, t_, 3 * dl});
-  }
 }
 
-float* MultiHeadAttentionLayer::scratch(int worker) { return scratch_.data<float>() + worker * scratch_floats_; }
+int64_t MultiHeadAttentionLayer::item_workers() const { return std::max(1, num_threads()); }
+
+MultiHeadAttentionLayer::CpuScratch MultiHeadAttentionLayer::lay_out_scratch(ScratchCarver& c, bool backward) const {
+  CpuScratch s;
+  s.items = c.take({item_workers() * scratch_floats_});
+  if (backward) {
+    const int64_t dl = local_heads() * dh_;
+    s.dctx = c.take({n_, t_, dl});
+    s.dqkv = c.take({n_, t_, 3 * dl});
+  }
+  return s;
+}
+
+size_t MultiHeadAttentionLayer::scratch_bytes() const {
+  if (!device().is_cpu()) return 0;  // the GPU path takes the device's workspace
+  ScratchCarver counter;
+  lay_out_scratch(counter, phase() == Phase::kTrain);
+  return counter.bytes();
+}
 
 template <typename Body>
 void MultiHeadAttentionLayer::for_each_item(const Body& body) {
@@ -179,8 +192,7 @@ void MultiHeadAttentionLayer::for_each_item(const Body& body) {
   // waking the threads for.
   const int64_t flops_per_item = 4 * t_ * t_ * dh_ + 1;
   const int64_t min_chunk = std::max<int64_t>(1, 1000000 / flops_per_item);
-  const int64_t workers = std::max(1, num_threads());
-  scratch_.resize({workers * scratch_floats_});
+  const int64_t workers = item_workers();
   parallel_for(items, min_chunk, [&](int64_t begin, int64_t end) {
     const int worker = worker_index();
     STRATA_CHECK(worker < workers, "worker ", worker, " beyond the ", workers, " scratch slots");
@@ -195,6 +207,10 @@ void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& 
   float* qkv = qkv_.data<float>();
   float* ctx = ctx_.data<float>();
   float* probs = probs_.data<float>();
+  ScratchCarver counter;
+  lay_out_scratch(counter, false);
+  ScratchCarver carver(scratch(counter.bytes()));
+  float* items = lay_out_scratch(carver, false).items.data<float>();
 
   // Input projection of all local heads at once. With every head local the
   // weight rows are [q; k; v] as stored.
@@ -204,7 +220,7 @@ void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   for_each_item([&](int64_t item, int worker) {
     const int64_t n = item / lh, hl = item % lh;  // hl: local head index
-    float* q = scratch(worker);
+    float* q = items + worker * scratch_floats_;
     float* k = q + T * dh;
     float* v = k + T * dh;
     float* o = v + T * dh;
@@ -237,10 +253,13 @@ void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector
   const float* qkv = qkv_.data<float>();
   const float* ctx = ctx_.data<float>();
   const float* probs = probs_.data<float>();
-  dctx_.resize({n_, t_, dl});
-  dqkv_.resize({n_, t_, width});
-  float* dctx = dctx_.data<float>();
-  float* dqkv = dqkv_.data<float>();
+  ScratchCarver counter;
+  lay_out_scratch(counter, true);
+  ScratchCarver carver(scratch(counter.bytes()));
+  CpuScratch cpu = lay_out_scratch(carver, true);
+  float* items = cpu.items.data<float>();
+  float* dctx = cpu.dctx.data<float>();
+  float* dqkv = cpu.dqkv.data<float>();
 
   // Output projection.
   gemm(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dy, ctx, 1.0f, param(out_w_).diff.data<float>());
@@ -250,7 +269,7 @@ void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   for_each_item([&](int64_t item, int worker) {
     const int64_t n = item / lh, hl = item % lh;
-    float* q = scratch(worker);
+    float* q = items + worker * scratch_floats_;
     float* k = q + T * dh;
     float* v = k + T * dh;
     float* g = v + T * dh;    // a gradient [T, dh] on its way to dqkv

@@ -17,6 +17,7 @@
 
 #include "framework/filler.h"
 #include "framework/layer.h"
+#include "framework/scratch.h"
 #include "framework/tensor_parallel.h"
 
 namespace strata {
@@ -38,6 +39,8 @@ class MultiHeadAttentionLayer : public Layer {
   // Tensor parallel (attention_param { split: HEADS }): this rank's rows of
   // in_proj (its heads' q, k and v) and columns of out_proj.
   ParamShard param_shard(size_t param_index) const override;
+  // CPU: the heads' per-thread tiles; in TRAIN also ctx's and qkv's gradients.
+  size_t scratch_bytes() const override;
 
  private:
   enum class Bias { kNo, kYes };
@@ -52,10 +55,17 @@ class MultiHeadAttentionLayer : public Layer {
   void check_bottom(const Shape& s) const;
   // Runs body(item, worker) for every (sample, local head) item, item =
   // n * local_heads() + (h - head_begin()), on the threads when gemm() can
-  // run single-threaded inside them; worker < scratch slots.
+  // run single-threaded inside them; worker < item_workers().
   template <typename Body>
   void for_each_item(const Body& body);
-  float* scratch(int worker);
+  int64_t item_workers() const;
+  // The CPU scratch of one call (framework/scratch.h): per worker q, k, v,
+  // o, do [T, dh] each, then [T, T]; in backward also the gradients of ctx_
+  // [N, T, D] and of qkv_ [N, T, 3D].
+  struct CpuScratch {
+    Tensor items, dctx, dqkv;
+  };
+  CpuScratch lay_out_scratch(ScratchCarver& c, bool backward) const;
 
   int64_t num_heads_;
   TpGroup tp_;  // active only with split: HEADS over > 1 rank
@@ -71,9 +81,6 @@ class MultiHeadAttentionLayer : public Layer {
   Tensor qkv_;    // [N, T, 3D]: the input projection (CPU; the GPU's is scratch)
   Tensor probs_;  // [N, H, T, T]: attention probabilities, kept for backward
   Tensor ctx_;    // [N, T, D]: heads' outputs side by side, input of out_proj
-  Tensor dctx_;   // [N, T, D]: gradient of ctx_ (backward, CPU)
-  Tensor dqkv_;   // [N, T, 3D]: gradient of qkv_ (backward, CPU)
-  Tensor scratch_;  // per worker: q, k, v, o, do [T, dh] each, then [T, T]
   int64_t scratch_floats_ = 0;  // per worker
 
 #ifdef STRATA_WITH_CUDA

@@ -8,6 +8,7 @@
 #include "framework/communicator.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
+#include "framework/scratch.h"
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
 #include "layers/convolution/convolution_patches.h"
@@ -233,9 +234,6 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   }
   chunk_images_ = n_img;
   num_chunks_ = num_ > 0 ? (num_ + n_img - 1) / n_img : 0;
-  // Sized here too (forward sizes them again, for the thread count then), so
-  // that the net's memory plan counts them; taken on first use.
-  if (device().is_cpu()) prepare_workspaces();
 }
 
 void ConvolutionLayer::force_algorithm_for_testing(Algorithm a) { g_forced_algorithm = a; }
@@ -265,47 +263,64 @@ bool ConvolutionLayer::input_grad_as_convolution() const {
   return use_patches() && stride_.h == 1 && stride_.w == 1 && 2 * channels_ >= num_output_;
 }
 
-void ConvolutionLayer::prepare_workspaces() {
-  // Sized here rather than in reshape() so that a thread count changed in
-  // between cannot index past them; resize() keeps capacity, so steady state
-  // does not allocate.
+size_t ConvolutionLayer::scratch_bytes() const {
+  if (!device().is_cpu()) return 0;  // cuDNN takes the device's workspace
+  ScratchCarver counter;
+  lay_out_workspaces(counter);
+  return counter.bytes();
+}
+
+std::vector<ConvolutionLayer::Workspace> ConvolutionLayer::prepare_workspaces() {
+  ScratchCarver carver(scratch(scratch_bytes()));
+  return lay_out_workspaces(carver);
+}
+
+std::vector<ConvolutionLayer::Workspace> ConvolutionLayer::lay_out_workspaces(ScratchCarver& c) const {
+  // One workspace per worker, for the thread count now.
   const int64_t threads = num_threads();
   const int64_t workers = num_chunks_ < threads ? (num_chunks_ > 0 ? num_chunks_ : 1) : threads;
-  if (static_cast<int64_t>(workspaces_.size()) < workers) workspaces_.resize(workers);
-  if (use_winograd()) {
-    for (Workspace& ws : workspaces_) prepare_winograd_workspace(ws);
-    return;
-  }
-  const int64_t n_img = chunk_images_;
-  const int64_t cols = n_img * out_h_ * out_w_;
-  const int64_t col_rows = channels_ * kernel_.h * kernel_.w;
-  // Column buffer: im2col columns, or (patch path) the input gradient of a
-  // chunk before it is scattered to the images.
-  int64_t col_floats = 0;
-  if (!use_patches()) {
-    if (!(is_pointwise() && n_img == 1)) col_floats = col_rows * cols;
-  } else if (!input_grad_as_convolution()) {
-    col_floats = col_rows * cols;
-  } else if (n_img > 1) {
-    col_floats = channels_ * n_img * height_ * width_;
-  }
-  // Zero-padded copies of a chunk's input images (patch path), or of its top
-  // gradient for the input-gradient convolution.
-  int64_t padded_floats = 0;
-  if (use_patches()) {
-    padded_floats = n_img * channels_ * (height_ + 2 * pad_.h) * (width_ + 2 * pad_.w);
-    if (input_grad_as_convolution()) {
-      const int64_t gh = out_h_ + 2 * (dilation_.h * (kernel_.h - 1) - pad_.h);
-      const int64_t gw = out_w_ + 2 * (dilation_.w * (kernel_.w - 1) - pad_.w);
-      const int64_t grad_floats = n_img * num_output_ * gh * gw;
-      if (grad_floats > padded_floats) padded_floats = grad_floats;
+  std::vector<Workspace> out(static_cast<size_t>(workers));
+  const int64_t wsize = num_output_ * (channels_ / group_) * kernel_.h * kernel_.w;
+  for (size_t t = 0; t < out.size(); ++t) {
+    Workspace& ws = out[t];
+    if (t > 0) {  // backward's private weight- and bias-gradient sums (worker 0 adds into the parameters)
+      ws.dw = c.take({wsize});
+      if (bias_ == Bias::kYes) ws.db = c.take({num_output_});
     }
+    if (use_winograd()) {
+      lay_out_winograd_workspace(c, ws);
+      continue;
+    }
+    const int64_t n_img = chunk_images_;
+    const int64_t cols = n_img * out_h_ * out_w_;
+    const int64_t col_rows = channels_ * kernel_.h * kernel_.w;
+    // Column buffer: im2col columns, or (patch path) the input gradient of a
+    // chunk before it is scattered to the images.
+    int64_t col_floats = 0;
+    if (!use_patches()) {
+      if (!(is_pointwise() && n_img == 1)) col_floats = col_rows * cols;
+    } else if (!input_grad_as_convolution()) {
+      col_floats = col_rows * cols;
+    } else if (n_img > 1) {
+      col_floats = channels_ * n_img * height_ * width_;
+    }
+    // Zero-padded copies of a chunk's input images (patch path), or of its top
+    // gradient for the input-gradient convolution.
+    int64_t padded_floats = 0;
+    if (use_patches()) {
+      padded_floats = n_img * channels_ * (height_ + 2 * pad_.h) * (width_ + 2 * pad_.w);
+      if (input_grad_as_convolution()) {
+        const int64_t gh = out_h_ + 2 * (dilation_.h * (kernel_.h - 1) - pad_.h);
+        const int64_t gw = out_w_ + 2 * (dilation_.w * (kernel_.w - 1) - pad_.w);
+        const int64_t grad_floats = n_img * num_output_ * gh * gw;
+        if (grad_floats > padded_floats) padded_floats = grad_floats;
+      }
+    }
+    if (col_floats > 0) ws.col = c.take({col_floats});
+    if (n_img > 1) ws.out = c.take({num_output_, cols});
+    if (padded_floats > 0) ws.padded = c.take({padded_floats});
   }
-  for (Workspace& ws : workspaces_) {
-    if (col_floats > 0) ws.col.resize({col_floats});
-    if (n_img > 1) ws.out.resize({num_output_, cols});
-    if (padded_floats > 0) ws.padded.resize({padded_floats});
-  }
+  return out;
 }
 
 template <typename Body>
@@ -418,14 +433,14 @@ void ConvolutionLayer::backward_cpu(const BlobVec& top, const std::vector<bool>&
 }
 
 void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) {
-  prepare_workspaces();
+  std::vector<Workspace> workspaces = prepare_workspaces();
   const float* x = bottom[0]->data.data<float>();
   float* y = top[0]->data.data<float>();
   if (use_winograd()) {
     winograd_transform_filters(param(0).data.data<float>(), num_output_ / group_, channels_ / group_, wino_u_);
   }
   for_each_chunk([&](int64_t i0, int64_t n, int worker) {
-    forward_chunk(x, y, i0, n, workspaces_[worker]);
+    forward_chunk(x, y, i0, n, workspaces[static_cast<size_t>(worker)]);
   });
 }
 
@@ -563,7 +578,7 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
 void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool>& propagate_down,
                                       const BlobVec& bottom) {
   if (num_chunks_ == 0) return;
-  prepare_workspaces();
+  std::vector<Workspace> workspaces = prepare_workspaces();
   const float* x = bottom[0]->data.data<float>();
   const float* dy = top[0]->diff.data<float>();
   float* dx = propagate_down[0] ? bottom[0]->diff.data<float>() : nullptr;
@@ -576,13 +591,9 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
   const int64_t wsize = wblob.numel();
   // Worker 0 accumulates straight into the parameter gradients; the others
   // into private buffers (their first chunk overwrites), summed at the end.
-  std::vector<char> used(workspaces_.size(), 0);
-  for (size_t t = 1; t < workspaces_.size(); ++t) {
-    workspaces_[t].dw.resize({wsize});
-    if (bias_diff) workspaces_[t].db.resize({num_output_});
-  }
+  std::vector<char> used(workspaces.size(), 0);
   for_each_chunk([&](int64_t i0, int64_t n, int worker) {
-    Workspace& ws = workspaces_[worker];
+    Workspace& ws = workspaces[static_cast<size_t>(worker)];
     if (worker == 0) {
       backward_chunk(x, dy, dx, i0, n, wblob.diff.data<float>(), bias_diff, 1.0f, ws);
     } else {
@@ -592,13 +603,13 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
     used[worker] = 1;
   });
   float* dw = wblob.diff.data<float>();
-  for (size_t t = 1; t < workspaces_.size(); ++t) {
+  for (size_t t = 1; t < workspaces.size(); ++t) {
     if (!used[t]) continue;
-    const float* part = workspaces_[t].dw.data<float>();
+    const float* part = workspaces[t].dw.data<float>();
     parallel_for(wsize, 32768, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) dw[i] += part[i];
     });
-    if (bias_diff) axpy(num_output_, 1.0f, workspaces_[t].db.data<float>(), bias_diff);
+    if (bias_diff) axpy(num_output_, 1.0f, workspaces[t].db.data<float>(), bias_diff);
   }
 }
 

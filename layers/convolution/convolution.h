@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "framework/filler.h"
+#include "framework/scratch.h"
 #include "framework/layer.h"
 #include "framework/tensor_parallel.h"
 
@@ -53,6 +54,8 @@ class ConvolutionLayer : public Layer {
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
+  // Every worker's im2col or Winograd buffers and weight-gradient sums.
+  size_t scratch_bytes() const override;
   ParamShard param_shard(size_t param_index) const override;
 
  private:
@@ -61,7 +64,8 @@ class ConvolutionLayer : public Layer {
     int64_t h = 0;
     int64_t w = 0;
   };
-  // Per-worker scratch, kept across iterations (Tensor::resize keeps capacity).
+  // Per-worker scratch: views of the layer's scratch() for one call
+  // (lay_out_workspaces), so nothing in it outlives the call.
   struct Workspace {
     Tensor col;     // im2col: [C * kh * kw, cols] columns, then their gradient;
                     // patch path: a chunk's input gradient before the scatter
@@ -92,12 +96,16 @@ class ConvolutionLayer : public Layer {
   void check_bottom(const Shape& s) const;
   // Output height and width for bottom shape `s`; ShapeError when the kernel does not fit.
   Hw output_size(const Shape& s) const;
-  void prepare_workspaces();
+  // Every worker's workspace, carved from scratch() at the start of a call
+  // (held by the call only).
+  std::vector<Workspace> prepare_workspaces();
+  // The layout, over a block or only counted (scratch_bytes).
+  std::vector<Workspace> lay_out_workspaces(ScratchCarver& c) const;
   bool use_patches() const;
   // Winograd F(2x2, 3x3) path (layers/convolution/convolution_winograd_path.cpp).
   bool use_winograd() const;
   int64_t winograd_chunk_images() const;
-  void prepare_winograd_workspace(Workspace& ws) const;
+  void lay_out_winograd_workspace(ScratchCarver& c, Workspace& ws) const;
   void winograd_transform_filters(const float* w, int64_t out_g, int64_t in_g, Tensor& u) const;
   void winograd_forward_chunk(const float* x, float* y, int64_t i0, int64_t n, Workspace& ws) const;
   void winograd_backward_chunk(const float* x, const float* dy, float* dx, int64_t i0, int64_t n, float* dw,
@@ -139,7 +147,6 @@ class ConvolutionLayer : public Layer {
   int64_t num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
   int64_t chunk_images_ = 1;  // images per chunk
   int64_t num_chunks_ = 0;
-  std::vector<Workspace> workspaces_;
   Tensor flipped_;  // weights of the input-gradient convolution (stride 1, patch and Winograd paths)
   Tensor wino_u_;          // Winograd: the filters transformed, [group][16][out_g][in_g]
   Tensor wino_u_flipped_;  // Winograd: the input-gradient filters transformed, [group][16][in_g][out_g]

@@ -13,6 +13,7 @@
 #include "layers/convolution/convolution_winograd.h"
 #include "framework/cpu/math.h"
 #include "layers/convolution/convolution.h"
+#include "framework/scratch.h"
 
 namespace strata {
 
@@ -37,17 +38,17 @@ int64_t ConvolutionLayer::winograd_chunk_images() const {
   return n_img < 1 ? 1 : n_img;
 }
 
-void ConvolutionLayer::prepare_winograd_workspace(Workspace& ws) const {
+void ConvolutionLayer::lay_out_winograd_workspace(ScratchCarver& c, Workspace& ws) const {
   const winograd::TileGrid out_grid = winograd::tile_grid(out_h_, out_w_);
   const winograd::TileGrid in_grid = winograd::tile_grid(height_, width_);
   const int64_t tiles = chunk_images_ * (out_grid.count() > in_grid.count() ? out_grid.count() : in_grid.count());
   const int64_t in_g = channels_ / group_, out_g = num_output_ / group_;
   const int64_t widest = in_g > out_g ? in_g : out_g;
-  ws.wino_v.resize({winograd::kPoints * widest * tiles});
-  ws.wino_m.resize({winograd::kPoints * widest * tiles});
-  ws.wino_du.resize({winograd::kPoints * out_g * in_g});
+  ws.wino_v = c.take({winograd::kPoints * widest * tiles});
+  ws.wino_m = c.take({winograd::kPoints * widest * tiles});
+  ws.wino_du = c.take({winograd::kPoints * out_g * in_g});
   const int64_t a = winograd::input_scratch_floats(out_grid), b = winograd::input_scratch_floats(in_grid);
-  ws.wino_scratch.resize({a > b ? a : b});
+  ws.wino_scratch = c.take({a > b ? a : b});
 }
 
 void ConvolutionLayer::winograd_transform_filters(const float* w, int64_t out_g, int64_t in_g, Tensor& u) const {

@@ -94,9 +94,9 @@ std::string pipeline_memory_summary(const ModelParallelRun& run, Communicator& w
   STRATA_CHECK(run.pipe && run.grid, "pipeline_memory_summary without a pipeline");
   const MemoryReport m = run.pipe->memory_report();
   // The byte counts as 32-bit halves (tensors carry no 64-bit integers).
-  constexpr int kFields = 6;
-  const uint64_t mine[kFields] = {m.param_bytes,      m.grad_bytes,      m.buffer_bytes,
-                                  m.activation_bytes, m.optimizer_bytes, m.layer_bytes};
+  constexpr int kFields = 7;
+  const uint64_t mine[kFields] = {m.param_bytes,     m.grad_bytes,  m.buffer_bytes,   m.activation_bytes,
+                                  m.optimizer_bytes, m.layer_bytes, m.workspace_bytes};
   Tensor in({2 * kFields}, DType::kI32);
   for (int i = 0; i < kFields; ++i) {
     in.data<int32_t>()[2 * i] = static_cast<int32_t>(static_cast<uint32_t>(mine[i]));
@@ -116,7 +116,7 @@ std::string pipeline_memory_summary(const ModelParallelRun& run, Communicator& w
       const uint64_t low = static_cast<uint32_t>(p[0]), high = static_cast<uint32_t>(p[1]);
       v[i] = static_cast<size_t>(low | (high << 32));
     }
-    const MemoryReport sm{v[0], v[1], v[2], v[3], v[4], v[5]};
+    const MemoryReport sm{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
     total += sm.total();
     s += (stage ? "; stage " : "stage ") + std::to_string(stage) + ": " + sm.str();
   }

@@ -10,6 +10,7 @@ medians over --rounds and the ratios to the best PyTorch.
 
 Memory, not speed: the runs are short (--iters steps after no warm-up)."""
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -20,13 +21,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def max_rss_kb(cmd, env):
-    """Runs cmd under /usr/bin/time and returns its maximum resident set size in KiB."""
+    """Runs cmd under /usr/bin/time; returns its maximum resident set size in KiB and its stdout."""
     with tempfile.NamedTemporaryFile(mode="r", suffix=".time") as out:
         run = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", out.name] + cmd, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if run.returncode != 0:
             sys.exit("failed (%d): %s\n%s" % (run.returncode, " ".join(cmd), run.stderr[-2000:]))
-        return int(out.read().strip().splitlines()[-1])
+        return int(out.read().strip().splitlines()[-1]), run.stdout
 
 
 def torch_version(python):
@@ -55,18 +56,26 @@ def main():
         programs.append(("PyTorch " + torch_version(py),
                          lambda m, py=py: [py, os.path.join(HERE, "torch_throughput.py"), "--task", "train",
                                            "--models", m] + common))
-    print("| model | " + " | ".join(name for name, _ in programs) + " | BY_LIFETIME / best PyTorch |")
-    print("|---" * (len(programs) + 2) + "|")
+    print("| model | " + " | ".join(name for name, _ in programs) +
+          " | BY_LIFETIME / best PyTorch | strata's plan / its tensor peak |")
+    print("|---" * (len(programs) + 3) + "|")
     for model in a.models.split(","):
         rss = {name: [] for name, _ in programs}
+        plan = ""
         for _ in range(a.rounds):
             for name, cmd in programs:
-                rss[name].append(max_rss_kb(cmd(model), env))
+                kb, out = max_rss_kb(cmd(model), env)
+                rss[name].append(kb)
+                if name == "strata BY_LIFETIME":
+                    # The start-up plan (strata train's start line) against the
+                    # tensor storage the run held at its peak: the same every round.
+                    r = json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
+                    plan = "%.2f / %.2f GiB" % (r["planned_bytes"] / 2.0**30, r["tensor_peak_bytes"] / 2.0**30)
         med = {name: statistics.median(v) / 1024.0 / 1024.0 for name, v in rss.items()}
         best_torch = min(v for k, v in med.items() if k.startswith("PyTorch"))
         cells = ["%.2f GiB" % med[name] for name, _ in programs]
-        print("| %s (batch %d) | %s | %.2f |" % (model, a.batch, " | ".join(cells),
-                                                 med["strata BY_LIFETIME"] / best_torch), flush=True)
+        print("| %s (batch %d) | %s | %.2f | %s |" % (model, a.batch, " | ".join(cells),
+                                                      med["strata BY_LIFETIME"] / best_torch, plan), flush=True)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "framework/byte_size.h"
 #include "framework/config/config.h"
 #include "framework/io/file_util.h"
+#include "framework/memory_cap.h"
 #include "framework/error.h"
 #include "framework/rng.h"
 #include "framework/solver/solver.h"
@@ -183,13 +185,19 @@ int main(int argc, char** argv) {
       const double comm_share = dp ? dp->take_comm_wait_seconds() / total_seconds : 0.0;
       if (env.rank != 0) continue;
       const bench::PeakMemory steady = bench::peak_memory(device);
+      // The plan the start line of `strata train` prints, and the most tensor
+      // storage this process has held (every model run so far in it).
+      const MemoryReport plan = memory_report({&net, solver.test_net()});
+      std::fprintf(stderr, "strata_bench_train: %s: planned %s; %s; tensor peak %s\n", name.c_str(),
+                   plan.str().c_str(), net.blob_plan().str().c_str(), format_bytes(memory_peak()).c_str());
       std::printf("{\"impl\": \"strata\", \"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, "
                   "\"threads\": %d, \"device\": \"%s\", \"precision\": \"%s\", \"peak_allocated_bytes\": %zu, "
-                  "\"peak_reserved_bytes\": %zu, \"steady_peak_allocated_bytes\": %zu, \"comm_wait_share\": %.3f, "
-                  "\"samples_per_s\": %.3f, \"runs\": [",
+                  "\"peak_reserved_bytes\": %zu, \"steady_peak_allocated_bytes\": %zu, \"planned_bytes\": %zu, "
+                  "\"tensor_peak_bytes\": %zu, \"comm_wait_share\": %.3f, \"samples_per_s\": %.3f, \"runs\": [",
                   name.c_str(), static_cast<long long>(batch), world, num_threads(), device.str().c_str(),
                   precision.c_str(), std::max(setup_peak.allocated, steady.allocated),
-                  std::max(setup_peak.reserved, steady.reserved), steady.allocated, comm_share, bench::median(runs));
+                  std::max(setup_peak.reserved, steady.reserved), steady.allocated, plan.total(), memory_peak(),
+                  comm_share, bench::median(runs));
       for (size_t r = 0; r < runs.size(); ++r) std::printf("%s%.3f", r ? ", " : "", runs[r]);
       std::printf("]}\n");
       std::fflush(stdout);

@@ -1,0 +1,275 @@
+// Layer scratch (framework/scratch.h): the carver's layout, the shared
+// buffer, one buffer of the largest layer's need per net (shared with the
+// TEST net), training that gives the same bits with it as with a buffer per
+// layer, and the checked mode that poisons the buffer before every call,
+// catching a layer that keeps something in scratch from forward to backward.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/config/config.h"
+#include "framework/cpu/threads.h"
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+#include "framework/net.h"
+#include "framework/scratch.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
+#include "layers/convolution/convolution.h"
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+// -------------------------------------------------------------- carver ----
+
+TEST(ScratchCarver, CountingAndCarvingLayOutTheSameAlignedDisjointTensors) {
+  const std::vector<Shape> shapes = {{3}, {5, 7}, {0}, {1}, {16, 16}};
+  ScratchCarver count_once;
+  for (const Shape& s : shapes) EXPECT_EQ(count_once.take(s).numel(), 0);  // counting hands out nothing
+  // 3 floats at 0, 35 at 64, none, 1 at 256, 256 at 320: 1344 bytes.
+  EXPECT_EQ(count_once.bytes(), size_t{320 + 256 * 4});
+
+  const Tensor block({static_cast<int64_t>(count_once.bytes())}, DType::kU8);
+  ScratchCarver carver(block);
+  std::vector<Tensor> taken;
+  for (const Shape& s : shapes) taken.push_back(carver.take(s));
+  EXPECT_EQ(carver.bytes(), count_once.bytes());
+  const char* base = static_cast<const char*>(block.raw_data());
+  for (size_t i = 0; i < taken.size(); ++i) {
+    EXPECT_EQ(taken[i].shape(), shapes[i]);
+    if (taken[i].numel() == 0) continue;
+    EXPECT_TRUE(taken[i].shares_storage_with(block));
+    const size_t offset = static_cast<size_t>(static_cast<const char*>(taken[i].raw_data()) - base);
+    EXPECT_EQ(offset % ScratchCarver::kAlignment, 0u) << "tensor " << i;
+    for (size_t j = 0; j < i; ++j) EXPECT_FALSE(taken[i].shares_storage_with(taken[j])) << i << " and " << j;
+  }
+}
+
+TEST(ScratchCarver, ABlockTooSmallForTheLayoutIsAShapeError) {
+  const Tensor block({100}, DType::kU8);
+  ScratchCarver carver(block);
+  carver.take({10});  // 40 bytes
+  const std::string msg = test::error_of<ShapeError>([&] { carver.take({10}); });
+  EXPECT_CONTAINS(msg, "scratch of 100 B is too small: the layout needs at least 104 B");
+}
+
+TEST(SharedScratch, GrowsToTheLargestRequestAndPoisonsWhenChecked) {
+  SharedScratch s(Device::cpu());
+  s.reserve(64);
+  EXPECT_EQ(s.bytes(), 64u);
+  s.reserve(32);  // never shrinks
+  EXPECT_EQ(s.bytes(), 64u);
+  const Tensor& a = s.get(256);
+  EXPECT_EQ(a.nbytes(), 256u);
+  const void* first = s.storage_id();
+  s.get(128);
+  EXPECT_EQ(s.storage_id(), first);  // big enough: the same buffer
+  s.set_poison(true);
+  const Tensor& b = s.get(16);
+  const float* f = static_cast<const float*>(b.raw_data());
+  for (int i = 0; i < 64; ++i) EXPECT_TRUE(std::isnan(f[i])) << i;
+}
+
+// ----------------------------------------------------------------- nets ----
+
+struct ThreadsFor {
+  explicit ThreadsFor(int n) : saved(num_threads()) { set_num_threads(n); }
+  ~ThreadsFor() { set_num_threads(saved); }
+  int saved;
+};
+
+// Three convolutions of different sizes (each with its own scratch) and an
+// attention block, whose heads' tiles and gradients are scratch too.
+const char* kNet = R"(
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 4 dim: 3 dim: 16 dim: 16 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1" convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "conv2" type: "Convolution" bottom: "c1" top: "c2" convolution_param { num_output: 32 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+layer { name: "conv3" type: "Convolution" bottom: "c2" top: "c3" convolution_param { num_output: 8 kernel_size: 3 stride: 2 weight_filler { type: "xavier" } } }
+)";
+
+std::unique_ptr<Net> make_net(const std::string& text, BlobMemory memory) {
+  NetOptions o;
+  o.blob_memory = memory;
+  return std::make_unique<Net>(parse_config_text(text, "net.prototxt"), o);
+}
+
+TEST(NetScratch, TheLayersShareOneBufferOfTheLargestNeed) {
+  const ThreadsFor threads(2);
+  const auto shared = make_net(kNet, BlobMemory::kByLifetime);
+  size_t most = 0, sum = 0;
+  for (int i = 0; i < shared->num_layers(); ++i) {
+    most = std::max(most, shared->layer(i).scratch_bytes());
+    sum += shared->layer(i).scratch_bytes();
+  }
+  ASSERT_GT(most, 0u);
+  EXPECT_LT(most, sum);
+  EXPECT_EQ(shared->memory_report().workspace_bytes, most);
+  const auto separate = make_net(kNet, BlobMemory::kSeparate);
+  EXPECT_EQ(separate->memory_report().workspace_bytes, sum);
+  // Workspace is its own line, not the layers' data.
+  EXPECT_EQ(shared->memory_report().layer_bytes, separate->memory_report().layer_bytes);
+  EXPECT_CONTAINS(shared->memory_report().str(), ", workspace ");
+  // Running takes no more than was planned.
+  shared->forward_backward();
+  EXPECT_EQ(shared->memory_report().workspace_bytes, most);
+}
+
+TEST(NetScratch, ALargerBatchGrowsTheSharedBuffer) {
+  const auto net = make_net(kNet, BlobMemory::kByLifetime);
+  const size_t before = net->memory_report().workspace_bytes;
+  net->blob("x").resize({4, 3, 32, 32});
+  net->reshape();
+  size_t most = 0;
+  for (int i = 0; i < net->num_layers(); ++i) most = std::max(most, net->layer(i).scratch_bytes());
+  EXPECT_GT(most, before);
+  EXPECT_EQ(net->memory_report().workspace_bytes, most);
+}
+
+// -------------------------------------------------------------- training ----
+
+SolverConfig solver_config(const std::string& memory) {
+  const std::string text = R"(
+net_param {
+  layer { name: "data" type: "DummyData" top: "data" top: "label" include { phase: TRAIN }
+          dummy_data_param { shape { dim: 6 dim: 2 dim: 12 dim: 12 } shape { dim: 6 }
+                             data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 3 } } }
+  layer { name: "data" type: "DummyData" top: "data" top: "label" include { phase: TEST }
+          dummy_data_param { shape { dim: 3 dim: 2 dim: 12 dim: 12 } shape { dim: 3 }
+                             data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 } } }
+  layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+          convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+  layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+  layer { name: "conv2" type: "Convolution" bottom: "conv1" top: "conv2"
+          convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
+  layer { name: "pool" type: "Pooling" bottom: "conv2" top: "pool" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+  layer { name: "tokens" type: "Reshape" bottom: "pool" top: "tokens" reshape_param { shape { dim: 0 dim: 16 dim: 36 } } }
+  layer { name: "attn" type: "MultiHeadAttention" bottom: "tokens" top: "attn" attention_param { num_heads: 4 } }
+  layer { name: "ip" type: "InnerProduct" bottom: "attn" top: "ip" inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
+  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "loss" }
+}
+test_iter: 1 test_interval: 2
+type: "SGD" momentum: 0.9 base_lr: 0.01 max_iter: 4 display: 0 snapshot: 0 snapshot_after_train: false random_seed: 5
+blob_memory: )" + memory + "\n";
+  return parse_solver_config(parse_config_text(text, "solver.prototxt"), "solver.prototxt");
+}
+
+std::vector<std::vector<float>> train(const SolverConfig& config, std::vector<float>* losses) {
+  Solver solver(config);
+  while (solver.iter() < config.max_iter) losses->push_back(solver.step());
+  std::vector<std::vector<float>> w;
+  for (const NetParam& p : solver.net().params()) w.push_back(test::values(p.blob->data));
+  return w;
+}
+
+struct ForceConvolution {
+  explicit ForceConvolution(ConvolutionLayer::Algorithm a) { ConvolutionLayer::force_algorithm_for_testing(a); }
+  ~ForceConvolution() { ConvolutionLayer::force_algorithm_for_testing(ConvolutionLayer::Algorithm::kAuto); }
+};
+
+// Per-layer buffers (SEPARATE), one shared buffer, and one shared buffer
+// filled with NaN before every call give the same weights and losses, on 1
+// and 3 threads (3: the convolutions' per-thread weight-gradient sums), on
+// the im2col and the Winograd paths.
+TEST(NetScratch, TrainingWithOneSharedBufferGivesTheSameBitsAsABufferPerLayer) {
+  for (const auto algorithm : {ConvolutionLayer::Algorithm::kIm2col, ConvolutionLayer::Algorithm::kWinograd}) {
+    const ForceConvolution force(algorithm);
+    for (int t : {1, 3}) {
+      const ThreadsFor threads(t);
+      SCOPED_TRACE(std::to_string(t) + " thread(s), " +
+                   (algorithm == ConvolutionLayer::Algorithm::kIm2col ? "im2col" : "Winograd"));
+      std::vector<float> loss_separate, loss_shared, loss_checked;
+      const auto separate = train(solver_config("SEPARATE"), &loss_separate);
+      const auto shared = train(solver_config("BY_LIFETIME"), &loss_shared);
+      const auto checked = train(solver_config("BY_LIFETIME_CHECKED"), &loss_checked);
+      EXPECT_EQ(shared, separate);
+      EXPECT_EQ(checked, separate);
+      EXPECT_EQ(loss_shared, loss_separate);
+      EXPECT_EQ(loss_checked, loss_separate);
+      for (float l : loss_separate) EXPECT_TRUE(std::isfinite(l));
+    }
+  }
+}
+
+TEST(NetScratch, ATestNetUsesTheTrainNetsBuffer) {
+  const ThreadsFor threads(2);
+  Solver shared(solver_config("BY_LIFETIME"));
+  ASSERT_NE(shared.test_net(), nullptr);
+  const size_t train_ws = shared.net().memory_report().workspace_bytes;
+  EXPECT_GT(train_ws, 0u);
+  // Counted once for the two nets: the buffer is the same.
+  EXPECT_EQ(memory_report({&shared.net(), shared.test_net()}).workspace_bytes, train_ws);
+  Solver separate(solver_config("SEPARATE"));
+  EXPECT_GT(memory_report({&separate.net(), separate.test_net()}).workspace_bytes,
+            separate.net().memory_report().workspace_bytes);
+}
+
+// Writes its input into scratch in forward and reads it back in backward,
+// which scratch does not allow (another layer's call comes in between).
+class ScratchKeeperLayer : public Layer {
+ public:
+  using Layer::Layer;
+  static LayerSchema schema() { return {}; }
+  size_t scratch_bytes() const override { return sizeof(float) * static_cast<size_t>(n_); }
+  void reshape(const BlobVec& bottom, const BlobVec& top) override {
+    top[0]->reshape_like(*bottom[0]);
+    n_ = bottom[0]->numel();
+  }
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
+    ScratchCarver carver(scratch(scratch_bytes()));
+    Tensor keep = carver.take({n_});
+    float* kept = keep.data<float>();
+    const float* x = bottom[0]->data.data<float>();
+    float* y = top[0]->data.data<float>();
+    for (int64_t i = 0; i < n_; ++i) {
+      kept[i] = x[i];
+      y[i] = x[i] * x[i];
+    }
+  }
+  void backward_cpu(const BlobVec& top, const std::vector<bool>&, const BlobVec& bottom) override {
+    ScratchCarver carver(scratch(scratch_bytes()));
+    const Tensor keep = carver.take({n_});
+    const float* kept = keep.data<float>();
+    const float* dy = top[0]->diff.data<float>();
+    float* dx = bottom[0]->diff.data<float>();
+    for (int64_t i = 0; i < n_; ++i) dx[i] = 2.0f * kept[i] * dy[i];
+  }
+
+ private:
+  int64_t n_ = 0;
+};
+
+SolverConfig keeper_solver(const std::string& memory) {
+  const std::string text = R"(
+net_param {
+  layer { name: "data" type: "DummyData" top: "data" top: "label"
+          dummy_data_param { shape { dim: 4 dim: 6 } shape { dim: 4 }
+                             data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 } } }
+  layer { name: "ip1" type: "InnerProduct" bottom: "data" top: "ip1raw" inner_product_param { num_output: 8 weight_filler { type: "xavier" } } }
+  layer { name: "sq" type: "ScratchKeeperForTest" bottom: "ip1raw" top: "ip1" }
+  layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2" inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
+}
+type: "SGD" base_lr: 0.01 max_iter: 2 display: 0 snapshot: 0 snapshot_after_train: false random_seed: 3
+blob_memory: )" + memory + "\n";
+  return parse_solver_config(parse_config_text(text, "solver.prototxt"), "solver.prototxt");
+}
+
+TEST(NetScratch, CheckedModeCatchesScratchKeptFromForwardToBackward) {
+  ScopedLayerRegistration reg(layer_registration<ScratchKeeperLayer>("ScratchKeeperForTest"));
+  std::vector<float> losses;
+  // With a buffer of its own nothing else writes to it, and the mistake hides.
+  for (const auto& w : train(keeper_solver("SEPARATE"), &losses)) {
+    for (float x : w) ASSERT_TRUE(std::isfinite(x));
+  }
+  const std::string msg = test::error_of<Error>([&] { train(keeper_solver("BY_LIFETIME_CHECKED"), &losses); });
+  EXPECT_CONTAINS(msg, "some gradients are not finite; the first non-finite gradient in backward is that of parameter 'ip1.");
+}
+
+}  // namespace
+}  // namespace strata
