@@ -281,8 +281,17 @@ std::vector<ConvolutionLayer::Workspace> ConvolutionLayer::lay_out_workspaces(Sc
   const int64_t workers = num_chunks_ < threads ? (num_chunks_ > 0 ? num_chunks_ : 1) : threads;
   std::vector<Workspace> out(static_cast<size_t>(workers));
   const int64_t wsize = num_output_ * (channels_ / group_) * kernel_.h * kernel_.w;
+  Workspace filters;
+  if (input_grad_as_convolution() || use_winograd()) filters.flipped = c.take({wsize});
+  if (use_winograd()) {
+    filters.wino_u = c.take({wsize / 9 * winograd::kPoints});
+    filters.wino_u_flipped = c.take({wsize / 9 * winograd::kPoints});
+  }
   for (size_t t = 0; t < out.size(); ++t) {
     Workspace& ws = out[t];
+    ws.flipped = filters.flipped;
+    ws.wino_u = filters.wino_u;
+    ws.wino_u_flipped = filters.wino_u_flipped;
     if (t > 0) {  // backward's private weight- and bias-gradient sums (worker 0 adds into the parameters)
       ws.dw = c.take({wsize});
       if (bias_ == Bias::kYes) ws.db = c.take({num_output_});
@@ -437,22 +446,22 @@ void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) 
   const float* x = bottom[0]->data.data<float>();
   float* y = top[0]->data.data<float>();
   if (use_winograd()) {
-    winograd_transform_filters(param(0).data.data<float>(), num_output_ / group_, channels_ / group_, wino_u_);
+    winograd_transform_filters(param(0).data.data<float>(), num_output_ / group_, channels_ / group_,
+                               workspaces[0].wino_u);
   }
   for_each_chunk([&](int64_t i0, int64_t n, int worker) {
     forward_chunk(x, y, i0, n, workspaces[static_cast<size_t>(worker)]);
   });
 }
 
-void ConvolutionLayer::flip_weights() {
+void ConvolutionLayer::flip_weights(Tensor& flipped) const {
   // W'[g][c][o][kh-1-ki][kw-1-kj] = W[g * out_g + o][c][ki][kj]: the kernel
   // of the convolution of the top gradient that gives the input gradient.
   const int64_t out_g = num_output_ / group_;
   const int64_t ch_g = channels_ / group_;
   const int64_t taps = kernel_.h * kernel_.w;
-  flipped_.resize(param(0).shape());
   const float* w = param(0).data.data<float>();
-  float* f = flipped_.data<float>();
+  float* f = flipped.data<float>();
   parallel_for(num_output_, 16, [&](int64_t begin, int64_t end) {
     for (int64_t go = begin; go < end; ++go) {
       const int64_t g = go / out_g;
@@ -533,7 +542,7 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
     const int64_t in_hw = height_ * width_;
     const int64_t in_cols = n * in_hw;
     float* dst = n == 1 ? dx + i0 * image : ws.col.data<float>();
-    const float* f = flipped_.data<float>();
+    const float* f = ws.flipped.data<float>();
     const int64_t taps = kernel_.h * kernel_.w;
     const Hw gpad{dilation_.h * (kernel_.h - 1) - pad_.h, dilation_.w * (kernel_.w - 1) - pad_.w};
     const int64_t hp = out_h_ + 2 * gpad.h;
@@ -582,9 +591,10 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
   const float* x = bottom[0]->data.data<float>();
   const float* dy = top[0]->diff.data<float>();
   float* dx = propagate_down[0] ? bottom[0]->diff.data<float>() : nullptr;
-  if (dx && (input_grad_as_convolution() || use_winograd())) flip_weights();
+  if (dx && (input_grad_as_convolution() || use_winograd())) flip_weights(workspaces[0].flipped);
   if (dx && use_winograd()) {
-    winograd_transform_filters(flipped_.data<float>(), channels_ / group_, num_output_ / group_, wino_u_flipped_);
+    winograd_transform_filters(workspaces[0].flipped.data<float>(), channels_ / group_, num_output_ / group_,
+                               workspaces[0].wino_u_flipped);
   }
   Blob& wblob = param(0);
   float* bias_diff = bias_ == Bias::kYes ? param(1).diff.data<float>() : nullptr;

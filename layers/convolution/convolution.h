@@ -77,6 +77,11 @@ class ConvolutionLayer : public Layer {
     Tensor wino_m;        // Winograd: products, or transformed top gradient [16][out][tiles]
     Tensor wino_du;       // Winograd: weight gradient in the transformed domain [16][out][in]
     Tensor wino_scratch;  // Winograd: one zero-padded plane and row sums
+    // The call's filters, the same views in every worker's workspace (made
+    // once per call, read by all its chunks):
+    Tensor flipped;         // weights of the input-gradient convolution (stride 1, patch and Winograd paths)
+    Tensor wino_u;          // Winograd: the filters transformed, [group][16][out_g][in_g]
+    Tensor wino_u_flipped;  // Winograd: the input-gradient filters transformed, [group][16][in_g][out_g]
   };
 
   // Image patches of a chunk of zero-padded images as a GEMM operand (see
@@ -118,7 +123,7 @@ class ConvolutionLayer : public Layer {
   // C[M,N] (row stride ldc) = A[M,K] * B + beta * C, B the patches as `o` says.
   void multiply_patches(const Patches& p, Orientation o, int64_t M, int64_t N, int64_t K, const float* a,
                         float beta, float* c, int64_t ldc) const;
-  void flip_weights();
+  void flip_weights(Tensor& flipped) const;
   bool is_pointwise() const;
   // Copies (1x1) or unrolls (im2col) images [i0, i0 + n) into ws.col.
   void fill_columns(const float* x, int64_t i0, int64_t n, Workspace& ws) const;
@@ -147,9 +152,6 @@ class ConvolutionLayer : public Layer {
   int64_t num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
   int64_t chunk_images_ = 1;  // images per chunk
   int64_t num_chunks_ = 0;
-  Tensor flipped_;  // weights of the input-gradient convolution (stride 1, patch and Winograd paths)
-  Tensor wino_u_;          // Winograd: the filters transformed, [group][16][out_g][in_g]
-  Tensor wino_u_flipped_;  // Winograd: the input-gradient filters transformed, [group][16][in_g][out_g]
 
 #ifdef STRATA_WITH_CUDA
  public:

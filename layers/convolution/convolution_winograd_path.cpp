@@ -84,7 +84,7 @@ void ConvolutionLayer::winograd_forward_chunk(const float* x, float* y, int64_t 
     const winograd::Planes planes{x + i0 * image + g * in_g * height_ * width_, n, image, in_g, height_, width_,
                                   pad_.h, pad_.w};
     winograd::transform_input(planes, grid, v, ws.wino_scratch.data<float>());
-    multiply_points(wino_u_.data<float>() + g * winograd::kPoints * out_g * in_g, v, out_g, in_g, T, m);
+    multiply_points(ws.wino_u.data<float>() + g * winograd::kPoints * out_g * in_g, v, out_g, in_g, T, m);
     winograd::transform_output(m, out_g, n, grid, out_h_, out_w_, bias ? bias + g * out_g : nullptr,
                                y + i0 * out_image + g * out_g * out_h_ * out_w_, out_image);
   }
@@ -129,7 +129,7 @@ void ConvolutionLayer::winograd_backward_chunk(const float* x, const float* dy, 
     const winograd::Planes grads{dy + i0 * out_image + g * out_g * hw, n, out_image, out_g, out_h_, out_w_,
                                  2 - pad_.h, 2 - pad_.w};
     winograd::transform_input(grads, in_grid, v, scratch);
-    multiply_points(wino_u_flipped_.data<float>() + g * winograd::kPoints * in_g * out_g, v, in_g, out_g, in_T, m);
+    multiply_points(ws.wino_u_flipped.data<float>() + g * winograd::kPoints * in_g * out_g, v, in_g, out_g, in_T, m);
     winograd::transform_output(m, in_g, n, in_grid, height_, width_, nullptr,
                                dx + i0 * image + g * in_g * height_ * width_, image);
   }
