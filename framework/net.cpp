@@ -127,6 +127,7 @@ void Net::build(const ConfigNode& root) {
   plan.set_owner(-1);  // the arena is every layer's
   plan_blob_memory();  // before the check: it counts the arena, not every blob on its own
   plan_scratch();
+  plan_gradients();
   if (options_.optimizer_slots > 0) {
     for (const NetParam& p : params_) {
       if (p.learnable != Learnable::kYes || p.lr_mult == 0.0f) continue;
@@ -330,7 +331,11 @@ void Net::move_params_to_device(int i) {
   // objects stay the same, so the layer's param(k) references remain valid.
   for (LayerParam& p : layers_[i]->params()) {
     if (p.blob->data.device() != options_.device) p.blob->data = p.blob->data.to(options_.device);
-    if (p.blob->diff.device() != options_.device) p.blob->diff = p.blob->diff.to(options_.device);
+    // A gradient nothing wrote yet is zero: made on the device, not copied.
+    if (p.blob->diff.device() != options_.device) {
+      p.blob->diff = p.blob->diff.holds_memory() ? p.blob->diff.to(options_.device)
+                                                 : Tensor(p.blob->diff.shape(), DType::kF32, options_.device);
+    }
   }
 }
 
@@ -447,6 +452,7 @@ void Net::set_lr_mult(int param_index, float lr_mult) {
   p.lr_mult = p.learnable == Learnable::kYes ? lr_mult : 0.0f;
   compute_backward_needs(force_backward_);
   plan_blob_memory();  // which backwards run, and so the lifetimes, changed
+  plan_gradients();    // and which gradients are updated, and in what order
 }
 
 int Net::layer_index(const std::string& name) const {
@@ -590,7 +596,10 @@ int Net::param_index(const std::string& name) const {
 }
 
 void Net::zero_param_diffs() {
-  for (auto& p : params_) p.blob->diff.zero();
+  if (flat_grads_.numel() > 0) flat_grads_.zero();  // one pass; the padding stays zero
+  for (size_t id = 0; id < params_.size(); ++id) {
+    if (grad_offsets_.empty() || grad_offsets_[id] < 0) params_[id].blob->diff.zero();
+  }
 }
 
 void Net::share_params_from(const Net& other) {
@@ -610,6 +619,10 @@ void Net::share_params_from(const Net& other) {
       mine.blob = theirs.blob;
     }
   }
+  // The parameters (and their gradients) are the other net's now: its flat
+  // gradient buffer holds them, and this net's own is let go.
+  flat_grads_ = Tensor();
+  grad_offsets_.assign(params_.size(), -1);
   const bool shared_scratch = options_.blob_memory != BlobMemory::kSeparate &&
                               other.options_.blob_memory != BlobMemory::kSeparate &&
                               options_.device == other.options_.device && other.scratches_.size() == 1;

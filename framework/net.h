@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -161,6 +162,13 @@ class Net {
   // prefix of the net runs none. Buffers (not learnable) keep lr_mult 0.
   void set_lr_mult(int param_index, float lr_mult);
   void zero_param_diffs();
+  // Under kByLifetime (and its checked mode) the updated parameters'
+  // gradients live in one flat buffer, in the order backward finishes them
+  // (framework/net_gradients.cpp). The gradients of `ids`, in that order, as
+  // one f32 tensor over the buffer when they lie one after another in it
+  // (the zero padding between them included): data parallel reduces such a
+  // bucket in place. nullopt when they do not, or under kSeparate.
+  std::optional<Tensor> gradient_view(const std::vector<int>& ids) const;
   // With the timeline on and the net on a GPU, hands the GPU spans of the
   // layers run since the last call to the timeline (waits for that work);
   // the Solver calls it at the end of every step and test. No-op otherwise.
@@ -211,6 +219,9 @@ class Net {
   // Gives the layers their scratch: one buffer for all, the largest layer's
   // need (kSeparate: one per layer), grown when a reshape needs more.
   void plan_scratch();
+  // Lays the updated parameters' gradients out in one flat buffer (again
+  // after set_lr_mult); the others get storage of their own.
+  void plan_gradients();
   std::set<const void*> scratch_storages() const;
   // kByLifetimeChecked: NaN into the buffers whose last use was step `step`
   // (forward of layer i: i; backward of layer i: 2 L - 1 - i).
@@ -255,6 +266,8 @@ class Net {
   // The layers' scratch: one shared by all (and by a TEST net that shares
   // this net's parameters), or under kSeparate one per layer.
   std::vector<std::shared_ptr<SharedScratch>> scratches_;
+  Tensor flat_grads_;                  // f32: the updated parameters' gradients, in readiness order
+  std::vector<int64_t> grad_offsets_;  // per parameter: its first element in flat_grads_, -1 when not there
   std::vector<std::vector<Tensor>> poison_after_;  // per step: f32 views to fill with NaN
   BlobPlanReport blob_plan_;
   std::set<const Blob*> planned_values_;

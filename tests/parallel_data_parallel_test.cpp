@@ -79,6 +79,7 @@ struct RunSpec {
   bool shuffle = false;
   bool dropout = false;
   std::string prefix = "snap/run";
+  std::string blob_memory = "BY_LIFETIME";  // SEPARATE: no flat gradient buffer, buckets copied
 };
 
 SolverConfig make_config(const TempDir& dir, const RunSpec& s) {
@@ -108,7 +109,7 @@ SolverConfig make_config(const TempDir& dir, const RunSpec& s) {
                              "\n"
                              "display: 0 snapshot: " +
                              std::to_string(s.snapshot) + " snapshot_after_train: false snapshot_prefix: '" +
-                             s.prefix + "' random_seed: 5\n";
+                             s.prefix + "' random_seed: 5 blob_memory: " + s.blob_memory + "\n";
   const std::string path = dir.file("solver.prototxt");
   return parse_solver_config(parse_config_text(solver, path), path);
 }
@@ -136,7 +137,7 @@ RunResult train_single(const TempDir& dir, RunSpec spec) {
 }
 
 RunResult train_parallel(const TempDir& dir, int world, RunSpec spec, const DataParallelConfig& dp_config,
-                         AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto) {
+                         AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto, size_t* wire_bytes = nullptr) {
   auto comms = make_world(world, "dp", algorithm);
   std::vector<RunResult> results(static_cast<size_t>(world));
   const SolverConfig config = make_config(dir, spec);
@@ -148,6 +149,7 @@ RunResult train_parallel(const TempDir& dir, int world, RunSpec spec, const Data
     o.snapshots = rank == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
     Solver solver(config, o);
     DataParallel dp(solver, *comms[static_cast<size_t>(rank)], dp_config);
+    if (wire_bytes && rank == 0) *wire_bytes = dp.wire_buffer_bytes();
     RunResult& r = results[static_cast<size_t>(rank)];
     while (solver.iter() < spec.max_iter) r.losses.push_back(solver.step());
     r.weights = weights_of(solver.net());
@@ -361,6 +363,34 @@ TEST_F(DataParallelTest, MatchesSingleProcessTraining) {
     SCOPED_TRACE(what);
     const RunResult got = train_parallel(dir_, c.world, spec, dp_config(c.bucket_mb, c.overlap), c.algorithm);
     expect_close(got, want, 1e-5, what);
+  }
+}
+
+// The default blob memory keeps the updated parameters' gradients in one
+// flat buffer in bucket order: every bucket is averaged in place, with no
+// wire buffer, and gives the same bits as copying into wire buffers and back
+// (SEPARATE: a gradient per parameter).
+TEST_F(DataParallelTest, BucketsAreAveragedInPlaceInTheNetsGradients) {
+  for (const Overlap overlap : {Overlap::kOn, Overlap::kOff}) {
+    for (const double bucket_mb : {kTinyBuckets, kOneBucket}) {
+      const std::string what = std::string("overlap ") + (overlap == Overlap::kOn ? "on" : "off") + ", bucket_mb " +
+                               std::to_string(bucket_mb);
+      SCOPED_TRACE(what);
+      RunSpec spec;
+      spec.batch = kBatch / 2;
+      spec.max_iter = 6;
+      spec.dropout = true;
+      size_t in_place_bytes = 1, copied_bytes = 0;
+      const RunResult in_place = train_parallel(dir_, 2, spec, dp_config(bucket_mb, overlap),
+                                                AllreduceAlgorithm::kRing, &in_place_bytes);
+      spec.blob_memory = "SEPARATE";
+      const RunResult copied = train_parallel(dir_, 2, spec, dp_config(bucket_mb, overlap),
+                                              AllreduceAlgorithm::kRing, &copied_bytes);
+      EXPECT_EQ(in_place_bytes, 0u);
+      EXPECT_GT(copied_bytes, 0u);
+      EXPECT_EQ(in_place.weights, copied.weights);
+      EXPECT_EQ(in_place.losses, copied.losses);
+    }
   }
 }
 

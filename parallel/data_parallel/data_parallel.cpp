@@ -150,12 +150,18 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
   if (sharded) {
     // ShardedUpdate lays out its own buffers (after the parameters agree and are broadcast, below).
   } else if (config_.overlap == Overlap::kOn) {
-    for (const GradBucket& b : buckets_) buffers_.emplace_back(Shape{b.numel}, wire, wire_device_);
+    // A bucket reduced in place needs no wire buffer (launch() makes one
+    // should the net's gradients have moved since).
+    for (const GradBucket& b : buckets_) {
+      buffers_.push_back(in_place(b.params) ? Tensor() : Tensor(Shape{b.numel}, wire, wire_device_));
+    }
     works_.resize(buckets_.size());
+    views_.resize(buckets_.size());
+    in_place_.assign(buckets_.size(), 0);
   } else {
-    int64_t total = 0;
-    for (const GradBucket& b : buckets_) total += b.numel;
-    buffers_.emplace_back(Shape{total}, wire, wire_device_);
+    const GradBucket all = merge_buckets(buckets_);
+    buffers_.push_back(in_place(all.params) ? Tensor() : Tensor(Shape{all.numel}, wire, wire_device_));
+    views_.resize(1);
   }
 
   check_parameters_match();
@@ -286,17 +292,38 @@ void DataParallel::on_grad_ready(int id) {
   }
 }
 
+std::optional<Tensor> DataParallel::in_place(const std::vector<int>& params) const {
+  if (config_.compression != GradCompression::kNone || !(wire_device_ == solver_.net().device())) return std::nullopt;
+  return solver_.net().gradient_view(params);
+}
+
+size_t DataParallel::wire_buffer_bytes() const {
+  size_t bytes = 0;
+  for (const Tensor& b : buffers_) bytes += b.nbytes();
+  return bytes;
+}
+
 void DataParallel::launch(size_t b) {
   if (sharded_) return sharded_->launch(b);
   const std::vector<NetParam>& params = solver_.net().params();
   const GradBucket& bucket = buckets_[b];
-  Tensor& buf = buffers_[b];
-  const float scale = config_.compression == GradCompression::kNone ? 1.0f : 1.0f / static_cast<float>(world_size());
-  for (size_t k = 0; k < bucket.params.size(); ++k) {
-    encode_param(params[bucket.params[k]].blob->diff, scale, buf, bucket.offsets[k]);
+  if (std::optional<Tensor> view = in_place(bucket.params)) {
+    // The net's own gradients, averaged where they are: no copy in or out.
+    views_[b] = *view;
+    in_place_[b] = 1;
+    works_[b] = comm_.allreduce_async(views_[b], ReduceOp::kAverage);
+  } else {
+    in_place_[b] = 0;
+    Tensor& buf = buffers_[b];
+    if (buf.numel() != bucket.numel) buf = Tensor(Shape{bucket.numel}, wire_dtype(config_.compression), wire_device_);
+    const float scale =
+        config_.compression == GradCompression::kNone ? 1.0f : 1.0f / static_cast<float>(world_size());
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      encode_param(params[bucket.params[k]].blob->diff, scale, buf, bucket.offsets[k]);
+    }
+    const ReduceOp op = config_.compression == GradCompression::kNone ? ReduceOp::kAverage : ReduceOp::kSum;
+    works_[b] = comm_.allreduce_async(buf, op);
   }
-  const ReduceOp op = config_.compression == GradCompression::kNone ? ReduceOp::kAverage : ReduceOp::kSum;
-  works_[b] = comm_.allreduce_async(buf, op);
   if (launched_us_.size() < buckets_.size()) launched_us_.resize(buckets_.size());
   launched_us_[b] = Timeline::on() ? Timeline::now_us() : 0;
 }
@@ -329,25 +356,36 @@ void DataParallel::finish_gradients() {
         Timeline::record("allreduce", "allreduce bucket " + std::to_string(b), launched_us_[b], Timeline::now_us(),
                          "allreduce");
       }
-      copy_back(buckets_[b], buffers_[b], 0);
+      if (!in_place_[b]) copy_back(buckets_[b], buffers_[b], 0);
+      views_[b] = Tensor();
     }
   } else if (!buckets_.empty()) {
-    Tensor& buf = buffers_[0];
-    int64_t base = 0;
-    for (const GradBucket& bucket : buckets_) {
-      for (size_t k = 0; k < bucket.params.size(); ++k) {
-        encode_param(params[bucket.params[k]].blob->diff, scale, buf, base + bucket.offsets[k]);
-      }
-      base += bucket.numel;
-    }
-    {
+    if (std::optional<Tensor> all = in_place(merge_buckets(buckets_).params)) {
+      views_[0] = *all;
       const TimelineScope event("allreduce", "allreduce (all buckets)");
-      comm_.allreduce(buf, op);
-    }
-    base = 0;
-    for (const GradBucket& bucket : buckets_) {
-      copy_back(bucket, buf, base);
-      base += bucket.numel;
+      comm_.allreduce(views_[0], op);
+      views_[0] = Tensor();
+    } else {
+      Tensor& buf = buffers_[0];
+      int64_t total = 0;
+      for (const GradBucket& bucket : buckets_) total += bucket.numel;
+      if (buf.numel() != total) buf = Tensor(Shape{total}, wire_dtype(config_.compression), wire_device_);
+      int64_t base = 0;
+      for (const GradBucket& bucket : buckets_) {
+        for (size_t k = 0; k < bucket.params.size(); ++k) {
+          encode_param(params[bucket.params[k]].blob->diff, scale, buf, base + bucket.offsets[k]);
+        }
+        base += bucket.numel;
+      }
+      {
+        const TimelineScope event("allreduce", "allreduce (all buckets)");
+        comm_.allreduce(buf, op);
+      }
+      base = 0;
+      for (const GradBucket& bucket : buckets_) {
+        copy_back(bucket, buf, base);
+        base += bucket.numel;
+      }
     }
   }
   next_launch_ = 0;

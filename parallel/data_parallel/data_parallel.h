@@ -15,12 +15,15 @@
 //   backward) are grouped into buckets of about bucket_mb, in the order their
 //   gradients become final during backward (the reverse of the layer order).
 //   With overlap on, the Net's grad-ready callback, during the last of the
-//   iter_size backward passes, copies a bucket whose parameters are all ready
-//   into a flat buffer and starts allreduce_async on it, while backward goes
-//   on; buckets start strictly in index order, so every rank issues the same
-//   sequence. before_update waits for all of them and copies the averages
-//   back. With overlap off, before_update does one blocking allreduce of all
-//   gradients. With compression FP16/BF16 the buffers hold 16-bit values
+//   iter_size backward passes, starts allreduce_async on a bucket whose
+//   parameters are all ready, while backward goes on; buckets start strictly
+//   in index order, so every rank issues the same sequence. before_update
+//   waits for all of them. With overlap off, before_update does one blocking
+//   allreduce of all gradients. A bucket is reduced in place, as a view of
+//   the Net's flat gradient buffer (Net::gradient_view: the default
+//   blob_memory, uncompressed, the buffer where the backend reduces);
+//   otherwise its gradients are copied into a wire buffer and the averages
+//   back. With compression FP16/BF16 the wire buffers hold 16-bit values
 //   (scaled by 1/world before the sum, so FP16 does not overflow).
 // - The loss: each rank's loss is averaged over the ranks (one small
 //   allreduce per iteration that also carries the stop flag: when any rank is
@@ -54,6 +57,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -106,6 +110,10 @@ class DataParallel final : public TrainingStrategy {
   bool decides_stop() const override { return true; }
   bool stop_requested() const override { return global_stop_; }
 
+  // Bytes of the wire buffers this rank holds for plain data parallel
+  // (0 when every bucket is reduced in place in the net's gradients).
+  size_t wire_buffer_bytes() const;
+
   // Seconds spent waiting for communication (gradients and loss; sharded:
   // also the check's and the weights' allgathers) since the previous call.
   double take_comm_wait_seconds();
@@ -120,6 +128,9 @@ class DataParallel final : public TrainingStrategy {
   using Clock = std::chrono::steady_clock;
 
   void launch(size_t bucket);
+  // The gradients of `params` as one view of the net's flat buffer when they
+  // can be reduced there (no compression, on the wire's device), else nullopt.
+  std::optional<Tensor> in_place(const std::vector<int>& params) const;
   void finish_gradients();
   // A parameter's gradient into / out of a wire buffer at element `offset`,
   // with the configured compression; host or device on either side.
@@ -141,7 +152,9 @@ class DataParallel final : public TrainingStrategy {
   std::vector<char> reported_;        // per param: reported ready this iteration
   size_t next_launch_ = 0;            // buckets [0, next_launch_) are in flight
   Device wire_device_;                // where buffers_ live: the GPU with nccl, else the host
-  std::vector<Tensor> buffers_;       // per bucket (overlap on), or one for all (overlap off)
+  std::vector<Tensor> buffers_;       // per bucket (overlap on), or one for all (overlap off); empty in place
+  std::vector<Tensor> views_;         // per bucket (one for all): the gradients reduced in place, this step
+  std::vector<char> in_place_;        // per bucket (overlap on): reduced in place this step
   Tensor staging_;                    // host f32 scratch: GPU gradients into compressed host buckets
   std::vector<std::unique_ptr<CommWork>> works_;  // after buffers_: destroyed first
   std::vector<int64_t> launched_us_;  // per bucket: when its allreduce started (timeline)

@@ -54,7 +54,7 @@ namespace strata::parallel {
 // Bytes one rank holds, by kind.
 struct ShardMemory {
   size_t parameters = 0;
-  size_t net_gradients = 0;    // the net's per-parameter gradients (whole until the flat gradient buffer lands)
+  size_t net_gradients = 0;    // the net's gradients (whole: backward accumulates into the net's flat buffer)
   size_t reduce_buffers = 0;   // wire buffers and slice gradients
   size_t optimizer_state = 0;
 };
