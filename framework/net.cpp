@@ -124,6 +124,7 @@ void Net::build(const ConfigNode& root) {
   }
   force_backward_ = root.get_bool("force_backward", false);
   compute_backward_needs(force_backward_);
+  read_recompute_ranges(root);
   plan.set_owner(-1);  // the arena is every layer's
   plan_blob_memory();  // before the check: it counts the arena, not every blob on its own
   plan_scratch();
@@ -501,6 +502,18 @@ void Net::reshape() {
   }
 }
 
+void Net::run_forward(int i) {
+  Layer& layer = *layers_[static_cast<size_t>(i)];
+  naming_layer_on_oom(i, "forward", [&] {
+    layer.reshape(bottoms_[i], tops_[i]);
+    if (on_cuda()) {
+      layer.forward_cuda(bottoms_[i], tops_[i]);
+    } else {
+      layer.forward_cpu(bottoms_[i], tops_[i]);
+    }
+  });
+}
+
 float Net::forward(int from, int to) {
   STRATA_CHECK(from >= 0 && to < num_layers() && from <= to + 1, "bad layer range [", from, ", ", to, "]");
   double loss = 0.0;
@@ -511,16 +524,11 @@ float Net::forward(int from, int to) {
     const TimelineScope event("forward", layer.name());
     cuda::DeviceTimeline* gpu = device_timeline();
     const int gpu_span = gpu ? device_span_begin(gpu) : -1;
-    naming_layer_on_oom(i, "forward", [&] {
-      layer.reshape(bottoms_[i], tops_[i]);
-      if (on_cuda()) {
-        layer.forward_cuda(bottoms_[i], tops_[i]);
-      } else {
-        layer.forward_cpu(bottoms_[i], tops_[i]);
-      }
-    });
+    for (auto& [tensor, place] : first_places_[static_cast<size_t>(i)]) *tensor = place;
+    if (range_of_[static_cast<size_t>(i)] >= 0) state_before_[static_cast<size_t>(i)] = layer.save_state();
+    run_forward(i);
     if (gpu) device_span_end(gpu, gpu_span, phase() == Phase::kTrain ? "gpu forward" : "gpu test", layer.name());
-    poison_after(i);
+    poison_after(forward_step_[static_cast<size_t>(i)]);
     if (memory_trace_passes_ > 0) trace_memory("forward", i);
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
@@ -551,9 +559,18 @@ void Net::backward(int from, int to) {
                       "whose blobs share memory by lifetime): backward would read values already gone; give it "
                       "`force_backward: true`, or build it with blob_memory SEPARATE");
   }
+  for (const RecomputeRange& r : recompute_) {
+    if ((r.first < from && from <= r.last) || (r.first <= to && to < r.last)) {
+      fail<ConfigError>("net '", name_, "': the recompute range from '", layers_[r.first]->name(), "' to '",
+                        layers_[r.last]->name(), "' crosses the edge of the layers run here (", from, " to ", to,
+                        ", a pipeline stage): keep each range inside one stage");
+    }
+  }
   for (int i = to; i >= from; --i) {
+    const int range = range_of_[static_cast<size_t>(i)];
+    if (range >= 0 && recompute_[static_cast<size_t>(range)].last == i) recompute(range);
     if (!layer_need_backward_[i]) {
-      poison_after(2 * num_layers() - 1 - i);
+      poison_after(backward_step_[static_cast<size_t>(i)]);
       continue;
     }
     for (size_t t = 0; t < tops_[i].size(); ++t) {
@@ -574,7 +591,7 @@ void Net::backward(int from, int to) {
     if (grad_ready_) {
       for (int id : params_ready_after_[i]) grad_ready_(id);
     }
-    poison_after(2 * num_layers() - 1 - i);
+    poison_after(backward_step_[static_cast<size_t>(i)]);
     if (memory_trace_passes_ > 0) trace_memory("backward", i);
   }
   end_memory_trace_pass();

@@ -76,7 +76,19 @@ struct BlobPlanReport {
   int planned = 0;            // values and gradients placed in the arena
   int kept = 0;               // blobs kept whole (outputs, inputs, kept_blobs)
   bool forward_only = false;  // a TEST net's plan: values only, no backward
+  int recomputed = 0;         // values made inside recompute ranges (placed twice: forward, recompute)
   std::string str() const;    // "activations by lifetime: 1.2 GiB in an arena (3.4 GiB each on its own; ...)"
+};
+
+// Layers [first, last] recomputed in backward: `recompute { from: "a" to: "b" }`
+// in the net file. The first forward keeps none of the values made inside
+// the range for backward (under BlobMemory::kByLifetime they are released
+// as soon as the forwards that read them are done); backward runs the
+// range's forward again just before the backward of its last layer, with
+// each layer's random state as it was, so the results are the same bits.
+struct RecomputeRange {
+  int first = 0;
+  int last = 0;
 };
 
 // One unique parameter of the net (shared weights appear once).
@@ -197,6 +209,7 @@ class Net {
   // place, so a larger batch gets an arena of its own size.
   void reshape();
   const BlobPlanReport& blob_plan() const { return blob_plan_; }
+  const std::vector<RecomputeRange>& recompute_ranges() const { return recompute_; }
   // Whether `b`'s value still holds what its layer wrote once the step is
   // over: always under kSeparate; under a plan only for the blobs kept whole
   // (the others' bytes went on to later buffers).
@@ -224,8 +237,19 @@ class Net {
   void plan_gradients();
   std::set<const void*> scratch_storages() const;
   // kByLifetimeChecked: NaN into the buffers whose last use was step `step`
-  // (forward of layer i: i; backward of layer i: 2 L - 1 - i).
+  // (forward_step_, recompute_step_, backward_step_).
   void poison_after(int step);
+  // The steps of one training pass in order: the forwards, then the
+  // backwards from the last layer down, each range's recompute just before
+  // the backward of its last layer (net_plan.cpp).
+  void number_steps();
+  // `recompute { }` blocks: their layers, checked (net_recompute.cpp).
+  void read_recompute_ranges(const ConfigNode& root);
+  // The forward of range `r` again, each layer with its random state as the
+  // first forward had it, and its values in their second places.
+  void recompute(int r);
+  // The forward of layer i, naming it on out-of-memory.
+  void run_forward(int i);
   // STRATA_MEMORY_TRACE: after each layer of the first passes, one line on
   // stderr whenever the memory in use changed (net_memory.cpp).
   void trace_memory(const char* pass, int layer);
@@ -271,6 +295,14 @@ class Net {
   std::vector<std::vector<Tensor>> poison_after_;  // per step: f32 views to fill with NaN
   BlobPlanReport blob_plan_;
   std::set<const Blob*> planned_values_;
+  std::vector<RecomputeRange> recompute_;
+  std::vector<int> range_of_;                 // per layer: its recompute range, or -1
+  std::vector<std::string> state_before_;     // per layer in a range: its state before this step's forward
+  std::vector<int> forward_step_, recompute_step_, backward_step_;  // per layer (-1: no recompute)
+  // Values made inside a recompute range live twice, each time in its own
+  // place: per layer, its tops' places for the first forward and for the
+  // recompute (the tensor and the view it becomes).
+  std::vector<std::vector<std::pair<Tensor*, Tensor>>> first_places_, recompute_places_;
   std::vector<Tensor*> in_arena_;  // the blob tensors that are views of blob_arena_
   // The layers' GPU spans for the timeline; made when first needed.
   std::unique_ptr<cuda::DeviceTimeline> device_timeline_;

@@ -1,13 +1,20 @@
 // Net: the blobs' memory by lifetime (BlobMemory::kByLifetime).
 //
-// Steps: the forward of layer i is step i, its backward step 2 L - 1 - i.
-// A blob's value lives from the forward that writes it to its last read:
-// the forwards that take it, and the backwards of the layers that declare
-// they read it (Layer::backward_reads). Its gradient lives from the first
-// backward that writes it (a consumer that propagates to it) to the backward
-// of the last layer that reads it (its producer). The values and gradients
-// are then placed in one arena by framework/plan/lifetime_placement.h, and
-// each blob's tensors become views of their places.
+// Steps (number_steps): the forwards in layer order, then the backwards from
+// the last layer down, each recompute range's forwards again just before the
+// backward of its last layer. A blob's value lives from the forward that
+// writes it to its last read: the forwards that take it, the recomputes that
+// take it, and the backwards of the layers that declare they read it
+// (Layer::backward_reads). A value made inside a recompute range lives
+// twice, each time in a place of its own: from its forward to its last read
+// before the range's recompute, and from its recompute to its last read
+// after (the range's own backwards); the blob is bound to the first place
+// before its forward and to the second before its recompute. A gradient
+// lives from the first backward that writes it (a consumer that propagates
+// to it) to the backward of the last layer that reads it (its producer). The
+// values and gradients are then placed in one arena by
+// framework/plan/lifetime_placement.h, and each blob's tensors become views
+// of their places.
 //
 // Kept whole, as under kSeparate: the tops of layers without bottoms (data
 // and Input, which code outside the net may write), the outputs (read after
@@ -37,6 +44,10 @@ constexpr size_t kArenaAlignment = 256;
 struct PlannedTensor {
   Tensor* tensor = nullptr;
   Lifetime life;
+  // A value made inside a recompute range has two places: kFirst is where
+  // its producer's first forward writes it, kSecond where its recompute does.
+  enum class Pass { kOnly, kFirst, kSecond } pass = Pass::kOnly;
+  int producer = -1;
 };
 
 }  // namespace
@@ -46,6 +57,7 @@ std::string BlobPlanReport::str() const {
   os << (forward_only ? "values by lifetime (forward only): " : "values and gradients by lifetime: ")
      << format_bytes(arena_bytes) << " in one arena for " << planned << " of them (" << format_bytes(separate_bytes) << " each on its own, at most " << format_bytes(peak_bytes)
      << " alive at once); " << kept << " blob(s) kept whole";
+  if (recomputed) os << "; " << recomputed << " value(s) recomputed in backward";
   return os.str();
 }
 
@@ -55,6 +67,22 @@ void Net::keep_blobs(const std::vector<std::string>& names) {
     kept_blobs_.insert(n);
   }
   plan_blob_memory();
+}
+
+void Net::number_steps() {
+  const int L = num_layers();
+  forward_step_.assign(static_cast<size_t>(L), 0);
+  recompute_step_.assign(static_cast<size_t>(L), -1);
+  backward_step_.assign(static_cast<size_t>(L), 0);
+  int step = 0;
+  for (int i = 0; i < L; ++i) forward_step_[static_cast<size_t>(i)] = step++;
+  for (int i = L - 1; i >= 0; --i) {
+    const int r = range_of_.empty() ? -1 : range_of_[static_cast<size_t>(i)];
+    if (r >= 0 && recompute_[static_cast<size_t>(r)].last == i) {
+      for (int j = recompute_[static_cast<size_t>(r)].first; j <= i; ++j) recompute_step_[static_cast<size_t>(j)] = step++;
+    }
+    backward_step_[static_cast<size_t>(i)] = step++;
+  }
 }
 
 void Net::plan_blob_memory() {
@@ -70,6 +98,10 @@ void Net::plan_blob_memory() {
   planned_values_.clear();
   poison_after_.clear();
   planned_forward_only_ = false;
+  const int L = num_layers();
+  number_steps();
+  first_places_.assign(static_cast<size_t>(L), {});
+  recompute_places_.assign(static_cast<size_t>(L), {});
   if (options_.blob_memory == BlobMemory::kSeparate) {
     for (Tensor* t : old_arena) *t = Tensor(t->shape(), t->dtype(), options_.device);
     blob_arena_ = Tensor();
@@ -78,9 +110,7 @@ void Net::plan_blob_memory() {
   // Inference (a TEST net nobody runs backward on): values only. Every
   // gradient is idle and they share one buffer, which nothing writes.
   const bool forward_only = options_.phase == Phase::kTest && !force_backward_;
-  const int L = num_layers();
-  const auto fwd = [](int i) { return i; };
-  const auto bwd = [L](int i) { return 2 * L - 1 - i; };
+  const int num_steps = L > 0 ? backward_step_[0] + 1 : 0;
   std::set<std::string> read;
   for (const auto& names : bottom_names_) read.insert(names.begin(), names.end());
 
@@ -93,29 +123,52 @@ void Net::plan_blob_memory() {
       ++blob_plan_.kept;
       continue;
     }
-    Lifetime value{b->data.nbytes(), fwd(producer), fwd(producer)};
+    std::vector<int> touches;  // every step that writes or reads the value
     int grad_first = INT_MAX, grad_last = -1;
     bool grad_read = false;
     for (int i = 0; i < L; ++i) {
+      const size_t u = static_cast<size_t>(i);
       const BlobVec& bots = bottoms_[i];
       const bool as_bottom = std::find(bots.begin(), bots.end(), b) != bots.end();
       const bool as_top = std::find(tops_[i].begin(), tops_[i].end(), b) != tops_[i].end();
       if (!as_bottom && !as_top) continue;
-      value.last = std::max(value.last, fwd(i));
-      if (forward_only || !layer_need_backward_[i]) continue;
+      touches.push_back(forward_step_[u]);
+      if (forward_only) continue;
+      if (recompute_step_[u] >= 0) touches.push_back(recompute_step_[u]);  // every layer of a range runs again
+      if (!layer_need_backward_[i]) continue;
+      const int bwd = backward_step_[u];
       const Layer::BackwardReads reads = layers_[i]->backward_reads();
-      if ((as_bottom && reads.bottoms) || (as_top && reads.tops)) value.last = std::max(value.last, bwd(i));
+      if ((as_bottom && reads.bottoms) || (as_top && reads.tops)) touches.push_back(bwd);
       for (size_t k = 0; k < bots.size(); ++k) {
         if (bots[k] != b || !bottom_need_backward_[i][k]) continue;
-        grad_first = std::min(grad_first, bwd(i));
-        grad_last = std::max(grad_last, bwd(i));
+        grad_first = std::min(grad_first, bwd);
+        grad_last = std::max(grad_last, bwd);
       }
       if (as_top) {  // a backward reads its tops' gradients
         grad_read = true;
-        grad_last = std::max(grad_last, bwd(i));
+        grad_last = std::max(grad_last, bwd);
       }
     }
-    planned.push_back({&b->data, value});
+    const size_t bytes = b->data.nbytes();
+    const int made = forward_step_[static_cast<size_t>(producer)];
+    const int range = forward_only ? -1 : range_of_[static_cast<size_t>(producer)];
+    if (range >= 0) {
+      // Made inside a recompute range: its uses before the recompute, then
+      // from the recompute on.
+      const int again = recompute_step_[static_cast<size_t>(recompute_[static_cast<size_t>(range)].first)];
+      Lifetime first{bytes, made, made};
+      Lifetime second{bytes, recompute_step_[static_cast<size_t>(producer)], recompute_step_[static_cast<size_t>(producer)]};
+      for (int t : touches) {
+        Lifetime& life = t < again ? first : second;
+        life.last = std::max(life.last, t);
+      }
+      planned.push_back({&b->data, first, PlannedTensor::Pass::kFirst, producer});
+      planned.push_back({&b->data, second, PlannedTensor::Pass::kSecond, producer});
+    } else {
+      Lifetime value{bytes, made, made};
+      for (int t : touches) value.last = std::max(value.last, t);
+      planned.push_back({&b->data, value});
+    }
     planned_values_.insert(b);
     if (grad_first != INT_MAX) {
       planned.push_back({&b->diff, Lifetime{b->diff.nbytes(), grad_first, std::max(grad_first, grad_last)}});
@@ -129,7 +182,7 @@ void Net::plan_blob_memory() {
   // alive throughout) and is poisoned at the end of its real lifetime, so a
   // late read always finds NaN, never a later buffer's numbers.
   const bool poison = options_.blob_memory == BlobMemory::kByLifetimeChecked;
-  const int last_step = std::max(0, 2 * L - 1);
+  const int last_step = std::max(0, num_steps - 1);
   std::vector<Lifetime> lives;
   for (const PlannedTensor& p : planned) lives.push_back(poison ? Lifetime{p.life.bytes, 0, last_step} : p.life);
   if (idle_bytes > 0) lives.push_back(Lifetime{idle_bytes, 0, last_step});
@@ -149,16 +202,24 @@ void Net::plan_blob_memory() {
   }
 
   blob_arena_ = Tensor(Shape{static_cast<int64_t>(place.arena_bytes)}, DType::kU8, options_.device);
-  if (poison) poison_after_.assign(static_cast<size_t>(std::max(0, 2 * L)), {});
+  if (poison) poison_after_.assign(static_cast<size_t>(num_steps), {});
   for (size_t k = 0; k < planned.size(); ++k) {
-    Tensor& t = *planned[k].tensor;
-    const size_t bytes = planned[k].life.bytes;
-    t = blob_arena_.view_bytes(place.offsets[k], bytes, t.shape(), t.dtype());
-    in_arena_.push_back(&t);
-    blob_plan_.separate_bytes += bytes;
+    const PlannedTensor& p = planned[k];
+    Tensor& t = *p.tensor;
+    const size_t bytes = p.life.bytes;
+    const Tensor view = blob_arena_.view_bytes(place.offsets[k], bytes, t.shape(), t.dtype());
+    if (p.pass == PlannedTensor::Pass::kSecond) {
+      recompute_places_[static_cast<size_t>(p.producer)].push_back({p.tensor, view});
+    } else {
+      if (p.pass == PlannedTensor::Pass::kFirst) first_places_[static_cast<size_t>(p.producer)].push_back({p.tensor, view});
+      t = view;
+      in_arena_.push_back(&t);
+      blob_plan_.separate_bytes += bytes;
+    }
     if (poison && t.dtype() == DType::kF32 && bytes > 0) {
-      poison_after_[static_cast<size_t>(planned[k].life.last)].push_back(
-          blob_arena_.view_bytes(place.offsets[k], bytes, {static_cast<int64_t>(bytes / sizeof(float))}, DType::kF32));
+      poison_after_.at(static_cast<size_t>(p.life.last))
+          .push_back(blob_arena_.view_bytes(place.offsets[k], bytes, {static_cast<int64_t>(bytes / sizeof(float))},
+                                            DType::kF32));
     }
   }
   for (Tensor* t : idle_bytes > 0 ? idle : std::vector<Tensor*>()) {
@@ -168,7 +229,9 @@ void Net::plan_blob_memory() {
   }
   blob_plan_.arena_bytes = place.arena_bytes;
   blob_plan_.peak_bytes = place.peak_bytes;
-  blob_plan_.planned = static_cast<int>(planned.size() + (idle_bytes > 0 ? idle.size() : 0));
+  for (const PlannedTensor& p : planned) blob_plan_.recomputed += p.pass == PlannedTensor::Pass::kSecond ? 1 : 0;
+  blob_plan_.planned =
+      static_cast<int>(planned.size()) - blob_plan_.recomputed + static_cast<int>(idle_bytes > 0 ? idle.size() : 0);
   blob_plan_.forward_only = forward_only;
   planned_forward_only_ = forward_only;
 }

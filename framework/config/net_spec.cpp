@@ -16,8 +16,10 @@ namespace strata {
 const std::vector<std::string>& net_keys() {
   // preset: the image transform the net's input expects (read by `strata embed`).
   // state: Caffe's NetState (phase, level, stage) the file asks for.
+  // recompute: a range of layers recomputed in backward (framework/net.h).
   static const std::vector<std::string> keys = {"name",      "layer",          "input",  "input_shape",
-                                                "input_dim", "force_backward", "preset", "state"};
+                                                "input_dim", "force_backward", "preset", "state",
+                                                "recompute"};
   return keys;
 }
 

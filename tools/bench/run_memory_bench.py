@@ -51,7 +51,9 @@ def main():
     common = ["--batch", str(a.batch), "--iters", str(a.iters), "--warmup", "0", "--repeats", "1", "--threads",
               str(a.threads)]
     programs = [("strata BY_LIFETIME", lambda m: [bench, "--models", m, "--blob-memory", "BY_LIFETIME"] + common),
-                ("strata SEPARATE", lambda m: [bench, "--models", m, "--blob-memory", "SEPARATE"] + common)]
+                ("strata SEPARATE", lambda m: [bench, "--models", m, "--blob-memory", "SEPARATE"] + common),
+                ("strata BY_LIFETIME, every block recomputed",
+                 lambda m: [bench, "--models", m, "--blob-memory", "BY_LIFETIME", "--recompute", "blocks"] + common)]
     for py in pythons:
         programs.append(("PyTorch " + torch_version(py),
                          lambda m, py=py: [py, os.path.join(HERE, "torch_throughput.py"), "--task", "train",

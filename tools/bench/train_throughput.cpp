@@ -5,7 +5,10 @@
 //
 //   strata_bench_train --models mlp,lenet,cifar_vgg --threads 2 --iters 20 --repeats 5
 //
-// Prints one JSON object per model: {"impl":"strata","model":...,"samples_per_s":median,...}.
+// Prints one JSON object per model: {"impl":"strata","model":...,"samples_per_s":median,...},
+// with the start-up plan's total and the process's tensor peak (planned_bytes,
+// tensor_peak_bytes). `--blob-memory SEPARATE` trains in Caffe's layout;
+// `--recompute blocks` recomputes every ViT block and VGG stage in backward.
 //
 // On a GPU (a build with CUDA):
 //   strata_bench_train --device cuda --precision BF16 --models cifar_vgg,vgg16
@@ -22,10 +25,12 @@
 // step time spent waiting for communication.
 #include <algorithm>
 #include <chrono>
+#include <regex>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "framework/byte_size.h"
@@ -61,8 +66,10 @@ const std::vector<BenchModel> kModels = {{"mlp", {1, 28, 28}, 128, 128},
 // The model's TRAIN net with its data layer replaced by an Input layer of the
 // benchmark's shape, wrapped in an SGD solver config (momentum 0.9, weight
 // decay 5e-4: the PyTorch script's settings).
+// With `recompute`, every ViT block (blockK_ln1 .. blockK_add2) and every
+// VGG stage (convK_1 .. poolK) is a recompute range.
 std::string solver_text(const std::string& source_dir, const BenchModel& m, int64_t batch,
-                        const std::string& precision, const std::string& blob_memory) {
+                        const std::string& precision, const std::string& blob_memory, bool recompute) {
   // A model without a train.prototxt (vgg16, vit_b16) is benchmarked from
   // its deploy net with a SoftmaxWithLoss on its last top (1000 logits).
   const std::string dir = source_dir + "/models/" + m.name;
@@ -74,7 +81,9 @@ std::string solver_text(const std::string& source_dir, const BenchModel& m, int6
       << batch;
   for (int64_t d : m.input) net << " dim: " << d;
   net << " } shape { dim: " << batch << " } } }\n";
-  std::string last_top;
+  std::string last_top, range_start;
+  std::vector<std::pair<std::string, std::string>> ranges;
+  const std::regex starts("block[0-9]+_ln1|conv[0-9]+_1"), ends("block[0-9]+_add2|pool[0-9]+");
   bool has_loss = false;
   for (const ConfigNode* layer : root.all("layer")) {
     const std::string type = layer->get_string("type");
@@ -84,6 +93,16 @@ std::string solver_text(const std::string& source_dir, const BenchModel& m, int6
     has_loss = has_loss || type.find("Loss") != std::string::npos;
     if (layer->has("top")) last_top = layer->get_string("top");
     net << layer->to_string() << "\n";
+    const std::string name = layer->get_string("name");
+    if (std::regex_match(name, starts)) range_start = name;
+    if (std::regex_match(name, ends) && !range_start.empty()) {
+      ranges.emplace_back(range_start, name);
+      range_start.clear();
+    }
+  }
+  if (recompute) {
+    if (ranges.empty()) fail<ConfigError>("--recompute: model '", m.name, "' has no ViT blocks or VGG stages to recompute");
+    for (const auto& [from, to] : ranges) net << "recompute { from: \"" << from << "\" to: \"" << to << "\" }\n";
   }
   if (!has_loss) {
     net << "layer { name: \"loss\" type: \"SoftmaxWithLoss\" bottom: \"" << last_top
@@ -104,6 +123,7 @@ int main(int argc, char** argv) {
   std::string models = "mlp,lenet,cifar_vgg";
   std::string source_dir = STRATA_SOURCE_DIR;
   std::string device_name = "cpu", precision = "FP32", blob_memory = "BY_LIFETIME";
+  bool recompute = false;
   int64_t batch_override = 0;
   int threads = 2, iters = 20, warmup = 5, repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -118,10 +138,11 @@ int main(int argc, char** argv) {
     else if (flag == "--precision") precision = value;
     else if (flag == "--batch") batch_override = std::atoll(value.c_str());
     else if (flag == "--blob-memory") blob_memory = value;
+    else if (flag == "--recompute") recompute = value == "1" || value == "true" || value == "blocks";
     else {
       std::fprintf(stderr,
                    "unknown flag %s (flags: --models --threads --iters --warmup --repeats --source-dir --device "
-                   "--precision --batch --blob-memory)\n",
+                   "--precision --batch --blob-memory --recompute)\n",
                    flag.c_str());
       return 2;
     }
@@ -144,7 +165,7 @@ int main(int argc, char** argv) {
       const int64_t batch = batch_override > 0 ? batch_override : device.is_cpu() ? it->batch : it->gpu_batch;
       if (batch % world != 0) fail<ConfigError>("batch ", batch, " does not split over ", world, " ranks");
       const int64_t local_batch = batch / world;
-      const std::string text = solver_text(source_dir, *it, local_batch, precision, blob_memory);
+      const std::string text = solver_text(source_dir, *it, local_batch, precision, blob_memory, recompute);
       const SolverConfig config = parse_solver_config(parse_config_text(text, name), "");
       bench::reset_peak_memory(device);
       SolverOptions options;
