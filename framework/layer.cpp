@@ -41,6 +41,14 @@ const Tensor& Layer::scratch(size_t bytes) {
   return own_scratch_;
 }
 
+const Tensor& Layer::kept(size_t bytes) {
+  // A place the Net planned for fewer bytes (the shapes grew since) is not
+  // used; forward and backward then both take the layer's own buffer.
+  if (kept_place_.nbytes() >= bytes && (bytes == 0 || kept_place_.storage_id())) return kept_place_;
+  if (own_kept_.nbytes() < bytes) own_kept_ = Tensor({static_cast<int64_t>(bytes)}, DType::kU8, device());
+  return own_kept_;
+}
+
 std::string Layer::where() const { return "layer '" + spec_.name + "' (" + spec_.type + ")"; }
 
 std::string Layer::where_at() const { return where() + " at " + spec_.node.loc().str(); }

@@ -273,6 +273,14 @@ class Layer {
   virtual size_t scratch_bytes() const { return 0; }
   void share_scratch(std::shared_ptr<SharedScratch> scratch) { shared_scratch_ = std::move(scratch); }
 
+  // Memory the layer keeps from its forward for its backward besides the
+  // blobs (attention's probabilities), for the shapes of the last reshape():
+  // 0 unless the layer takes kept(). A Net planned by lifetime gives it a
+  // place in its arena alive from the layer's forward (or recompute) to its
+  // backward, shared with other buffers outside that time; otherwise the
+  // layer keeps a buffer of its own.
+  virtual size_t kept_bytes() const { return 0; }
+
   // State beyond parameters that a bit-exact resume needs (data cursor, RNG).
   virtual std::string save_state() const { return rng_.save(); }
   virtual void load_state(const std::string& state) { rng_.load(state); }
@@ -303,6 +311,9 @@ class Layer {
   // buffer the net has replaced alive). Carve it with ScratchCarver
   // (framework/scratch.h).
   const Tensor& scratch(size_t bytes);
+  // At least `bytes` of u8 kept from this step's forward to its backward:
+  // the same block in both (carve it alike), undefined before the forward.
+  const Tensor& kept(size_t bytes);
 
   LayerSpec spec_;
   LayerContext ctx_;
@@ -310,8 +321,11 @@ class Layer {
   std::vector<LayerParam> params_;
 
  private:
+  friend class Net;  // places kept_place_ in its arena
   std::shared_ptr<SharedScratch> shared_scratch_;  // the Net's, when in one
   Tensor own_scratch_;                             // alone
+  Tensor kept_place_;  // the Net's place for kept(), when it has planned one
+  Tensor own_kept_;    // otherwise
 };
 
 }  // namespace strata

@@ -494,6 +494,12 @@ void Net::reshape() {
   }
   plan_scratch();  // grows when a layer needs more now
   if (options_.blob_memory == BlobMemory::kSeparate) return;
+  for (const auto& l : layers_) {
+    if (l->kept_bytes() > l->kept_place_.nbytes()) {  // what a layer keeps outgrew its place
+      plan_blob_memory();
+      return;
+    }
+  }
   for (const Tensor* t : in_arena_) {
     if (!t->shares_storage_with(blob_arena_) && t->nbytes() > 0) {
       plan_blob_memory();

@@ -73,11 +73,11 @@ struct BlobPlanReport {
   size_t separate_bytes = 0;  // what the planned values and gradients would take each on its own
   size_t arena_bytes = 0;     // what they take in the arena
   size_t peak_bytes = 0;      // the most of them alive at one step (the arena's lower bound)
-  int planned = 0;            // values and gradients placed in the arena
+  int planned = 0;            // values, gradients and layers' kept data placed in the arena
   int kept = 0;               // blobs kept whole (outputs, inputs, kept_blobs)
   bool forward_only = false;  // a TEST net's plan: values only, no backward
   int recomputed = 0;         // values made inside recompute ranges (placed twice: forward, recompute)
-  std::string str() const;    // "activations by lifetime: 1.2 GiB in an arena (3.4 GiB each on its own; ...)"
+  std::string str() const;    // "values, gradients and what layers keep for backward, by lifetime: 1.2 GiB in one arena ..."
 };
 
 // Layers [first, last] recomputed in backward: `recompute { from: "a" to: "b" }`

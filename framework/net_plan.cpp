@@ -54,7 +54,8 @@ struct PlannedTensor {
 
 std::string BlobPlanReport::str() const {
   std::ostringstream os;
-  os << (forward_only ? "values by lifetime (forward only): " : "values and gradients by lifetime: ")
+  os << (forward_only ? "values by lifetime (forward only): "
+                     : "values, gradients and what layers keep for backward, by lifetime: ")
      << format_bytes(arena_bytes) << " in one arena for " << planned << " of them (" << format_bytes(separate_bytes) << " each on its own, at most " << format_bytes(peak_bytes)
      << " alive at once); " << kept << " blob(s) kept whole";
   if (recomputed) os << "; " << recomputed << " value(s) recomputed in backward";
@@ -105,6 +106,11 @@ void Net::plan_blob_memory() {
   if (options_.blob_memory == BlobMemory::kSeparate) {
     for (Tensor* t : old_arena) *t = Tensor(t->shape(), t->dtype(), options_.device);
     blob_arena_ = Tensor();
+    // What layers keep from forward to backward: each its own, for the run.
+    for (const auto& l : layers_) {
+      const size_t kept = l->kept_bytes();
+      l->kept_place_ = kept ? Tensor(Shape{static_cast<int64_t>(kept)}, DType::kU8, options_.device) : Tensor();
+    }
     return;
   }
   // Inference (a TEST net nobody runs backward on): values only. Every
@@ -176,6 +182,28 @@ void Net::plan_blob_memory() {
       idle.push_back(&b->diff);
     }  // else read but never written: it keeps its own zeroed memory
   }
+  // What layers keep from their forward for their backward (kept()): alive
+  // from the forward to the backward (a forward-only net: the forward
+  // alone); a layer in a recompute range keeps what its recompute made.
+  for (int i = 0; i < L; ++i) {
+    const size_t u = static_cast<size_t>(i);
+    const size_t bytes = layers_[u]->kept_bytes();
+    Tensor* t = &layers_[u]->kept_place_;
+    if (bytes == 0) {
+      *t = Tensor();
+      continue;
+    }
+    *t = Tensor(Shape{static_cast<int64_t>(bytes)}, DType::kU8, options_.device);  // sized only: placed below
+    const int f = forward_step_[u];
+    const bool backward = !forward_only && layer_need_backward_[i];
+    if (!forward_only && recompute_step_[u] >= 0) {
+      const int r = recompute_step_[u];
+      planned.push_back({t, Lifetime{bytes, f, f}, PlannedTensor::Pass::kFirst, i});
+      planned.push_back({t, Lifetime{bytes, r, backward ? backward_step_[u] : r}, PlannedTensor::Pass::kSecond, i});
+    } else {
+      planned.push_back({t, Lifetime{bytes, f, backward ? backward_step_[u] : f}});
+    }
+  }
   size_t idle_bytes = 0;
   for (const Tensor* t : idle) idle_bytes = std::max(idle_bytes, t->nbytes());
   // Checked: every buffer keeps its bytes for the whole step (placed as if
@@ -216,7 +244,7 @@ void Net::plan_blob_memory() {
       in_arena_.push_back(&t);
       blob_plan_.separate_bytes += bytes;
     }
-    if (poison && t.dtype() == DType::kF32 && bytes > 0) {
+    if (poison && bytes >= sizeof(float)) {  // NaN over whatever it holds
       poison_after_.at(static_cast<size_t>(p.life.last))
           .push_back(blob_arena_.view_bytes(place.offsets[k], bytes, {static_cast<int64_t>(bytes / sizeof(float))},
                                             DType::kF32));
@@ -229,9 +257,13 @@ void Net::plan_blob_memory() {
   }
   blob_plan_.arena_bytes = place.arena_bytes;
   blob_plan_.peak_bytes = place.peak_bytes;
-  for (const PlannedTensor& p : planned) blob_plan_.recomputed += p.pass == PlannedTensor::Pass::kSecond ? 1 : 0;
-  blob_plan_.planned =
-      static_cast<int>(planned.size()) - blob_plan_.recomputed + static_cast<int>(idle_bytes > 0 ? idle.size() : 0);
+  for (const PlannedTensor& p : planned) {
+    const bool blob_value = p.tensor->dtype() != DType::kU8;  // not a layer's kept block
+    blob_plan_.recomputed += p.pass == PlannedTensor::Pass::kSecond && blob_value ? 1 : 0;
+  }
+  int placed = 0;  // each tensor once, though a recomputed one has two places
+  for (const PlannedTensor& p : planned) placed += p.pass == PlannedTensor::Pass::kSecond ? 0 : 1;
+  blob_plan_.planned = placed + static_cast<int>(idle_bytes > 0 ? idle.size() : 0);
   blob_plan_.forward_only = forward_only;
   planned_forward_only_ = forward_only;
 }

@@ -154,12 +154,14 @@ void MultiHeadAttentionLayer::reshape(const BlobVec& bottom, const BlobVec& top)
   t_ = s[1];
   const int64_t dl = local_heads() * dh_;
   top[0]->resize({n_, t_, d_});
-  if (device().is_cpu()) qkv_.resize({n_, t_, 3 * dl});  // on a GPU, workspace (multi_head_attention.cu)
-  // Kept for backward, on the layer's device, sized here so the net's plan counts them.
-  if (probs_.device() != device()) probs_ = Tensor({0}, DType::kF32, device());
-  if (ctx_.device() != device()) ctx_ = Tensor({0}, DType::kF32, device());
-  probs_.resize({n_, local_heads(), t_, t_});
-  ctx_.resize({n_, t_, dl});
+  if (!device().is_cpu()) {
+    // Kept for backward, on the layer's device, sized here so the net's plan
+    // counts them (the CPU's are kept(): kept_bytes, lay_out_kept).
+    if (probs_.device() != device()) probs_ = Tensor({0}, DType::kF32, device());
+    if (ctx_.device() != device()) ctx_ = Tensor({0}, DType::kF32, device());
+    probs_.resize({n_, local_heads(), t_, t_});
+    ctx_.resize({n_, t_, dl});
+  }
   scratch_floats_ = 5 * t_ * dh_ + t_ * t_;
 }
 
@@ -174,6 +176,22 @@ MultiHeadAttentionLayer::CpuScratch MultiHeadAttentionLayer::lay_out_scratch(Scr
     s.dqkv = c.take({n_, t_, 3 * dl});
   }
   return s;
+}
+
+MultiHeadAttentionLayer::CpuKept MultiHeadAttentionLayer::lay_out_kept(ScratchCarver& c) const {
+  const int64_t dl = local_heads() * dh_;
+  CpuKept k;
+  k.qkv = c.take({n_, t_, 3 * dl});
+  k.probs = c.take({n_, local_heads(), t_, t_});
+  k.ctx = c.take({n_, t_, dl});
+  return k;
+}
+
+size_t MultiHeadAttentionLayer::kept_bytes() const {
+  if (!device().is_cpu()) return 0;  // the GPU path keeps probs_ and ctx_ itself
+  ScratchCarver counter;
+  lay_out_kept(counter);
+  return counter.bytes();
 }
 
 size_t MultiHeadAttentionLayer::scratch_bytes() const {
@@ -204,9 +222,11 @@ void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& 
   const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
   const int64_t dl = lh * dh, width = 3 * dl;
   const float* x = bottom[0]->data.data<float>();
-  float* qkv = qkv_.data<float>();
-  float* ctx = ctx_.data<float>();
-  float* probs = probs_.data<float>();
+  ScratchCarver kept_carver(kept(kept_bytes()));
+  CpuKept k = lay_out_kept(kept_carver);
+  float* qkv = k.qkv.data<float>();
+  float* ctx = k.ctx.data<float>();
+  float* probs = k.probs.data<float>();
   ScratchCarver counter;
   lay_out_scratch(counter, false);
   ScratchCarver carver(scratch(counter.bytes()));
@@ -250,9 +270,11 @@ void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector
   const int64_t dl = lh * dh, width = 3 * dl;
   const float* dy = top[0]->diff.data<float>();
   const float* x = bottom[0]->data.data<float>();
-  const float* qkv = qkv_.data<float>();
-  const float* ctx = ctx_.data<float>();
-  const float* probs = probs_.data<float>();
+  ScratchCarver kept_carver(kept(kept_bytes()));
+  const CpuKept k = lay_out_kept(kept_carver);
+  const float* qkv = k.qkv.data<float>();
+  const float* ctx = k.ctx.data<float>();
+  const float* probs = k.probs.data<float>();
   ScratchCarver counter;
   lay_out_scratch(counter, true);
   ScratchCarver carver(scratch(counter.bytes()));

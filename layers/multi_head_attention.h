@@ -41,6 +41,8 @@ class MultiHeadAttentionLayer : public Layer {
   ParamShard param_shard(size_t param_index) const override;
   // CPU: the heads' per-thread tiles; in TRAIN also ctx's and qkv's gradients.
   size_t scratch_bytes() const override;
+  // CPU: the projection, probabilities and heads' outputs (CpuKept).
+  size_t kept_bytes() const override;
 
  private:
   enum class Bias { kNo, kYes };
@@ -60,12 +62,19 @@ class MultiHeadAttentionLayer : public Layer {
   void for_each_item(const Body& body);
   int64_t item_workers() const;
   // The CPU scratch of one call (framework/scratch.h): per worker q, k, v,
-  // o, do [T, dh] each, then [T, T]; in backward also the gradients of ctx_
-  // [N, T, D] and of qkv_ [N, T, 3D].
+  // o, do [T, dh] each, then [T, T]; in backward also the gradients of the heads' outputs
+  // [N, T, D] and of the projection [N, T, 3D].
   struct CpuScratch {
     Tensor items, dctx, dqkv;
   };
   CpuScratch lay_out_scratch(ScratchCarver& c, bool backward) const;
+  // What the CPU path keeps from forward for backward (Layer::kept): the
+  // input projection [N, T, 3D], the probabilities [N, H, T, T] and the
+  // heads' outputs side by side [N, T, D], the input of out_proj.
+  struct CpuKept {
+    Tensor qkv, probs, ctx;
+  };
+  CpuKept lay_out_kept(ScratchCarver& c) const;
 
   int64_t num_heads_;
   TpGroup tp_;  // active only with split: HEADS over > 1 rank
@@ -78,8 +87,8 @@ class MultiHeadAttentionLayer : public Layer {
   int64_t dh_ = 0;  // per-head dim
   int64_t n_ = 0, t_ = 0;
 
-  Tensor qkv_;    // [N, T, 3D]: the input projection (CPU; the GPU's is scratch)
-  Tensor probs_;  // [N, H, T, T]: attention probabilities, kept for backward
+  // GPU: kept for backward (the CPU's are in kept(), CpuKept).
+  Tensor probs_;  // [N, H, T, T]: attention probabilities
   Tensor ctx_;    // [N, T, D]: heads' outputs side by side, input of out_proj
   int64_t scratch_floats_ = 0;  // per worker
 

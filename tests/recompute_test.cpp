@@ -96,6 +96,21 @@ TEST(Recompute, ThePlanKeepsLessAliveAtOnce) {
   EXPECT_EQ(recomputed.net().layer(recomputed.net().recompute_ranges()[1].first).name(), "ln1");
 }
 
+// Attention keeps its projection, probabilities and heads' outputs from
+// forward for backward (Layer::kept): planned by lifetime they are a place in
+// the arena instead of the layer's own memory, and in a recompute range the
+// place holds only from the recompute to the backward.
+TEST(Recompute, WhatALayerKeepsForBackwardIsPlacedInTheArena) {
+  Solver separate(solver_config("SEPARATE", false));
+  Solver planned(solver_config("BY_LIFETIME", false));
+  const Net& net = planned.net();
+  const size_t kept = net.layer(net.layer_index("attn")).kept_bytes();
+  ASSERT_GT(kept, 0u);
+  EXPECT_EQ(separate.net().memory_report().layer_bytes - net.memory_report().layer_bytes, kept);
+  EXPECT_EQ(net.memory_report().layer_bytes,
+            Solver(solver_config("BY_LIFETIME", true)).net().memory_report().layer_bytes);
+}
+
 std::string net_error(const std::string& ranges) {
   const std::string text = std::string(kLayers) + ranges;
   return test::error_of<ConfigError>([&] {
