@@ -326,66 +326,6 @@ void Net::setup_layer(int i) {
   }
 }
 
-void Net::move_params_to_device(int i) {
-  if (!on_cuda()) return;
-  // Fillers ran on the host in setup(); the values move once, here. The Blob
-  // objects stay the same, so the layer's param(k) references remain valid.
-  for (LayerParam& p : layers_[i]->params()) {
-    if (p.blob->data.device() != options_.device) p.blob->data = p.blob->data.to(options_.device);
-    // A gradient nothing wrote yet is zero: made on the device, not copied.
-    if (p.blob->diff.device() != options_.device) {
-      p.blob->diff = p.blob->diff.holds_memory() ? p.blob->diff.to(options_.device)
-                                                 : Tensor(p.blob->diff.shape(), DType::kF32, options_.device);
-    }
-  }
-}
-
-void Net::register_params(int i) {
-  Layer& layer = *layers_[i];
-  const LayerSpec& spec = layer.spec();
-  std::vector<LayerParam>& lp = layer.params();
-  // Caffe files give BatchNorm three `param { lr_mult: 0 }` blocks (it had a
-  // third blob); surplus blocks that only freeze are accepted as written.
-  bool surplus_only_freezes = true;
-  for (size_t k = lp.size(); k < spec.params.size(); ++k) {
-    if (spec.params[k].lr_mult != 0.0f || !spec.params[k].share_name.empty()) surplus_only_freezes = false;
-  }
-  if (spec.params.size() > lp.size() && !surplus_only_freezes) {
-    fail<ConfigError>("layer '", layer.name(), "' at ", spec.node.loc().str(), " has ", spec.params.size(),
-                      " param blocks but ", layer.type(), " has only ", lp.size(), " parameters");
-  }
-  std::vector<int> ids;
-  for (size_t k = 0; k < lp.size(); ++k) {
-    const ParamSpec ps = k < spec.params.size() ? spec.params[k] : ParamSpec{};
-    const std::string name = ps.share_name.empty() ? layer.name() + "." + lp[k].name : ps.share_name;
-    const int existing = param_index(name);
-    if (existing >= 0) {
-      NetParam& owner = params_[existing];
-      if (ps.share_name.empty()) {
-        fail<ConfigError>("parameter name '", name, "' of layer '", layer.name(), "' clashes with a shared parameter");
-      }
-      if (owner.blob->shape() != lp[k].blob->shape()) {
-        fail<ShapeError>("layer '", layer.name(), "' shares parameter '", name, "' with layer '",
-                         layers_[owner.owner_layer]->name(), "' but its shape ", shape_str(lp[k].blob->shape()),
-                         " differs from ", shape_str(owner.blob->shape()));
-      }
-      lp[k].blob = owner.blob;
-      ids.push_back(existing);
-      continue;
-    }
-    NetParam p;
-    p.name = name;
-    p.blob = lp[k].blob;
-    p.lr_mult = lp[k].learnable == Learnable::kYes ? ps.lr_mult : 0.0f;
-    p.decay_mult = ps.decay_mult;
-    p.learnable = lp[k].learnable;
-    p.owner_layer = i;
-    params_.push_back(p);
-    ids.push_back(static_cast<int>(params_.size()) - 1);
-  }
-  layer_param_ids_.push_back(ids);
-}
-
 void Net::compute_backward_needs(bool force_backward) {
   const int n = num_layers();
   // Which blobs influence a loss: walk backwards from tops with a loss weight.
@@ -444,16 +384,6 @@ void Net::compute_backward_needs(bool force_backward) {
   for (int id = 0; id < static_cast<int>(params_.size()); ++id) {
     if (params_[id].last_backward_layer >= 0) params_ready_after_[params_[id].last_backward_layer].push_back(id);
   }
-}
-
-void Net::set_lr_mult(int param_index, float lr_mult) {
-  STRATA_CHECK(param_index >= 0 && param_index < static_cast<int>(params_.size()), "param index ", param_index,
-               " out of range (the net has ", params_.size(), " parameters)");
-  NetParam& p = params_[static_cast<size_t>(param_index)];
-  p.lr_mult = p.learnable == Learnable::kYes ? lr_mult : 0.0f;
-  compute_backward_needs(force_backward_);
-  plan_blob_memory();  // which backwards run, and so the lifetimes, changed
-  plan_gradients();    // and which gradients are updated, and in what order
 }
 
 int Net::layer_index(const std::string& name) const {
@@ -610,51 +540,6 @@ float Net::forward_backward() {
 }
 
 void Net::set_grad_ready_callback(std::function<void(int)> callback) { grad_ready_ = std::move(callback); }
-
-int Net::param_index(const std::string& name) const {
-  for (int i = 0; i < static_cast<int>(params_.size()); ++i) {
-    if (params_[i].name == name) return i;
-  }
-  return -1;
-}
-
-void Net::zero_param_diffs() {
-  if (flat_grads_.numel() > 0) flat_grads_.zero();  // one pass; the padding stays zero
-  for (size_t id = 0; id < params_.size(); ++id) {
-    if (grad_offsets_.empty() || grad_offsets_[id] < 0) params_[id].blob->diff.zero();
-  }
-}
-
-void Net::share_params_from(const Net& other) {
-  for (int i = 0; i < num_layers(); ++i) {
-    std::vector<LayerParam>& lp = layers_[i]->params();
-    for (size_t k = 0; k < lp.size(); ++k) {
-      NetParam& mine = params_[layer_param_ids_[i][k]];
-      const int j = other.param_index(mine.name);
-      if (j < 0) continue;  // e.g. a TEST-only layer: keeps its own parameters
-      const NetParam& theirs = other.params_[j];
-      if (theirs.blob->shape() != mine.blob->shape()) {
-        fail<ShapeError>("parameter '", mine.name, "' has shape ", shape_str(mine.blob->shape()), " in the ",
-                         phase_name(phase()), " net but ", shape_str(theirs.blob->shape()), " in the ",
-                         phase_name(other.phase()), " net");
-      }
-      lp[k].blob = theirs.blob;
-      mine.blob = theirs.blob;
-    }
-  }
-  // The parameters (and their gradients) are the other net's now: its flat
-  // gradient buffer holds them, and this net's own is let go.
-  flat_grads_ = Tensor();
-  grad_offsets_.assign(params_.size(), -1);
-  const bool shared_scratch = options_.blob_memory != BlobMemory::kSeparate &&
-                              other.options_.blob_memory != BlobMemory::kSeparate &&
-                              options_.device == other.options_.device && other.scratches_.size() == 1;
-  if (shared_scratch && scratches_ != other.scratches_) {
-    scratches_ = other.scratches_;
-    for (auto& l : layers_) l->share_scratch(scratches_[0]);
-    plan_scratch();
-  }
-}
 
 std::map<std::string, std::string> Net::save_layer_states() const {
   std::map<std::string, std::string> out;

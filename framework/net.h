@@ -176,7 +176,7 @@ class Net {
   void zero_param_diffs();
   // Under kByLifetime (and its checked mode) the updated parameters'
   // gradients live in one flat buffer, in the order backward finishes them
-  // (framework/net_gradients.cpp). The gradients of `ids`, in that order, as
+  // (framework/net_params.cpp). The gradients of `ids`, in that order, as
   // one f32 tensor over the buffer when they lie one after another in it
   // (the zero padding between them included): data parallel reduces such a
   // bucket in place. nullopt when they do not, or under kSeparate.

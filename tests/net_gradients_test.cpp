@@ -1,4 +1,4 @@
-// The parameter gradients in one flat buffer (framework/net_gradients.cpp):
+// The parameter gradients in one flat buffer (framework/net_params.cpp):
 // the updated parameters' gradients lie one after another in the order
 // backward finishes them, each at a 256-byte boundary; a run of them is one
 // view (what data parallel reduces in place); freezing a parameter lays the
