@@ -23,6 +23,7 @@
 #include "framework/solver/solver.h"
 #include "framework/solver/solver_config.h"
 #include "tests/test_util.h"
+#include "tests/train_util.h"
 
 namespace strata {
 namespace {
@@ -280,19 +281,11 @@ blob_memory: )" + memory + "\n";
   return parse_solver_config(parse_config_text(text, "solver.prototxt"), "solver.prototxt");
 }
 
-std::vector<std::vector<float>> train(const SolverConfig& config, std::vector<float>* losses) {
-  Solver solver(config);
-  while (solver.iter() < config.max_iter) losses->push_back(solver.step());
-  std::vector<std::vector<float>> w;
-  for (const NetParam& p : solver.net().params()) w.push_back(test::values(p.blob->data));
-  return w;
-}
-
 TEST(BlobMemory, TrainingByLifetimeGivesTheSameBitsAsSeparate) {
   std::vector<float> loss_separate, loss_planned, loss_checked;
-  const auto separate = train(small_solver("SEPARATE"), &loss_separate);
-  const auto planned = train(small_solver("BY_LIFETIME"), &loss_planned);
-  const auto checked = train(small_solver("BY_LIFETIME_CHECKED"), &loss_checked);
+  const auto separate = test::train_to_end(small_solver("SEPARATE"), &loss_separate);
+  const auto planned = test::train_to_end(small_solver("BY_LIFETIME"), &loss_planned);
+  const auto checked = test::train_to_end(small_solver("BY_LIFETIME_CHECKED"), &loss_checked);
   EXPECT_EQ(planned, separate);
   EXPECT_EQ(checked, separate);
   EXPECT_EQ(loss_planned, loss_separate);
@@ -340,10 +333,10 @@ TEST(BlobMemory, CheckedModeCatchesABackwardThatReadsMoreThanItDeclares) {
   std::vector<float> losses;
   const SolverConfig separate = small_solver("SEPARATE", true);
   const SolverConfig checked = small_solver("BY_LIFETIME_CHECKED", true);
-  EXPECT_FALSE(any_nan(train(separate, &losses)));
+  EXPECT_FALSE(any_nan(test::train_to_end(separate, &losses)));
   losses.clear();
   // nonfinite: STOP (the default) ends the run naming where the NaN came from.
-  const std::string msg = test::error_of<Error>([&] { train(checked, &losses); });
+  const std::string msg = test::error_of<Error>([&] { test::train_to_end(checked, &losses); });
   EXPECT_CONTAINS(msg, "some gradients are not finite; the first non-finite gradient in backward is that of parameter 'ip1.");
 }
 

@@ -16,6 +16,7 @@
 #include "framework/solver/solver.h"
 #include "framework/solver/solver_config.h"
 #include "tests/test_util.h"
+#include "tests/train_util.h"
 
 namespace strata {
 namespace {
@@ -57,24 +58,16 @@ blob_memory: )" + memory + "\n";
   return parse_solver_config(parse_config_text(text, "solver.prototxt"), "solver.prototxt");
 }
 
-std::vector<std::vector<float>> train(const SolverConfig& config, std::vector<float>* losses) {
-  Solver solver(config);
-  while (solver.iter() < config.max_iter) losses->push_back(solver.step());
-  std::vector<std::vector<float>> w;
-  for (const NetParam& p : solver.net().params()) w.push_back(test::values(p.blob->data));
-  return w;
-}
-
 TEST(Recompute, TrainsToTheSameBitsAsKeepingEveryValue) {
   std::vector<float> want_losses;
-  const auto want = train(solver_config("SEPARATE", false), &want_losses);
+  const auto want = test::train_to_end(solver_config("SEPARATE", false), &want_losses);
   for (float l : want_losses) ASSERT_TRUE(std::isfinite(l));
   // BY_LIFETIME_CHECKED fills each value's first place with NaN once the
   // first forward is done with it: backward must read the recomputed one.
   for (const char* memory : {"SEPARATE", "BY_LIFETIME", "BY_LIFETIME_CHECKED"}) {
     SCOPED_TRACE(memory);
     std::vector<float> losses;
-    EXPECT_EQ(train(solver_config(memory, true), &losses), want);
+    EXPECT_EQ(test::train_to_end(solver_config(memory, true), &losses), want);
     EXPECT_EQ(losses, want_losses);
   }
 }

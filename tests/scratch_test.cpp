@@ -22,6 +22,7 @@
 #include "framework/solver/solver_config.h"
 #include "layers/convolution/convolution.h"
 #include "tests/test_util.h"
+#include "tests/train_util.h"
 
 namespace strata {
 namespace {
@@ -159,14 +160,6 @@ blob_memory: )" + memory + "\n";
   return parse_solver_config(parse_config_text(text, "solver.prototxt"), "solver.prototxt");
 }
 
-std::vector<std::vector<float>> train(const SolverConfig& config, std::vector<float>* losses) {
-  Solver solver(config);
-  while (solver.iter() < config.max_iter) losses->push_back(solver.step());
-  std::vector<std::vector<float>> w;
-  for (const NetParam& p : solver.net().params()) w.push_back(test::values(p.blob->data));
-  return w;
-}
-
 struct ForceConvolution {
   explicit ForceConvolution(ConvolutionLayer::Algorithm a) { ConvolutionLayer::force_algorithm_for_testing(a); }
   ~ForceConvolution() { ConvolutionLayer::force_algorithm_for_testing(ConvolutionLayer::Algorithm::kAuto); }
@@ -184,9 +177,9 @@ TEST(NetScratch, TrainingWithOneSharedBufferGivesTheSameBitsAsABufferPerLayer) {
       SCOPED_TRACE(std::to_string(t) + " thread(s), " +
                    (algorithm == ConvolutionLayer::Algorithm::kIm2col ? "im2col" : "Winograd"));
       std::vector<float> loss_separate, loss_shared, loss_checked;
-      const auto separate = train(solver_config("SEPARATE"), &loss_separate);
-      const auto shared = train(solver_config("BY_LIFETIME"), &loss_shared);
-      const auto checked = train(solver_config("BY_LIFETIME_CHECKED"), &loss_checked);
+      const auto separate = test::train_to_end(solver_config("SEPARATE"), &loss_separate);
+      const auto shared = test::train_to_end(solver_config("BY_LIFETIME"), &loss_shared);
+      const auto checked = test::train_to_end(solver_config("BY_LIFETIME_CHECKED"), &loss_checked);
       EXPECT_EQ(shared, separate);
       EXPECT_EQ(checked, separate);
       EXPECT_EQ(loss_shared, loss_separate);
@@ -264,10 +257,10 @@ TEST(NetScratch, CheckedModeCatchesScratchKeptFromForwardToBackward) {
   ScopedLayerRegistration reg(layer_registration<ScratchKeeperLayer>("ScratchKeeperForTest"));
   std::vector<float> losses;
   // With a buffer of its own nothing else writes to it, and the mistake hides.
-  for (const auto& w : train(keeper_solver("SEPARATE"), &losses)) {
+  for (const auto& w : test::train_to_end(keeper_solver("SEPARATE"), &losses)) {
     for (float x : w) ASSERT_TRUE(std::isfinite(x));
   }
-  const std::string msg = test::error_of<Error>([&] { train(keeper_solver("BY_LIFETIME_CHECKED"), &losses); });
+  const std::string msg = test::error_of<Error>([&] { test::train_to_end(keeper_solver("BY_LIFETIME_CHECKED"), &losses); });
   EXPECT_CONTAINS(msg, "some gradients are not finite; the first non-finite gradient in backward is that of parameter 'ip1.");
 }
 

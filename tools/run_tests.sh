@@ -161,7 +161,9 @@ fi
 # communicators (threads as ranks, and processes); the blob memory plan (views
 # into one arena) and sharded data parallel; the image decoders (libjpeg's
 # error jumps), the image-folder walk, the vector Winograd transforms, the
-# snapshot-prefix files and the heartbeats. Two shards run side by side.
+# snapshot-prefix files and the heartbeats; the layers' shared scratch, the
+# flat gradient buffer (data parallel reduces views of it) and recomputation
+# (values rebound between two places). Two shards run side by side.
 asan_filter='Parse.*:ParseErrors.*:Blocks.*:Conversions.*:SourceLocation.*:ToString.*:CheckKeys.*'
 asan_filter+=':NearestKey.*:Files.*:LeNet.*:SolverConfigTest.*:LrPolicyTest.*:NetErrors.*:NetCaffeCompat.*'
 asan_filter+=':NetLegacy.*:SolverStrategyTest.*:SolverNonFinite.*:SolverRetention.*'
@@ -174,6 +176,8 @@ asan_filter+=':*Collectives*:*Communicator*:ReduceKernels.*:*ProcessTest.*:Proce
 asan_filter+=':PsKeyLayout.*:PsShardServer.*'
 asan_filter+=':LifetimePlacement.*:BlobMemory.*:Shard*:ShardedTraining*:ReduceScatterAsync*'
 asan_filter+=':ImageDecode.*:ImageSources.*:WinogradTransforms.*:SnapshotFiles.*:ParallelHeartbeat.*'
+asan_filter+=':ScratchCarver.*:SharedScratch.*:NetScratch.*:NetGradients.*:Recompute.*'
+asan_filter+=':DataParallelTest.BucketsAreAveragedInPlace*'
 if wants asan; then
   log=build-logs/asan.log
   : > "$log"
