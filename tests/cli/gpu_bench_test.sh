@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/bench/run_gpu_bench.py without a GPU: the nominal FLOPs behind MFU, the
 # table built from GPU records (ratios and targets marked, MFU against the
-# precision's matmul peak, per-round ratios, a failed run, the embed table,
+# precision's matmul peak, per-round ratios, a failed run, the recompute and embed tables,
 # two result files merged), the .npy it writes for `strata embed`, and a
 # --device cpu run end to end with the smallest settings (strata and
 # PyTorch on cifar_vgg; skipped when /usr/bin/python3 has no torch).
@@ -35,6 +35,7 @@ cat > "$work/a.jsonl" <<'EOF'
 {"kind": "row", "run": "a", "round": 1, "impl": "strata", "task": "train", "model": "vgg16", "precision": "BF16", "batch": 64, "samples_per_s": 900.0, "peak_allocated_bytes": 10737418240, "steady_peak_allocated_bytes": 6442450944}
 {"kind": "row", "run": "a", "round": 1, "impl": "pytorch-eager", "task": "train", "model": "vgg16", "precision": "BF16", "batch": 64, "samples_per_s": 2000.0, "peak_allocated_bytes": 4831838208, "steady_peak_allocated_bytes": 4294967296}
 {"kind": "row", "run": "a", "round": 1, "impl": "pytorch-compile", "task": "train", "model": "vgg16", "precision": "BF16", "batch": 64, "samples_per_s": 4000.0, "peak_allocated_bytes": 4294967296, "first_step_s": 3.0}
+{"kind": "row", "run": "a", "round": 1, "impl": "strata-recompute", "task": "train", "model": "vgg16", "precision": "BF16", "batch": 64, "samples_per_s": 600.0, "peak_allocated_bytes": 3221225472}
 EOF
 cat > "$work/b.jsonl" <<'EOF'
 {"kind": "meta", "device": "cuda", "command": "python3 tools/bench/run_gpu_bench.py --precisions FP32 --tasks infer,embed", "notes": ["a note"]}
@@ -60,6 +61,9 @@ has "$out" "| train | VGG-16 | 64 | BF16 | 850 | 2,000 | 4,000 | 0.42 (< 1.1) | 
 has "$out" "| infer | ViT-B/16 | 64 | FP32 | 1,500 | 1,000 | failed | 1.50 (≥ 1.1) | — | 1,024 / 2,048 / — | 0.50 (≤ 1.0) | 105% / 70% / — | — | 1.50 | — / — |" \
   "ViT-B/16 FP32 inference row"
 has "$out" "| ViT-B/16 | 256 | 64 | 128 | 900 | 2.0 | 3,072 | 1,000 |" "embed row"
+# strata-recompute (every VGG stage recomputed): its own table, speed against
+# strata without, memory against eager (a target only for ViT-B/16).
+has "$out" "| VGG-16 | BF16 | 600 | 850 | 2,000 | 0.71 | 3,072 / 10,240 / 4,608 | 0.67 |" "recompute row"
 has "$out" "targets met: 2; missed: 3" "target count"
 has "$out" "- VGG-16 BF16 train: strata / compile 0.21 < 1.0" "compile miss listed"
 has "$out" "- ViT-B/16 FP32 infer, pytorch-compile: exit 1: InductorError: no C compiler" "failure listed"

@@ -18,6 +18,10 @@ import sys
 from model_flops import gflop_per_image
 
 IMPLS = ("strata", "pytorch-eager", "pytorch-compile")
+# Not in the main table: strata training with every ViT block and VGG stage
+# recomputed (strata_bench_train --recompute blocks), in a table of its own.
+RECOMPUTE_IMPL = "strata-recompute"
+RECOMPUTE_TARGET = 0.5  # with every ViT block recomputed, at most half of PyTorch eager's peak
 TASK_ORDER = {"train": 0, "infer": 1}
 MODEL_ORDER = {"vgg16": 0, "vit_b16": 1, "cifar_vgg": 2}
 PRECISION_ORDER = {"FP32": 0, "TF32": 1, "BF16": 2, "FP16": 3}
@@ -236,11 +240,50 @@ def embed_table(records):
     return out
 
 
+def recompute_table(records):
+    """Training with every block recomputed against strata without and PyTorch eager: speed and peak memory."""
+    groups = {}
+    for r in records:
+        if r.get("kind") == "row" and r.get("task") == "train":
+            groups.setdefault((r["model"], r["precision"]), {}).setdefault(r["impl"], []).append(r)
+    keys = sorted((k for k, g in groups.items() if RECOMPUTE_IMPL in g),
+                  key=lambda k: (MODEL_ORDER.get(k[0], 9), PRECISION_ORDER.get(k[1], 9)))
+    if not keys:
+        return [], 0, []
+    out = ["| model | precision | recomputed img/s | strata img/s | PyTorch eager img/s | recomputed / strata speed | "
+           "peak MiB recomputed / strata / eager | memory recomputed / eager |",
+           "|---|---|---|---|---|---|---|---|"]
+    met, misses = 0, []
+    for model, precision in keys:
+        g = groups[(model, precision)]
+        rc, s, e = Cell(g[RECOMPUTE_IMPL]), Cell(g.get("strata", [])), Cell(g.get("pytorch-eager", []))
+        speed = f"{rc.rate / s.rate:.2f}" if rc.rate and s.rate else "—"
+        r_mem = rc.peak / e.peak if rc.peak and e.peak else None
+        if model == "vit_b16":
+            mem_cell = marked(r_mem, RECOMPUTE_TARGET, better="lower")
+            if r_mem is not None:
+                met += r_mem <= RECOMPUTE_TARGET
+                if r_mem > RECOMPUTE_TARGET:
+                    misses.append(f"{MODEL_NAMES[model]} {precision} train, every block recomputed: peak memory "
+                                  f"strata / eager {r_mem:.2f} > {RECOMPUTE_TARGET:.1f}")
+        else:
+            mem_cell = "—" if r_mem is None else f"{r_mem:.2f}"
+        out.append(f"| {MODEL_NAMES.get(model, model)} | {precision} | {rc.text()} | {s.text()} | {e.text()} | "
+                   f"{speed} | {mib(rc.peak)} / {mib(s.peak)} / {mib(e.peak)} | {mem_cell} |")
+    return out, met, misses
+
+
 def report(records):
     peaks = peaks_by_precision(records)
     lines = header(records, peaks)
     table, met, misses, failures = throughput_table(records, peaks)
     lines += ["", *table]
+    recompute, recompute_met, recompute_misses = recompute_table(records)
+    if recompute:
+        lines += ["", "Training with every ViT block and VGG stage recomputed (`strata_bench_train --recompute "
+                  "blocks`):", "", *recompute]
+        met += recompute_met
+        misses += recompute_misses
     embed = embed_table(records)
     if embed:
         lines += ["", "`strata embed --input` (FP32: embed has no precision setting), against PyTorch eager's "

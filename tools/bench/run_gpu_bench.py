@@ -217,7 +217,8 @@ def parse_args():
                    help="training: vgg16, vit_b16, cifar_vgg; inference and embed: vgg16, vit_b16")
     p.add_argument("--tasks", default="train,infer,embed")
     p.add_argument("--precisions", default=None, help="default FP32,TF32,BF16,FP16 on a GPU, FP32 on the CPU")
-    p.add_argument("--impls", default="strata,pytorch-eager,pytorch-compile")
+    p.add_argument("--impls", default="strata,pytorch-eager,pytorch-compile",
+                   help="add strata-recompute for training with every ViT block and VGG stage recomputed")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=20, help="steps per timed run")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps before the timed runs")
@@ -250,7 +251,8 @@ def parse_args():
         a.precisions = ",".join(PRECISIONS) if a.on_gpu else "FP32"
     for flag, value, known in (("--precisions", a.precisions, PRECISIONS),
                                ("--tasks", a.tasks, ("train", "infer", "embed")),
-                               ("--impls", a.impls, gpu_bench_report.IMPLS), ("--models", a.models, TRAIN_MODELS)):
+                               ("--impls", a.impls, gpu_bench_report.IMPLS + (gpu_bench_report.RECOMPUTE_IMPL,)),
+                               ("--models", a.models, TRAIN_MODELS)):
         for v in value.split(","):
             if v not in known:
                 p.error(f"{flag}: unknown '{v}' (known: {', '.join(known)})")
@@ -277,7 +279,7 @@ def main():
         meta["notes"].append(f"torch.compile left out: PyTorch {meta['torch'].get('torch')} has none (it came in 2.0)")
         impls.remove("pytorch-compile")
     if not meta["torch"]:
-        impls = [i for i in impls if i == "strata"]
+        impls = [i for i in impls if i.startswith("strata")]
     meta["impls"] = impls
     models = a.models.split(",")
     tasks = a.tasks.split(",")
@@ -304,7 +306,12 @@ def main():
             for task, task_models in plan:
                 for precision in precisions:
                     for impl in impls:
-                        if impl == "strata":
+                        if impl == gpu_bench_report.RECOMPUTE_IMPL:
+                            if task != "train":
+                                continue  # recomputation is a training setting
+                            cmd = [os.path.join(a.build, "strata_bench_train"), "--models", ",".join(task_models),
+                                   "--precision", precision, "--recompute", "blocks"] + common
+                        elif impl == "strata":
                             program = "strata_bench_train" if task == "train" else "strata_bench_infer"
                             cmd = [os.path.join(a.build, program), "--models", ",".join(task_models),
                                    "--precision", precision] + common
