@@ -282,14 +282,7 @@ blob_memory: )" + memory + "\n";
 }
 
 TEST(BlobMemory, TrainingByLifetimeGivesTheSameBitsAsSeparate) {
-  std::vector<float> loss_separate, loss_planned, loss_checked;
-  const auto separate = test::train_to_end(small_solver("SEPARATE"), &loss_separate);
-  const auto planned = test::train_to_end(small_solver("BY_LIFETIME"), &loss_planned);
-  const auto checked = test::train_to_end(small_solver("BY_LIFETIME_CHECKED"), &loss_checked);
-  EXPECT_EQ(planned, separate);
-  EXPECT_EQ(checked, separate);
-  EXPECT_EQ(loss_planned, loss_separate);
-  EXPECT_EQ(loss_checked, loss_separate);
+  test::expect_layouts_train_alike([](const std::string& memory) { return small_solver(memory); });
   Solver solver(small_solver("BY_LIFETIME"));
   const BlobPlanReport& r = solver.net().blob_plan();
   EXPECT_LT(r.arena_bytes, r.separate_bytes) << r.str();

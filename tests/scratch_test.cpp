@@ -176,15 +176,7 @@ TEST(NetScratch, TrainingWithOneSharedBufferGivesTheSameBitsAsABufferPerLayer) {
       const ThreadsFor threads(t);
       SCOPED_TRACE(std::to_string(t) + " thread(s), " +
                    (algorithm == ConvolutionLayer::Algorithm::kIm2col ? "im2col" : "Winograd"));
-      std::vector<float> loss_separate, loss_shared, loss_checked;
-      const auto separate = test::train_to_end(solver_config("SEPARATE"), &loss_separate);
-      const auto shared = test::train_to_end(solver_config("BY_LIFETIME"), &loss_shared);
-      const auto checked = test::train_to_end(solver_config("BY_LIFETIME_CHECKED"), &loss_checked);
-      EXPECT_EQ(shared, separate);
-      EXPECT_EQ(checked, separate);
-      EXPECT_EQ(loss_shared, loss_separate);
-      EXPECT_EQ(loss_checked, loss_separate);
-      for (float l : loss_separate) EXPECT_TRUE(std::isfinite(l));
+      test::expect_layouts_train_alike(solver_config);
     }
   }
 }
