@@ -20,17 +20,22 @@
 #include "framework/layer_registry.h"
 
 // Two builds of strata agree on this exactly, or a library built against one
-// is refused by the other: the version, the compiler's major version and the
-// standard library's string ABI (the Layer interface passes std::string and
-// std::vector across the boundary).
+// is refused by the other: the version, the Layer interface's revision, the
+// compiler's major version and the standard library's string ABI (the Layer
+// interface passes std::string and std::vector across the boundary).
 #define STRATA_PLUGIN_STR_INNER(x) #x
 #define STRATA_PLUGIN_STR(x) STRATA_PLUGIN_STR_INNER(x)
 #ifndef STRATA_VERSION
 #define STRATA_VERSION "unknown"
 #endif
-#define STRATA_PLUGIN_ABI                                                               \
-  "strata " STRATA_VERSION ", g++ " STRATA_PLUGIN_STR(__GNUC__) ", cxx11 abi " STRATA_PLUGIN_STR( \
-      _GLIBCXX_USE_CXX11_ABI)
+// The Layer class's revision within a version: raised whenever its virtual
+// functions or members change, so that a library built before is refused
+// instead of calling through a different table (2: scratch_bytes and
+// kept_bytes, 2026-11-27).
+#define STRATA_LAYER_INTERFACE "2"
+#define STRATA_PLUGIN_ABI                                                                         \
+  "strata " STRATA_VERSION ", layer interface " STRATA_LAYER_INTERFACE ", g++ " STRATA_PLUGIN_STR( \
+      __GNUC__) ", cxx11 abi " STRATA_PLUGIN_STR(_GLIBCXX_USE_CXX11_ABI)
 
 namespace strata {
 
