@@ -194,6 +194,18 @@ size_t MultiHeadAttentionLayer::kept_bytes() const {
   return counter.bytes();
 }
 
+MultiHeadAttentionLayer::CpuScratch MultiHeadAttentionLayer::take_scratch(bool backward) {
+  ScratchCarver counter;
+  lay_out_scratch(counter, backward);
+  ScratchCarver carver(scratch(counter.bytes()));
+  return lay_out_scratch(carver, backward);
+}
+
+MultiHeadAttentionLayer::CpuKept MultiHeadAttentionLayer::take_kept() {
+  ScratchCarver carver(kept(kept_bytes()));
+  return lay_out_kept(carver);
+}
+
 size_t MultiHeadAttentionLayer::scratch_bytes() const {
   if (!device().is_cpu()) return 0;  // the GPU path takes the device's workspace
   ScratchCarver counter;
@@ -222,15 +234,12 @@ void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& 
   const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
   const int64_t dl = lh * dh, width = 3 * dl;
   const float* x = bottom[0]->data.data<float>();
-  ScratchCarver kept_carver(kept(kept_bytes()));
-  CpuKept k = lay_out_kept(kept_carver);
+  CpuKept k = take_kept();
   float* qkv = k.qkv.data<float>();
   float* ctx = k.ctx.data<float>();
   float* probs = k.probs.data<float>();
-  ScratchCarver counter;
-  lay_out_scratch(counter, false);
-  ScratchCarver carver(scratch(counter.bytes()));
-  float* items = lay_out_scratch(carver, false).items.data<float>();
+  CpuScratch cpu = take_scratch(false);
+  float* items = cpu.items.data<float>();
 
   // Input projection of all local heads at once. With every head local the
   // weight rows are [q; k; v] as stored.
@@ -270,15 +279,11 @@ void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector
   const int64_t dl = lh * dh, width = 3 * dl;
   const float* dy = top[0]->diff.data<float>();
   const float* x = bottom[0]->data.data<float>();
-  ScratchCarver kept_carver(kept(kept_bytes()));
-  const CpuKept k = lay_out_kept(kept_carver);
+  const CpuKept k = take_kept();
   const float* qkv = k.qkv.data<float>();
   const float* ctx = k.ctx.data<float>();
   const float* probs = k.probs.data<float>();
-  ScratchCarver counter;
-  lay_out_scratch(counter, true);
-  ScratchCarver carver(scratch(counter.bytes()));
-  CpuScratch cpu = lay_out_scratch(carver, true);
+  CpuScratch cpu = take_scratch(true);
   float* items = cpu.items.data<float>();
   float* dctx = cpu.dctx.data<float>();
   float* dqkv = cpu.dqkv.data<float>();

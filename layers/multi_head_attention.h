@@ -75,6 +75,9 @@ class MultiHeadAttentionLayer : public Layer {
     Tensor qkv, probs, ctx;
   };
   CpuKept lay_out_kept(ScratchCarver& c) const;
+  // This call's scratch and the kept block, carved (forward and backward alike).
+  CpuScratch take_scratch(bool backward);
+  CpuKept take_kept();
 
   int64_t num_heads_;
   TpGroup tp_;  // active only with split: HEADS over > 1 rank

@@ -161,7 +161,6 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
   } else {
     const GradBucket all = merge_buckets(buckets_);
     buffers_.push_back(in_place(all.params) ? Tensor() : Tensor(Shape{all.numel}, wire, wire_device_));
-    views_.resize(1);
   }
 
   check_parameters_match();
@@ -361,10 +360,8 @@ void DataParallel::finish_gradients() {
     }
   } else if (!buckets_.empty()) {
     if (std::optional<Tensor> all = in_place(merge_buckets(buckets_).params)) {
-      views_[0] = *all;
       const TimelineScope event("allreduce", "allreduce (all buckets)");
-      comm_.allreduce(views_[0], op);
-      views_[0] = Tensor();
+      comm_.allreduce(*all, op);
     } else {
       Tensor& buf = buffers_[0];
       int64_t total = 0;

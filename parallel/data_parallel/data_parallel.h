@@ -153,7 +153,7 @@ class DataParallel final : public TrainingStrategy {
   size_t next_launch_ = 0;            // buckets [0, next_launch_) are in flight
   Device wire_device_;                // where buffers_ live: the GPU with nccl, else the host
   std::vector<Tensor> buffers_;       // per bucket (overlap on), or one for all (overlap off); empty in place
-  std::vector<Tensor> views_;         // per bucket (one for all): the gradients reduced in place, this step
+  std::vector<Tensor> views_;         // per bucket (overlap on): the gradients reduced in place, this step
   std::vector<char> in_place_;        // per bucket (overlap on): reduced in place this step
   Tensor staging_;                    // host f32 scratch: GPU gradients into compressed host buckets
   std::vector<std::unique_ptr<CommWork>> works_;  // after buffers_: destroyed first
