@@ -29,6 +29,16 @@ std::string this_hostname() {
 
 // ---- the checking front: every call of every backend passes here ----
 
+const char* comm_backend_name(CommBackend backend) {
+  switch (backend) {
+    case CommBackend::kLocal: return "local";
+    case CommBackend::kTcp: return "tcp";
+    case CommBackend::kNccl: return "nccl";
+    case CommBackend::kMpi: return "mpi";
+  }
+  return "?";
+}
+
 std::string Communicator::describe() const {
   return "rank " + std::to_string(rank()) + " of " + std::to_string(world_size()) + " on " + this_hostname();
 }

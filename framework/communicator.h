@@ -16,6 +16,11 @@ namespace strata {
 
 enum class ReduceOp { kSum, kAverage, kMin, kMax };
 
+// Which library moves a communicator's bytes: code that must know (NCCL
+// takes device memory and groups of its own) asks backend(), never a name.
+enum class CommBackend { kLocal, kTcp, kNccl, kMpi };
+const char* comm_backend_name(CommBackend backend);  // "local", "tcp", "nccl", "mpi"
+
 // One point-to-point transfer of a batch (Communicator::exchange).
 struct PeerTransfer {
   enum class Kind { kSend, kRecv };
@@ -40,7 +45,9 @@ class Communicator {
 
   virtual int rank() const = 0;
   virtual int world_size() const = 0;
-  virtual std::string backend_name() const = 0;
+  virtual CommBackend backend() const = 0;
+  // For messages: "tcp" and so on.
+  std::string backend_name() const { return comm_backend_name(backend()); }
   // Every blocking call gives up after this long with an error naming the peer.
   virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
   // "rank 1 of 2 on host-a": where this rank is, for error messages.
@@ -118,7 +125,7 @@ class LocalCommunicator final : public Communicator {
  public:
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
-  std::string backend_name() const override { return "local"; }
+  CommBackend backend() const override { return CommBackend::kLocal; }
   void set_timeout(std::chrono::milliseconds) override {}
 
  protected:

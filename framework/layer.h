@@ -170,6 +170,16 @@ struct LayerSchema {
   std::vector<std::string> grid_params;
 };
 
+// The three CPU overrides most layers have (reshape, forward_cpu,
+// backward_cpu), declared with this one line in the layer's class and
+// defined in its .cpp. A layer that keeps its base's reshape (an
+// elementwise NeuronLayer) declares forward_cpu and backward_cpu itself.
+#define STRATA_CPU_METHODS                                                                  \
+  void reshape(const ::strata::BlobVec& bottom, const ::strata::BlobVec& top) override;     \
+  void forward_cpu(const ::strata::BlobVec& bottom, const ::strata::BlobVec& top) override; \
+  void backward_cpu(const ::strata::BlobVec& top, const std::vector<bool>& propagate_down,  \
+                    const ::strata::BlobVec& bottom) override
+
 // A layer with CUDA code (<name>.cu) declares its three CUDA overrides
 // (has_cuda, forward_cuda, backward_cuda) with this one line in its class;
 // a build without CUDA, which compiles no .cu, declares nothing.

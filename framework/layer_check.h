@@ -36,6 +36,23 @@ std::vector<std::string> check_zero_batch(const std::string& type, const LayerEx
 std::vector<std::string> check_extreme_values(const std::string& type, const LayerExample& example,
                                               uint64_t seed = kLayerCheckSeed);
 
+// CPU against CUDA: the example's layer built twice with the same config,
+// seed, parameters and inputs, once on the CPU and once on GPU 0; the
+// forward tops, the parameters after forward (BatchNorm's running
+// statistics), the bottom gradients (overwritten: they start as NaN, and so
+// do the values backward_reads() says backward does not read) and the
+// parameter gradients (accumulated: they start random) must agree within
+// |cpu - gpu| <= tolerance * max(1, |cpu|, |gpu|), in the process's math
+// mode. Run only where cuda_check_unavailable() is empty.
+std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerExample& example, float tolerance,
+                                           uint64_t seed = kLayerCheckSeed);
+// Why check_cpu_vs_cuda cannot run for `type` here ("this build has no
+// CUDA", "no GPU on this machine", "the layer has no CUDA code"), or empty.
+std::string cuda_check_unavailable(const std::string& type);
+// The tolerance for FP32 math (the default mode): the CPU and the GPU differ
+// by summation order and the GPU's exp/tanh only.
+constexpr float kCudaCheckFp32Tolerance = 2e-4f;
+
 // "Convolution example {config} bottoms [2, 3] phase TRAIN": what the
 // problems of one example are about.
 std::string describe_example(const std::string& type, const LayerExample& example);

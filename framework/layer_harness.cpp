@@ -198,4 +198,59 @@ std::vector<std::vector<float>> top_weights(const LayerHarness& h, Rng& rng) {
   return w;
 }
 
+CudaTwin make_cuda_twin(const std::string& type, const std::string& config, Phase phase, uint64_t seed,
+                        const LayerHarness& cpu, Device device, TwinInPlace in_place) {
+  CudaTwin g;
+  LayerContext ctx;
+  ctx.phase = phase;
+  ctx.seed = seed;
+  ctx.device = device;
+  g.layer = LayerRegistry::instance().find(type).create(
+      make_spec(type, config, static_cast<int>(cpu.bottom.size()), static_cast<int>(cpu.top.size())), ctx);
+  auto device_blob = [&](const Shape& shape) {
+    auto b = std::make_unique<Blob>();
+    b->data = Tensor(shape, DType::kF32, device);
+    b->diff = Tensor(shape, DType::kF32, device);
+    g.blobs.push_back(std::move(b));
+    return g.blobs.back().get();
+  };
+  for (const Blob* b : cpu.bottom) {
+    g.bottom.push_back(device_blob(b->shape()));
+    g.bottom.back()->data.copy_from(b->data);
+  }
+  for (size_t i = 0; i < cpu.top.size(); ++i) {
+    g.top.push_back(i == 0 && in_place == TwinInPlace::kYes ? g.bottom[0] : device_blob({0}));
+  }
+  return g;
+}
+
+void CudaTwin::setup_from(const LayerHarness& cpu) {
+  layer->setup(bottom, top);
+  std::vector<LayerParam>& gp = layer->params();
+  const std::vector<LayerParam>& cp = cpu.layer->params();
+  if (gp.size() != cp.size()) {
+    fail<ShapeError>(layer->type(), ": the CPU and CUDA layers made different parameters (", cp.size(), " and ",
+                     gp.size(), ")");
+  }
+  const Device device = bottom.empty() ? layer->device() : bottom[0]->data.device();
+  for (size_t p = 0; p < gp.size(); ++p) {
+    Blob& b = *gp[p].blob;
+    if (b.shape() != cp[p].blob->shape()) {
+      fail<ShapeError>(layer->type(), ": param '", gp[p].name, "' is ", shape_str(cp[p].blob->shape()),
+                       " on the CPU and ", shape_str(b.shape()), " on CUDA");
+    }
+    if (b.data.device() != device) b.data = Tensor(b.shape(), DType::kF32, device);
+    if (b.diff.device() != device) b.diff = Tensor(b.shape(), DType::kF32, device);
+    b.data.copy_from(cp[p].blob->data);
+  }
+  layer->reshape(bottom, top);
+}
+
+void CudaTwin::forward() {
+  layer->reshape(bottom, top);
+  layer->forward_cuda(bottom, top);
+}
+
+void CudaTwin::backward(const std::vector<bool>& propagate_down) { layer->backward_cuda(top, propagate_down, bottom); }
+
 }  // namespace strata

@@ -33,6 +33,27 @@ struct LayerHarness {
   std::vector<bool> backward_targets() const;
 };
 
+// The same layer type and config on a CUDA device, beside a LayerHarness on
+// the CPU (a CUDA build's CPU-against-CUDA check; the layer must have CUDA
+// code). make_cuda_twin gives its bottoms the CPU harness's values (with
+// in_place, top 0 is bottom 0); setup_from() sets it up and gives its
+// parameters the CPU layer's values, as a Net does (fillers run on the
+// host). ShapeError when the two layers make different parameters.
+struct CudaTwin {
+  std::unique_ptr<Layer> layer;
+  std::vector<std::unique_ptr<Blob>> blobs;
+  BlobVec bottom;
+  BlobVec top;
+
+  void setup_from(const LayerHarness& cpu);
+  // reshape() then forward_cuda().
+  void forward();
+  void backward(const std::vector<bool>& propagate_down);
+};
+enum class TwinInPlace { kNo, kYes };
+CudaTwin make_cuda_twin(const std::string& type, const std::string& config, Phase phase, uint64_t seed,
+                        const LayerHarness& cpu, Device device, TwinInPlace in_place = TwinInPlace::kNo);
+
 // Parses `layer { name: "test" type: "<type>" <config> }` into a spec with
 // bottoms in0.. and tops out0...
 LayerSpec make_spec(const std::string& type, const std::string& config, int num_bottoms, int num_tops);

@@ -6,6 +6,7 @@
 // scores are strictly greater than the label's score.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -27,6 +28,7 @@ class AccuracyLayer : public Layer {
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
                     const BlobVec& /*bottom*/) override {}
+  STRATA_CUDA_METHODS;
 
  private:
   int64_t top_k_;
@@ -35,14 +37,8 @@ class AccuracyLayer : public Layer {
   int64_t outer_ = 0, channels_ = 0, inner_ = 0;
   std::vector<int64_t> class_total_, class_correct_;  // per class, for the second top
 
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
   struct CudaState;  // device scratch and library handles, in layers/accuracy.cu
   std::shared_ptr<CudaState> cuda_;
-#endif
 };
 
 }  // namespace strata

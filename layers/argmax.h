@@ -72,10 +72,7 @@ class ArgMaxLayer : public Layer {
 
   bool can_backward_to(int /*bottom_index*/) const override { return false; }
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in argmax.cu
 
  private:

@@ -34,10 +34,7 @@ class BatchNormLayer : public Layer {
   Stats stats() const { return stats_; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in batch_norm.cu
 
  private:

@@ -29,10 +29,8 @@ class ContrastiveLossLayer : public LossLayer {
   int max_bottoms() const override { return 3; }
   bool can_backward_to(int bottom_index) const override { return bottom_index < 2; }
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
+  STRATA_CUDA_METHODS;
 
  private:
   enum class Version { kCurrent, kLegacy };
@@ -45,14 +43,8 @@ class ContrastiveLossLayer : public LossLayer {
   std::vector<float> diff_;     // a - b
   std::vector<float> dist_sq_;  // per pair
 
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
   struct CudaState;  // device scratch, in layers/contrastive_loss.cu
   std::shared_ptr<CudaState> cuda_;
-#endif
 };
 
 // A pair's loss term and the factor of its gradient, for the .cpp and the .cu:

@@ -45,10 +45,7 @@ class CropLayer : public Layer {
   int max_bottoms() const override { return 2; }
   bool can_backward_to(int bottom_index) const override { return bottom_index == 0; }
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in crop.cu
 
  private:

@@ -124,12 +124,9 @@ class DeconvolutionLayer : public Layer {
   BackwardReads backward_reads() const override { return {true, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   // A convolution run backwards: its GEMMs run over the input positions.
   ForwardCost forward_cost(const BlobVec& bottom, const BlobVec& top) const override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in deconvolution.cu
 
   // The geometry of the current shapes (after reshape), for tests.

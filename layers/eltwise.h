@@ -26,10 +26,7 @@ class EltwiseLayer : public Layer {
   int max_bottoms() const override { return -1; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in eltwise.cu
 
  private:

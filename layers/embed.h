@@ -22,10 +22,7 @@ class EmbedLayer : public Layer {
   bool can_backward_to(int /*bottom_index*/) const override { return false; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
 #ifdef STRATA_WITH_CUDA
   STRATA_CUDA_METHODS;
 

@@ -19,10 +19,8 @@ class EuclideanLossLayer : public LossLayer {
 
   bool can_backward_to(int /*bottom_index*/) const override { return true; }  // both bottoms
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
+  STRATA_CUDA_METHODS;
 
  private:
   // 2 N, at least 1 (a zero batch gives loss 0).
@@ -30,14 +28,8 @@ class EuclideanLossLayer : public LossLayer {
 
   std::vector<float> diff_;  // a - b, kept for backward
 
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
   struct CudaState;  // device scratch, in layers/euclidean_loss.cu
   std::shared_ptr<CudaState> cuda_;
-#endif
 };
 
 }  // namespace strata

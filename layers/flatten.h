@@ -16,10 +16,7 @@ class FlattenLayer : public Layer {
   // Backward copies the gradient only.
   BackwardReads backward_reads() const override { return {false, false}; }
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in flatten.cu
 
  private:

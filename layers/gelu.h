@@ -41,10 +41,7 @@ class GELULayer : public NeuronLayer {
   // What backward reads: the input (or its copy, in place); never the output.
   BackwardReads backward_reads() const override { return {true, false}; }
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
 
  private:
   enum class Approximate { kNone, kTanh };

@@ -19,10 +19,8 @@ class HingeLossLayer : public LossLayer {
   HingeLossLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
+  STRATA_CUDA_METHODS;
 
  private:
   enum class Norm { kL1, kL2 };
@@ -33,14 +31,8 @@ class HingeLossLayer : public LossLayer {
   int64_t num_ = 0, dim_ = 0;
   std::vector<int32_t> labels_;  // checked class index per sample
 
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
   struct CudaState;  // device scratch, in layers/hinge_loss.cu
   std::shared_ptr<CudaState> cuda_;
-#endif
 };
 
 // One element's margin term t and d t/d s (before the norm), for the .cpp

@@ -5,6 +5,8 @@
 // axis -1.
 #pragma once
 
+#include <memory>
+
 #include "framework/filler.h"
 #include "framework/layer.h"
 
@@ -18,10 +20,8 @@ class LayerNormLayer : public Layer {
   BackwardReads backward_reads() const override { return {true, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
+  STRATA_CUDA_METHODS;
 
  private:
   int canonical_axis(const Shape& s) const;
@@ -35,14 +35,8 @@ class LayerNormLayer : public Layer {
   Tensor mean_;       // [rows], from forward, for backward
   Tensor rstd_;       // [rows]: 1 / sqrt(var + eps)
 
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
   struct CudaState;  // device scratch, in layers/layer_norm.cu
   std::shared_ptr<CudaState> cuda_;
-#endif
 };
 
 }  // namespace strata

@@ -15,6 +15,8 @@
 // the matching rows of in_proj / columns of out_proj.
 #pragma once
 
+#include <memory>
+
 #include "framework/filler.h"
 #include "framework/layer.h"
 #include "framework/scratch.h"
@@ -30,12 +32,10 @@ class MultiHeadAttentionLayer : public Layer {
   BackwardReads backward_reads() const override { return {true, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   // The projections, plus QK^T and the weighted sum of V (2 N T T D each).
   ForwardCost forward_cost(const BlobVec& bottom, const BlobVec& top) const override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
+  STRATA_CUDA_METHODS;
   // Tensor parallel (attention_param { split: HEADS }): this rank's rows of
   // in_proj (its heads' q, k and v) and columns of out_proj.
   ParamShard param_shard(size_t param_index) const override;
@@ -95,14 +95,8 @@ class MultiHeadAttentionLayer : public Layer {
   Tensor ctx_;    // [N, T, D]: heads' outputs side by side, input of out_proj
   int64_t scratch_floats_ = 0;  // per worker
 
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
   struct CudaState;  // device scratch, in layers/multi_head_attention.cu
   std::shared_ptr<CudaState> cuda_;
-#endif
 };
 
 }  // namespace strata

@@ -21,10 +21,8 @@ class MultinomialLogisticLossLayer : public LossLayer {
   using LossLayer::LossLayer;
   static LayerSchema schema();
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
+  STRATA_CUDA_METHODS;
 
  private:
   double divisor() const { return static_cast<double>(num_ > 0 ? num_ : 1); }
@@ -32,14 +30,8 @@ class MultinomialLogisticLossLayer : public LossLayer {
   int64_t num_ = 0, dim_ = 0;
   std::vector<int32_t> labels_;  // checked class index per sample
 
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
   struct CudaState;  // device scratch, in layers/multinomial_logistic_loss.cu
   std::shared_ptr<CudaState> cuda_;
-#endif
 };
 
 }  // namespace strata

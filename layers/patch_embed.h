@@ -18,10 +18,7 @@ class PatchEmbedLayer : public Layer {
   BackwardReads backward_reads() const override { return {false, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
 
  private:
   // Calls fn(patch_offset, image_offset) for every run of P contiguous

@@ -318,17 +318,13 @@ void PoolingLayer::forward_max(const float* x, float* y, int32_t* mask, int64_t 
         continue;
       }
       for (int64_t ph = 0; ph < out_h_; ++ph) {
-        int64_t hs = ph * stride_h_ - pad_h_;
-        const int64_t he = hs + kernel_h_ < height_ ? hs + kernel_h_ : height_;
-        if (hs < 0) hs = 0;
+        const PoolSpan sh = pool_span(ph, kernel_h_, stride_h_, pad_h_, height_);
         for (int64_t pw = 0; pw < out_w_; ++pw) {
-          int64_t ws = pw * stride_w_ - pad_w_;
-          const int64_t we = ws + kernel_w_ < width_ ? ws + kernel_w_ : width_;
-          if (ws < 0) ws = 0;
-          int64_t idx = hs * width_ + ws;
+          const PoolSpan sw = pool_span(pw, kernel_w_, stride_w_, pad_w_, width_);
+          int64_t idx = sh.begin * width_ + sw.begin;
           float m = xp[idx];
-          for (int64_t h = hs; h < he; ++h) {
-            for (int64_t w = ws; w < we; ++w) {
+          for (int64_t h = sh.begin; h < sh.end; ++h) {
+            for (int64_t w = sw.begin; w < sw.end; ++w) {
               const float v = xp[h * width_ + w];
               // NaN propagates (as in PyTorch); otherwise the first maximum wins.
               if (v > m || (v != v && m == m)) {
@@ -353,22 +349,14 @@ void PoolingLayer::forward_ave(const float* x, float* y, int64_t planes) const {
       const float* xp = x + p * in_plane;
       float* yp = y + p * out_plane;
       for (int64_t ph = 0; ph < out_h_; ++ph) {
-        int64_t hs = ph * stride_h_ - pad_h_;
-        int64_t he = hs + kernel_h_ < height_ + pad_h_ ? hs + kernel_h_ : height_ + pad_h_;
-        const int64_t size_h = he - hs;
-        if (hs < 0) hs = 0;
-        if (he > height_) he = height_;
+        const PoolSpan sh = pool_span(ph, kernel_h_, stride_h_, pad_h_, height_);
         for (int64_t pw = 0; pw < out_w_; ++pw) {
-          int64_t ws = pw * stride_w_ - pad_w_;
-          int64_t we = ws + kernel_w_ < width_ + pad_w_ ? ws + kernel_w_ : width_ + pad_w_;
-          const int64_t size = size_h * (we - ws);
-          if (ws < 0) ws = 0;
-          if (we > width_) we = width_;
+          const PoolSpan sw = pool_span(pw, kernel_w_, stride_w_, pad_w_, width_);
           float s = 0.0f;
-          for (int64_t h = hs; h < he; ++h) {
-            for (int64_t w = ws; w < we; ++w) s += xp[h * width_ + w];
+          for (int64_t h = sh.begin; h < sh.end; ++h) {
+            for (int64_t w = sw.begin; w < sw.end; ++w) s += xp[h * width_ + w];
           }
-          yp[ph * out_w_ + pw] = s / static_cast<float>(size);
+          yp[ph * out_w_ + pw] = s / static_cast<float>(sh.extent * sw.extent);
         }
       }
     }
@@ -406,19 +394,12 @@ void PoolingLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& pro
         continue;
       }
       for (int64_t ph = 0; ph < out_h_; ++ph) {
-        int64_t hs = ph * stride_h_ - pad_h_;
-        int64_t he = hs + kernel_h_ < height_ + pad_h_ ? hs + kernel_h_ : height_ + pad_h_;
-        const int64_t size_h = he - hs;
-        if (hs < 0) hs = 0;
-        if (he > height_) he = height_;
+        const PoolSpan sh = pool_span(ph, kernel_h_, stride_h_, pad_h_, height_);
         for (int64_t pw = 0; pw < out_w_; ++pw) {
-          int64_t ws = pw * stride_w_ - pad_w_;
-          int64_t we = ws + kernel_w_ < width_ + pad_w_ ? ws + kernel_w_ : width_ + pad_w_;
-          const float g = dyp[ph * out_w_ + pw] / static_cast<float>(size_h * (we - ws));
-          if (ws < 0) ws = 0;
-          if (we > width_) we = width_;
-          for (int64_t h = hs; h < he; ++h) {
-            for (int64_t w = ws; w < we; ++w) dxp[h * width_ + w] += g;
+          const PoolSpan sw = pool_span(pw, kernel_w_, stride_w_, pad_w_, width_);
+          const float g = dyp[ph * out_w_ + pw] / static_cast<float>(sh.extent * sw.extent);
+          for (int64_t h = sh.begin; h < sh.end; ++h) {
+            for (int64_t w = sw.begin; w < sw.end; ++w) dxp[h * width_ + w] += g;
           }
         }
       }

@@ -22,16 +22,12 @@ __global__ void max_pool_forward(int64_t total, PoolGeom g, const float* x, floa
     const int64_t ph = (k / g.out_w) % g.out_h;
     const int64_t plane = k / (g.out_w * g.out_h);
     const float* xp = x + plane * g.height * g.width;
-    int64_t hs = ph * g.stride_h - g.pad_h;
-    const int64_t he = hs + g.kernel_h < g.height ? hs + g.kernel_h : g.height;
-    if (hs < 0) hs = 0;
-    int64_t ws = pw * g.stride_w - g.pad_w;
-    const int64_t we = ws + g.kernel_w < g.width ? ws + g.kernel_w : g.width;
-    if (ws < 0) ws = 0;
-    int64_t idx = hs * g.width + ws;
+    const PoolSpan sh = pool_span(ph, g.kernel_h, g.stride_h, g.pad_h, g.height);
+    const PoolSpan sw = pool_span(pw, g.kernel_w, g.stride_w, g.pad_w, g.width);
+    int64_t idx = sh.begin * g.width + sw.begin;
     float m = xp[idx];
-    for (int64_t h = hs; h < he; ++h) {
-      for (int64_t w = ws; w < we; ++w) {
+    for (int64_t h = sh.begin; h < sh.end; ++h) {
+      for (int64_t w = sw.begin; w < sw.end; ++w) {
         const float v = xp[h * g.width + w];
         // NaN propagates; otherwise the first maximum wins.
         if (v > m || (v != v && m == m)) {
@@ -51,21 +47,13 @@ __global__ void ave_pool_forward(int64_t total, PoolGeom g, const float* x, floa
     const int64_t ph = (k / g.out_w) % g.out_h;
     const int64_t plane = k / (g.out_w * g.out_h);
     const float* xp = x + plane * g.height * g.width;
-    int64_t hs = ph * g.stride_h - g.pad_h;
-    int64_t he = hs + g.kernel_h < g.height + g.pad_h ? hs + g.kernel_h : g.height + g.pad_h;
-    int64_t ws = pw * g.stride_w - g.pad_w;
-    int64_t we = ws + g.kernel_w < g.width + g.pad_w ? ws + g.kernel_w : g.width + g.pad_w;
-    // The divisor counts the window clipped to the padded image.
-    const int64_t size = (he - hs) * (we - ws);
-    if (hs < 0) hs = 0;
-    if (ws < 0) ws = 0;
-    if (he > g.height) he = g.height;
-    if (we > g.width) we = g.width;
+    const PoolSpan sh = pool_span(ph, g.kernel_h, g.stride_h, g.pad_h, g.height);
+    const PoolSpan sw = pool_span(pw, g.kernel_w, g.stride_w, g.pad_w, g.width);
     float s = 0.0f;
-    for (int64_t h = hs; h < he; ++h) {
-      for (int64_t w = ws; w < we; ++w) s += xp[h * g.width + w];
+    for (int64_t h = sh.begin; h < sh.end; ++h) {
+      for (int64_t w = sw.begin; w < sw.end; ++w) s += xp[h * g.width + w];
     }
-    y[k] = s / static_cast<float>(size);
+    y[k] = s / static_cast<float>(sh.extent * sw.extent);
   }
 }
 
@@ -100,12 +88,10 @@ __global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const flo
       }
     } else {
       for (int64_t ph = ph0; ph <= ph1; ++ph) {
-        const int64_t hs = ph * g.stride_h - g.pad_h;
-        const int64_t he = hs + g.kernel_h < g.height + g.pad_h ? hs + g.kernel_h : g.height + g.pad_h;
+        const int64_t extent_h = pool_span(ph, g.kernel_h, g.stride_h, g.pad_h, g.height).extent;
         for (int64_t pw = pw0; pw <= pw1; ++pw) {
-          const int64_t ws = pw * g.stride_w - g.pad_w;
-          const int64_t we = ws + g.kernel_w < g.width + g.pad_w ? ws + g.kernel_w : g.width + g.pad_w;
-          grad += dyp[ph * g.out_w + pw] / static_cast<float>((he - hs) * (we - ws));
+          const int64_t extent_w = pool_span(pw, g.kernel_w, g.stride_w, g.pad_w, g.width).extent;
+          grad += dyp[ph * g.out_w + pw] / static_cast<float>(extent_h * extent_w);
         }
       }
     }

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "framework/layer.h"
+#include "layers/host_device.h"
 
 namespace strata {
 
@@ -28,10 +29,7 @@ class PoolingLayer : public Layer {
   BackwardReads backward_reads() const override { return {false, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in pooling.cu
 
  private:
@@ -52,5 +50,19 @@ class PoolingLayer : public Layer {
   int64_t num_ = 0, channels_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
   Tensor mask_;  // MAX: index h * W + w of each output's input, [N, C, out_h, out_w]
 };
+
+// One axis of a window: the inputs [begin, end) under output position `o`
+// of a window `kernel` wide, `stride` apart, starting at -pad, over `size`
+// inputs, and `extent`, the window clipped to the padded image only (AVE's
+// divisor; MAX reads [begin, end)). The one rule for pooling.cpp and
+// pooling.cu.
+struct PoolSpan {
+  int64_t begin, end, extent;
+};
+STRATA_HOST_DEVICE PoolSpan pool_span(int64_t o, int64_t kernel, int64_t stride, int64_t pad, int64_t size) {
+  const int64_t start = o * stride - pad;
+  const int64_t stop = start + kernel < size + pad ? start + kernel : size + pad;
+  return {start < 0 ? 0 : start, stop < size ? stop : size, stop - start};
+}
 
 }  // namespace strata

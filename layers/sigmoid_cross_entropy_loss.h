@@ -23,10 +23,8 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   SigmoidCrossEntropyLossLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
+  STRATA_CUDA_METHODS;
 
  private:
   // The divisor for VALID needs the count of kept targets, known after forward.
@@ -36,14 +34,8 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   std::optional<int64_t> ignore_label_;
   double divisor_ = 1.0;  // of the last CPU forward, for backward
 
-#ifdef STRATA_WITH_CUDA
- public:
-  STRATA_CUDA_METHODS;
-
- private:
   struct CudaState;  // device scratch, in layers/sigmoid_cross_entropy_loss.cu
   std::shared_ptr<CudaState> cuda_;
-#endif
 };
 
 // The stable per-element loss max(x, 0) - x t + log(1 + exp(-|x|)) and its

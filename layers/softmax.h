@@ -28,11 +28,8 @@ class SoftmaxLayer : public Layer {
   BackwardReads backward_reads() const override { return {false, true}; }
 
   bool supports_in_place() const override { return true; }
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   // Uses only the output y: dx = y * (dy - sum_c(dy * y)).
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in softmax.cu
 
  private:

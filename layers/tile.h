@@ -32,10 +32,7 @@ class TileLayer : public Layer {
   TileLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in tile.cu
 
  private:

@@ -13,10 +13,7 @@ class TokenPoolLayer : public Layer {
   // What backward reads: the gradient is copied or spread; no values.
   BackwardReads backward_reads() const override { return {false, false}; }
 
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
 
  private:
   enum class Pool { kClassToken, kMean };

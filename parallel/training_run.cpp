@@ -124,15 +124,16 @@ void check_gpu_model_parallel(const TrainingRunOptions& options) {
   if (options.model.pipeline.stages > 1) flags += " --pp " + std::to_string(options.model.pipeline.stages);
   if (options.model.tensor_size > 1) flags += " --tp " + std::to_string(options.model.tensor_size);
   const std::string what = "--device " + options.device.str() + " with" + flags;
-  const std::string& backend = options.data.backend;
-  if (backend != "auto" && backend != "nccl") {
+  const BackendChoice backend = options.data.backend;
+  if (backend != BackendChoice::kAuto && backend != BackendChoice::kNccl) {
     fail<ConfigError>(what, " runs over the nccl backend (activations between the stages and the tensor-parallel "
-                      "collectives stay on the GPUs), but --dp-backend is '", backend, "'; use --dp-backend nccl "
-                      "(or leave it at auto), or train on the CPU with --device cpu");
+                      "collectives stay on the GPUs), but --dp-backend is '", backend_choice_name(backend),
+                      "'; use --dp-backend nccl (or leave it at auto), or train on the CPU with --device cpu");
   }
-  if (options.data.transport != "auto") {
+  if (options.data.transport != TransportChoice::kAuto) {
     fail<ConfigError>(what, " runs over the nccl backend, which moves its own bytes; --dp-transport '",
-                      options.data.transport, "' belongs to the tcp backend: leave it at auto, or use --device cpu");
+                      transport_choice_name(options.data.transport),
+                      "' belongs to the tcp backend: leave it at auto, or use --device cpu");
   }
   if (!nccl_backend_built()) {
     fail<ConfigError>(what, " needs the nccl backend, and this strata was built without NCCL (it needs the CUDA "
@@ -438,7 +439,7 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
                                       options.data.transport});
     // The model-parallel strategies' control messages (shapes, losses,
     // snapshot parts) are host tensors: nccl takes them through its GPU.
-    if (model_parallel && world->backend_name() == "nccl") {
+    if (model_parallel && world->backend() == CommBackend::kNccl) {
       world = std::make_unique<DeviceStagingCommunicator>(std::move(world), options.device);
     }
   }

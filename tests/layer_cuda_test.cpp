@@ -1,10 +1,8 @@
-// CPU against CUDA for every registered layer: each LayerExample is built
-// twice with the same config, seed, parameters and inputs, once on the CPU
-// and once on the GPU, and the forward tops, the parameters after forward
-// (BatchNorm's running statistics), the bottom gradients (overwritten: they
-// start as NaN, and so do the values backward_reads() says backward does not
-// read) and the parameter gradients (accumulated: they start random) must
-// agree within a tolerance that fits the GPU math mode (FP32, TF32, BF16).
+// CPU against CUDA for every registered layer: each LayerExample through
+// check_cpu_vs_cuda (framework/layer_check.h: the same config, seed,
+// parameters and inputs on both devices; tops, parameters after forward,
+// bottom and parameter gradients compared) within a tolerance that fits the
+// GPU math mode (FP32, TF32, BF16).
 // A zero batch must run on the GPU too. Also: in-place layers give
 // the same results in place, TRAIN Dropout keeps the right fraction, and
 // ArrayData serves the same batches on both devices.
@@ -38,6 +36,7 @@ TEST(LayerCuda, NeedsACudaBuild) {
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
+#include "framework/layer_check.h"
 #include "framework/layer_registry.h"
 #include "framework/io/npy.h"
 #include "tests/layer_test_util.h"
@@ -86,67 +85,6 @@ std::unique_ptr<Blob> device_blob(const Shape& s) {
   return b;
 }
 
-// The CUDA twin of a LayerHarness: the same layer type and config on the GPU.
-struct CudaHarness {
-  std::unique_ptr<Layer> layer;
-  std::vector<std::unique_ptr<Blob>> blobs;
-  BlobVec bottom;
-  BlobVec top;
-
-  void forward() {
-    layer->reshape(bottom, top);
-    layer->forward_cuda(bottom, top);
-  }
-  void backward(const std::vector<bool>& pd) { layer->backward_cuda(top, pd, bottom); }
-};
-
-// Builds the layer on the GPU with bottoms holding `cpu`'s bottom values and
-// (after setup) its parameter values; tops as many as `cpu` has. With
-// in_place, top 0 is bottom 0.
-enum class InPlace { kNo, kYes };
-CudaHarness make_cuda_twin(const std::string& type, const std::string& config, Phase phase, const LayerHarness& cpu,
-                           InPlace in_place = InPlace::kNo) {
-  CudaHarness g;
-  LayerContext ctx;
-  ctx.phase = phase;
-  ctx.seed = kSeed;
-  ctx.device = gpu();
-  g.layer = LayerRegistry::instance().find(type).create(
-      test_util::make_spec(type, config, static_cast<int>(cpu.bottom.size()), static_cast<int>(cpu.top.size())),
-      ctx);
-  for (const Blob* b : cpu.bottom) {
-    g.blobs.push_back(device_blob(b->shape()));
-    upload(g.blobs.back()->data, test_util::to_vector(b->data));
-    g.bottom.push_back(g.blobs.back().get());
-  }
-  for (size_t i = 0; i < cpu.top.size(); ++i) {
-    if (i == 0 && in_place == InPlace::kYes) {
-      g.top.push_back(g.bottom[0]);
-      continue;
-    }
-    g.blobs.push_back(device_blob({0}));
-    g.top.push_back(g.blobs.back().get());
-  }
-  return g;
-}
-
-// setup(), then the parameters moved to the device with the CPU layer's
-// values (a Net does the same: fillers run on the host).
-void setup_twin(CudaHarness& g, LayerHarness& cpu) {
-  g.layer->setup(g.bottom, g.top);
-  std::vector<LayerParam>& gp = g.layer->params();
-  const std::vector<LayerParam>& cp = cpu.layer->params();
-  ASSERT_EQ(gp.size(), cp.size()) << "the CPU and CUDA layers made different parameters";
-  for (size_t p = 0; p < gp.size(); ++p) {
-    Blob& b = *gp[p].blob;
-    ASSERT_EQ(b.shape(), cp[p].blob->shape()) << "param " << gp[p].name;
-    if (b.data.device() != gpu()) b.data = device_tensor(b.shape());
-    if (b.diff.device() != gpu()) b.diff = device_tensor(b.shape());
-    upload(b.data, test_util::to_vector(cp[p].blob->data));
-  }
-  g.layer->reshape(g.bottom, g.top);
-}
-
 struct Tolerance {
   cuda::MathMode mode;
   float rel;  // |cpu - gpu| <= rel * max(1, |cpu|, |gpu|)
@@ -157,7 +95,7 @@ void PrintTo(const Tolerance& t, std::ostream* os) { *os << cuda::math_mode_name
 // TF32 keeps 10 mantissa bits and BF16 7, so GEMM/convolution results carry
 // relative errors of ~1e-3 and ~1e-2; FP32 differs from the CPU only by
 // summation order and the GPU's exp/tanh.
-const Tolerance kModes[] = {{cuda::MathMode::kFP32, 2e-4f}, {cuda::MathMode::kTF32, 2e-2f},
+const Tolerance kModes[] = {{cuda::MathMode::kFP32, kCudaCheckFp32Tolerance}, {cuda::MathMode::kTF32, 2e-2f},
                             {cuda::MathMode::kBF16, 6e-2f}};
 
 void expect_close(const std::string& what, const std::vector<float>& cpu, const std::vector<float>& gpu_values,
@@ -236,66 +174,8 @@ TEST_P(LayerCudaTest, MatchesCpu) {
   const MathModeScope mode(c.tol.mode);
   const LayerExample ex = example();
   SCOPED_TRACE(c.type + " {" + ex.config + "}");
-  LayerHarness h = test_util::make_harness(c.type, ex, kSeed);
-  h.setup();
-  CudaHarness g = make_cuda_twin(c.type, ex.config, ex.phase, h);
-  setup_twin(g, h);
-
-  h.forward();
-  g.forward();
-  for (size_t k = 0; k < h.top.size(); ++k) {
-    ASSERT_EQ(h.top[k]->shape(), g.top[k]->shape()) << "top " << k;
-    expect_close("top " + std::to_string(k), test_util::to_vector(h.top[k]->data), download(g.top[k]->data),
-                 c.tol.rel);
-  }
-  std::vector<LayerParam>& cp = h.layer->params();
-  std::vector<LayerParam>& gp = g.layer->params();
-  for (size_t p = 0; p < cp.size(); ++p) {
-    expect_close("param '" + cp[p].name + "' after forward", test_util::to_vector(cp[p].blob->data),
-                 download(gp[p].blob->data), c.tol.rel);
-  }
-
-  // Backward: same top diffs; bottom diffs start as NaN (must be
-  // overwritten), parameter diffs start random (must be accumulated).
-  Rng rng(kSeed + 1);
-  const std::vector<std::vector<float>> w = top_weights(h, rng);
-  for (size_t k = 0; k < h.top.size(); ++k) {
-    h.top[k]->diff.resize(h.top[k]->shape());
-    test_util::copy_into(h.top[k]->diff, w[k]);
-    g.top[k]->diff.resize(g.top[k]->shape());
-    upload(g.top[k]->diff, w[k]);
-  }
-  const std::vector<bool> pd = gradient_targets(h, ex);
-  for (size_t i = 0; i < h.bottom.size(); ++i) {
-    if (!pd[i]) continue;
-    h.bottom[i]->diff.fill(std::nanf(""));
-    upload(g.bottom[i]->diff, std::vector<float>(static_cast<size_t>(h.bottom[i]->numel()), std::nanf("")));
-  }
-  for (size_t p = 0; p < cp.size(); ++p) {
-    test_util::fill_gaussian(cp[p].blob->diff, rng);
-    upload(gp[p].blob->diff, test_util::to_vector(cp[p].blob->diff));
-  }
-  // The values backward_reads() leaves out may be lent to other blobs before
-  // backward (framework/net_plan.cpp): the CUDA backward finds them NaN and
-  // must still give the CPU's gradients.
-  const Layer::BackwardReads reads = g.layer->backward_reads();
-  for (Blob* b : g.bottom) {
-    if (!reads.bottoms) upload(b->data, std::vector<float>(static_cast<size_t>(b->numel()), std::nanf("")));
-  }
-  for (Blob* t : g.top) {
-    if (!reads.tops) upload(t->data, std::vector<float>(static_cast<size_t>(t->numel()), std::nanf("")));
-  }
-  h.backward(pd);
-  g.backward(pd);
-  for (size_t i = 0; i < h.bottom.size(); ++i) {
-    if (!pd[i]) continue;
-    expect_close("bottom " + std::to_string(i) + " gradient", test_util::to_vector(h.bottom[i]->diff),
-                 download(g.bottom[i]->diff), c.tol.rel);
-  }
-  for (size_t p = 0; p < cp.size(); ++p) {
-    expect_close("param '" + cp[p].name + "' gradient", test_util::to_vector(cp[p].blob->diff),
-                 download(gp[p].blob->diff), c.tol.rel);
-  }
+  // The comparison `strata check-layers` runs (framework/layer_check.h), here in every math mode.
+  for (const std::string& problem : check_cpu_vs_cuda(c.type, ex, c.tol.rel, kSeed)) ADD_FAILURE() << problem;
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
@@ -309,8 +189,8 @@ TEST_P(LayerCudaTest, ZeroBatch) {
   SCOPED_TRACE(c.type + " {" + ex.config + "}");
   LayerHarness h = test_util::make_harness(c.type, ex, kSeed);
   h.setup();
-  CudaHarness g = make_cuda_twin(c.type, ex.config, ex.phase, h);
-  setup_twin(g, h);
+  CudaTwin g = make_cuda_twin(c.type, ex.config, ex.phase, kSeed, h, gpu());
+  g.setup_from(h);
   g.forward();
   for (Blob* b : g.bottom) {
     Shape s = b->shape();
@@ -352,8 +232,8 @@ TEST(LayerCudaInPlace, MatchesCpuOutOfPlace) {
       if (!h.layer->supports_in_place() || h.bottom.size() != 1 || h.top.size() != 1) break;
       SCOPED_TRACE(type + " {" + ex.config + "} in place");
       h.setup();
-      CudaHarness g = make_cuda_twin(type, ex.config, ex.phase, h, InPlace::kYes);
-      setup_twin(g, h);
+      CudaTwin g = make_cuda_twin(type, ex.config, ex.phase, kSeed, h, gpu(), TwinInPlace::kYes);
+      g.setup_from(h);
       h.forward();
       g.forward();
       expect_close("top", test_util::to_vector(h.top[0]->data), download(g.top[0]->data), 2e-4f);
@@ -392,8 +272,8 @@ TEST(LayerCudaDropout, TrainMaskStatistics) {
   LayerExample ex = layer_example("dropout_param { dropout_ratio: 0.3 }", {{64, 1000}});
   LayerHarness h = test_util::make_harness("Dropout", ex.config, ex.bottom_shapes, Phase::kTrain, kSeed);
   h.bottom[0]->data.fill(1.0f);
-  CudaHarness g = make_cuda_twin("Dropout", ex.config, Phase::kTrain, h);
-  setup_twin(g, h);
+  CudaTwin g = make_cuda_twin("Dropout", ex.config, Phase::kTrain, kSeed, h, gpu());
+  g.setup_from(h);
   const std::string state = g.layer->save_state();
   g.forward();
   const std::vector<float> y = download(g.top[0]->data);

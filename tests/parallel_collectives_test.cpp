@@ -447,15 +447,15 @@ TEST(CommunicatorFactory, OneRankIsLocal) {
 
 TEST(CommunicatorFactory, BadNamesAreConfigErrors) {
   RankEnv env;
+  EXPECT_THROW(parse_backend_choice("carrier-pigeon", "backend"), ConfigError);
+  EXPECT_THROW(parse_allreduce_algorithm("butterfly"), ConfigError);
+  EXPECT_EQ(parse_backend_choice("nccl", "backend"), BackendChoice::kNccl);
+  for (const std::string& name : backend_choice_names()) {
+    EXPECT_EQ(backend_choice_name(parse_backend_choice(name, "backend")), name);
+  }
   CommunicatorOptions opts;
-  opts.backend = "carrier-pigeon";
-  EXPECT_THROW(create_communicator(env, opts), ConfigError);
-  opts.backend = "tcp";
-  opts.algorithm = "butterfly";
-  EXPECT_THROW(create_communicator(env, opts), ConfigError);
   RankEnv two = thread_env(0, 2, 1);
-  opts.algorithm = "auto";
-  opts.backend = "local";
+  opts.backend = BackendChoice::kLocal;
   try {
     create_communicator(two, opts);
     FAIL() << "no error";
@@ -470,8 +470,8 @@ TEST(CommunicatorFactory, TcpWorldThroughTheStoreServer) {
   std::vector<std::unique_ptr<Communicator>> comms(n);
   expect_no_errors(run_ranks(n, [&](int r) {
     CommunicatorOptions opts;
-    opts.backend = "tcp";
-    opts.algorithm = "tree";
+    opts.backend = BackendChoice::kTcp;
+    opts.algorithm = AllreduceAlgorithm::kTree;
     comms[static_cast<size_t>(r)] = create_communicator(thread_env(r, n, port), opts);
   }));
   expect_no_errors(run_ranks(n, [&](int r) {

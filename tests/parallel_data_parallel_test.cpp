@@ -294,15 +294,15 @@ TEST(DataParallelConfigTest, ParsesAndValidates) {
       "parallel { data { backend: 'tcp' algorithm: 'tree' bucket_mb: 0.5 overlap: false compression: BF16 } }",
       "s.prototxt");
   const DataParallelConfig c = parse_data_parallel_config(root.block("parallel"));
-  EXPECT_EQ(c.backend, "tcp");
-  EXPECT_EQ(c.algorithm, "tree");
+  EXPECT_EQ(c.backend, BackendChoice::kTcp);
+  EXPECT_EQ(c.algorithm, AllreduceAlgorithm::kTree);
   EXPECT_DOUBLE_EQ(c.bucket_mb, 0.5);
   EXPECT_EQ(c.overlap, Overlap::kOff);
   EXPECT_EQ(c.compression, GradCompression::kBF16);
   EXPECT_EQ(c.bucket_bytes(), 512u * 1024u);
 
   const DataParallelConfig d = parse_data_parallel_config(ConfigNode());
-  EXPECT_EQ(d.backend, "auto");
+  EXPECT_EQ(d.backend, BackendChoice::kAuto);
   EXPECT_EQ(d.overlap, Overlap::kOn);
   EXPECT_EQ(d.compression, GradCompression::kNone);
 
@@ -323,8 +323,10 @@ TEST(DataParallelConfigTest, ParsesAndValidates) {
   EXPECT_THROW(parse_bucket_mb("abc", "--bucket-mb"), ConfigError);
   EXPECT_DOUBLE_EQ(parse_bucket_mb("2.5", "--bucket-mb"), 2.5);
   EXPECT_EQ(parse_grad_compression("fp16", "--compression"), GradCompression::kFP16);
-  EXPECT_THROW(check_algorithm("star", "--dp-algorithm"), ConfigError);
-  EXPECT_THROW(check_backend("udp", "--dp-backend"), ConfigError);
+  EXPECT_THROW(parse_dp_algorithm("star", "--dp-algorithm"), ConfigError);
+  EXPECT_THROW(parse_dp_backend("udp", "--dp-backend"), ConfigError);
+  EXPECT_THROW(parse_dp_backend("local", "--dp-backend"), ConfigError);  // one rank only: not a choice here
+  EXPECT_EQ(parse_dp_algorithm("tree", "--dp-algorithm"), AllreduceAlgorithm::kTree);
 
   // The solver file accepts the block (and keeps it for the tools).
   const SolverConfig sc = parse_solver_config(

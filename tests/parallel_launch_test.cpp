@@ -588,7 +588,7 @@ TEST_F(ParallelRankEnv, TcpBackendNeedsMasterAndToken) {
   set("STRATA_WORLD_SIZE", "2");
   auto tcp_error = [] {
     try {
-      create_communicator(detect_rank_env(), CommunicatorOptions{"tcp", "auto"});
+      create_communicator(detect_rank_env(), CommunicatorOptions{BackendChoice::kTcp, AllreduceAlgorithm::kAuto});
     } catch (const ConfigError& e) {
       return std::string(e.what());
     }

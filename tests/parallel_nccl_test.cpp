@@ -47,21 +47,18 @@ namespace {
 using test::error_of;
 
 TEST(NcclConfig, DataParallelConfigAcceptsNccl) {
-  EXPECT_NO_THROW(check_backend("nccl", "--dp-backend"));
-  EXPECT_CONTAINS(error_of<ConfigError>([] { check_backend("nccl2", "--dp-backend"); }), "nccl");
+  EXPECT_EQ(parse_dp_backend("nccl", "--dp-backend"), BackendChoice::kNccl);
+  EXPECT_CONTAINS(error_of<ConfigError>([] { parse_dp_backend("nccl2", "--dp-backend"); }), "nccl");
 }
 
 TEST(NcclConfig, UnknownBackendListsNccl) {
-  RankEnv env;
-  CommunicatorOptions opts;
-  opts.backend = "nickel";
-  EXPECT_CONTAINS(error_of<ConfigError>([&] { create_communicator(env, opts); }), "nccl");
+  EXPECT_CONTAINS(error_of<ConfigError>([] { parse_backend_choice("nickel", "backend"); }), "nccl");
 }
 
 TEST(NcclConfig, OneRankIsLocalWhateverTheBackend) {
   RankEnv env;  // a world of one
   CommunicatorOptions opts;
-  opts.backend = "nccl";
+  opts.backend = BackendChoice::kNccl;
   EXPECT_EQ(create_communicator(env, opts)->backend_name(), "local");
 }
 
@@ -74,13 +71,13 @@ TEST(NcclBackend, NotBuilt) {
   env.world_size = 2;
   env.hostname = "test-host";
   CommunicatorOptions opts;
-  opts.backend = "nccl";
+  opts.backend = BackendChoice::kNccl;
   const std::string msg = error_of<ConfigError>([&] { create_communicator(env, opts); });
   EXPECT_CONTAINS(msg, "without NCCL");
   EXPECT_CONTAINS(msg, "tcp");
   EXPECT_CONTAINS(msg, "rank 1 of 2 on test-host");
   // auto with CUDA tensors falls back to tcp here (which then wants its store address).
-  opts.backend = "auto";
+  opts.backend = BackendChoice::kAuto;
   opts.device = Device::cuda(0);
   EXPECT_CONTAINS(error_of<ConfigError>([&] { create_communicator(env, opts); }), "tcp backend");
   GTEST_SKIP() << "this build has no nccl backend (needs CUDA and NCCL at cmake time): "
@@ -256,7 +253,7 @@ void run_collectives_worker() {
   const RankEnv env = detect_rank_env();
   ASSERT_EQ(env.world_size, 2);
   CommunicatorOptions opts;
-  opts.backend = "auto";  // CUDA tensors and an NCCL build: auto is nccl
+  opts.backend = BackendChoice::kAuto;  // CUDA tensors and an NCCL build: auto is nccl
   opts.device = Device::cuda(0);
   auto comm = create_communicator(env, opts);
   ASSERT_EQ(comm->backend_name(), "nccl");
@@ -300,7 +297,7 @@ void run_collectives_worker() {
 void run_timeout_worker() {
   const RankEnv env = detect_rank_env();
   CommunicatorOptions opts;
-  opts.backend = "nccl";
+  opts.backend = BackendChoice::kNccl;
   opts.device = Device::cuda(0);
   auto comm = create_communicator(env, opts);
   comm->barrier();
@@ -408,7 +405,7 @@ TEST(NcclConfig, NoDeviceIsAClearError) {
   env.token = "t";
   env.timeout = std::chrono::seconds(10);
   CommunicatorOptions opts;
-  opts.backend = "nccl";
+  opts.backend = BackendChoice::kNccl;
   const std::string msg = error_of<ConfigError>([&] { create_communicator(env, opts); });
   EXPECT_CONTAINS(msg, "no GPU");
   EXPECT_CONTAINS(msg, "rank 0 of 2 on test-host");

@@ -35,7 +35,7 @@ class FakeHostComm final : public Communicator {
 
   int rank() const override { return rank_; }
   int world_size() const override { return 2; }
-  std::string backend_name() const override { return "fake"; }
+  CommBackend backend() const override { return CommBackend::kMpi; }
   void set_timeout(std::chrono::milliseconds) override {}
   std::string why_cannot_move(const Tensor& t) const override {
     return t.device().is_cpu() ? "" : "the fake backend moves CPU tensors only";
@@ -117,7 +117,8 @@ void check_every_operation(Device device) {
   HostStagingCommunicator comm(std::move(fake));
   EXPECT_EQ(comm.rank(), 1);
   EXPECT_EQ(comm.world_size(), 2);
-  EXPECT_EQ(comm.backend_name(), "fake");
+  EXPECT_EQ(comm.backend(), CommBackend::kMpi);  // the inner backend's
+  EXPECT_EQ(comm.backend_name(), "mpi");
 
   Tensor t = iota(3, 1, device);
   comm.allreduce(t, ReduceOp::kSum);

@@ -54,10 +54,12 @@ int usage() {
 int run(int argc, char** argv, const parallel::RankEnv& env) {
   const std::string mode = argv[1];
   parallel::CommunicatorOptions opts;
-  opts.backend = "tcp";
-  opts.algorithm = argv[2];
+  opts.backend = parallel::BackendChoice::kTcp;
+  opts.algorithm = parallel::parse_allreduce_algorithm(argv[2]);
   // strata launch --dp-transport passes the transport on as STRATA_DP_TRANSPORT.
-  if (const char* transport = std::getenv("STRATA_DP_TRANSPORT"); transport && *transport) opts.transport = transport;
+  if (const char* transport = std::getenv("STRATA_DP_TRANSPORT"); transport && *transport) {
+    opts.transport = parallel::parse_transport_choice(transport, "STRATA_DP_TRANSPORT");
+  }
   auto comm = parallel::create_communicator(env, opts);
   if (comm->world_size() != env.world_size || comm->rank() != env.rank) {
     std::fprintf(stderr, "%s: communicator reports rank %d of %d\n", env.describe().c_str(), comm->rank(),

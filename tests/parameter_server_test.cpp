@@ -98,7 +98,7 @@ struct ServedShard {
       threads.emplace_back([this, w] {
         std::unique_ptr<Transport> t;
         try {
-          t = connect_ps_pair(*store, 0, w, 0, env, "tcp");
+          t = connect_ps_pair(*store, 0, w, 0, env, TransportChoice::kTcp);
         } catch (const std::exception& e) {
           server->lose(w, "worker " + std::to_string(w), e.what());
           return;
@@ -110,7 +110,7 @@ struct ServedShard {
   ~ServedShard() {
     for (auto& t : threads) t.join();
   }
-  std::unique_ptr<Transport> connect(int worker) { return connect_ps_pair(*store, 0, worker, 1, env, "tcp"); }
+  std::unique_ptr<Transport> connect(int worker) { return connect_ps_pair(*store, 0, worker, 1, env, TransportChoice::kTcp); }
 };
 
 void send(Transport& t, PsOp op, int64_t a, int64_t b, const std::vector<float>& payload,

@@ -50,10 +50,7 @@ class ConvolutionLayer : public Layer {
   static void force_algorithm_for_testing(Algorithm a);
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
-  void reshape(const BlobVec& bottom, const BlobVec& top) override;
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
-  void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
-                    const BlobVec& bottom) override;
+  STRATA_CPU_METHODS;
   // Every worker's im2col or Winograd buffers and weight-gradient sums.
   size_t scratch_bytes() const override;
   ParamShard param_shard(size_t param_index) const override;

@@ -54,13 +54,13 @@ std::unique_ptr<Communicator> create_nccl(const RankEnv& env, const Communicator
 
 std::unique_ptr<Communicator> create_tcp(const RankEnv& env, const CommunicatorOptions& opts) {
   TcpCommunicatorOptions tcp_opts;
-  tcp_opts.algorithm = parse_allreduce_algorithm(opts.algorithm);
+  tcp_opts.algorithm = opts.algorithm;
   tcp_opts.hostname = env.hostname;
   std::shared_ptr<StoreServer> server;
   std::shared_ptr<Store> store;
   open_store(env, "tcp", server, store);
   TransportSetup setup;
-  setup.choice = parse_transport_choice(opts.transport, "transport");
+  setup.choice = opts.transport;
   setup.hostname = env.hostname;
   // Advertise the interface that reaches the master: the one the other
   // ranks can reach us on, too, in the usual single-network cluster.
@@ -77,6 +77,23 @@ std::unique_ptr<Communicator> create_tcp(const RankEnv& env, const CommunicatorO
 
 }  // namespace
 
+const std::vector<std::string>& backend_choice_names() {
+  static const std::vector<std::string> names = {"auto", "tcp", "nccl", "mpi", "local"};
+  return names;
+}
+
+BackendChoice parse_backend_choice(const std::string& text, const std::string& where) {
+  const std::vector<std::string>& names = backend_choice_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (text == names[i]) return static_cast<BackendChoice>(i);
+  }
+  fail<ConfigError>(where, ": unknown communication backend '", text, "'; known: auto, tcp, nccl, mpi, local");
+}
+
+const char* backend_choice_name(BackendChoice choice) {
+  return backend_choice_names()[static_cast<size_t>(choice)].c_str();
+}
+
 std::shared_ptr<Store> open_rank_store(const RankEnv& env, const char* what, std::shared_ptr<StoreServer>& server) {
   std::shared_ptr<Store> store;
   open_store(env, what, server, store);
@@ -84,27 +101,25 @@ std::shared_ptr<Store> open_rank_store(const RankEnv& env, const char* what, std
 }
 
 std::unique_ptr<Communicator> create_communicator(const RankEnv& env, const CommunicatorOptions& opts) {
-  const std::string& backend = opts.backend;
-  if (backend != "auto" && backend != "tcp" && backend != "nccl" && backend != "mpi" && backend != "local") {
-    fail<ConfigError>("unknown communication backend '", backend, "'; known: auto, tcp, nccl, mpi, local");
-  }
-  parse_allreduce_algorithm(opts.algorithm);  // reject a bad name even where it is not used
-  const TransportChoice transport = parse_transport_choice(opts.transport, "transport");
-  if (transport != TransportChoice::kAuto && (backend == "nccl" || backend == "mpi")) {
-    fail<ConfigError>("transport '", opts.transport, "' belongs to the tcp backend, but the backend is '", backend,
-                      "' (", backend, " moves its own bytes); use backend tcp (or auto), or transport auto");
+  const BackendChoice backend = opts.backend;
+  const TransportChoice transport = opts.transport;
+  if (transport != TransportChoice::kAuto && (backend == BackendChoice::kNccl || backend == BackendChoice::kMpi)) {
+    const char* name = backend_choice_name(backend);
+    fail<ConfigError>("transport '", transport_choice_name(transport), "' belongs to the tcp backend, but the backend "
+                      "is '", name, "' (", name, " moves its own bytes); use backend tcp (or auto), or transport auto");
   }
   if (env.world_size <= 1) return std::make_unique<LocalCommunicator>();
-  if (backend == "local") {
+  if (backend == BackendChoice::kLocal) {
     fail<ConfigError>(env.describe(), ": backend 'local' serves a world of one rank only; use tcp, nccl or mpi for ",
                       env.world_size, " ranks");
   }
   // auto: NCCL for CUDA tensors where this build has it.
-  if (backend == "nccl" || (backend == "auto" && transport == TransportChoice::kAuto &&
-                            opts.device.kind == DeviceKind::kCUDA && nccl_backend_built())) {
+  if (backend == BackendChoice::kNccl ||
+      (backend == BackendChoice::kAuto && transport == TransportChoice::kAuto &&
+       opts.device.kind == DeviceKind::kCUDA && nccl_backend_built())) {
     return create_nccl(env, opts);
   }
-  if (backend == "mpi") {
+  if (backend == BackendChoice::kMpi) {
 #ifdef STRATA_FACTORY_HAS_MPI_HEADER
     return std::make_unique<HostStagingCommunicator>(create_mpi_communicator(env));
 #else

@@ -39,7 +39,7 @@ class StagingCommunicator : public Communicator {
 
   int rank() const override { return inner_->rank(); }
   int world_size() const override { return inner_->world_size(); }
-  std::string backend_name() const override { return inner_->backend_name(); }
+  CommBackend backend() const override { return inner_->backend(); }
   void set_timeout(std::chrono::milliseconds timeout) override { inner_->set_timeout(timeout); }
 
   std::string describe() const override { return inner_->describe(); }

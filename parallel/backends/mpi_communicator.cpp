@@ -242,7 +242,7 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
-  std::string backend_name() const override { return "mpi"; }
+  CommBackend backend() const override { return CommBackend::kMpi; }
   void set_timeout(std::chrono::milliseconds timeout) override { timeout_ms_ = timeout.count(); }
   std::string describe() const override { return who_; }
   std::string why_cannot_move(const Tensor& t) const override {

@@ -298,7 +298,7 @@ class NcclCommunicator final : public Communicator {
 
   int rank() const override { return s_->rank; }
   int world_size() const override { return s_->world_size; }
-  std::string backend_name() const override { return "nccl"; }
+  CommBackend backend() const override { return CommBackend::kNccl; }
   void set_timeout(std::chrono::milliseconds timeout) override {
     if (timeout.count() <= 0) fail<ConfigError>(s_->who, ": the nccl timeout must be positive");
     s_->timeout_ms = timeout.count();

@@ -76,7 +76,7 @@ class TcpCommunicator final : public Communicator {
 
   int rank() const override;
   int world_size() const override;
-  std::string backend_name() const override { return "tcp"; }
+  CommBackend backend() const override { return CommBackend::kTcp; }
   void set_timeout(std::chrono::milliseconds timeout) override;
 
   std::string describe() const override;

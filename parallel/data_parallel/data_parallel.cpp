@@ -126,7 +126,7 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
   // NCCL reduces device memory: the buckets live beside the gradients. The
   // tcp and mpi backends move host memory: gradients on a GPU are staged
   // through host buckets.
-  wire_device_ = comm.backend_name() == "nccl" ? net.device() : Device::cpu();
+  wire_device_ = comm.backend() == CommBackend::kNccl ? net.device() : Device::cpu();
   if (!wire_device_.is_cpu() && config_.compression != GradCompression::kNone) {
     fail<ConfigError>("data parallel: compression ", grad_compression_name(config_.compression),
                       " is not available with the nccl backend yet (it reduces f32 gradients on the GPU); "

@@ -57,7 +57,8 @@ size_t DataParallelConfig::bucket_bytes() const {
 std::string DataParallelConfig::summary() const {
   char mb[32];
   std::snprintf(mb, sizeof mb, "%g", bucket_mb);
-  return backend + "/" + algorithm + ", transport " + transport + ", " + mb + " MB buckets, overlap " + (overlap == Overlap::kOn ? "on" : "off") +
+  return std::string(backend_choice_name(backend)) + "/" + allreduce_algorithm_name(algorithm) + ", transport " +
+         transport_choice_name(transport) + ", " + mb + " MB buckets, overlap " + (overlap == Overlap::kOn ? "on" : "off") +
          ", compression " + grad_compression_name(compression) +
          (shard == ShardStage::kNone ? std::string() : std::string(", shard ") + shard_stage_name(shard));
 }
@@ -90,9 +91,9 @@ DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block) 
   const ConfigNode& data = parallel_block.block("data");
   data.check_keys(data_parallel_keys(), "the solver's parallel { data { } } block");
   DataParallelConfig c;
-  c.backend = data.get_enum("backend", backends(), c.backend);
-  c.algorithm = data.get_enum("algorithm", algorithms(), c.algorithm);
-  c.transport = data.get_enum("transport", transport_choice_names(), c.transport);
+  c.backend = parse_backend_choice(data.get_enum("backend", backends(), "auto"), "backend");
+  c.algorithm = parse_allreduce_algorithm(data.get_enum("algorithm", algorithms(), "auto"));
+  c.transport = parse_transport_choice(data.get_enum("transport", transport_choice_names(), "auto"), "transport");
   c.bucket_mb = data.get_double("bucket_mb", c.bucket_mb);
   if (const ConfigNode* n = data.find("bucket_mb")) check_bucket_mb(c.bucket_mb, n->loc().str());
   c.overlap = data.get_bool("overlap", true) ? Overlap::kOn : Overlap::kOff;
@@ -104,20 +105,22 @@ DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block) 
   return c;
 }
 
-void check_backend(const std::string& backend, const std::string& where) {
-  if (std::find(backends().begin(), backends().end(), backend) == backends().end()) {
-    fail<ConfigError>(where, ": backend must be one of ", join(backends()), ", got '", backend, "'");
+BackendChoice parse_dp_backend(const std::string& text, const std::string& where) {
+  if (std::find(backends().begin(), backends().end(), text) == backends().end()) {
+    fail<ConfigError>(where, ": backend must be one of ", join(backends()), ", got '", text, "'");
   }
+  return parse_backend_choice(text, where);
 }
 
-void check_algorithm(const std::string& algorithm, const std::string& where) {
-  if (std::find(algorithms().begin(), algorithms().end(), algorithm) == algorithms().end()) {
-    fail<ConfigError>(where, ": algorithm must be one of ", join(algorithms()), ", got '", algorithm, "'");
+AllreduceAlgorithm parse_dp_algorithm(const std::string& text, const std::string& where) {
+  if (std::find(algorithms().begin(), algorithms().end(), text) == algorithms().end()) {
+    fail<ConfigError>(where, ": algorithm must be one of ", join(algorithms()), ", got '", text, "'");
   }
+  return parse_allreduce_algorithm(text);
 }
 
-void check_transport(const std::string& transport, const std::string& where) {
-  parse_transport_choice(transport, where);
+TransportChoice parse_dp_transport(const std::string& text, const std::string& where) {
+  return parse_transport_choice(text, where);
 }
 
 double parse_bucket_mb(const std::string& text, const std::string& where) {

@@ -3,7 +3,7 @@
 //
 //   parallel {
 //     data {
-//       backend: "auto"      # "auto", "tcp" or "mpi"
+//       backend: "auto"      # "auto", "tcp", "nccl" or "mpi"
 //       algorithm: "auto"    # "auto", "ring" or "tree" (allreduce algorithm)
 //       transport: "auto"    # "auto", "tcp", "shm" or "rdma" (tcp backend's bytes,
 //                            # parallel/transport/transport_select.h)
@@ -23,7 +23,9 @@
 #include <vector>
 
 #include "framework/config/config.h"
+#include "parallel/backends/communicator_factory.h"
 #include "parallel/codec/gradient_codec.h"
+#include "parallel/transport/transport_select.h"
 
 namespace strata::parallel {
 
@@ -39,9 +41,9 @@ const char* shard_stage_name(ShardStage s);
 ShardStage parse_shard_stage(const std::string& name, const std::string& where);
 
 struct DataParallelConfig {
-  std::string backend = "auto";
-  std::string algorithm = "auto";
-  std::string transport = "auto";
+  BackendChoice backend = BackendChoice::kAuto;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::kAuto;
+  TransportChoice transport = TransportChoice::kAuto;
   double bucket_mb = 25.0;
   Overlap overlap = Overlap::kOn;
   GradCompression compression = GradCompression::kNone;
@@ -61,10 +63,11 @@ const std::vector<std::string>& data_parallel_keys();  // keys of `parallel { da
 // block gives the defaults). ConfigError names the key and its file:line:col.
 DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block);
 
-// Command-line overrides; each throws ConfigError naming the flag on a bad value.
-void check_backend(const std::string& backend, const std::string& where);
-void check_algorithm(const std::string& algorithm, const std::string& where);
-void check_transport(const std::string& transport, const std::string& where);
+// Command-line overrides, parsed; each throws ConfigError naming the flag
+// (`where`) and the known names on a bad value.
+BackendChoice parse_dp_backend(const std::string& text, const std::string& where);  // not "local"
+AllreduceAlgorithm parse_dp_algorithm(const std::string& text, const std::string& where);
+TransportChoice parse_dp_transport(const std::string& text, const std::string& where);
 double parse_bucket_mb(const std::string& text, const std::string& where);
 
 }  // namespace strata::parallel

@@ -160,7 +160,7 @@ ModelParallelRun start_model_parallel(const SolverConfig& config, const ModelPar
   if (!has_stage_keys(net_config_of(config).first)) po.stage_of_layer = balanced_cut(config, shape.pp, w, out);
   // Over nccl every transfer goes on the pp communicator in batches
   // (StageTransfers::kBatched); elsewhere gradients get a channel of their own.
-  if (w.backend_name() != "nccl") run.grad_comm = grid.new_communicator(GridAxis::kPp, "grad");
+  if (w.backend() != CommBackend::kNccl) run.grad_comm = grid.new_communicator(GridAxis::kPp, "grad");
   run.pipe = std::make_unique<PipelineParallel>(config, grid.pp(), run.grad_comm ? *run.grad_comm : grid.pp(), po);
   if (w.rank() == 0) {
     out << "pipeline: " << mp.pipeline.summary() << " (theoretical bubble "

@@ -144,7 +144,7 @@ PipelineParallel::PipelineParallel(const SolverConfig& config, Communicator& act
   }
   grad_in_.resize(plan_.boundaries.size());
   batched_ = options.transfers == StageTransfers::kBatched ||
-             (options.transfers == StageTransfers::kAuto && act_.backend_name() == "nccl");
+             (options.transfers == StageTransfers::kAuto && act_.backend() == CommBackend::kNccl);
   if (batched_) {
     step_batches_ = stage_transfer_batches(plan_, stage_, ops_);  // carries_grad is known after setup
   } else {

@@ -16,45 +16,60 @@
 
 namespace strata::parallel {
 
-std::vector<LayerCost> measure_layer_costs(const ConfigNode& net_root, const std::string& base_dir, int iterations) {
-  NetOptions o;
-  o.base_dir = base_dir;
-  Net net(net_root, o);
+std::vector<LayerCost> costs_by_train_layer(const ConfigNode& net_root, const Net& net,
+                                            const std::vector<double>& seconds) {
+  STRATA_CHECK(static_cast<int>(seconds.size()) == net.num_layers(), seconds.size(), " times for ",
+               net.num_layers(), " layers");
   const std::vector<std::string> names = train_layer_names(net_root);
   std::map<std::string, size_t> index;
   for (size_t i = 0; i < names.size(); ++i) index[names[i]] = i;
   std::vector<LayerCost> costs(names.size());
   for (size_t i = 0; i < names.size(); ++i) costs[i].name = names[i];
-  // Net layer -> TRAIN layer (Split layers count with the layer before them).
-  std::vector<size_t> owner(static_cast<size_t>(net.num_layers()), 0);
-  size_t cur = 0;
+  size_t owner = 0;  // Split layers count with the layer before them
   for (int i = 0; i < net.num_layers(); ++i) {
     auto it = index.find(net.layer(i).name());
-    if (it != index.end()) cur = it->second;
-    owner[static_cast<size_t>(i)] = cur;
-  }
-  using Clock = std::chrono::steady_clock;
-  for (int it = 0; it <= iterations; ++it) {  // iteration 0 warms up
-    std::vector<double> t(names.size(), 0.0);
-    for (int i = 0; i < net.num_layers(); ++i) {
-      const auto s = Clock::now();
-      net.forward(i, i);
-      t[owner[static_cast<size_t>(i)]] += std::chrono::duration<double>(Clock::now() - s).count();
-    }
-    for (int i = net.num_layers() - 1; i >= 0; --i) {
-      const auto s = Clock::now();
-      net.backward(i, i);
-      t[owner[static_cast<size_t>(i)]] += std::chrono::duration<double>(Clock::now() - s).count();
-    }
-    if (it == 0) continue;
-    for (size_t k = 0; k < t.size(); ++k) costs[k].seconds += t[k] / iterations;
-  }
-  for (int i = 0; i < net.num_layers(); ++i) {
-    LayerCost& c = costs[owner[static_cast<size_t>(i)]];
+    if (it != index.end()) owner = it->second;
+    LayerCost& c = costs[owner];
+    c.seconds += seconds[static_cast<size_t>(i)];
     for (const LayerParam& p : net.layer(i).params()) c.bytes += 2 * p.blob->data.nbytes();
     for (const Blob* top : net.tops(i)) c.bytes += 2 * top->data.nbytes();
   }
   return costs;
+}
+
+std::vector<double> declared_seconds(const Net& net) {
+  constexpr double kFlopsPerSecond = 1e11, kBytesPerSecond = 1e10;
+  std::vector<double> s(static_cast<size_t>(net.num_layers()), 0.0);
+  for (int i = 0; i < net.num_layers(); ++i) {
+    const ForwardCost c = net.layer(i).forward_cost(net.bottoms(i), net.tops(i));
+    const double passes = net.layer_needs_backward(i) ? 3.0 : 1.0;  // backward: about twice forward
+    s[static_cast<size_t>(i)] = passes * std::max(c.flops / kFlopsPerSecond, c.bytes / kBytesPerSecond);
+  }
+  return s;
+}
+
+std::vector<LayerCost> measure_layer_costs(const ConfigNode& net_root, const std::string& base_dir, int iterations) {
+  NetOptions o;
+  o.base_dir = base_dir;
+  Net net(net_root, o);
+  std::vector<double> seconds(static_cast<size_t>(net.num_layers()), 0.0);
+  using Clock = std::chrono::steady_clock;
+  for (int it = 0; it <= iterations; ++it) {  // iteration 0 warms up
+    std::vector<double> t(seconds.size(), 0.0);
+    for (int i = 0; i < net.num_layers(); ++i) {
+      const auto s = Clock::now();
+      net.forward(i, i);
+      t[static_cast<size_t>(i)] += std::chrono::duration<double>(Clock::now() - s).count();
+    }
+    for (int i = net.num_layers() - 1; i >= 0; --i) {
+      const auto s = Clock::now();
+      net.backward(i, i);
+      t[static_cast<size_t>(i)] += std::chrono::duration<double>(Clock::now() - s).count();
+    }
+    if (it == 0) continue;
+    for (size_t k = 0; k < t.size(); ++k) seconds[k] += t[k] / iterations;
+  }
+  return costs_by_train_layer(net_root, net, seconds);
 }
 
 std::vector<LayerCost> model_layer_costs(const ConfigNode& net_root) {
@@ -107,7 +122,8 @@ std::vector<int> balance_stages(const std::vector<LayerCost>& costs, int stages)
   return stage;
 }
 
-std::string describe_balance(const std::vector<LayerCost>& costs, const std::vector<int>& stage_of_layer, int stages) {
+std::string describe_balance(const std::vector<LayerCost>& costs, const std::vector<int>& stage_of_layer, int stages,
+                             const std::string& label) {
   std::vector<double> t(static_cast<size_t>(stages), 0.0);
   std::vector<size_t> b(static_cast<size_t>(stages), 0);
   std::vector<std::string> first(static_cast<size_t>(stages)), last(static_cast<size_t>(stages));
@@ -132,7 +148,7 @@ std::string describe_balance(const std::vector<LayerCost>& costs, const std::vec
   }
   const double slowest = *std::max_element(t.begin(), t.end());
   std::snprintf(buf, sizeof buf, "%.2f", total > 0 ? slowest / (total / stages) : 1.0);
-  os << "  predicted balance: slowest stage / mean stage = " << buf << "\n";
+  os << "  " << label << ": slowest stage / mean stage = " << buf << "\n";
   return os.str();
 }
 

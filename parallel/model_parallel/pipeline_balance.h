@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "framework/config/config.h"
+#include "framework/net.h"
 
 namespace strata::parallel {
 
@@ -29,12 +30,26 @@ std::vector<LayerCost> measure_layer_costs(const ConfigNode& net_root, const std
 // layers per stage. An unknown type is the registry's error.
 std::vector<LayerCost> model_layer_costs(const ConfigNode& net_root);
 
+// Per TRAIN-phase layer of `net_root`, built as `net`: the sum of `seconds`
+// (one value per layer of the Net) over the Net's layers it owns (a Split
+// layer counts with the layer before it), and its parameter, gradient and
+// top bytes.
+std::vector<LayerCost> costs_by_train_layer(const ConfigNode& net_root, const Net& net,
+                                            const std::vector<double>& seconds);
+// Per layer of `net`, forward and backward as its layer declares them at the
+// Net's shapes (Layer::forward_cost; backward counted as twice forward):
+// max(FLOPs / 1e11, bytes / 1e10) seconds, a roofline of a CPU core's
+// order, so a layer over few weights and large activations weighs by its
+// memory traffic. Relative units: what a cut needs, not a prediction.
+std::vector<double> declared_seconds(const Net& net);
+
 // The stage of each layer: contiguous, non-decreasing, every stage non-empty,
 // minimising the largest per-stage sum of seconds (ties: fewer bytes).
 std::vector<int> balance_stages(const std::vector<LayerCost>& costs, int stages);
 
 // "stage 0: data .. relu3 (9 layers) 41% of time, 12.0 MiB\n ..." and the
-// predicted balance (slowest stage / mean stage).
-std::string describe_balance(const std::vector<LayerCost>& costs, const std::vector<int>& stage_of_layer, int stages);
+// balance (slowest stage / mean stage) under `label` ("predicted balance").
+std::string describe_balance(const std::vector<LayerCost>& costs, const std::vector<int>& stage_of_layer, int stages,
+                             const std::string& label = "predicted balance");
 
 }  // namespace strata::parallel

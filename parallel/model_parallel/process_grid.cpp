@@ -104,10 +104,10 @@ void ProcessGrid::open_store(const std::string& who) {
 std::unique_ptr<Communicator> ProcessGrid::connect_group(int axis, const std::string& name) {
   const int n = axis_size(shape_, axis);
   if (n == 1) return std::make_unique<LocalCommunicator>();
-  const std::string backend = world_.backend_name();
+  const CommBackend backend = world_.backend();
   const std::string who = "rank " + std::to_string(world_.rank()) + " on " + env_.hostname;
-  if (backend != "tcp" && backend != "nccl") {
-    fail<ConfigError>(who, ": process grid ", shape_.str(), " over the '", backend, "' backend needs a ",
+  if (backend != CommBackend::kTcp && backend != CommBackend::kNccl) {
+    fail<ConfigError>(who, ": process grid ", shape_.str(), " over the '", world_.backend_name(), "' backend needs a ",
                       grid_axis_name(static_cast<GridAxis>(axis)),
                       " group communicator, which only the tcp and nccl backends provide so far; use --dp-backend "
                       "tcp (or nccl on GPUs)");
@@ -115,7 +115,7 @@ std::unique_ptr<Communicator> ProcessGrid::connect_group(int axis, const std::st
   open_store(who);
   const std::string prefix = std::string("strata/grid/") + grid_axis_name(static_cast<GridAxis>(axis)) + "/" +
                              name + "/" + std::to_string(group_index(shape_, coord_, axis));
-  if (backend == "nccl") return connect_nccl_group(axis, prefix);
+  if (backend == CommBackend::kNccl) return connect_nccl_group(axis, prefix);
   TcpTransportOptions topts;
   topts.hostname = env_.hostname;
   topts.advertise_host = options_.advertise_host;

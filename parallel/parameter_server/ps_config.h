@@ -25,6 +25,7 @@
 
 #include "framework/config/config.h"
 #include "parallel/codec/gradient_codec.h"
+#include "parallel/transport/transport_select.h"
 
 namespace strata::parallel {
 
@@ -49,7 +50,7 @@ struct ParameterServerConfig {
   GradCompression compression = GradCompression::kNone;
   // What carries each worker-server pair's bytes: the run's transport
   // (--dp-transport, `transport:` of parallel { data { } }; transport_select.h).
-  std::string transport = "auto";
+  TransportChoice transport = TransportChoice::kAuto;
 
   // "ASYNC, 2 sharded servers, 3 workers"
   std::string summary(int workers, int shards) const;

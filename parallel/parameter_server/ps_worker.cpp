@@ -22,9 +22,9 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 std::unique_ptr<Transport> connect_ps_pair(Store& store, int shard, int worker, int pair_rank, const RankEnv& env,
-                                           const std::string& transport) {
+                                           TransportChoice transport) {
   TransportSetup setup;
-  setup.choice = parse_transport_choice(transport, "the parameter server's transport (--dp-transport)");
+  setup.choice = transport;
   setup.hostname = env.hostname;
   // Toward the master, as the allreduce transport does; in one process (tests) on loopback.
   setup.advertise_host =

@@ -38,6 +38,7 @@
 #include "parallel/rendezvous/env.h"
 #include "parallel/rendezvous/store.h"
 #include "parallel/transport/transport.h"
+#include "parallel/transport/transport_select.h"
 
 namespace strata::parallel {
 
@@ -46,7 +47,7 @@ namespace strata::parallel {
 // (auto: shared memory when both are on one host, RDMA between hosts with a
 // device, TCP otherwise; parallel/transport/transport_select.h).
 std::unique_ptr<Transport> connect_ps_pair(Store& store, int shard, int worker, int pair_rank, const RankEnv& env,
-                                           const std::string& transport);
+                                           TransportChoice transport);
 // Store key of the parameter table worker 0 publishes.
 inline constexpr const char* kPsTableKey = "strata/ps/table";
 

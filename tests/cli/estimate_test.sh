@@ -87,6 +87,30 @@ else
   fail "strata time --out failed: $(cat "$work/err.txt")"
 fi
 
+# 2b. strata time --pp: the balancer's cut from each cost source, weighed with
+# the measured times; the cut from the measured times is the best of them.
+if "$strata" time --model "$model" --iterations 2 --threads 2 --pp 2,3 > "$work/pp.txt" 2> "$work/err.txt"; then
+  "$py" - "$work/pp.txt" <<'PY' || { cat "$work/pp.txt"; fail "strata time --pp: the cuts do not parse or the measured one is not the best"; }
+import re, sys
+text = open(sys.argv[1]).read()
+for pp in (2, 3):
+    block = text.split("pipeline stages at pp %d," % pp)[1].split("pipeline stages at pp")[0]
+    cuts = block.split("cut from ")[1:]
+    assert len(cuts) == 3, "pp %d: %d cuts" % (pp, len(cuts))
+    balances = []
+    for cut in cuts:
+        stages = re.findall(r"stage (\d+): (\S+) \.\. (\S+) \((\d+) layers\) (\d+)% of the time", cut)
+        assert [int(s[0]) for s in stages] == list(range(pp)), cut
+        assert sum(int(s[3]) for s in stages) == 14, cut  # digits' 14 TRAIN layers, each in one stage
+        balances.append(float(re.search(r"measured balance: slowest stage / mean stage = ([0-9.]+)", cut).group(1)))
+    assert cuts[2].startswith("the times measured here"), cuts[2][:60]
+    assert all(b >= 1.0 for b in balances), balances
+    assert balances[2] <= min(balances) + 1e-9, balances
+PY
+else
+  fail "strata time --pp failed: $(cat "$work/err.txt")"
+fi
+
 # 3. --solver: its net, and bucket_mb, compression and micro_batches from its parallel block.
 cat > "$work/solver.prototxt" <<SOLVER
 net: "$src/models/digits/train.prototxt"

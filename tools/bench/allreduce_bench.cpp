@@ -117,13 +117,13 @@ int main(int argc, char** argv) {
     const Options opt = parse(argc, argv);
     const parallel::RankEnv env = parallel::detect_rank_env();
     parallel::CommunicatorOptions copts;
-    copts.backend = opt.backend;
-    copts.algorithm = opt.algorithm;
-    copts.transport = opt.transport;
+    copts.backend = parallel::parse_backend_choice(opt.backend, "--backend");
+    copts.algorithm = parallel::parse_allreduce_algorithm(opt.algorithm);
+    copts.transport = parallel::parse_transport_choice(opt.transport, "--transport");
     auto comm = parallel::create_communicator(env, copts);
     const int rank = comm->rank();
     const int world = comm->world_size();
-    const std::string impl = comm->backend_name() != "tcp" ? "strata-" + comm->backend_name()
+    const std::string impl = comm->backend() != CommBackend::kTcp ? "strata-" + comm->backend_name()
                              : opt.transport == "auto" ? "strata-tcp-" + opt.algorithm
                                                        : "strata-tcp-" + opt.algorithm + "-" + opt.transport;
 

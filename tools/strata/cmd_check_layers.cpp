@@ -1,7 +1,9 @@
 // strata layers: the registered layer types, and strata check-layers: the
 // generic layer checks (framework/layer_check.h) on the types a layer library
-// registers, or on any types named: a table, then every problem found.
+// registers, or on any types named: a table, then every problem found. The
+// CPU-against-CUDA column runs where a CUDA build finds a GPU.
 #include <cstdio>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,9 +72,10 @@ int check_layers_main(int argc, char** argv) {
   } else {
     types = LayerRegistry::instance().types();
   }
-  std::printf("%-20s %-8s %-16s %-16s %-16s\n", "layer type", "example", "gradients", "zero batch",
-              "extreme values");
+  std::printf("%-20s %-8s %-16s %-16s %-16s %-16s\n", "layer type", "example", "gradients", "zero batch",
+              "extreme values", "CPU vs CUDA");
   std::vector<std::string> report;
+  std::map<std::string, int> cuda_not_run;  // why -> examples
   int failed = 0, checked = 0;
   for (const std::string& type : types) {
     const LayerSchema schema = LayerRegistry::instance().find(type).schema();
@@ -93,19 +96,24 @@ int check_layers_main(int argc, char** argv) {
       const Outcome g = run([&] { return check_gradients(type, ex); });
       const Outcome z = run([&] { return check_zero_batch(type, ex); });
       const Outcome x = run([&] { return check_extreme_values(type, ex); });
-      std::printf("%-20s %-8zu %-16s %-16s %-16s\n", type.c_str(), i, g.cell.c_str(), z.cell.c_str(),
-                  x.cell.c_str());
+      const std::string cuda_why = cuda_check_unavailable(type);
+      if (!cuda_why.empty()) ++cuda_not_run[cuda_why];
+      const Outcome c = cuda_why.empty() ? run([&] { return check_cpu_vs_cuda(type, ex, kCudaCheckFp32Tolerance); })
+                                         : Outcome{"-", {}};
+      std::printf("%-20s %-8zu %-16s %-16s %-16s %-16s\n", type.c_str(), i, g.cell.c_str(), z.cell.c_str(),
+                  x.cell.c_str(), c.cell.c_str());
       std::fflush(stdout);
       ++checked;
       const std::string what = describe_example(type, ex);
       for (const auto& [name, o] : {std::make_pair("gradients", &g), std::make_pair("zero batch", &z),
-                                    std::make_pair("extreme values", &x)}) {
+                                    std::make_pair("extreme values", &x), std::make_pair("CPU vs CUDA", &c)}) {
         for (const std::string& p : o->problems) report.push_back(what + ": " + name + ": " + p);
       }
-      if (!g.problems.empty() || !z.problems.empty() || !x.problems.empty()) ++failed;
+      if (!g.problems.empty() || !z.problems.empty() || !x.problems.empty() || !c.problems.empty()) ++failed;
     }
   }
   for (const std::string& line : report) std::printf("  %s\n", line.c_str());
+  for (const auto& [why, n] : cuda_not_run) std::printf("CPU vs CUDA not run for %d example(s): %s\n", n, why.c_str());
   std::printf("%d example(s) of %zu type(s) checked on the CPU, %d failed%s\n", checked, types.size(), failed,
               failed ? "" : ": all passed");
   return failed ? 1 : 0;

@@ -260,7 +260,7 @@ int estimate_main(int argc, char** argv) {
     const parallel::RankEnv env = parallel::detect_rank_env();
     if (!env.distributed()) estimate::probe_link(*std::make_unique<LocalCommunicator>());
     parallel::CommunicatorOptions copts;
-    copts.backend = "tcp";
+    copts.backend = parallel::BackendChoice::kTcp;
     const std::unique_ptr<Communicator> comm = parallel::create_communicator(env, copts);
     probed = estimate::probe_link(*comm);
     if (comm->rank() != 0) return 0;

@@ -104,7 +104,7 @@ int launch_main(int argc, char** argv) {
   if (args.has("heartbeat-timeout")) options.heartbeat_timeout_s = seconds_flag(args, "heartbeat-timeout");
   if (args.has("dp-transport")) {
     const std::string transport = args.get("dp-transport");
-    parallel::check_transport(transport, "--dp-transport");
+    parallel::parse_dp_transport(transport, "--dp-transport");  // a bad name fails here, before any rank starts
     // The ranks inherit the launcher's environment.
     ::setenv("STRATA_DP_TRANSPORT", transport.c_str(), 1);
   }

@@ -91,22 +91,16 @@ std::vector<int> stop_signals_from_env() {
 // The solver file's parallel { data { } } block, then the command line on top.
 parallel::DataParallelConfig data_parallel_config(const SolverConfig& config, const Args& args) {
   parallel::DataParallelConfig c = parallel::parse_data_parallel_config(config.parallel);
-  if (args.has("dp-backend")) {
-    c.backend = args.get("dp-backend");
-    parallel::check_backend(c.backend, "--dp-backend");
-  }
+  if (args.has("dp-backend")) c.backend = parallel::parse_dp_backend(args.get("dp-backend"), "--dp-backend");
   if (args.has("dp-algorithm")) {
-    c.algorithm = args.get("dp-algorithm");
-    parallel::check_algorithm(c.algorithm, "--dp-algorithm");
+    c.algorithm = parallel::parse_dp_algorithm(args.get("dp-algorithm"), "--dp-algorithm");
   }
   // --dp-transport of strata train, else of strata launch (which passes it
   // to its ranks as STRATA_DP_TRANSPORT), else the solver file's.
   if (args.has("dp-transport")) {
-    c.transport = args.get("dp-transport");
-    parallel::check_transport(c.transport, "--dp-transport");
+    c.transport = parallel::parse_dp_transport(args.get("dp-transport"), "--dp-transport");
   } else if (const char* env = std::getenv("STRATA_DP_TRANSPORT"); env && *env) {
-    c.transport = env;
-    parallel::check_transport(c.transport, "STRATA_DP_TRANSPORT (strata launch --dp-transport)");
+    c.transport = parallel::parse_dp_transport(env, "STRATA_DP_TRANSPORT (strata launch --dp-transport)");
   }
   if (args.has("bucket-mb")) c.bucket_mb = parallel::parse_bucket_mb(args.get("bucket-mb"), "--bucket-mb");
   if (args.has("no-overlap")) c.overlap = parallel::Overlap::kOff;
