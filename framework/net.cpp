@@ -440,6 +440,7 @@ void Net::reshape() {
 
 void Net::run_forward(int i) {
   Layer& layer = *layers_[static_cast<size_t>(i)];
+  if (pass_hooks_.before_forward) pass_hooks_.before_forward(i);
   naming_layer_on_oom(i, "forward", [&] {
     layer.reshape(bottoms_[i], tops_[i]);
     if (on_cuda()) {
@@ -448,6 +449,7 @@ void Net::run_forward(int i) {
       layer.forward_cpu(bottoms_[i], tops_[i]);
     }
   });
+  if (pass_hooks_.after_forward) pass_hooks_.after_forward(i);
 }
 
 float Net::forward(int from, int to) {
@@ -507,8 +509,10 @@ void Net::backward(int from, int to) {
     if (range >= 0 && recompute_[static_cast<size_t>(range)].last == i) recompute(range);
     if (!layer_need_backward_[i]) {
       poison_after(backward_step_[static_cast<size_t>(i)]);
+      if (pass_hooks_.after_backward) pass_hooks_.after_backward(i);
       continue;
     }
+    if (pass_hooks_.before_backward) pass_hooks_.before_backward(i);
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
       if (w != 0.0f) tops_[i][t]->diff.fill(w * loss_scale_);
@@ -524,6 +528,7 @@ void Net::backward(int from, int to) {
       }
     });
     if (gpu) device_span_end(gpu, gpu_span, "gpu backward", layers_[i]->name());
+    if (pass_hooks_.after_backward) pass_hooks_.after_backward(i);
     if (grad_ready_) {
       for (int id : params_ready_after_[i]) grad_ready_(id);
     }

@@ -166,6 +166,18 @@ class Net {
   // this backward pass (after the last layer that writes it).
   void set_grad_ready_callback(std::function<void(int param_index)> callback);
 
+  // Called around the passes of each layer, in the order they run: before and
+  // after every forward (a recompute's too), and before and after every
+  // backward, where after_backward is called also for a layer whose
+  // backward is skipped (it needs none). Sharded data parallel's PARAMETERS
+  // stage gathers a layer's weights in the before hooks and releases them in
+  // the after hooks. Empty functions are not called.
+  struct LayerPassHooks {
+    std::function<void(int layer)> before_forward, after_forward, before_backward, after_backward;
+  };
+  void set_layer_pass_hooks(LayerPassHooks hooks) { pass_hooks_ = std::move(hooks); }
+  const LayerPassHooks& layer_pass_hooks() const { return pass_hooks_; }
+
   std::vector<NetParam>& params() { return params_; }
   const std::vector<NetParam>& params() const { return params_; }
   int param_index(const std::string& name) const;  // -1 if absent
@@ -279,6 +291,7 @@ class Net {
   std::vector<std::vector<int>> layer_param_ids_;  // per layer: index into params_ per slot
   std::vector<std::vector<int>> params_ready_after_;  // per layer: params final after its backward
   std::function<void(int)> grad_ready_;
+  LayerPassHooks pass_hooks_;
   float loss_scale_ = 1.0f;
   bool force_backward_ = false;
   size_t layer_bytes_ = 0;  // MemoryReport::layer_bytes, as set up

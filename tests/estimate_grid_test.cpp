@@ -316,5 +316,60 @@ TEST(EstimateGrid, TimesFileCarriesParamAndActivationBytes) {
   std::remove(path.c_str());
 }
 
+// Sharded data parallel on dp 4 over a 1 GB/s link without latency, one
+// bucket of the 500 gradient bytes: the ring allreduce takes 2 x 3/4 x 500
+// ns; OPTIMIZER and GRADIENTS reduce-scatter (3/4 x 500) and allgather the
+// weights once (the same bytes in all), PARAMETERS twice (1.5 times them).
+// The optimizer state shrinks to 1/4; with PARAMETERS the weights too, plus
+// the largest layer's (L2: 300 bytes) gathered whole.
+TEST(EstimateGrid, ShardStagesMemoryAndCommunication) {
+  const StepProfile p = four_layers();
+  GridOptions o;
+  const GridShape dp4{4, 1, 1};
+  const GridEstimate none = grid_step(p, dp4, test_link(), o);
+  const GridEstimate one = grid_step(p, dp4, test_link(), o, parallel::ShardStage::kOptimizer);
+  const GridEstimate two = grid_step(p, dp4, test_link(), o, parallel::ShardStage::kGradients);
+  const GridEstimate three = grid_step(p, dp4, test_link(), o, parallel::ShardStage::kParameters);
+  EXPECT_DOUBLE_EQ(none.step.communication, 750e-9);
+  EXPECT_DOUBLE_EQ(one.step.communication, 750e-9);
+  EXPECT_DOUBLE_EQ(two.step.communication, 750e-9);
+  EXPECT_DOUBLE_EQ(three.step.communication, 1125e-9);
+  // Forward 4 ms, backward 8 ms; the one bucket is final when backward ends.
+  // The weights' gathers are not hidden behind backward either.
+  EXPECT_NEAR(none.step.step, 12e-3 + 750e-9, 1e-12);
+  EXPECT_NEAR(one.step.step, 12e-3 + 375e-9 + 375e-9, 1e-12);
+  EXPECT_NEAR(three.step.step, 12e-3 + 375e-9 + 2 * 375e-9, 1e-12);
+  EXPECT_DOUBLE_EQ(none.memory.optimizer, 500);
+  EXPECT_DOUBLE_EQ(one.memory.optimizer, 125);
+  EXPECT_DOUBLE_EQ(two.memory.optimizer, 125);
+  EXPECT_DOUBLE_EQ(three.memory.optimizer, 125);
+  EXPECT_DOUBLE_EQ(one.memory.weights, 600);
+  EXPECT_DOUBLE_EQ(three.memory.weights, 100 + 125 + 300);  // the buffer, 1/4 of 500, L2 gathered
+  EXPECT_DOUBLE_EQ(two.memory.gradients, none.memory.gradients) << "strata keeps the net's gradients whole";
+  EXPECT_EQ(layout_name(three), "dp 4 x pp 1 x tp 1, shard PARAMETERS");
+  EXPECT_EQ(layout_name(none), "dp 4 x pp 1 x tp 1");
+
+  // Ranked with every stage: the stages apply to dp 4 x pp 1 only (pp 2 and 4 stay plain).
+  o.shards = {parallel::ShardStage::kNone, parallel::ShardStage::kOptimizer, parallel::ShardStage::kGradients,
+              parallel::ShardStage::kParameters};
+  const GridRanking r = rank_grid(p, 4, test_link(), o, 0);
+  EXPECT_EQ(r.fitting.size(), grid_layouts(p, 4).size() + 3);
+  for (const GridEstimate& g : r.fitting) {
+    if (g.shard != parallel::ShardStage::kNone) {
+      EXPECT_EQ(g.shape.str(), "dp 4 x pp 1 x tp 1");
+    }
+  }
+  // PARAMETERS' own total per device: only it fits among the dp-only layouts.
+  const GridRanking tight = rank_grid(p, 4, test_link(), o, 100 + 125 + 300 + 500 + 125 + three.memory.activations);
+  bool three_fits = false;
+  for (const GridEstimate& g : tight.fitting) {
+    if (g.shape.pp == 1) {
+      EXPECT_EQ(g.shard, parallel::ShardStage::kParameters) << layout_name(g);
+      three_fits = true;
+    }
+  }
+  EXPECT_TRUE(three_fits);
+}
+
 }  // namespace
 }  // namespace strata::estimate

@@ -150,7 +150,7 @@ std::string config_error(const std::string& text) {
   return "no error";
 }
 
-TEST(ShardConfig, StagesParseAndStageThreeIsRefused) {
+TEST(ShardConfig, StagesParse) {
   auto shard_of = [](const std::string& v) {
     return parse_data_parallel_config(
                parse_config_text("parallel { data { shard: " + v + " } }", "s.prototxt").block("parallel"))
@@ -160,14 +160,12 @@ TEST(ShardConfig, StagesParseAndStageThreeIsRefused) {
   EXPECT_EQ(shard_of("NONE"), ShardStage::kNone);
   EXPECT_EQ(shard_of("OPTIMIZER"), ShardStage::kOptimizer);
   EXPECT_EQ(shard_of("GRADIENTS"), ShardStage::kGradients);
-  const std::string three = config_error("parallel { data {\n shard: PARAMETERS } }");
-  EXPECT_CONTAINS(three, "shard");
-  EXPECT_CONTAINS(three, "s.prototxt:2");
-  EXPECT_CONTAINS(three, "not built yet");
-  const std::string bad = config_error("parallel { data { shard: ALL } }");
+  EXPECT_EQ(shard_of("PARAMETERS"), ShardStage::kParameters);
+  const std::string bad = config_error("parallel { data {\n shard: ALL } }");
   EXPECT_CONTAINS(bad, "OPTIMIZER");
   EXPECT_CONTAINS(bad, "'ALL'");
-  EXPECT_CONTAINS(test::error_of<ConfigError>([] { parse_shard_stage("PARAMETERS", "--shard"); }), "--shard");
+  EXPECT_CONTAINS(bad, "s.prototxt:2");
+  EXPECT_CONTAINS(test::error_of<ConfigError>([] { parse_shard_stage("ALL", "--shard"); }), "--shard");
   DataParallelConfig c;
   c.shard = ShardStage::kGradients;
   EXPECT_CONTAINS(c.summary(), "shard GRADIENTS");
@@ -279,6 +277,7 @@ TrainedRun train(const TempDir& dir, int world, const Spec& spec, const DataPara
     } else {
       while (solver.iter() < spec.max_iter) r.losses.push_back(solver.step());
     }
+    strategy.gather_parameters();  // shard PARAMETERS: the whole weights (every rank takes part)
     r.weights = weights_of(solver.net());
   }));
   for (int rank = 1; rank < world; ++rank) {
@@ -335,7 +334,7 @@ TEST_F(ShardedTraining, MatchesPlainDataParallel) {
     const TrainedRun plain = train(dir_, c.world, spec, dp_config(ShardStage::kNone, kTinyBuckets));
     ASSERT_EQ(plain.losses.size(), 12u);
     ASSERT_LT(plain.losses.back(), plain.losses.front()) << "it learns";
-    for (ShardStage stage : {ShardStage::kOptimizer, ShardStage::kGradients}) {
+    for (ShardStage stage : {ShardStage::kOptimizer, ShardStage::kGradients, ShardStage::kParameters}) {
       for (double bucket_mb : {kTinyBuckets, kOneBucket}) {
         const std::string what = std::to_string(c.world) + " ranks, " + c.type + ", clip " +
                                  std::to_string(c.clip) + ", shard " + shard_stage_name(stage) + ", bucket_mb " +
@@ -379,12 +378,16 @@ TEST_F(ShardedTraining, OverlapOffCompressionAndIterSizeMatchPlainDataParallel) 
   const TrainedRun plain = train(dir_, 2, spec, dp_config(ShardStage::kNone, kTinyBuckets, Overlap::kOff));
   const TrainedRun off = train(dir_, 2, spec, dp_config(ShardStage::kGradients, kTinyBuckets, Overlap::kOff));
   EXPECT_EQ(off.weights, plain.weights);
+  const TrainedRun off3 = train(dir_, 2, spec, dp_config(ShardStage::kParameters, kTinyBuckets, Overlap::kOff));
+  EXPECT_EQ(off3.weights, plain.weights);
   // FP16 on the wire: both scale by 1/world, sum two fp16 values, decode.
   const TrainedRun plain16 = train(dir_, 2, spec, dp_config(ShardStage::kNone, kTinyBuckets, Overlap::kOn, GradCompression::kFP16));
   const TrainedRun zero16 = train(dir_, 2, spec, dp_config(ShardStage::kOptimizer, kTinyBuckets, Overlap::kOn, GradCompression::kFP16));
   EXPECT_EQ(zero16.weights, plain16.weights);
   EXPECT_NE(zero16.weights, plain.weights) << "compression changed nothing: was it on?";
   EXPECT_LE(max_weight_diff(zero16, plain), 1e-2);
+  const TrainedRun zero3_16 = train(dir_, 2, spec, dp_config(ShardStage::kParameters, kTinyBuckets, Overlap::kOn, GradCompression::kFP16));
+  EXPECT_EQ(zero3_16.weights, plain16.weights);
   // iter_size 2: gradients accumulate over two passes, buckets leave after the second.
   spec.batch = 6;
   spec.iter_size = 2;
@@ -392,6 +395,9 @@ TEST_F(ShardedTraining, OverlapOffCompressionAndIterSizeMatchPlainDataParallel) 
   const TrainedRun zero_acc = train(dir_, 2, spec, dp_config(ShardStage::kGradients, kTinyBuckets));
   EXPECT_EQ(zero_acc.weights, plain_acc.weights);
   EXPECT_EQ(zero_acc.losses, plain_acc.losses);
+  const TrainedRun zero3_acc = train(dir_, 2, spec, dp_config(ShardStage::kParameters, kTinyBuckets));
+  EXPECT_EQ(zero3_acc.weights, plain_acc.weights);
+  EXPECT_EQ(zero3_acc.losses, plain_acc.losses);
 }
 
 // A gradient that is not finite on one rank only, in the slice another rank
@@ -497,6 +503,8 @@ TEST_F(ShardedTraining, SnapshotsHoldTheWholeStateAndResumeOnAnyLayout) {
   EXPECT_EQ(train(dir_, 2, spec, dp_config(ShardStage::kOptimizer, kOneBucket), plain_state).weights, plain.weights);
   spec.prefix = "c/run";
   EXPECT_EQ(train(dir_, 2, spec, dp_config(ShardStage::kGradients, kTinyBuckets), zero_state).weights, plain.weights);
+  spec.prefix = "c3/run";
+  EXPECT_EQ(train(dir_, 2, spec, dp_config(ShardStage::kParameters, kOneBucket), zero_state).weights, plain.weights);
 
   // Another world size: the data order restarts, so compare sharded with
   // plain data parallel resumed from the same snapshot on 3 ranks.
@@ -511,15 +519,52 @@ TEST_F(ShardedTraining, SnapshotsHoldTheWholeStateAndResumeOnAnyLayout) {
 
 // ---- refusals and accounting ----
 
-TEST_F(ShardedTraining, StageThreeIsRefusedByTheStrategyToo) {
+// Stage 3 between and inside steps: the net holds a bucket's whole weights
+// only while layers that read it run (seen from hooks wrapped around the
+// strategy's own), none between steps, all of them after gather_parameters.
+TEST_F(ShardedTraining, StageThreeHoldsWholeWeightsOnlyWhileTheirLayersRun) {
   Spec spec;
-  const SolverConfig config = make_config(dir_, spec);
-  Solver solver(config);
+  Solver solver(make_config(dir_, spec));
   LocalCommunicator comm;
-  const std::string msg = test::error_of<ConfigError>(
-      [&] { DataParallel dp(solver, comm, dp_config(ShardStage::kParameters, kOneBucket)); });
-  EXPECT_CONTAINS(msg, "PARAMETERS");
-  EXPECT_CONTAINS(msg, "not built yet");
+  DataParallel dp(solver, comm, dp_config(ShardStage::kParameters, kTinyBuckets));
+  Net& net = solver.net();
+  auto held = [&] {  // "fc1.weight fc1.bias": the parameters holding memory now
+    std::string out;
+    for (const NetParam& p : net.params()) {
+      if (p.blob->data.holds_memory()) out += (out.empty() ? "" : " ") + p.name;
+    }
+    return out;
+  };
+  EXPECT_EQ(held(), "") << "the whole weights go once the slices hold them";
+  const Net::LayerPassHooks inner = net.layer_pass_hooks();
+  std::vector<std::string> seen;  // "forward fc1: fc1.weight fc1.bias"
+  Net::LayerPassHooks probe = inner;
+  probe.before_forward = [&](int i) {
+    inner.before_forward(i);
+    seen.push_back("forward " + net.layer(i).name() + ": " + held());
+  };
+  probe.before_backward = [&](int i) {
+    inner.before_backward(i);
+    seen.push_back("backward " + net.layer(i).name() + ": " + held());
+  };
+  net.set_layer_pass_hooks(probe);
+  solver.step();
+  const std::vector<std::string> want = {
+      "forward data: ",
+      "forward fc1: fc1.weight fc1.bias",
+      "forward relu1: ",
+      "forward fc2: fc2.weight fc2.bias",
+      "forward loss: ",
+      "backward loss: ",
+      "backward fc2: fc2.weight fc2.bias",
+      "backward relu1: ",
+      "backward fc1: fc1.weight fc1.bias",
+  };
+  EXPECT_EQ(seen, want);
+  EXPECT_EQ(held(), "") << "after the update";
+  dp.gather_parameters();
+  EXPECT_EQ(held(), "fc1.weight fc1.bias fc2.weight fc2.bias");
+  net.set_layer_pass_hooks(inner);
 }
 
 TEST_F(ShardedTraining, MemoryAccountingPerStage) {
@@ -539,6 +584,17 @@ TEST_F(ShardedTraining, MemoryAccountingPerStage) {
   EXPECT_LT(two.reduce_buffers, one.reduce_buffers) << "stage 2 keeps two wire buffers, not one per bucket";
   EXPECT_EQ(one.parameters, none.parameters);
   EXPECT_EQ(one.net_gradients, none.net_gradients);
+  // Stage 3: the weights are the slice (as the optimizer state's), plus
+  // what is whole while layers run: fc1's weight and bias (120 + 15 values)
+  // while fc1 runs, the most at once.
+  const ShardMemory three = memory_of(ShardStage::kParameters, buckets, params, 0, 3, GradCompression::kNone, slots);
+  EXPECT_EQ(three.parameters, (20u + 2u + 40u + 5u) * 4u);
+  EXPECT_EQ(three.gathered, (120u + 15u) * 4u);
+  EXPECT_EQ(three.optimizer_state, one.optimizer_state);
+  // Stage 2's buffers, less the slice's weights (now parameters), plus the
+  // gathers' f32 buffers: one block out, world blocks in (largest block 40).
+  EXPECT_EQ(three.reduce_buffers, two.reduce_buffers - (20u + 2u + 40u + 5u) * 4u + (3u + 1u) * 40u * 4u);
+  EXPECT_CONTAINS(memory_line(three), "gathered while layers run");
   EXPECT_CONTAINS(memory_line(one), "optimizer state");
 }
 

@@ -14,6 +14,7 @@
 #include "framework/io/wire_format.h"
 #include "framework/solver/optimizer.h"
 #include "framework/cpu/threads.h"
+#include "parallel/data_parallel/weight_gathering.h"
 
 namespace strata::parallel {
 
@@ -133,9 +134,6 @@ DataParallel::DataParallel(Solver& solver, Communicator& comm, const DataParalle
                       "use compression: NONE, or the tcp backend");
   }
   const bool sharded = config_.shard != ShardStage::kNone;
-  if (config_.shard == ShardStage::kParameters) {
-    fail<ConfigError>("data parallel: shard PARAMETERS (ZeRO stage 3) is not built yet; use OPTIMIZER or GRADIENTS");
-  }
   buckets_ = assign_buckets(net, config_.bucket_bytes(), sharded ? BucketReach::kAllUpdated : BucketReach::kBackward);
   // Sharded with overlap off: one bucket, so each rank owns one contiguous slice of all the parameters.
   if (sharded && config_.overlap == Overlap::kOff && buckets_.size() > 1) buckets_ = {merge_buckets(buckets_)};
@@ -189,8 +187,18 @@ bool DataParallel::scale_check_gradients(float factor) {
   return finite;
 }
 
+void DataParallel::before_test() {
+  average_buffers();
+  gather_parameters();  // the TEST net reads the TRAIN net's weights, whole
+}
+
+void DataParallel::gather_parameters() {
+  if (sharded_ && sharded_->gathering()) sharded_->gathering()->gather_all();
+}
+
 void DataParallel::snapshot_state(SolverState& state) {
   average_buffers();
+  gather_parameters();  // rank 0 writes the whole weights
   if (sharded_) sharded_->gather_history(state);
   if (solver_.snapshot_assembler() == nullptr) gather_layer_states(state);
 }

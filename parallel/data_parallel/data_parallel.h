@@ -45,7 +45,10 @@
 // - Sharding (shard: OPTIMIZER or GRADIENTS, ZeRO stages 1 and 2): buckets
 //   are reduce-scattered instead of allreduced, each rank keeps the optimizer
 //   state of its slice of every bucket and updates only that slice, and the
-//   updated slices are allgathered (sharded_update.h). The strategy then owns
+//   updated slices are allgathered (sharded_update.h). With PARAMETERS (stage
+//   3) the slices are all a rank keeps of the weights: a bucket's whole
+//   weights are gathered just before its layers run and let go after
+//   (weight_gathering.h), and tests and snapshots gather them all. The strategy then owns
 //   the update and the gradient check (the Solver's clipping and non-finite
 //   check see the global norm through it). Every updated parameter is in a
 //   bucket (BucketReach::kAllUpdated); with overlap off, one bucket of all.
@@ -89,7 +92,7 @@ class DataParallel final : public TrainingStrategy {
   int world_size() const { return comm_.world_size(); }
   const DataParallelConfig& config() const { return config_; }
   const std::vector<GradBucket>& buckets() const { return buckets_; }
-  // The sliced update with shard OPTIMIZER or GRADIENTS; nullptr otherwise.
+  // The sliced update with shard OPTIMIZER, GRADIENTS or PARAMETERS; nullptr otherwise.
   const ShardedUpdate* sharded() const { return sharded_.get(); }
 
   // ---- TrainingStrategy ----
@@ -104,7 +107,7 @@ class DataParallel final : public TrainingStrategy {
   bool scale_check_gradients(float factor) override;
   // The mean loss over the ranks; carries the stop flag in the same allreduce.
   float reduce_loss(float loss) override;
-  void before_test() override { average_buffers(); }
+  void before_test() override;
   void reduce_outputs(NamedValues& values) override;
   void snapshot_state(SolverState& state) override;
   bool decides_stop() const override { return true; }
@@ -123,6 +126,10 @@ class DataParallel final : public TrainingStrategy {
   void broadcast_parameters();
   // Averages the buffers (non-learnable parameters) over the ranks.
   void average_buffers();
+  // With shard PARAMETERS: every whole weight into the net (tests, snapshots
+  // and whoever reads the weights after training call it on every rank); the
+  // next update lets them go again. Nothing otherwise.
+  void gather_parameters();
 
  private:
   using Clock = std::chrono::steady_clock;

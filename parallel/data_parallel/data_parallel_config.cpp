@@ -77,13 +77,7 @@ ShardStage parse_shard_stage(const std::string& name, const std::string& where) 
     fail<ConfigError>(where, ": shard must be one of ", join(names), " (what each data-parallel rank keeps only a "
                       "slice of), got '", name, "'");
   }
-  const auto stage = static_cast<ShardStage>(it - names.begin());
-  if (stage == ShardStage::kParameters) {
-    fail<ConfigError>(where, ": shard PARAMETERS (ZeRO stage 3: parameters sliced too, gathered per layer group "
-                      "ahead of use) is not built yet; use shard: GRADIENTS (optimizer state and gradients sliced) "
-                      "or OPTIMIZER");
-  }
-  return stage;
+  return static_cast<ShardStage>(it - names.begin());
 }
 
 DataParallelConfig parse_data_parallel_config(const ConfigNode& parallel_block) {

@@ -10,8 +10,8 @@
 //       bucket_mb: 25        # gradient bucket size in MiB (> 0)
 //       overlap: true        # allreduce buckets while backward still runs
 //       compression: NONE    # NONE, FP16 or BF16: dtype of gradients on the wire
-//       shard: NONE          # NONE, OPTIMIZER (ZeRO-1), GRADIENTS (ZeRO-2); PARAMETERS
-//                            # (ZeRO-3) is refused: not built yet (sharded_update.h)
+//       shard: NONE          # NONE, OPTIMIZER (ZeRO-1), GRADIENTS (ZeRO-2) or PARAMETERS
+//                            # (ZeRO-3; sharded_update.h, weight_gathering.h)
 //     }
 //   }
 //
@@ -37,7 +37,7 @@ enum class ShardStage { kNone, kOptimizer, kGradients, kParameters };
 const std::vector<std::string>& shard_stage_names();
 const char* shard_stage_name(ShardStage s);
 // A name of shard_stage_names() -> the stage; ConfigError naming `where`
-// otherwise, and for PARAMETERS (stage 3 is not built yet).
+// otherwise.
 ShardStage parse_shard_stage(const std::string& name, const std::string& where);
 
 struct DataParallelConfig {

@@ -10,6 +10,7 @@
 #include "framework/dtype.h"
 #include "framework/error.h"
 #include "framework/timeline.h"
+#include "parallel/data_parallel/weight_gathering.h"
 
 namespace strata::parallel {
 
@@ -24,7 +25,7 @@ struct SlotSizes {
 };
 
 SlotSizes slot_sizes(ShardStage stage, const std::vector<GradBucket>& buckets, int world) {
-  const size_t n = stage == ShardStage::kGradients ? std::min<size_t>(2, buckets.size()) : buckets.size();
+  const size_t n = stage == ShardStage::kOptimizer ? buckets.size() : std::min<size_t>(2, buckets.size());
   SlotSizes s;
   s.wire.assign(n, 0);
   s.block.assign(n, 0);
@@ -39,6 +40,21 @@ SlotSizes slot_sizes(ShardStage stage, const std::vector<GradBucket>& buckets, i
 size_t f32_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
 
 }  // namespace
+
+size_t most_whole_at_once(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
+                          const std::vector<int>& last_layer) {
+  size_t peak = 0;
+  int layers = 0;
+  for (int l : last_layer) layers = std::max(layers, l + 1);
+  for (int i = 0; i < layers; ++i) {
+    size_t bytes = 0;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (first_layer[b] <= i && i <= last_layer[b]) bytes += f32_bytes(buckets[b].numel);
+    }
+    peak = std::max(peak, bytes);
+  }
+  return peak;
+}
 
 ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, const std::vector<NetParam>& params,
                       int rank, int world, GradCompression compression, int optimizer_slots) {
@@ -63,24 +79,47 @@ ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, 
   }
   for (const GradBucket& b : buckets) {
     const int64_t mine = shard_range(b.numel, rank, world).size();
-    m.reduce_buffers += 2 * f32_bytes(mine);  // the slice's gradients and weights, as the optimizer sees them
+    // The slice's gradients and weights, as the optimizer sees them; with
+    // PARAMETERS the slice's weights are all this rank keeps of the bucket's.
+    m.reduce_buffers += f32_bytes(mine);
+    if (stage == ShardStage::kParameters) {
+      m.parameters -= f32_bytes(b.numel - mine);
+    } else {
+      m.reduce_buffers += f32_bytes(mine);
+    }
     m.optimizer_state += static_cast<size_t>(optimizer_slots) * f32_bytes(mine);
   }
-  // With 16-bit gradients the weights' allgather needs f32 buffers of its own.
-  if (compression != GradCompression::kNone) m.reduce_buffers += f32_bytes(largest_block) * static_cast<size_t>(world + 1);
+  // With 16-bit gradients the weights' allgather needs f32 buffers of its
+  // own; with PARAMETERS the gathers before the layers always do.
+  if (compression != GradCompression::kNone || stage == ShardStage::kParameters) {
+    m.reduce_buffers += f32_bytes(largest_block) * static_cast<size_t>(world + 1);
+  }
+  if (stage == ShardStage::kParameters) {
+    // A bucket is whole from the first to the last layer owning one of its
+    // parameters: the most whole weights at once, over the layers.
+    std::vector<int> first(buckets.size(), -1), last(buckets.size(), -1);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      for (int id : buckets[b].params) {
+        const int layer = params[static_cast<size_t>(id)].owner_layer;
+        first[b] = first[b] < 0 ? layer : std::min(first[b], layer);
+        last[b] = std::max(last[b], layer);
+      }
+    }
+    m.gathered = most_whole_at_once(buckets, first, last);
+  }
   return m;
 }
 
 std::string memory_line(const ShardMemory& m) {
-  return "parameters " + format_bytes(m.parameters) + ", gradients " + format_bytes(m.net_gradients) + " + " +
+  return "parameters " + format_bytes(m.parameters) +
+         (m.gathered > 0 ? " + up to " + format_bytes(m.gathered) + " gathered while layers run" : "") + ", gradients " + format_bytes(m.net_gradients) + " + " +
          format_bytes(m.reduce_buffers) + " reduce buffers, optimizer state " + format_bytes(m.optimizer_state);
 }
 
 ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParallelConfig& config,
                              const std::vector<GradBucket>& buckets, Device wire_device)
     : solver_(solver), comm_(comm), config_(config), buckets_(buckets), wire_device_(wire_device) {
-  STRATA_CHECK(config_.shard == ShardStage::kOptimizer || config_.shard == ShardStage::kGradients,
-               "ShardedUpdate needs shard OPTIMIZER or GRADIENTS, got ", shard_stage_name(config_.shard));
+  STRATA_CHECK(config_.shard != ShardStage::kNone, "ShardedUpdate needs a shard stage, got NONE");
   const int world = comm_.world_size();
   const int rank = comm_.rank();
   const std::vector<NetParam>& params = solver_.net().params();
@@ -95,6 +134,7 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
       q.blob = std::make_shared<Blob>();
       q.blob->data = Tensor({piece.count}, DType::kF32, wire_device_);
       q.blob->diff = Tensor({piece.count}, DType::kF32, wire_device_);
+      copy_elements(q.blob->data, 0, p.blob->data, piece.param_offset, piece.count);  // the weights, broadcast
       q.lr_mult = p.lr_mult;
       q.decay_mult = p.decay_mult;
       q.learnable = Learnable::kYes;
@@ -144,12 +184,19 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
   }
   // The whole-size history is no longer used: each rank keeps its slices only.
   whole.prepare({});
+  // PARAMETERS: the slices hold the weights from now on; the net's whole
+  // weights go until a layer needs them.
+  if (config_.shard == ShardStage::kParameters) {
+    gathering_ = std::make_unique<WeightGathering>(solver_.net(), comm_, buckets_, shards_, pieces_, first_piece_,
+                                                   wire_device_);
+  }
 }
 
 ShardedUpdate::~ShardedUpdate() {
   // Operations still in flight (after an error) finish or fail inside their
   // own destructors, before the buffers they use go away.
   works_.clear();
+  gathering_.reset();  // before pieces_, which it reads
 }
 
 Tensor& ShardedUpdate::wire_buffer(size_t b) {
@@ -237,6 +284,15 @@ double ShardedUpdate::update() {
     if (norm > max_norm) scale_gradients(pieces_, static_cast<float>(max_norm / (norm + 1e-6)));
   }
   std::vector<NetParam>& params = solver_.net().params();
+  if (gathering_) {
+    // The slices are the weights: updated there, and the net's whole copies
+    // (gathered for a test or a snapshot) are stale now.
+    optimizer_->update(pieces_, lr);
+    solver_.optimizer().set_steps(optimizer_->steps());
+    gathering_->release_all();
+    return lr;
+  }
+  // The net's weights are the truth (a restore or a weights file may have set them).
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
       const ShardPiece& piece = shards_[b].pieces[i - first_piece_[b]];

@@ -1,5 +1,5 @@
-// Sharded data parallel (ZeRO stages 1 and 2): the gradient exchange and the
-// update of a DataParallel run with shard OPTIMIZER or GRADIENTS.
+// Sharded data parallel (ZeRO stages 1 to 3): the gradient exchange and the
+// update of a DataParallel run with shard OPTIMIZER, GRADIENTS or PARAMETERS.
 //
 // Slicing (shard_layout.h): rank r owns slice r of every gradient bucket; it
 // keeps the optimizer state of those elements only and updates only them.
@@ -19,8 +19,13 @@
 // reduce-scatter + allgather move the bytes of one ring allreduce (the
 // allgather carries f32 weights also when gradients travel compressed).
 //
-// Memory each rank holds (memory_of): the weights (whole, stage 3 would
-// slice them); gradients: the net's own per-parameter gradients (whole: the
+// Stage 3 (PARAMETERS) works as stage 2, and the slices are all a rank keeps
+// of the weights: no allgather after the update; instead each bucket's whole
+// weights are gathered before its layers run and let go after
+// (weight_gathering.h).
+//
+// Memory each rank holds (memory_of): the weights (whole; stage 3: the
+// slices, plus the buckets gathered while their layers run); gradients: the net's own per-parameter gradients (whole: the
 // engine accumulates backward into them); reduce buffers: the slice's
 // gradients and weights as the optimizer sees them (2 / world; copies, as a
 // Tensor cannot view part of another), and the wire buffers with their
@@ -51,13 +56,22 @@
 
 namespace strata::parallel {
 
+class WeightGathering;  // weight_gathering.h
+
 // Bytes one rank holds, by kind.
 struct ShardMemory {
   size_t parameters = 0;
   size_t net_gradients = 0;    // the net's gradients (whole: backward accumulates into the net's flat buffer)
   size_t reduce_buffers = 0;   // wire buffers and slice gradients
   size_t optimizer_state = 0;
+  // PARAMETERS: the most whole weights gathered at once while layers run.
+  size_t gathered = 0;
 };
+
+// Bytes of the buckets whole at once, at most, when bucket b is whole from
+// layer first_layer[b] to last_layer[b] (f32 values).
+size_t most_whole_at_once(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
+                          const std::vector<int>& last_layer);
 
 // What rank `rank` holds with `stage` (kNone: plain data parallel's buffers
 // and whole optimizer state), for the start line; every rank computes the same.
@@ -100,6 +114,9 @@ class ShardedUpdate {
   }
 
   const std::vector<BucketShard>& shards() const { return shards_; }
+  // PARAMETERS: who gathers and releases the net's whole weights; nullptr otherwise.
+  WeightGathering* gathering() { return gathering_.get(); }
+  const WeightGathering* gathering() const { return gathering_.get(); }
   // This rank's pieces as parameters (the optimizer's view; tests look at them).
   const std::vector<NetParam>& pieces() const { return pieces_; }
 
@@ -132,6 +149,7 @@ class ShardedUpdate {
   Tensor staging_;                            // host f32 scratch (compression)
   Tensor block_;                              // compression only: f32, one block (this rank's slice going out)
   Tensor gathered_;                           // compression only: f32, world blocks (a bucket's weights coming in)
+  std::unique_ptr<WeightGathering> gathering_;  // PARAMETERS only
   double sum_squares_ = 0.0;                  // of the scaled slice gradients, over every rank
   double comm_seconds_ = 0.0;
 };

@@ -37,15 +37,21 @@ StepEstimate data_parallel_step(const StepProfile& profile, int workers, const L
     e.step = forward + backward;  // one process reduces nothing
     return e;
   }
+  // A bucket's collective: the allreduce, or a sharded run's ring
+  // reduce-scatter (hierarchical servers are not modelled for it).
+  auto reduce = [&](double bytes) {
+    return options.reduce_scatter ? ring_reduce_scatter_seconds(workers, bytes, link)
+                                  : allreduce_seconds(options.algorithm, workers, bytes, link, options.nodes);
+  };
   if (options.overlap == parallel::Overlap::kOff) {
-    e.communication = allreduce_seconds(options.algorithm, workers, profile.grad_bytes() * scale, link, options.nodes);
+    e.communication = reduce(profile.grad_bytes() * scale);
     e.step = forward + backward + e.communication;
     e.exposed = e.communication;
     return e;
   }
   double wire_free = 0.0;
   for (const GradientBucket& b : gradient_buckets(profile, options.bucket_bytes)) {
-    const double t = allreduce_seconds(options.algorithm, workers, b.bytes * scale, link, options.nodes);
+    const double t = reduce(b.bytes * scale);
     wire_free = std::max(wire_free, b.ready) + t;
     e.communication += t;
   }

@@ -48,6 +48,9 @@ struct DataParallelOptions {
   double bucket_bytes = 25.0 * (1 << 20);  // DataParallelConfig's default, 25 MiB
   double wire_bytes_per_gradient_byte = 1.0;  // 0.5 with FP16/BF16 compression
   NodeTopology nodes;  // servers of several devices (hierarchical_cost.h); none by default
+  // Sharded data parallel: buckets are reduce-scattered (ring), not
+  // allreduced; the weights' allgathers are the caller's (grid_cost.h).
+  bool reduce_scatter = false;
 };
 
 StepEstimate data_parallel_step(const StepProfile& profile, int workers, const Link& link,

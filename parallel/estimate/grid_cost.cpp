@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "framework/error.h"
+#include "parallel/estimate/collectives_cost.h"
 #include "parallel/estimate/pipeline_cost.h"
 #include "parallel/estimate/tensor_parallel_cost.h"
 
@@ -52,11 +53,20 @@ AxisLinks axis_links(const parallel::GridShape& shape, const Link& link, const N
 }
 }  // namespace
 
+std::string layout_name(const GridEstimate& g) {
+  return g.shape.str() +
+         (g.shard == parallel::ShardStage::kNone ? "" : std::string(", shard ") + parallel::shard_stage_name(g.shard));
+}
+
 GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& shape, const Link& link,
-                       const GridOptions& options) {
+                       const GridOptions& options, parallel::ShardStage shard) {
   STRATA_CHECK(shape.dp >= 1 && shape.pp >= 1 && shape.tp >= 1, "bad grid ", shape.str());
+  const bool sharded = shard != parallel::ShardStage::kNone;
+  STRATA_CHECK(!sharded || (shape.pp == 1 && shape.tp == 1), "sharding applies to dp-only layouts, not ",
+               shape.str());
   GridEstimate g;
   g.shape = shape;
+  g.shard = shard;
   const AxisLinks links = axis_links(shape, link, options.data.nodes);
   const StepProfile rank = tensor_parallel_rank_profile(profile, shape.tp, links.tp);
   const int m = shape.pp > 1 ? options.micro_batches : 1;
@@ -67,10 +77,26 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
   }
   const std::vector<int> stage_of = pipeline_stage_of(rank, shape.pp);
   g.memory = largest_stage_memory(rank, stage_of, m, options.memory);
+  double weight_gathers = 0.0;  // sharded: the allgathers of the weights outside backward, per step
+  if (sharded && shape.dp > 1) {
+    const double n = shape.dp;
+    g.memory.optimizer /= n;
+    double weight_bytes = 0.0, largest_layer = 0.0;
+    for (const LayerProfile& l : rank.layers) {
+      weight_bytes += l.grad_bytes;  // the updated weights: what the buckets slice
+      largest_layer = std::max(largest_layer, l.param_bytes);
+    }
+    const double gathers = shard == parallel::ShardStage::kParameters ? 2.0 : 1.0;
+    weight_gathers = gathers * ring_allgather_seconds(shape.dp, weight_bytes, links.dp);
+    if (shard == parallel::ShardStage::kParameters) {
+      g.memory.weights = g.memory.weights - weight_bytes + weight_bytes / n + largest_layer;
+    }
+  }
 
   double dp_exposed = 0.0, dp_busy = 0.0;
   DataParallelOptions dp_options = options.data;
   dp_options.nodes = links.dp_nodes;
+  dp_options.reduce_scatter = sharded;
   if (shape.dp > 1) {
     for (int s = 0; s < shape.pp; ++s) {
       // The stage's last micro-batch: its backward is what the buckets overlap.
@@ -94,8 +120,8 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
   StepEstimate& e = g.step;
   e.workers = shape.world();
   e.samples = static_cast<double>(shape.dp) * profile.batch;
-  e.step = pipe.step + dp_exposed;
-  e.communication = tp_busy + pipe.communication + dp_busy;
+  e.step = pipe.step + dp_exposed + weight_gathers;
+  e.communication = tp_busy + pipe.communication + dp_busy + weight_gathers;
   // Beyond a perfect split of one batch's work over the pp x tp devices of a pipeline.
   e.exposed = std::max(0.0, e.step - profile.compute_seconds() / (shape.pp * shape.tp));
   return g;
@@ -106,10 +132,14 @@ GridRanking rank_grid(const StepProfile& profile, int workers, const Link& link,
   STRATA_CHECK(memory_per_device >= 0, "memory per device must be >= 0 (0: no limit)");
   GridRanking r;
   for (const parallel::GridShape& shape : grid_layouts(profile, workers)) {
-    const GridEstimate g = grid_step(profile, shape, link, options);
-    if (!g.step.feasible) continue;  // grid_layouts already keeps pp <= layers
-    const bool fits = memory_per_device <= 0 || g.memory.total() <= memory_per_device;
-    (fits ? r.fitting : r.too_big).push_back(g);
+    for (const parallel::ShardStage shard : options.shards) {
+      const bool sharded = shard != parallel::ShardStage::kNone;
+      if (sharded && !(shape.dp > 1 && shape.pp == 1 && shape.tp == 1)) continue;
+      const GridEstimate g = grid_step(profile, shape, link, options, shard);
+      if (!g.step.feasible) continue;  // grid_layouts already keeps pp <= layers
+      const bool fits = memory_per_device <= 0 || g.memory.total() <= memory_per_device;
+      (fits ? r.fitting : r.too_big).push_back(g);
+    }
   }
   std::stable_sort(r.fitting.begin(), r.fitting.end(), [](const GridEstimate& a, const GridEstimate& b) {
     if (a.step.throughput() != b.step.throughput()) return a.step.throughput() > b.step.throughput();

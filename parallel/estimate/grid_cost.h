@@ -38,10 +38,25 @@
 // Memory: the device of the stage that needs the most (memory_cost.h), on
 // the rank profile. Layouts are ranked by throughput; those that need more
 // than the memory per device do not fit.
+//
+// Sharded data parallel (options.shards; strata shards plain data parallel
+// only, so dp x 1 x 1 layouts with dp > 1), as parallel/data_parallel/
+// does it: the buckets are reduce-scattered instead of allreduced, and
+//   OPTIMIZER   each rank keeps 1/dp of the optimizer state; after the
+//               update one allgather of the weights (not overlapped)
+//   GRADIENTS   as OPTIMIZER (strata keeps each parameter's own gradient
+//               whole in the net, so the gradients do not shrink; the
+//               saving is the wire buffers, not counted here)
+//   PARAMETERS  also 1/dp of the weights, plus the largest layer's whole
+//               weights gathered while it runs; no allgather after the
+//               update, one in forward and one in backward (not overlapped:
+//               strata does not prefetch yet): 1.5x the bytes of an allreduce
 #pragma once
 
+#include <string>
 #include <vector>
 
+#include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/estimate/data_parallel_cost.h"
 #include "parallel/estimate/memory_cost.h"
 #include "parallel/estimate/step_estimate.h"
@@ -53,10 +68,13 @@ struct GridOptions {
   DataParallelOptions data;  // bucket size, algorithm, overlap, wire bytes of the dp allreduce
   int micro_batches = 8;     // when pp > 1
   MemoryOptions memory;
+  // The shard stages each dp-only layout is ranked with (NONE: plain).
+  std::vector<parallel::ShardStage> shards = {parallel::ShardStage::kNone};
 };
 
 struct GridEstimate {
   parallel::GridShape shape;
+  parallel::ShardStage shard = parallel::ShardStage::kNone;
   StepEstimate step;    // workers = dp x pp x tp, samples = dp x batch
   DeviceMemory memory;  // the device that needs the most
 };
@@ -67,7 +85,10 @@ struct GridEstimate {
 std::vector<parallel::GridShape> grid_layouts(const StepProfile& profile, int workers);
 
 GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& shape, const Link& link,
-                       const GridOptions& options);
+                       const GridOptions& options,
+                       parallel::ShardStage shard = parallel::ShardStage::kNone);
+// "dp 4 x pp 1 x tp 1", with ", shard PARAMETERS" when sharded.
+std::string layout_name(const GridEstimate& g);
 
 struct GridRanking {
   std::vector<GridEstimate> fitting;  // best first (highest throughput; ties: less memory)

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Sharded data parallel (--shard, ZeRO stages 1 and 2) through
+# Sharded data parallel (--shard, ZeRO stages 1 to 3) through
 # `strata launch --nproc 2 -- strata train` on the bundled digits:
-#  1. shard OPTIMIZER and GRADIENTS over the tcp and shm transports train to
+#  1. shard OPTIMIZER, GRADIENTS and PARAMETERS over the tcp and shm transports train to
 #     the weights plain data parallel reaches, bit for bit (two ranks add the
 #     same two gradients in either reduction), with the same logged losses;
-#  2. the start lines print the slicing and what each rank holds;
+#  2. the start lines print the slicing and what each rank holds (stage 3:
+#     its slice of the weights, and what it gathers while layers run);
 #  3. the snapshot state a sharded run writes is the plain run's, byte for
 #     byte (rank 0 gathers the whole optimizer state); a snapshot written with
 #     sharding resumes without it (and one written without it resumes with
 #     it) to the same weights as the run that never stopped;
 #  4. one process with --shard trains and notes that it holds everything;
-#  5. refusals: shard PARAMETERS (from the flag and from the solver file,
-#     naming file and line), sharding with --pp, and an unknown stage.
+#  5. refusals: an unknown stage (from the flag and from the solver file,
+#     naming file and line), sharding with --pp.
 # Every launch runs under STRATA_TIMEOUT_S and `timeout`, so nothing waits forever.
 # Usage: data_parallel_shard_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -48,7 +49,7 @@ launch "$work/plain.txt" --solver "$dir/plain.prototxt" || { cat "$work/plain.tx
 want="$dir/plain/digits_iter_8.safetensors"
 [ -f "$want" ] || fail "no final weights: $(cat "$work/plain.txt")"
 
-for shard in OPTIMIZER GRADIENTS; do
+for shard in OPTIMIZER GRADIENTS PARAMETERS; do
   for transport in tcp shm; do
     for buckets in "" "--bucket-mb 0.01"; do
       echo "== shard $shard, transport $transport ${buckets:-(one bucket)}"
@@ -63,9 +64,11 @@ for shard in OPTIMIZER GRADIENTS; do
 done
 
 echo "== the start lines"
-grep -q "^\[rank 0\] data parallel: 2 ranks, tcp backend.*shard GRADIENTS" "$work/zero.txt" ||
+grep -q "^\[rank 0\] data parallel: 2 ranks, tcp backend.*shard PARAMETERS" "$work/zero.txt" ||
   { cat "$work/zero.txt"; fail "the data-parallel line does not name the shard stage"; }
-grep -q "^\[rank 0\] shard GRADIENTS: rank r owns slice r of every bucket" "$work/zero.txt" ||
+grep -q "^\[rank 0\]   rank 0 holds parameters .* + up to .* gathered while layers run, gradients" "$work/zero.txt" ||
+  { cat "$work/zero.txt"; fail "stage 3's memory line does not say what is gathered while layers run"; }
+grep -q "^\[rank 0\] shard PARAMETERS: rank r owns slice r of every bucket" "$work/zero.txt" ||
   { cat "$work/zero.txt"; fail "no slicing line"; }
 grep -q "^\[rank 0\]   bucket 0 ([0-9]* values): rank 0 \[0, [0-9]*) .*, rank 1 \[" "$work/zero.txt" ||
   { cat "$work/zero.txt"; fail "the slicing does not show both ranks' ranges"; }
@@ -106,14 +109,24 @@ timeout 120 "$strata" train --threads 1 --solver "$dir/zero.prototxt" --shard OP
 grep -q "^note: shard OPTIMIZER slices state over data-parallel ranks" "$work/one.txt" ||
   { cat "$work/one.txt"; fail "no note that one process holds everything"; }
 
+echo "== stage 3 from the solver file, with a snapshot: the whole weights and state, resumed plain"
+make_solver "$dir/stage3.prototxt" 8 4 s3/digits "parallel { data { shard: PARAMETERS } }"
+launch "$work/s3.txt" --solver "$dir/stage3.prototxt" || { cat "$work/s3.txt"; fail "shard: PARAMETERS from the solver file failed"; }
+cmp -s "$dir/s3/digits_iter_4.solverstate.safetensors" "$dir/phalf/digits_iter_4.solverstate.safetensors" ||
+  fail "the stage-3 run's snapshot state differs from the plain run's"
+compare_weights "$dir/phalf/digits_iter_4.safetensors" "$dir/s3/digits_iter_4.safetensors" 0
+compare_weights "$want" "$dir/s3/digits_iter_8.safetensors" 0
+make_solver "$dir/resume3.prototxt" 8 0 r3/digits
+launch "$work/r3.txt" --solver "$dir/resume3.prototxt" --shard PARAMETERS \
+  --snapshot "$dir/phalf/digits_iter_4.solverstate.safetensors" ||
+  { cat "$work/r3.txt"; fail "resuming a plain snapshot with shard PARAMETERS failed"; }
+compare_weights "$want" "$dir/r3/digits_iter_8.safetensors" 0
+
 echo "== refusals"
-if launch "$work/p.txt" --solver "$dir/zero.prototxt" --shard PARAMETERS; then fail "--shard PARAMETERS was accepted"; fi
-grep -q -- "--shard: shard PARAMETERS (ZeRO stage 3.*not built yet" "$work/p.txt" ||
-  { cat "$work/p.txt"; fail "the PARAMETERS refusal does not say what and where"; }
-make_solver "$dir/stage3.prototxt" 8 0 s3/digits "parallel { data { shard: PARAMETERS } }"
-if launch "$work/s3.txt" --solver "$dir/stage3.prototxt"; then fail "shard: PARAMETERS was accepted"; fi
-grep -q "shard at .*stage3.prototxt:[0-9]*:[0-9]*: shard PARAMETERS" "$work/s3.txt" ||
-  { cat "$work/s3.txt"; fail "the solver file's refusal does not name the file and line"; }
+make_solver "$dir/stage9.prototxt" 8 0 s9/digits "parallel { data { shard: EVERYTHING } }"
+if launch "$work/s9.txt" --solver "$dir/stage9.prototxt"; then fail "shard: EVERYTHING was accepted"; fi
+grep -q "shard at .*stage9.prototxt:[0-9]*:[0-9]*: shard must be one of" "$work/s9.txt" ||
+  { cat "$work/s9.txt"; fail "the solver file's refusal does not name the file and line"; }
 if launch "$work/grid.txt" --solver "$dir/zero.prototxt" --shard OPTIMIZER --pp 2; then
   fail "--shard with --pp was accepted"
 fi

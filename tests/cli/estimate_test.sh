@@ -304,6 +304,27 @@ if "$strata" estimate --times "$work/tp_times.csv" --workers 8 --grid --link 10g
 else
   fail "strata estimate --grid --gpus-per-node failed: $(cat "$work/err.txt")"
 fi
+# --shard all: the dp-only layout once per stage, in a shard column; every
+# stage keeps a quarter of the optimizer state, only PARAMETERS changes the weights.
+if "$strata" estimate --times "$work/times.csv" --workers 4 --grid --shard all > "$work/grid_shard.txt" 2> "$work/err.txt"; then
+  "$py" - "$work/grid_shard.txt" <<'PY' || fail "the sharded grid rows are wrong: $(cat "$work/grid_shard.txt")"
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.split() and l.split()[0].isdigit() and len(l.split()) == 14]
+by = {(int(f[1]), int(f[2]), int(f[3]), f[13]): f for f in rows}
+for stage in ("NONE", "OPTIMIZER", "GRADIENTS", "PARAMETERS"):
+    assert (4, 1, 1, stage) in by, (stage, sorted(by))
+assert all(k[3] == "NONE" for k in by if k[1] > 1), "a pipeline layout was sharded"
+none, one, three = by[(4, 1, 1, "NONE")], by[(4, 1, 1, "OPTIMIZER")], by[(4, 1, 1, "PARAMETERS")]
+for f in (one, three):
+    assert abs(float(f[10]) - float(none[10]) / 4) <= 0.011, (none, f)
+assert float(one[8]) == float(none[8]) and float(three[8]) != float(none[8]), (none, one, three)
+PY
+  grep -q "^sharded data parallel (NONE, OPTIMIZER, GRADIENTS, PARAMETERS) ranked on the dp-only layouts" \
+    "$work/grid_shard.txt" || fail "no line saying how the shard stages are ranked"
+else
+  fail "strata estimate --grid --shard all failed: $(cat "$work/err.txt")"
+fi
+expect_error "--shard is for the dp x pp x tp grid" --times "$work/times.csv" --shard all
 # digits has no split layer: tp stays 1.
 if "$strata" estimate --times "$work/times.csv" --workers 8 --grid --schedule gpipe > "$work/grid_digits.txt" 2> "$work/err.txt"; then
   g=$("$py" "$work/check_grid.py" < "$work/grid_digits.txt") || fail "the digits grid does not parse"

@@ -182,6 +182,10 @@ int estimate_main(int argc, char** argv) {
              {"memory-per-device", FlagKind::kValue, "--grid: the memory of one device, e.g. 16G; layouts that need "
                                                      "more do not fit",
               "no limit"},
+             {"shard", FlagKind::kValue,
+              "with --grid: sharded data parallel stages to rank the dp-only layouts with (NONE, OPTIMIZER, "
+              "GRADIENTS, PARAMETERS, comma-separated, or all)",
+              "NONE, and the solver's stage"},
              {"schedule", FlagKind::kValue,
               "pipeline schedule, gpipe or 1f1b: with --grid, for the activations kept; with --host-cores, the order "
               "the stages' work is simulated in",

@@ -22,10 +22,13 @@ struct GridFlags {
   double memory_per_device = 0.0;  // bytes; 0 = no limit
   estimate::MemoryOptions memory;  // optimizer slots and pipeline schedule
   std::string optimizer_note;      // where the optimizer slots come from, for the header
+  // --shard: the shard stages dp-only layouts are ranked with; {NONE} by
+  // default, or the solver's stage beside NONE.
+  std::vector<parallel::ShardStage> shards = {parallel::ShardStage::kNone};
 };
 
-// --grid, --memory-per-device, --schedule and the solver's optimizer and
-// schedule, checked before any timing. ConfigError for a grid flag without
+// --grid, --memory-per-device, --schedule, --shard and the solver's
+// optimizer, schedule and shard stage, checked before any timing. ConfigError for a grid flag without
 // --grid, or --grid with a flag of the strategy table (--strategy,
 // --measured, --host-cores).
 GridFlags parse_grid_flags(const Args& args, const SolverConfig* solver);

@@ -1,0 +1,71 @@
+// Sharded data parallel's PARAMETERS stage (ZeRO stage 3): between uses,
+// every rank keeps only its slice of each bucket's weights (the optimizer's
+// pieces, sharded_update.h); a bucket's whole weights are allgathered into
+// the net just before the first layer that reads them runs, and let go after
+// the last one has, in forward and again in backward (Net::LayerPassHooks).
+//
+// A layer's parameters may lie in two buckets (a weight and its bias); a
+// bucket's layers are contiguous (buckets follow backward's order). So in
+// forward a bucket is gathered at the first of its layers and released
+// after the last; in backward the other way round. A recompute's forward
+// inside backward gathers again what it needs. Gathers are collectives:
+// every rank runs the same passes in the same order, so the ranks agree on
+// each bucket's state without a word.
+//
+// A released weight keeps its shape (reshape and the memory report read
+// it); its storage is deferred (framework/memory_plan.h) and taken by the
+// next gather. Snapshots, tests and the end of training gather everything
+// (gather_all); an update releases everything, the slices being new.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "framework/communicator.h"
+#include "framework/net.h"
+#include "framework/tensor.h"
+#include "parallel/data_parallel/grad_buckets.h"
+#include "parallel/data_parallel/shard_layout.h"
+
+namespace strata::parallel {
+
+class WeightGathering {
+ public:
+  // `pieces` (this rank's slices, in bucket order: bucket b's are
+  // [first_piece[b], first_piece[b + 1])) hold the weights from now on;
+  // they must outlive this. Installs the net's pass hooks; releases every
+  // bucket's whole weights.
+  WeightGathering(Net& net, Communicator& comm, const std::vector<GradBucket>& buckets,
+                  const std::vector<BucketShard>& shards, const std::vector<NetParam>& pieces,
+                  const std::vector<size_t>& first_piece, Device wire_device);
+  // Removes the hooks; the weights stay as they are.
+  ~WeightGathering();
+  WeightGathering(const WeightGathering&) = delete;
+  WeightGathering& operator=(const WeightGathering&) = delete;
+
+  // Bucket b's whole weights into the net (nothing when they are there).
+  void gather(size_t b);
+  // Lets bucket b's whole weights go (nothing when they are gone).
+  void release(size_t b);
+  void gather_all();
+  void release_all();
+  bool gathered(size_t b) const { return gathered_[b] != 0; }
+  // Bytes of whole weights gathered at once at most while layers run (a
+  // bucket is whole from the first to the last layer reading it).
+  size_t peak_gathered_bytes() const;
+
+ private:
+  Net& net_;
+  Communicator& comm_;
+  const std::vector<GradBucket>& buckets_;
+  const std::vector<BucketShard>& shards_;
+  const std::vector<NetParam>& pieces_;
+  const std::vector<size_t>& first_piece_;
+  std::vector<std::vector<size_t>> layer_buckets_;  // per layer: the buckets holding its parameters
+  std::vector<int> first_layer_, last_layer_;       // per bucket: the lowest and highest layer reading it
+  std::vector<char> gathered_;                      // per bucket
+  Tensor block_;                                    // this rank's slice going out (f32, largest block)
+  Tensor all_;                                      // every rank's slices coming in (f32, world x largest block)
+};
+
+}  // namespace strata::parallel
