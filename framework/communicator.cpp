@@ -160,6 +160,18 @@ std::unique_ptr<CommWork> Communicator::do_reduce_scatter_async(const Tensor& in
   return std::make_unique<DoneWork>();
 }
 
+std::unique_ptr<CommWork> Communicator::allgather_async(const Tensor& in, Tensor& out) {
+  check_tensor(*this, "allgather_async", in, "in");
+  check_tensor(*this, "allgather_async", out, "out");
+  check_blocks(*this, "allgather_async", out, "out", in, "in");
+  return do_allgather_async(in, out);
+}
+
+std::unique_ptr<CommWork> Communicator::do_allgather_async(const Tensor& in, Tensor& out) {
+  do_allgather(in, out);
+  return std::make_unique<DoneWork>();
+}
+
 // ---- a world of one rank ----
 
 void LocalCommunicator::do_allgather(const Tensor& in, Tensor& out) { out.copy_from(in); }

@@ -94,6 +94,8 @@ class Communicator {
   std::unique_ptr<CommWork> broadcast_async(Tensor& t, int root);
   // As reduce_scatter; `in` and `out` stay alive and untouched until wait().
   std::unique_ptr<CommWork> reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op);
+  // As allgather; `in` and `out` stay alive and untouched until wait().
+  std::unique_ptr<CommWork> allgather_async(const Tensor& in, Tensor& out);
 
  protected:
   // The backend's side: called only with arguments that passed the checks.
@@ -117,6 +119,8 @@ class Communicator {
   // Backends without an asynchronous reduce-scatter of their own (mpi): the
   // blocking call, finished when this returns.
   virtual std::unique_ptr<CommWork> do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op);
+  // Likewise for allgather (mpi: the blocking call).
+  virtual std::unique_ptr<CommWork> do_allgather_async(const Tensor& in, Tensor& out);
 };
 
 // A world of one rank: every collective is the identity (average of one value

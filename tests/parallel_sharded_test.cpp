@@ -27,6 +27,7 @@
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/data_parallel/shard_layout.h"
 #include "parallel/data_parallel/sharded_update.h"
+#include "parallel/data_parallel/weight_gathering.h"
 #include "tests/parallel_test_util.h"
 #include "tests/test_util.h"
 
@@ -135,6 +136,51 @@ TEST(ReduceScatterAsync, ExactResultsInIssueOrder) {
       Tensor in = parallel_test::filled(7 * world, DType::kF32, rank);
       Tensor wrong({5}, DType::kF32);
       EXPECT_THROW(c.reduce_scatter_async(in, wrong, ReduceOp::kSum), ShapeError);
+    }));
+  }
+}
+
+// allgather_async (stage 3's prefetch): several in flight, a blocking
+// collective queued between them, every block where it belongs.
+TEST(AllgatherAsync, ExactResultsInIssueOrder) {
+  for (int world : {1, 3}) {
+    SCOPED_TRACE(std::to_string(world) + " ranks");
+    std::vector<std::unique_ptr<Communicator>> comms;
+    if (world == 1) {
+      comms.push_back(std::make_unique<LocalCommunicator>());
+    } else {
+      comms = make_world(world, "ag_async", AllreduceAlgorithm::kAuto, 20s);
+    }
+    expect_no_errors(run_ranks(world, [&](int rank) {
+      Communicator& c = *comms[static_cast<size_t>(rank)];
+      const std::vector<int64_t> sizes = {7, 0, 100003};
+      std::vector<Tensor> ins, outs;
+      std::vector<std::unique_ptr<CommWork>> works;
+      for (int64_t n : sizes) {
+        ins.push_back(parallel_test::filled(n, DType::kF32, rank));
+        outs.emplace_back(Shape{n * world}, DType::kF32);
+      }
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        works.push_back(c.allgather_async(ins[k], outs[k]));
+        if (k == 0) {
+          Tensor between = parallel_test::filled(5, DType::kF32, rank);
+          c.allreduce(between, ReduceOp::kMax);  // queued behind the first
+        }
+      }
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        works[k]->wait();
+        for (int r = 0; r < world; ++r) {
+          const Tensor want = parallel_test::filled(sizes[k], DType::kF32, r);
+          for (int64_t i = 0; i < sizes[k]; ++i) {
+            parallel_test::expect_eq(parallel_test::get_value(outs[k], r * sizes[k] + i),
+                                     parallel_test::get_value(want, i),
+                                     parallel_test::where(c, "allgather_async", DType::kF32, sizes[k]), i);
+          }
+        }
+      }
+      Tensor in = parallel_test::filled(7, DType::kF32, rank);
+      Tensor wrong({5}, DType::kF32);
+      EXPECT_THROW(c.allgather_async(in, wrong), ShapeError);
     }));
   }
 }
@@ -521,7 +567,8 @@ TEST_F(ShardedTraining, SnapshotsHoldTheWholeStateAndResumeOnAnyLayout) {
 
 // Stage 3 between and inside steps: the net holds a bucket's whole weights
 // only while layers that read it run (seen from hooks wrapped around the
-// strategy's own), none between steps, all of them after gather_parameters.
+// strategy's own), none between steps, all of them after gather_parameters;
+// and the next layer's weights are on their way (prefetched) meanwhile.
 TEST_F(ShardedTraining, StageThreeHoldsWholeWeightsOnlyWhileTheirLayersRun) {
   Spec spec;
   Solver solver(make_config(dir_, spec));
@@ -537,27 +584,34 @@ TEST_F(ShardedTraining, StageThreeHoldsWholeWeightsOnlyWhileTheirLayersRun) {
   };
   EXPECT_EQ(held(), "") << "the whole weights go once the slices hold them";
   const Net::LayerPassHooks inner = net.layer_pass_hooks();
-  std::vector<std::string> seen;  // "forward fc1: fc1.weight fc1.bias"
+  const WeightGathering& gathering = *dp.sharded()->gathering();
+  auto ahead = [&]() -> std::string {  // the layer whose weights are being prefetched
+    const int b = gathering.bucket_ahead();
+    if (b < 0) return "";
+    const int id = dp.buckets()[static_cast<size_t>(b)].params[0];
+    return " | ahead " + net.layer(net.params()[static_cast<size_t>(id)].owner_layer).name();
+  };
+  std::vector<std::string> seen;  // "forward fc1: fc1.weight fc1.bias | ahead fc2"
   Net::LayerPassHooks probe = inner;
   probe.before_forward = [&](int i) {
     inner.before_forward(i);
-    seen.push_back("forward " + net.layer(i).name() + ": " + held());
+    seen.push_back("forward " + net.layer(i).name() + ": " + held() + ahead());
   };
   probe.before_backward = [&](int i) {
     inner.before_backward(i);
-    seen.push_back("backward " + net.layer(i).name() + ": " + held());
+    seen.push_back("backward " + net.layer(i).name() + ": " + held() + ahead());
   };
   net.set_layer_pass_hooks(probe);
   solver.step();
   const std::vector<std::string> want = {
-      "forward data: ",
-      "forward fc1: fc1.weight fc1.bias",
-      "forward relu1: ",
+      "forward data:  | ahead fc1",
+      "forward fc1: fc1.weight fc1.bias | ahead fc2",
+      "forward relu1:  | ahead fc2",
       "forward fc2: fc2.weight fc2.bias",
       "forward loss: ",
-      "backward loss: ",
-      "backward fc2: fc2.weight fc2.bias",
-      "backward relu1: ",
+      "backward loss:  | ahead fc2",
+      "backward fc2: fc2.weight fc2.bias | ahead fc1",
+      "backward relu1:  | ahead fc1",
       "backward fc1: fc1.weight fc1.bias",
   };
   EXPECT_EQ(seen, want);
@@ -591,9 +645,10 @@ TEST_F(ShardedTraining, MemoryAccountingPerStage) {
   EXPECT_EQ(three.parameters, (20u + 2u + 40u + 5u) * 4u);
   EXPECT_EQ(three.gathered, (120u + 15u) * 4u);
   EXPECT_EQ(three.optimizer_state, one.optimizer_state);
-  // Stage 2's buffers, less the slice's weights (now parameters), plus the
-  // gathers' f32 buffers: one block out, world blocks in (largest block 40).
-  EXPECT_EQ(three.reduce_buffers, two.reduce_buffers - (20u + 2u + 40u + 5u) * 4u + (3u + 1u) * 40u * 4u);
+  // Stage 2's buffers, less the slice's weights (now parameters), plus two
+  // sets of the gathers' f32 buffers (one waited for, one prefetched): one
+  // block out, world blocks in (largest block 40).
+  EXPECT_EQ(three.reduce_buffers, two.reduce_buffers - (20u + 2u + 40u + 5u) * 4u + 2u * (3u + 1u) * 40u * 4u);
   EXPECT_CONTAINS(memory_line(three), "gathered while layers run");
   EXPECT_CONTAINS(memory_line(one), "optimizer state");
 }

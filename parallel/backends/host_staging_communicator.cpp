@@ -164,4 +164,9 @@ std::unique_ptr<CommWork> StagingCommunicator::do_reduce_scatter_async(const Ten
   return Communicator::do_reduce_scatter_async(in, out, op);
 }
 
+std::unique_ptr<CommWork> StagingCommunicator::do_allgather_async(const Tensor& in, Tensor& out) {
+  if (!staged(in) && !staged(out)) return inner_->allgather_async(in, out);
+  return Communicator::do_allgather_async(in, out);
+}
+
 }  // namespace strata::parallel

@@ -64,6 +64,7 @@ class StagingCommunicator : public Communicator {
   std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override;
   // Unstaged tensors: the inner backend's own; staged ones: the blocking call.
   std::unique_ptr<CommWork> do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override;
+  std::unique_ptr<CommWork> do_allgather_async(const Tensor& in, Tensor& out) override;
 
  private:
   // Whether `t` goes through a copy on home_: it lives on the host and home_

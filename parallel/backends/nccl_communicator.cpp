@@ -341,11 +341,13 @@ class NcclCommunicator final : public Communicator {
     })->wait();
   }
 
-  void do_allgather(const Tensor& in, Tensor& out) override {
-    launch(call_text("allgather", in) + " per rank", in.numel(), [&](ncclComm_t c, cudaStream_t s) {
+  void do_allgather(const Tensor& in, Tensor& out) override { do_allgather_async(in, out)->wait(); }
+
+  std::unique_ptr<CommWork> do_allgather_async(const Tensor& in, Tensor& out) override {
+    return launch(call_text("allgather", in) + " per rank", in.numel(), [&](ncclComm_t c, cudaStream_t s) {
       STRATA_NCCL_CHECK_STARTED(ncclAllGather(in.raw_data(), out.raw_data(), static_cast<size_t>(in.numel()),
                                               nccl_dtype(in.dtype()), c, s));
-    })->wait();
+    });
   }
 
   void do_reduce_scatter(const Tensor& in, Tensor& out, ReduceOp op) override {

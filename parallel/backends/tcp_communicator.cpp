@@ -386,6 +386,18 @@ struct TcpCommunicator::Impl {
     });
   }
 
+  std::shared_ptr<WorkState> queue_allgather(Tensor in, Tensor out) {
+    Call call;
+    call.kind = Kind::kAllgather;
+    call.dtype = in.dtype();
+    call.count = static_cast<uint64_t>(in.numel());
+    const std::string what = call.str().substr(0, call.str().find(" [call"));
+    return enqueue(what, [this, in, out, call]() mutable {
+      check_call(call);
+      allgather_ring(*transport, in.raw_data(), out.raw_data(), in.nbytes());
+    });
+  }
+
   std::shared_ptr<WorkState> queue_broadcast(Tensor t, int root) {
     Call call;
     call.kind = Kind::kBroadcast;
@@ -486,16 +498,10 @@ void TcpCommunicator::do_reduce(Tensor& t, ReduceOp op, int root) {
                  });
 }
 
-void TcpCommunicator::do_allgather(const Tensor& in, Tensor& out) {
-  Impl& m = *impl_;
-  Call call;
-  call.kind = Kind::kAllgather;
-  call.dtype = in.dtype();
-  call.count = static_cast<uint64_t>(in.numel());
-  m.run_blocking(call_text("allgather", in) + " per rank)", [&m, &in, &out, call]() mutable {
-    m.check_call(call);
-    allgather_ring(*m.transport, in.raw_data(), out.raw_data(), in.nbytes());
-  });
+void TcpCommunicator::do_allgather(const Tensor& in, Tensor& out) { impl_->queue_allgather(in, out)->wait(); }
+
+std::unique_ptr<CommWork> TcpCommunicator::do_allgather_async(const Tensor& in, Tensor& out) {
+  return std::make_unique<Work>(impl_->queue_allgather(in, out));
 }
 
 void TcpCommunicator::do_gather(const Tensor& in, Tensor& out, int root) {

@@ -99,6 +99,7 @@ class TcpCommunicator final : public Communicator {
   std::unique_ptr<CommWork> do_allreduce_async(Tensor& t, ReduceOp op) override;
   std::unique_ptr<CommWork> do_broadcast_async(Tensor& t, int root) override;
   std::unique_ptr<CommWork> do_reduce_scatter_async(const Tensor& in, Tensor& out, ReduceOp op) override;
+  std::unique_ptr<CommWork> do_allgather_async(const Tensor& in, Tensor& out) override;
 
  private:
   struct Impl;

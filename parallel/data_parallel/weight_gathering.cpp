@@ -36,17 +36,16 @@ WeightGathering::WeightGathering(Net& net, Communicator& comm, const std::vector
   }
   int64_t largest = 0;
   for (const BucketShard& s : shards_) largest = std::max(largest, s.block);
-  block_ = Tensor({largest}, DType::kF32, wire_device);
-  all_ = Tensor({largest * comm_.world_size()}, DType::kF32, wire_device);
-  gathered_.assign(buckets_.size(), 1);  // the net holds every whole weight now
+  for (Buffers* buf : {&now_, &ahead_}) {
+    buf->block = Tensor({largest}, DType::kF32, wire_device);
+    buf->all = Tensor({largest * comm_.world_size()}, DType::kF32, wire_device);
+  }
+  state_.assign(buckets_.size(), State::kWhole);  // the net holds every whole weight now
   release_all();
 
   Net::LayerPassHooks hooks;
-  auto gather_layer = [this](int i) {
-    for (size_t b : layer_buckets_[static_cast<size_t>(i)]) gather(b);
-  };
-  hooks.before_forward = gather_layer;
-  hooks.before_backward = gather_layer;
+  hooks.before_forward = [this](int i) { before_layer(i, Pass::kForward); };
+  hooks.before_backward = [this](int i) { before_layer(i, Pass::kBackward); };
   hooks.after_forward = [this](int i) {
     for (size_t b : layer_buckets_[static_cast<size_t>(i)]) {
       if (last_layer_[b] == i) release(b);
@@ -60,37 +59,97 @@ WeightGathering::WeightGathering(Net& net, Communicator& comm, const std::vector
   net_.set_layer_pass_hooks(std::move(hooks));
 }
 
-WeightGathering::~WeightGathering() { net_.set_layer_pass_hooks({}); }
+WeightGathering::~WeightGathering() {
+  net_.set_layer_pass_hooks({});
+  // A gather in flight (after an error) finishes or fails inside its work's destructor.
+  ahead_work_.reset();
+}
 
-void WeightGathering::gather(size_t b) {
-  if (gathered_[b]) return;
-  const TimelineScope event("allgather", Timeline::on() ? "gather weights, bucket " + std::to_string(b) : "");
+void WeightGathering::before_layer(int layer, Pass pass) {
+  for (size_t b : layer_buckets_[static_cast<size_t>(layer)]) gather(b);
+  prefetch_after(layer, pass);
+}
+
+void WeightGathering::pack(size_t b, Buffers& buf) {
   const BucketShard& shard = shards_[b];
-  block_.resize({shard.block});  // within capacity: no allocation
-  all_.resize({shard.block * comm_.world_size()});
+  buf.block.resize({shard.block});  // within capacity: no allocation
+  buf.all.resize({shard.block * comm_.world_size()});
   for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
     const ShardPiece& piece = shard.pieces[i - first_piece_[b]];
-    copy_elements(block_, piece.slice_offset, pieces_[i].blob->data, 0, piece.count);
+    copy_elements(buf.block, piece.slice_offset, pieces_[i].blob->data, 0, piece.count);
   }
-  comm_.allgather(block_, all_);
+}
+
+void WeightGathering::unpack(size_t b, Buffers& buf) {
   const GradBucket& bucket = buckets_[b];
   std::vector<NetParam>& params = net_.params();
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     Tensor& w = params[static_cast<size_t>(bucket.params[k])].blob->data;
-    copy_elements(w, 0, all_, bucket.offsets[k], w.numel());
+    copy_elements(w, 0, buf.all, bucket.offsets[k], w.numel());
   }
-  gathered_[b] = 1;
+}
+
+void WeightGathering::gather(size_t b) {
+  if (state_[b] == State::kWhole) return;
+  if (state_[b] == State::kInFlight) {
+    finish_prefetch(true);
+    return;
+  }
+  const TimelineScope event("allgather", Timeline::on() ? "gather weights, bucket " + std::to_string(b) : "");
+  pack(b, now_);
+  comm_.allgather(now_.block, now_.all);
+  unpack(b, now_);
+  state_[b] = State::kWhole;
+}
+
+void WeightGathering::prefetch_after(int layer, Pass pass) {
+  if (ahead_work_) return;  // one gather ahead at most
+  // The bucket the pass reaches next: in forward the one whose first layer
+  // comes soonest after `layer`, in backward the one whose last layer does.
+  int best = -1;
+  size_t next = 0;
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (state_[b] != State::kReleased) continue;
+    const int at = pass == Pass::kForward ? first_layer_[b] : last_layer_[b];
+    const bool ahead = pass == Pass::kForward ? at > layer : (at >= 0 && at < layer);
+    if (!ahead) continue;
+    if (best < 0 || (pass == Pass::kForward ? at < best : at > best)) {
+      best = at;
+      next = b;
+    }
+  }
+  if (best < 0) return;
+  pack(next, ahead_);
+  ahead_work_ = comm_.allgather_async(ahead_.block, ahead_.all);
+  ahead_bucket_ = next;
+  state_[next] = State::kInFlight;
+}
+
+void WeightGathering::finish_prefetch(bool keep) {
+  if (!ahead_work_) return;
+  {
+    const TimelineScope event("allgather", Timeline::on() ? "wait weights, bucket " + std::to_string(ahead_bucket_) : "");
+    ahead_work_->wait();
+  }
+  ahead_work_.reset();
+  if (keep) {
+    unpack(ahead_bucket_, ahead_);
+    state_[ahead_bucket_] = State::kWhole;
+  } else {
+    state_[ahead_bucket_] = State::kReleased;
+  }
 }
 
 void WeightGathering::release(size_t b) {
-  if (!gathered_[b]) return;
+  if (state_[b] == State::kInFlight) finish_prefetch(false);  // a collective: it runs to its end on every rank
+  if (state_[b] != State::kWhole) return;
   // New tensors of the same shapes, sized under a plan: no storage until the next gather writes them.
   MemoryPlan deferred;
   for (int id : buckets_[b].params) {
     Tensor& w = net_.params()[static_cast<size_t>(id)].blob->data;
     w = Tensor(w.shape(), w.dtype(), w.device());
   }
-  gathered_[b] = 0;
+  state_[b] = State::kReleased;
 }
 
 void WeightGathering::gather_all() {
@@ -98,6 +157,7 @@ void WeightGathering::gather_all() {
 }
 
 void WeightGathering::release_all() {
+  finish_prefetch(false);
   for (size_t b = 0; b < buckets_.size(); ++b) release(b);
 }
 

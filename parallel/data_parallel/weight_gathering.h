@@ -12,6 +12,12 @@
 // every rank runs the same passes in the same order, so the ranks agree on
 // each bucket's state without a word.
 //
+// Prefetch: when a layer's buckets are gathered, the allgather of the next
+// bucket the pass will need is started (allgather_async, into a second
+// buffer), so it travels while the layers before it compute; its weights
+// are written into the net when its first layer asks for them. One gather
+// ahead at most.
+//
 // A released weight keeps its shape (reshape and the memory report read
 // it); its storage is deferred (framework/memory_plan.h) and taken by the
 // next gather. Snapshots, tests and the end of training gather everything
@@ -19,6 +25,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "framework/communicator.h"
@@ -49,12 +56,31 @@ class WeightGathering {
   void release(size_t b);
   void gather_all();
   void release_all();
-  bool gathered(size_t b) const { return gathered_[b] != 0; }
+  bool gathered(size_t b) const { return state_[b] == State::kWhole; }
+  // The bucket whose gather is in flight (prefetched), or -1.
+  int bucket_ahead() const { return ahead_work_ ? static_cast<int>(ahead_bucket_) : -1; }
   // Bytes of whole weights gathered at once at most while layers run (a
   // bucket is whole from the first to the last layer reading it).
   size_t peak_gathered_bytes() const;
 
  private:
+  enum class State { kReleased, kInFlight, kWhole };
+  // A gather's buffers: this rank's slice going out, every rank's coming in (f32).
+  struct Buffers {
+    Tensor block, all;
+  };
+  enum class Pass { kForward, kBackward };
+
+  void before_layer(int layer, Pass pass);
+  // Bucket b's slices into `buf` (sized for it); the allgather is the caller's.
+  void pack(size_t b, Buffers& buf);
+  // `buf`'s gathered slices into the net's whole weights of bucket b.
+  void unpack(size_t b, Buffers& buf);
+  // Starts the allgather of the next bucket `pass` needs after layer `layer`, if any and none is in flight.
+  void prefetch_after(int layer, Pass pass);
+  // Waits for the gather in flight, if any; with `keep`, its weights go into the net.
+  void finish_prefetch(bool keep);
+
   Net& net_;
   Communicator& comm_;
   const std::vector<GradBucket>& buckets_;
@@ -63,9 +89,11 @@ class WeightGathering {
   const std::vector<size_t>& first_piece_;
   std::vector<std::vector<size_t>> layer_buckets_;  // per layer: the buckets holding its parameters
   std::vector<int> first_layer_, last_layer_;       // per bucket: the lowest and highest layer reading it
-  std::vector<char> gathered_;                      // per bucket
-  Tensor block_;                                    // this rank's slice going out (f32, largest block)
-  Tensor all_;                                      // every rank's slices coming in (f32, world x largest block)
+  std::vector<State> state_;                        // per bucket
+  Buffers now_;                                     // a gather waited for at once
+  Buffers ahead_;                                   // the prefetch
+  size_t ahead_bucket_ = 0;                         // the bucket in flight, when one is
+  std::unique_ptr<CommWork> ahead_work_;
 };
 
 }  // namespace strata::parallel

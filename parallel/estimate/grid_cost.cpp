@@ -77,7 +77,8 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
   }
   const std::vector<int> stage_of = pipeline_stage_of(rank, shape.pp);
   g.memory = largest_stage_memory(rank, stage_of, m, options.memory);
-  double weight_gathers = 0.0;  // sharded: the allgathers of the weights outside backward, per step
+  double weight_gathers = 0.0;       // sharded: the weights' allgathers' exposed time, per step
+  double weight_gathers_busy = 0.0;  // and their time on the wire
   if (sharded && shape.dp > 1) {
     const double n = shape.dp;
     g.memory.optimizer /= n;
@@ -86,10 +87,15 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
       weight_bytes += l.grad_bytes;  // the updated weights: what the buckets slice
       largest_layer = std::max(largest_layer, l.param_bytes);
     }
-    const double gathers = shard == parallel::ShardStage::kParameters ? 2.0 : 1.0;
-    weight_gathers = gathers * ring_allgather_seconds(shape.dp, weight_bytes, links.dp);
+    const double gather = ring_allgather_seconds(shape.dp, weight_bytes, links.dp);
     if (shard == parallel::ShardStage::kParameters) {
+      // Prefetched behind the compute of each pass; what does not fit shows.
+      weight_gathers_busy = 2.0 * gather;
+      weight_gathers = std::max(0.0, gather - rank.forward_seconds()) + std::max(0.0, gather - rank.backward_seconds());
       g.memory.weights = g.memory.weights - weight_bytes + weight_bytes / n + largest_layer;
+    } else {
+      weight_gathers_busy = gather;
+      weight_gathers = gather;  // after the update: nothing to hide behind
     }
   }
 
@@ -121,7 +127,7 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
   e.workers = shape.world();
   e.samples = static_cast<double>(shape.dp) * profile.batch;
   e.step = pipe.step + dp_exposed + weight_gathers;
-  e.communication = tp_busy + pipe.communication + dp_busy + weight_gathers;
+  e.communication = tp_busy + pipe.communication + dp_busy + weight_gathers_busy;
   // Beyond a perfect split of one batch's work over the pp x tp devices of a pipeline.
   e.exposed = std::max(0.0, e.step - profile.compute_seconds() / (shape.pp * shape.tp));
   return g;

@@ -49,8 +49,10 @@
 //               saving is the wire buffers, not counted here)
 //   PARAMETERS  also 1/dp of the weights, plus the largest layer's whole
 //               weights gathered while it runs; no allgather after the
-//               update, one in forward and one in backward (not overlapped:
-//               strata does not prefetch yet): 1.5x the bytes of an allreduce
+//               update, one in forward and one in backward, each gathered
+//               a bucket ahead while the layers compute: hidden up to the
+//               pass's compute time, what is left exposed; 1.5x the bytes
+//               of an allreduce
 #pragma once
 
 #include <string>

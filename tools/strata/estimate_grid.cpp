@@ -116,7 +116,7 @@ void print_grid_estimates(const GridFlags& flags, const estimate::StepProfile& p
     for (parallel::ShardStage s : flags.shards) names += std::string(names.empty() ? "" : ", ") + parallel::shard_stage_name(s);
     std::printf("sharded data parallel (%s) ranked on the dp-only layouts: reduce-scatter, 1/dp of the optimizer "
                 "state (PARAMETERS: and of the weights, plus the largest layer's gathered), weights allgathered once "
-                "per step (PARAMETERS: twice, 1.5x an allreduce's bytes)\n",
+                "per step after the update (PARAMETERS: in forward and in backward, a bucket ahead, 1.5x an allreduce's bytes)\n",
                 names.c_str());
   }
   estimate::ChartSeries best_line;
