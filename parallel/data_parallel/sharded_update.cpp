@@ -90,11 +90,11 @@ ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, 
     m.optimizer_state += static_cast<size_t>(optimizer_slots) * f32_bytes(mine);
   }
   // With 16-bit gradients the weights' allgather needs f32 buffers of its
-  // own; with PARAMETERS the gathers before the layers have two sets (one
-  // waited for at once, one prefetched: weight_gathering.h).
+  // own; with PARAMETERS the gathers before the layers have theirs
+  // (weight_gathering.h).
   const size_t gather_set = f32_bytes(largest_block) * static_cast<size_t>(world + 1);
   if (compression != GradCompression::kNone) m.reduce_buffers += gather_set;
-  if (stage == ShardStage::kParameters) m.reduce_buffers += 2 * gather_set;
+  if (stage == ShardStage::kParameters) m.reduce_buffers += gather_set;
   if (stage == ShardStage::kParameters) {
     // A bucket is whole from the first to the last layer owning one of its
     // parameters: the most whole weights at once, over the layers.

@@ -36,10 +36,8 @@ WeightGathering::WeightGathering(Net& net, Communicator& comm, const std::vector
   }
   int64_t largest = 0;
   for (const BucketShard& s : shards_) largest = std::max(largest, s.block);
-  for (Buffers* buf : {&now_, &ahead_}) {
-    buf->block = Tensor({largest}, DType::kF32, wire_device);
-    buf->all = Tensor({largest * comm_.world_size()}, DType::kF32, wire_device);
-  }
+  buf_.block = Tensor({largest}, DType::kF32, wire_device);
+  buf_.all = Tensor({largest * comm_.world_size()}, DType::kF32, wire_device);
   state_.assign(buckets_.size(), State::kWhole);  // the net holds every whole weight now
   release_all();
 
@@ -91,14 +89,14 @@ void WeightGathering::unpack(size_t b, Buffers& buf) {
 
 void WeightGathering::gather(size_t b) {
   if (state_[b] == State::kWhole) return;
-  if (state_[b] == State::kInFlight) {
-    finish_prefetch(true);
-    return;
-  }
+  // The prefetched bucket (this one, or the next a layer spanning two needs
+  // too) lands first: its buffers are the ones a gather uses.
+  finish_prefetch(true);
+  if (state_[b] == State::kWhole) return;
   const TimelineScope event("allgather", Timeline::on() ? "gather weights, bucket " + std::to_string(b) : "");
-  pack(b, now_);
-  comm_.allgather(now_.block, now_.all);
-  unpack(b, now_);
+  pack(b, buf_);
+  comm_.allgather(buf_.block, buf_.all);
+  unpack(b, buf_);
   state_[b] = State::kWhole;
 }
 
@@ -119,8 +117,8 @@ void WeightGathering::prefetch_after(int layer, Pass pass) {
     }
   }
   if (best < 0) return;
-  pack(next, ahead_);
-  ahead_work_ = comm_.allgather_async(ahead_.block, ahead_.all);
+  pack(next, buf_);
+  ahead_work_ = comm_.allgather_async(buf_.block, buf_.all);
   ahead_bucket_ = next;
   state_[next] = State::kInFlight;
 }
@@ -133,7 +131,7 @@ void WeightGathering::finish_prefetch(bool keep) {
   }
   ahead_work_.reset();
   if (keep) {
-    unpack(ahead_bucket_, ahead_);
+    unpack(ahead_bucket_, buf_);
     state_[ahead_bucket_] = State::kWhole;
   } else {
     state_[ahead_bucket_] = State::kReleased;

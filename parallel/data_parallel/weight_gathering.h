@@ -13,10 +13,10 @@
 // each bucket's state without a word.
 //
 // Prefetch: when a layer's buckets are gathered, the allgather of the next
-// bucket the pass will need is started (allgather_async, into a second
-// buffer), so it travels while the layers before it compute; its weights
-// are written into the net when its first layer asks for them. One gather
-// ahead at most.
+// bucket the pass will need is started (allgather_async), so it travels
+// while the layers before it compute; its weights are written into the net
+// when its first layer asks for them, or when another gather needs the one
+// set of buffers first. One gather ahead at most.
 //
 // A released weight keeps its shape (reshape and the memory report read
 // it); its storage is deferred (framework/memory_plan.h) and taken by the
@@ -90,8 +90,7 @@ class WeightGathering {
   std::vector<std::vector<size_t>> layer_buckets_;  // per layer: the buckets holding its parameters
   std::vector<int> first_layer_, last_layer_;       // per bucket: the lowest and highest layer reading it
   std::vector<State> state_;                        // per bucket
-  Buffers now_;                                     // a gather waited for at once
-  Buffers ahead_;                                   // the prefetch
+  Buffers buf_;                                     // every gather's, the prefetch's included
   size_t ahead_bucket_ = 0;                         // the bucket in flight, when one is
   std::unique_ptr<CommWork> ahead_work_;
 };
