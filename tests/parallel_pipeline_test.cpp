@@ -163,7 +163,12 @@ std::vector<float> train_reference(const SolverConfig& config) {
 }
 
 // Stages per TRAIN-phase layer: data fc1 relu1 fc2 relu2 sum fc3 loss.
-std::vector<int> cut(int pp) {
+// kDataAlone: stage 0 holds only the data layer (stage 1 receives the data
+// and the labels, and initialises fc1 as the unsplit net does).
+enum class Cut { kMiddle, kDataAlone };
+std::vector<int> cut(int pp, Cut how = Cut::kMiddle) {
+  if (how == Cut::kDataAlone) return pp == 2 ? std::vector<int>{0, 1, 1, 1, 1, 1, 1, 1}
+                                             : std::vector<int>{0, 1, 1, 1, 1, 2, 2, 2};
   if (pp == 2) return {0, 0, 0, 0, 0, 1, 1, 1};
   return {0, 0, 0, 1, 1, 2, 2, 2};
 }
@@ -171,7 +176,8 @@ std::vector<int> cut(int pp) {
 // Trains dp x pp ranks; returns the losses every rank saw.
 std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int dp, int pp, int micro,
                                                PipelineSchedule schedule,
-                                               StageTransfers transfers = StageTransfers::kAuto) {
+                                               StageTransfers transfers = StageTransfers::kAuto,
+                                               Cut how = Cut::kMiddle) {
   const int world = dp * pp;
   auto comms = make_world(world, "pp-world");
   auto store = make_memory_store(20s);
@@ -192,7 +198,7 @@ std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int d
     po.config.micro_batches = micro;
     po.config.schedule = schedule;
     po.transfers = transfers;
-    po.stage_of_layer = cut(pp);
+    po.stage_of_layer = cut(pp, how);
     po.dp_rank = grid.dp_rank();
     po.dp_size = dp;
     po.snapshots = grid.dp_rank() == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
@@ -228,6 +234,7 @@ struct EquivCase {
   bool shuffle;
   // kBatched: the GPU pipeline's transfers (pipeline_transfers.h), here over tcp.
   StageTransfers transfers = StageTransfers::kAuto;
+  Cut how = Cut::kMiddle;
 };
 
 class PipelineEquivalence : public ::testing::TestWithParam<EquivCase> {};
@@ -242,7 +249,7 @@ TEST_P(PipelineEquivalence, TrainsLikeOneProcessWithIterSize) {
   const std::vector<float> want =
       train_reference(make_config(dir, batch * c.dp, c.micro, iters, c.shuffle, dir.file("ref/run")));
   const auto got = train_pipeline(make_config(dir, batch, 1, iters, c.shuffle, dir.file("pp/run")), c.dp, c.pp,
-                                  c.micro, c.schedule, c.transfers);
+                                  c.micro, c.schedule, c.transfers, c.how);
   for (size_t r = 0; r < got.size(); ++r) {
     ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[r][i], want[i], 1e-4) << "rank " << r << " iter " << i;
@@ -262,11 +269,14 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false},
                       EquivCase{1, 2, 4, PipelineSchedule::kGPipe, true, StageTransfers::kBatched},
                       EquivCase{1, 3, 5, PipelineSchedule::kOneFOneB, true, StageTransfers::kBatched},
-                      EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false, StageTransfers::kBatched}),
+                      EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false, StageTransfers::kBatched},
+                      EquivCase{1, 2, 4, PipelineSchedule::kOneFOneB, true, StageTransfers::kAuto, Cut::kDataAlone},
+                      EquivCase{1, 3, 4, PipelineSchedule::kGPipe, true, StageTransfers::kAuto, Cut::kDataAlone}),
     [](const ::testing::TestParamInfo<EquivCase>& i) {
       return "dp" + std::to_string(i.param.dp) + "_pp" + std::to_string(i.param.pp) + "_m" +
              std::to_string(i.param.micro) + "_" + pipeline_schedule_name(i.param.schedule) +
-             (i.param.transfers == StageTransfers::kBatched ? "_batched" : "");
+             (i.param.transfers == StageTransfers::kBatched ? "_batched" : "") +
+             (i.param.how == Cut::kDataAlone ? "_data_alone" : "");
     });
 
 // ---- plans and errors ----

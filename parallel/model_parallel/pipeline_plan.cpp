@@ -52,9 +52,9 @@ ConfigNode empty_root(const ConfigNode& root) {
 
 // Inserts empty Input layers so that every layer of `root` named in
 // `full_index` sits at that index of the net's layer list (Split layers
-// the Net inserts count). Layers that are already past their index (a stage
-// whose own Input layers outnumber the layers before it) stay where they
-// are.
+// the Net inserts count). A layer already past its index would stay where it
+// is, with another seed than in the whole net; stage_compute_config gives a
+// stage one Input layer in front so that this does not happen.
 ConfigNode pad_to_full_indices(const ConfigNode& root, const std::map<std::string, int>& full_index, Phase phase) {
   const std::vector<LayerSpec> specs = net_layer_specs(root, phase);
   std::map<std::string, int> pads_before;  // layer name -> pads to insert before its block
@@ -238,10 +238,19 @@ ConfigNode stage_compute_config(const PipelinePlan& plan, int stage, const std::
     STRATA_CHECK(it != shapes.end(), "pipeline stage ", stage, ": no shape for incoming blob '", blob, "'");
     return it->second;
   };
+  // One Input layer for every incoming blob: the stage's first layer has at
+  // least one layer of an earlier stage before it in the whole net, so the
+  // padding below can always put each layer at its whole-net index (its
+  // seed: the weights a stage initialises are the unsplit net's). One Input
+  // per blob pushed a stage receiving two blobs (data and label, after a
+  // stage of only the data layer) past the first layer's index.
+  std::vector<std::string> incoming;
+  std::vector<Shape> incoming_shapes;
   for (int b : plan.incoming(stage)) {
-    const std::string& blob = plan.boundaries[b].blob;
-    root.add_child(input_layer("pipeline_recv/" + blob, {blob}, {shape_of(blob)}, loc));
+    incoming.push_back(plan.boundaries[b].blob);
+    incoming_shapes.push_back(shape_of(incoming.back()));
   }
+  if (!incoming.empty()) root.add_child(input_layer("pipeline_recv", incoming, incoming_shapes, loc));
   for (const auto& l : plan.layers) {
     if (l.stage != stage) continue;
     const ConfigNode& block = plan.root.children()[l.child];

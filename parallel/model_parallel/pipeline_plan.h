@@ -12,8 +12,8 @@
 // Its gradient comes back j -> i unless nothing on stage i needs it (the
 // sender decides at setup, e.g. none for labels).
 //
-// A stage's compute net: Input layers for the blobs it receives
-// ("pipeline_recv/<blob>"), Input layers in place of its data layers
+// A stage's compute net: one Input layer for the blobs it receives
+// ("pipeline_recv"), Input layers in place of its data layers
 // ("pipeline_data/<layer>", fed from the stage's feeder net, which holds the
 // data layers themselves), then its other layers, with force_backward so
 // that received blobs get gradients. Layers are padded with empty Input
