@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -121,68 +122,64 @@ TEST(ShardLayout, PiecesMapEachSliceElementToItsParameter) {
 // over tcp (asynchronous) and a world of one (the blocking default): every
 // result exact, in issue order (parallel_test::check_reduce_scatter_async,
 // which the shm, fabric and multi-process tests run too).
-TEST(ReduceScatterAsync, ExactResultsInIssueOrder) {
+// Runs `body` on every rank (a thread each) of a world of one (the local
+// communicator: the blocking defaults) and of three over tcp (asynchronous).
+void on_one_and_three_ranks(const std::string& prefix, const std::function<void(Communicator&, int world)>& body) {
   for (int world : {1, 3}) {
     SCOPED_TRACE(std::to_string(world) + " ranks");
     std::vector<std::unique_ptr<Communicator>> comms;
     if (world == 1) {
       comms.push_back(std::make_unique<LocalCommunicator>());
     } else {
-      comms = make_world(world, "rs_async", AllreduceAlgorithm::kAuto, 20s);
+      comms = make_world(world, prefix, AllreduceAlgorithm::kAuto, 20s);
     }
-    expect_no_errors(run_ranks(world, [&](int rank) {
-      Communicator& c = *comms[static_cast<size_t>(rank)];
-      parallel_test::check_reduce_scatter_async(c, {7, 0, 100003, 2 * world + 1});
-      Tensor in = parallel_test::filled(7 * world, DType::kF32, rank);
-      Tensor wrong({5}, DType::kF32);
-      EXPECT_THROW(c.reduce_scatter_async(in, wrong, ReduceOp::kSum), ShapeError);
-    }));
+    expect_no_errors(run_ranks(world, [&](int rank) { body(*comms[static_cast<size_t>(rank)], world); }));
   }
+}
+
+TEST(ReduceScatterAsync, ExactResultsInIssueOrder) {
+  on_one_and_three_ranks("rs_async", [](Communicator& c, int world) {
+    parallel_test::check_reduce_scatter_async(c, {7, 0, 100003, 2 * world + 1});
+    Tensor in = parallel_test::filled(7 * world, DType::kF32, c.rank());
+    Tensor wrong({5}, DType::kF32);
+    EXPECT_THROW(c.reduce_scatter_async(in, wrong, ReduceOp::kSum), ShapeError);
+  });
 }
 
 // allgather_async (stage 3's prefetch): several in flight, a blocking
 // collective queued between them, every block where it belongs.
 TEST(AllgatherAsync, ExactResultsInIssueOrder) {
-  for (int world : {1, 3}) {
-    SCOPED_TRACE(std::to_string(world) + " ranks");
-    std::vector<std::unique_ptr<Communicator>> comms;
-    if (world == 1) {
-      comms.push_back(std::make_unique<LocalCommunicator>());
-    } else {
-      comms = make_world(world, "ag_async", AllreduceAlgorithm::kAuto, 20s);
+  on_one_and_three_ranks("ag_async", [](Communicator& c, int world) {
+    const int rank = c.rank();
+    const std::vector<int64_t> sizes = {7, 0, 100003};
+    std::vector<Tensor> ins, outs;
+    std::vector<std::unique_ptr<CommWork>> works;
+    for (int64_t n : sizes) {
+      ins.push_back(parallel_test::filled(n, DType::kF32, rank));
+      outs.emplace_back(Shape{n * world}, DType::kF32);
     }
-    expect_no_errors(run_ranks(world, [&](int rank) {
-      Communicator& c = *comms[static_cast<size_t>(rank)];
-      const std::vector<int64_t> sizes = {7, 0, 100003};
-      std::vector<Tensor> ins, outs;
-      std::vector<std::unique_ptr<CommWork>> works;
-      for (int64_t n : sizes) {
-        ins.push_back(parallel_test::filled(n, DType::kF32, rank));
-        outs.emplace_back(Shape{n * world}, DType::kF32);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      works.push_back(c.allgather_async(ins[k], outs[k]));
+      if (k == 0) {
+        Tensor between = parallel_test::filled(5, DType::kF32, rank);
+        c.allreduce(between, ReduceOp::kMax);  // queued behind the first
       }
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        works.push_back(c.allgather_async(ins[k], outs[k]));
-        if (k == 0) {
-          Tensor between = parallel_test::filled(5, DType::kF32, rank);
-          c.allreduce(between, ReduceOp::kMax);  // queued behind the first
+    }
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      works[k]->wait();
+      for (int r = 0; r < world; ++r) {
+        const Tensor want = parallel_test::filled(sizes[k], DType::kF32, r);
+        for (int64_t i = 0; i < sizes[k]; ++i) {
+          parallel_test::expect_eq(parallel_test::get_value(outs[k], r * sizes[k] + i),
+                                   parallel_test::get_value(want, i),
+                                   parallel_test::where(c, "allgather_async", DType::kF32, sizes[k]), i);
         }
       }
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        works[k]->wait();
-        for (int r = 0; r < world; ++r) {
-          const Tensor want = parallel_test::filled(sizes[k], DType::kF32, r);
-          for (int64_t i = 0; i < sizes[k]; ++i) {
-            parallel_test::expect_eq(parallel_test::get_value(outs[k], r * sizes[k] + i),
-                                     parallel_test::get_value(want, i),
-                                     parallel_test::where(c, "allgather_async", DType::kF32, sizes[k]), i);
-          }
-        }
-      }
-      Tensor in = parallel_test::filled(7, DType::kF32, rank);
-      Tensor wrong({5}, DType::kF32);
-      EXPECT_THROW(c.allgather_async(in, wrong), ShapeError);
-    }));
-  }
+    }
+    Tensor in = parallel_test::filled(7, DType::kF32, rank);
+    Tensor wrong({5}, DType::kF32);
+    EXPECT_THROW(c.allgather_async(in, wrong), ShapeError);
+  });
 }
 
 // ---- the shard key ----
