@@ -61,6 +61,9 @@ std::string first_nonfinite(Net& net) {
     return std::to_string(n) + " of its " + std::to_string(of) + " values are inf/NaN";
   };
   for (const NetParam& p : net.params()) {
+    // A weight whose storage is let go between uses (sharded data
+    // parallel's PARAMETERS stage) is not read: it would be taken as zeros.
+    if (!p.blob->data.holds_memory()) continue;
     if (const int64_t n = count_nonfinite(p.blob->data)) {
       return "parameter '" + p.name + "' already holds non-finite weights (" + count(n, p.blob->numel()) +
              "; from the loaded weights or an earlier update)";
