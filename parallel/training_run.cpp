@@ -369,7 +369,10 @@ SolveResult run_with_parameter_server(const SolverConfig& config, const Training
   // colocated worker (its shard dies with it) and worker 0 (which tests, logs
   // and writes the snapshots) fail the job when lost.
   const IfLost if_lost = shard < 0 && env.rank != 0 ? IfLost::kDropRank : IfLost::kFailJob;
-  const std::unique_ptr<Heartbeat> heartbeat = start_heartbeat(env, "strata train", if_lost);
+  const std::unique_ptr<Heartbeat> heartbeat =
+      start_heartbeat(env, "strata train", if_lost, [roles = ps.roles](const std::string& message) {
+        return roles.name_servers(message);
+      });
   try {
     std::unique_ptr<ShardService> service;
     if (shard >= 0) service = std::make_unique<ShardService>(config, ps.config, ps.roles, shard, env);
@@ -392,12 +395,12 @@ SolveResult run_with_parameter_server(const SolverConfig& config, const Training
     }
     write_rank_timeline(options.timeline, env.rank);
     return result;
-  } catch (const JobFailedError&) {
-    throw;
+  } catch (const JobFailedError& e) {
+    throw JobFailedError(ps.roles.name_servers(e.what()));  // the store names ranks only
   } catch (const NetworkError& e) {
     // A lost server, or worker 0 gone: name the failure the store recorded.
     const std::string cause = heartbeat ? heartbeat->report_failure(e.what(), FailureOrigin::kCommunication) : "";
-    if (!cause.empty()) throw JobFailedError(cause + " (seen here as: " + e.what() + ")");
+    if (!cause.empty()) throw JobFailedError(ps.roles.name_servers(cause) + " (seen here as: " + e.what() + ")");
     throw;
   } catch (const std::exception& e) {
     if (heartbeat) heartbeat->report_failure(e.what(), FailureOrigin::kThisRank);

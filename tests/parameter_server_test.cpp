@@ -31,6 +31,25 @@ PsParam param(const std::string& name, int64_t n, bool updated) {
   return p;
 }
 
+// A lost server is named by its role in the job's failure message (the
+// store names ranks only): "server 0 (rank 2) on vm", workers unchanged.
+TEST(PsRoles, FailureMessagesNameServersByTheirRole) {
+  PsRoles r;
+  r.workers = 2;
+  r.servers = 2;
+  r.shards = 2;
+  r.placement = PsPlacement::kSharded;
+  EXPECT_EQ(r.name_servers("rank 1 on vm: the job failed: rank 2 on vm closed its connection to the store"),
+            "rank 1 on vm: the job failed: server 0 (rank 2) on vm closed its connection to the store");
+  EXPECT_EQ(r.name_servers("rank 3 on b sent no heartbeat for 5 s"), "server 1 (rank 3) on b sent no heartbeat for 5 s");
+  EXPECT_EQ(r.name_servers("rank 0 on vm failed; rank 2 left"), "rank 0 on vm failed; rank 2 left");  // no host: as is
+  EXPECT_EQ(r.name_servers("worker rank 12 on x"), "worker rank 12 on x");  // rank 12 serves nothing
+  EXPECT_EQ(r.name_servers("prank 2 on x, rank "), "prank 2 on x, rank ");
+  r.placement = PsPlacement::kColocated;
+  r.shards = 2;
+  EXPECT_EQ(r.name_servers("rank 1 on vm died"), "server 1 (rank 1) on vm died");
+}
+
 TEST(PsKeyLayout, ShardsSplitTheUpdatedParametersEvenlyAndCutTensors) {
   // updated space: a (10) then c (7) = 17 floats; b is never updated.
   KeyLayout l({param("a", 10, true), param("b", 5, false), param("c", 7, true)}, 2);

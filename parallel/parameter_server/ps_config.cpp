@@ -110,6 +110,29 @@ int PsRoles::rank_of_shard(int shard) const {
   return placement == PsPlacement::kColocated ? shard : workers + shard;
 }
 
+std::string PsRoles::name_servers(const std::string& message) const {
+  std::string out;
+  size_t i = 0;
+  while (i < message.size()) {
+    const size_t at = message.find("rank ", i);
+    if (at == std::string::npos || (at > 0 && std::isalnum(static_cast<unsigned char>(message[at - 1])))) {
+      const size_t end = at == std::string::npos ? message.size() : at + 5;
+      out += message.substr(i, end - i);
+      i = end;
+      continue;
+    }
+    size_t digits = at + 5;
+    while (digits < message.size() && std::isdigit(static_cast<unsigned char>(message[digits]))) ++digits;
+    const bool is_rank = digits > at + 5 && message.compare(digits, 4, " on ") == 0;
+    const int shard = is_rank ? shard_of(std::stoi(message.substr(at + 5, digits - at - 5))) : -1;
+    out += message.substr(i, at - i);
+    if (shard >= 0) out += "server " + std::to_string(shard) + " (" + message.substr(at, digits - at) + ")";
+    else out += message.substr(at, digits - at);
+    i = digits;
+  }
+  return out;
+}
+
 PsRoles resolve_ps_roles(ParameterServerConfig& c, int world_size) {
   if (c.servers < 0) {
     const char* env = std::getenv("STRATA_PS_SERVERS");

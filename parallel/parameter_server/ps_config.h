@@ -78,6 +78,9 @@ struct PsRoles {
   int shard_of(int rank) const;
   // The rank that serves a shard.
   int rank_of_shard(int shard) const;
+  // `message` with each "rank R on" of a rank that serves a shard written
+  // "server S (rank R) on": how the job's failure names a lost server.
+  std::string name_servers(const std::string& message) const;
 };
 
 // Resolves the server count (STRATA_PS_SERVERS when the config leaves it

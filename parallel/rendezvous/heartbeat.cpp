@@ -114,7 +114,8 @@ std::string Heartbeat::report_failure(const std::string& what, FailureOrigin ori
   return "";
 }
 
-std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string& program, IfLost if_lost) {
+std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string& program, IfLost if_lost,
+                                           const std::function<std::string(const std::string&)>& name_ranks) {
   if (!env.distributed() || env.heartbeat_timeout.count() == 0) return nullptr;
   if (env.master_host.empty() || env.master_port <= 0 || env.token.empty()) return nullptr;
   const std::string address = env.master_host + ":" + std::to_string(env.master_port);
@@ -123,8 +124,12 @@ std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string
                                      : "rank 0, which serves the store at " + address + ",";
   std::unique_ptr<Store> store =
       connect_store(env.master_host, env.master_port, env.token, env.rank, env.heartbeat_timeout);
+  JobFailedHandler on_failure = exit_on_job_failure(program);
+  if (name_ranks) {
+    on_failure = [exit = std::move(on_failure), name_ranks](const std::string& message) { exit(name_ranks(message)); };
+  }
   return std::make_unique<Heartbeat>(std::move(store), env.describe(), store_desc, env.heartbeat_interval,
-                                     env.heartbeat_timeout, exit_on_job_failure(program), if_lost);
+                                     env.heartbeat_timeout, std::move(on_failure), if_lost);
 }
 
 }  // namespace strata::parallel

@@ -101,8 +101,11 @@ class Heartbeat {
 
 // This rank's heartbeat, for a distributed run whose ranks meet at a store
 // (STRATA_MASTER and STRATA_TOKEN set) with env.heartbeat_timeout > 0; null
-// otherwise. `program` ("strata train") prefixes the message of a failure.
+// otherwise. `program` ("strata train") prefixes the message of a failure;
+// `name_ranks`, when given, rewrites that message first (a parameter server
+// run names a server rank by its role: "server 0 (rank 2)").
 std::unique_ptr<Heartbeat> start_heartbeat(const RankEnv& env, const std::string& program,
-                                           IfLost if_lost = IfLost::kFailJob);
+                                           IfLost if_lost = IfLost::kFailJob,
+                                           const std::function<std::string(const std::string&)>& name_ranks = {});
 
 }  // namespace strata::parallel
