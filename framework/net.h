@@ -193,6 +193,17 @@ class Net {
   // (the zero padding between them included): data parallel reduces such a
   // bucket in place. nullopt when they do not, or under kSeparate.
   std::optional<Tensor> gradient_view(const std::vector<int>& ids) const;
+  // Hands the gradients of the updated parameters `ids` to a keeper outside
+  // the net: sharded data parallel keeps them in a few bucket-sized slots
+  // that it binds and zeroes as backward reaches them
+  // (parallel/data_parallel/gradient_slots.h). The net takes them out of its
+  // flat buffer (which goes when nothing is left in it) and leaves them out
+  // of zero_param_diffs, its memory report and the non-finite diagnosis;
+  // set_lr_mult is refused from then on (the keeper's layout would be stale).
+  void hand_over_gradients(const std::vector<int>& ids);
+  bool gradient_handed_over(int id) const {
+    return static_cast<size_t>(id) < handed_over_.size() && handed_over_[static_cast<size_t>(id)];
+  }
   // With the timeline on and the net on a GPU, hands the GPU spans of the
   // layers run since the last call to the timeline (waits for that work);
   // the Solver calls it at the end of every step and test. No-op otherwise.
@@ -305,6 +316,7 @@ class Net {
   std::vector<std::shared_ptr<SharedScratch>> scratches_;
   Tensor flat_grads_;                  // f32: the updated parameters' gradients, in readiness order
   std::vector<int64_t> grad_offsets_;  // per parameter: its first element in flat_grads_, -1 when not there
+  std::vector<char> handed_over_;      // per parameter: its gradient is kept outside the net (hand_over_gradients)
   std::vector<std::vector<Tensor>> poison_after_;  // per step: f32 views to fill with NaN
   BlobPlanReport blob_plan_;
   std::set<const Blob*> planned_values_;

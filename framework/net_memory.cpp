@@ -90,9 +90,11 @@ MemoryReport memory_report(const std::vector<const Net*>& nets) {
     for (const auto& p : net->params_) {
       if (!seen.insert(p.blob->data.storage_id()).second) continue;  // shared with an earlier net
       seen.insert(p.blob->diff.storage_id());
+      const int id = static_cast<int>(&p - net->params_.data());
       if (p.learnable == Learnable::kYes) {
         r.param_bytes += p.blob->data.capacity_bytes();
-        r.grad_bytes += p.blob->diff.capacity_bytes();
+        // A gradient handed to sharded data parallel is its keeper's to report.
+        if (!net->gradient_handed_over(id)) r.grad_bytes += p.blob->diff.capacity_bytes();
         if (p.lr_mult != 0.0f) {
           r.optimizer_bytes += static_cast<size_t>(net->options_.optimizer_slots) * p.blob->data.nbytes();
         }

@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "framework/error.h"
+#include "framework/memory_plan.h"
 #include "framework/net.h"
 
 namespace strata {
@@ -90,6 +91,12 @@ void Net::register_params(int i) {
 void Net::set_lr_mult(int param_index, float lr_mult) {
   STRATA_CHECK(param_index >= 0 && param_index < static_cast<int>(params_.size()), "param index ", param_index,
                " out of range (the net has ", params_.size(), " parameters)");
+  if (std::find(handed_over_.begin(), handed_over_.end(), 1) != handed_over_.end()) {
+    fail<ConfigError>("net '", name_, "': lr_mult of '", params_[static_cast<size_t>(param_index)].name,
+                      "' cannot change once sharded data parallel keeps the gradients (its buckets and slices "
+                      "are laid out for the parameters updated then); apply fine-tuning policies and freezing "
+                      "before data parallel is set up");
+  }
   NetParam& p = params_[static_cast<size_t>(param_index)];
   p.lr_mult = p.learnable == Learnable::kYes ? lr_mult : 0.0f;
   compute_backward_needs(force_backward_);
@@ -107,8 +114,20 @@ int Net::param_index(const std::string& name) const {
 void Net::zero_param_diffs() {
   if (flat_grads_.numel() > 0) flat_grads_.zero();  // one pass; the padding stays zero
   for (size_t id = 0; id < params_.size(); ++id) {
+    if (gradient_handed_over(static_cast<int>(id))) continue;  // its keeper zeroes it
     if (grad_offsets_.empty() || grad_offsets_[id] < 0) params_[id].blob->diff.zero();
   }
+}
+
+void Net::hand_over_gradients(const std::vector<int>& ids) {
+  handed_over_.resize(params_.size(), 0);
+  for (int id : ids) {
+    STRATA_CHECK(id >= 0 && id < static_cast<int>(params_.size()), "param index ", id, " out of range");
+    STRATA_CHECK(updated(params_[static_cast<size_t>(id)]), "net '", name_, "': the gradient of '",
+                 params_[static_cast<size_t>(id)].name, "' is not updated, so it has no keeper to go to");
+    handed_over_[static_cast<size_t>(id)] = 1;
+  }
+  plan_gradients();  // the flat buffer without them (none, when every updated one went)
 }
 
 void Net::share_params_from(const Net& other) {
@@ -148,7 +167,7 @@ void Net::plan_gradients() {
   const bool backward = options_.phase == Phase::kTrain || force_backward_;
   if (options_.blob_memory != BlobMemory::kSeparate && backward) {
     for (int id = 0; id < static_cast<int>(params_.size()); ++id) {
-      if (!updated(params_[id])) continue;
+      if (!updated(params_[id]) || gradient_handed_over(id)) continue;
       (params_[id].last_backward_layer >= 0 ? order : unreached).push_back(id);
     }
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -167,6 +186,13 @@ void Net::plan_gradients() {
     Tensor& diff = params_[id].blob->diff;
     const bool was_flat = !grad_offsets_.empty() && grad_offsets_[id] >= 0;
     if (offsets[id] < 0 && !was_flat) continue;  // keeps the storage it has
+    if (gradient_handed_over(static_cast<int>(id))) {
+      // Its keeper binds it; until then a shape without storage (deferred,
+      // framework/memory_plan.h), and the old buffer goes with its last view.
+      MemoryPlan deferred;
+      diff = Tensor(diff.shape(), DType::kF32, options_.device);
+      continue;
+    }
     Tensor place = offsets[id] >= 0 ? flat_grads_.view_bytes(static_cast<size_t>(offsets[id]) * sizeof(float),
                                                              diff.nbytes(), diff.shape(), DType::kF32)
                                     : Tensor(diff.shape(), DType::kF32, options_.device);

@@ -148,16 +148,26 @@ std::string shard_summary(const DataParallel& dp, Solver& solver) {
   const DataParallelConfig& c = dp.config();
   const std::vector<NetParam>& params = solver.net().params();
   const int world = dp.world_size();
-  const int slots = static_cast<int>(make_optimizer(solver.config().optimizer)->slot_names().size());
-  std::string out = std::string("shard ") + shard_stage_name(c.shard) + ": rank r owns slice r of every bucket " +
-                    "(optimizer state" + (c.shard == ShardStage::kGradients ? " and reduced gradients" : "") +
-                    "), the same on every rank:\n" + describe_slicing(dp.buckets(), params, world);
-  for (int r = 0; r < world; ++r) {
-    out += "\n  rank " + std::to_string(r) + " holds " +
-           memory_line(memory_of(c.shard, dp.buckets(), params, r, world, c.compression, slots));
-  }
+  const int history_slots = static_cast<int>(make_optimizer(solver.config().optimizer)->slot_names().size());
+  const char* kept = c.shard == ShardStage::kOptimizer   ? "optimizer state"
+                     : c.shard == ShardStage::kGradients ? "optimizer state and reduced gradients"
+                                                         : "optimizer state, reduced gradients and weights";
+  std::string out = std::string("shard ") + shard_stage_name(c.shard) + ": rank r owns slice r of every bucket (" +
+                    kept + "), the same on every rank:\n" + describe_slicing(dp.buckets(), params, world);
+  const GradientSlotPlan& grad_slots = dp.sharded()->buffers().slots;
+  out += "\n  the net's gradients: " +
+         (grad_slots.reuse ? std::to_string(grad_slots.slot_numel.size()) + " bucket slots used in turn (" +
+                            format_bytes(grad_slots.total_numel() * sizeof(float)) + ")"
+                      : std::string("whole, a slot per bucket") +
+                            (c.shard == ShardStage::kOptimizer ? "" : " (iter_size > 1: they add up over passes)"));
+  const ShardedUpdate& sharded = *dp.sharded();
+  for (int r = 0; r < world; ++r) out += "\n  rank " + std::to_string(r) + " holds " + memory_line(sharded.memory(r));
+  // Plain data parallel reduces in the net's flat gradient buffer, where it has one.
+  ShardBuffers plain;
+  plain.compression = c.compression;
+  plain.in_place = sharded.buffers().in_place && solver.config().blob_memory != BlobMemory::kSeparate;
   out += "\n  (plain data parallel: " +
-         memory_line(memory_of(ShardStage::kNone, dp.buckets(), params, 0, world, c.compression, slots)) + ")";
+         memory_line(memory_of(ShardStage::kNone, dp.buckets(), params, 0, world, plain, history_slots)) + ")";
   return out;
 }
 

@@ -347,9 +347,20 @@ TEST(EstimateGrid, ShardStagesMemoryAndCommunication) {
   EXPECT_DOUBLE_EQ(one.memory.optimizer, 125);
   EXPECT_DOUBLE_EQ(two.memory.optimizer, 125);
   EXPECT_DOUBLE_EQ(three.memory.optimizer, 125);
-  EXPECT_DOUBLE_EQ(one.memory.weights, 600);
+  EXPECT_DOUBLE_EQ(one.memory.weights, 600 + 125);  // and the slice's weights that the optimizer updates
   EXPECT_DOUBLE_EQ(three.memory.weights, 100 + 125 + 300);  // the buffer, 1/4 of 500, L2 gathered
-  EXPECT_DOUBLE_EQ(two.memory.gradients, none.memory.gradients) << "strata keeps the net's gradients whole";
+  // One 25 MiB bucket of all 500 gradient bytes: one slot of it on every
+  // stage, and the reduced slice (1/4).
+  EXPECT_DOUBLE_EQ(none.memory.gradients, 500);
+  EXPECT_DOUBLE_EQ(one.memory.gradients, 500 + 125);
+  EXPECT_DOUBLE_EQ(two.memory.gradients, 500 + 125);
+  // Buckets of 100 bytes: L2's 200, L1's 200, L0's 100 in launch order.
+  // OPTIMIZER keeps all three; GRADIENTS two slots used in turn, of
+  // max(200, 100) and 200 bytes.
+  GridOptions small = o;
+  small.data.bucket_bytes = 100;
+  EXPECT_DOUBLE_EQ(grid_step(p, dp4, test_link(), small, parallel::ShardStage::kOptimizer).memory.gradients, 500 + 125);
+  EXPECT_DOUBLE_EQ(grid_step(p, dp4, test_link(), small, parallel::ShardStage::kGradients).memory.gradients, 400 + 125);
   EXPECT_EQ(layout_name(three), "dp 4 x pp 1 x tp 1, shard PARAMETERS");
   EXPECT_EQ(layout_name(none), "dp 4 x pp 1 x tp 1");
 
@@ -364,7 +375,7 @@ TEST(EstimateGrid, ShardStagesMemoryAndCommunication) {
     }
   }
   // PARAMETERS' own total per device: only it fits among the dp-only layouts.
-  const GridRanking tight = rank_grid(p, 4, test_link(), o, 100 + 125 + 300 + 500 + 125 + three.memory.activations);
+  const GridRanking tight = rank_grid(p, 4, test_link(), o, 100 + 125 + 300 + (500 + 125) + 125 + three.memory.activations);
   bool three_fits = false;
   for (const GridEstimate& g : tight.fitting) {
     if (g.shape.pp == 1) {

@@ -82,10 +82,13 @@ std::string first_nonfinite(Net& net) {
       }
     }
   }
-  for (auto it = net.params().rbegin(); it != net.params().rend(); ++it) {
-    if (const int64_t n = count_nonfinite(it->blob->diff)) {
-      return "the first non-finite gradient in backward is that of parameter '" + it->name + "': " +
-             count(n, it->blob->numel());
+  for (int id = static_cast<int>(net.params().size()) - 1; id >= 0; --id) {
+    // A gradient kept by sharded data parallel may hold another bucket's by now.
+    if (net.gradient_handed_over(id)) continue;
+    const NetParam& p = net.params()[static_cast<size_t>(id)];
+    if (const int64_t n = count_nonfinite(p.blob->diff)) {
+      return "the first non-finite gradient in backward is that of parameter '" + p.name + "': " +
+             count(n, p.blob->numel());
     }
   }
   if (released) {

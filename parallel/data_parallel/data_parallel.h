@@ -48,7 +48,10 @@
 //   updated slices are allgathered (sharded_update.h). With PARAMETERS (stage
 //   3) the slices are all a rank keeps of the weights: a bucket's whole
 //   weights are gathered just before its layers run and let go after
-//   (weight_gathering.h), and tests and snapshots gather them all. The strategy then owns
+//   (weight_gathering.h), and tests and snapshots gather them all. The net
+//   hands its gradients over to the strategy, which keeps them in bucket
+//   slots that the reduce-scatter reads in place: whole with OPTIMIZER, a
+//   few used in turn with GRADIENTS and PARAMETERS (gradient_slots.h). The strategy then owns
 //   the update and the gradient check (the Solver's clipping and non-finite
 //   check see the global norm through it). Every updated parameter is in a
 //   bucket (BucketReach::kAllUpdated); with overlap off, one bucket of all.
@@ -98,6 +101,9 @@ class DataParallel final : public TrainingStrategy {
   // ---- TrainingStrategy ----
   std::string name() const override { return "data parallel"; }
   StrategyScope scope() const override { return StrategyScope::kAcrossReplicas; }
+  void before_step() override {
+    if (sharded_) sharded_->before_step();
+  }
   bool wants_grad_ready() const override { return config_.overlap == Overlap::kOn; }
   void on_grad_ready(int param_index) override;
   void before_update(Net&) override { finish_gradients(); }
@@ -166,7 +172,7 @@ class DataParallel final : public TrainingStrategy {
   std::vector<std::unique_ptr<CommWork>> works_;  // after buffers_: destroyed first
   std::vector<int64_t> launched_us_;  // per bucket: when its allreduce started (timeline)
   Tensor scalars_;                    // loss + stop flag
-  std::unique_ptr<ShardedUpdate> sharded_;  // shard OPTIMIZER or GRADIENTS: owns its buffers instead of buffers_
+  std::unique_ptr<ShardedUpdate> sharded_;  // any shard stage: owns its buffers (and the gradients) instead of buffers_
 
   bool global_stop_ = false;
   double comm_wait_ = 0.0;

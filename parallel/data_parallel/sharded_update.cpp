@@ -57,45 +57,52 @@ size_t most_whole_at_once(const std::vector<GradBucket>& buckets, const std::vec
 }
 
 ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, const std::vector<NetParam>& params,
-                      int rank, int world, GradCompression compression, int optimizer_slots) {
+                      int rank, int world, const ShardBuffers& how, int optimizer_slots) {
   ShardMemory m;
+  for (const NetParam& p : params) m.parameters += f32_bytes(p.blob->numel());
+  int64_t in_buckets = 0;
+  for (const GradBucket& b : buckets) in_buckets += b.numel;
   for (const NetParam& p : params) {
-    m.parameters += f32_bytes(p.blob->numel());
     if (p.learnable == Learnable::kYes) m.net_gradients += f32_bytes(p.blob->numel());
   }
-  const size_t wire_bytes = dtype_size(wire_dtype(compression));
+  const size_t wire_bytes = dtype_size(wire_dtype(how.compression));
   if (stage == ShardStage::kNone) {
     for (const GradBucket& b : buckets) {
-      m.reduce_buffers += static_cast<size_t>(b.numel) * wire_bytes;
+      if (!how.in_place) m.reduce_buffers += static_cast<size_t>(b.numel) * wire_bytes;
       m.optimizer_state += static_cast<size_t>(optimizer_slots) * f32_bytes(b.numel);
     }
     return m;
   }
-  const SlotSizes slots = slot_sizes(stage, buckets, world);
+  // The bucketed gradients live in the slots; the others (learnable, not
+  // updated) stay the net's own.
+  m.net_gradients = m.net_gradients - f32_bytes(in_buckets) + f32_bytes(how.slots.total_numel());
   int64_t largest_block = 0;
-  for (size_t k = 0; k < slots.wire.size(); ++k) {
-    m.reduce_buffers += static_cast<size_t>(slots.wire[k] + slots.block[k]) * wire_bytes;
-    largest_block = std::max(largest_block, slots.block[k]);
-  }
   for (const GradBucket& b : buckets) {
-    const int64_t mine = shard_range(b.numel, rank, world).size();
-    // The slice's gradients and weights, as the optimizer sees them; with
-    // PARAMETERS the slice's weights are all this rank keeps of the bucket's.
-    m.reduce_buffers += f32_bytes(mine);
+    const int64_t block = shard_block(b.numel, world);
+    largest_block = std::max(largest_block, block);
+    // The slice's gradients and, but with PARAMETERS (where they are all
+    // this rank keeps of the bucket's weights), its weights.
+    m.reduce_buffers += f32_bytes(block);
     if (stage == ShardStage::kParameters) {
-      m.parameters -= f32_bytes(b.numel - mine);
+      m.parameters = m.parameters - f32_bytes(b.numel) + f32_bytes(block);
     } else {
-      m.reduce_buffers += f32_bytes(mine);
+      m.reduce_buffers += f32_bytes(block);
     }
-    m.optimizer_state += static_cast<size_t>(optimizer_slots) * f32_bytes(mine);
+    m.optimizer_state += static_cast<size_t>(optimizer_slots) * f32_bytes(shard_range(b.numel, rank, world).size());
   }
-  // With 16-bit gradients the weights' allgather needs f32 buffers of its
+  if (!how.in_place) {
+    const SlotSizes slots = slot_sizes(stage, buckets, world);
+    for (size_t k = 0; k < slots.wire.size(); ++k) {
+      m.reduce_buffers += static_cast<size_t>(slots.wire[k]) * wire_bytes;
+      if (how.compression != GradCompression::kNone) m.reduce_buffers += static_cast<size_t>(slots.block[k]) * wire_bytes;
+    }
+  }
+  // With 16-bit gradients the weights' allgather lands in f32 buffers of its
   // own; with PARAMETERS the gathers before the layers have theirs
-  // (weight_gathering.h).
-  const size_t gather_set = f32_bytes(largest_block) * static_cast<size_t>(world + 1);
-  if (compression != GradCompression::kNone) m.reduce_buffers += gather_set;
-  if (stage == ShardStage::kParameters) m.reduce_buffers += gather_set;
+  // (weight_gathering.h): one block out, world blocks in.
+  if (how.compression != GradCompression::kNone) m.reduce_buffers += f32_bytes(largest_block * world);
   if (stage == ShardStage::kParameters) {
+    m.reduce_buffers += f32_bytes(largest_block) * static_cast<size_t>(world + 1);
     // A bucket is whole from the first to the last layer owning one of its
     // parameters: the most whole weights at once, over the layers.
     std::vector<int> first(buckets.size(), -1), last(buckets.size(), -1);
@@ -113,8 +120,9 @@ ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, 
 
 std::string memory_line(const ShardMemory& m) {
   return "parameters " + format_bytes(m.parameters) +
-         (m.gathered > 0 ? " + up to " + format_bytes(m.gathered) + " gathered while layers run" : "") + ", gradients " + format_bytes(m.net_gradients) + " + " +
-         format_bytes(m.reduce_buffers) + " reduce buffers, optimizer state " + format_bytes(m.optimizer_state);
+         (m.gathered > 0 ? " + up to " + format_bytes(m.gathered) + " gathered while layers run" : "") +
+         ", gradients " + format_bytes(m.net_gradients) + " + " + format_bytes(m.reduce_buffers) +
+         " reduce buffers, optimizer state " + format_bytes(m.optimizer_state);
 }
 
 ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParallelConfig& config,
@@ -123,18 +131,33 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
   STRATA_CHECK(config_.shard != ShardStage::kNone, "ShardedUpdate needs a shard stage, got NONE");
   const int world = comm_.world_size();
   const int rank = comm_.rank();
-  const std::vector<NetParam>& params = solver_.net().params();
+  Net& net = solver_.net();
+  const std::vector<NetParam>& params = net.params();
   const DType wire = wire_dtype(config_.compression);
+  how_.compression = config_.compression;
+  how_.in_place = config_.compression == GradCompression::kNone && wire_device_ == net.device();
+  // Slots used in turn where a bucket's whole gradient is needed only until
+  // it leaves: GRADIENTS and PARAMETERS, each step's gradients in one pass.
+  const bool reuse = config_.shard != ShardStage::kOptimizer && solver_.config().iter_size == 1;
+  how_.slots = plan_gradient_slots(net, buckets_, world, reuse);
+
+  // This rank's slices: per bucket a block of gradients and one of weights;
+  // the pieces are views of them.
   for (const GradBucket& bucket : buckets_) {
     shards_.push_back(shard_bucket(bucket, params, rank, world));
+    const BucketShard& shard = shards_.back();
+    slice_grads_.emplace_back(Shape{shard.block}, DType::kF32, wire_device_);
+    slice_weights_.emplace_back(Shape{shard.block}, DType::kF32, wire_device_);
     first_piece_.push_back(pieces_.size());
-    for (const ShardPiece& piece : shards_.back().pieces) {
+    for (const ShardPiece& piece : shard.pieces) {
       const NetParam& p = params[piece.param];
+      const size_t at = static_cast<size_t>(piece.slice_offset) * sizeof(float);
+      const size_t bytes = static_cast<size_t>(piece.count) * sizeof(float);
       NetParam q;
       q.name = p.name;
       q.blob = std::make_shared<Blob>();
-      q.blob->data = Tensor({piece.count}, DType::kF32, wire_device_);
-      q.blob->diff = Tensor({piece.count}, DType::kF32, wire_device_);
+      q.blob->data = slice_weights_.back().view_bytes(at, bytes, {piece.count}, DType::kF32);
+      q.blob->diff = slice_grads_.back().view_bytes(at, bytes, {piece.count}, DType::kF32);
       copy_elements(q.blob->data, 0, p.blob->data, piece.param_offset, piece.count);  // the weights, broadcast
       q.lr_mult = p.lr_mult;
       q.decay_mult = p.decay_mult;
@@ -145,17 +168,34 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
     }
   }
   first_piece_.push_back(pieces_.size());
-  const SlotSizes sizes = slot_sizes(config_.shard, buckets_, world);
-  int64_t largest_block = 0;
-  for (size_t k = 0; k < sizes.wire.size(); ++k) {
-    wire_.emplace_back(Shape{sizes.wire[k]}, wire, wire_device_);
-    received_.emplace_back(Shape{sizes.block[k]}, wire, wire_device_);
-    largest_block = std::max(largest_block, sizes.block[k]);
-  }
   works_.resize(buckets_.size());
-  if (config_.compression != GradCompression::kNone) {
-    block_ = Tensor({largest_block}, DType::kF32, wire_device_);
-    gathered_ = Tensor({largest_block * world}, DType::kF32, wire_device_);
+  if (!how_.in_place) {
+    const SlotSizes sizes = slot_sizes(config_.shard, buckets_, world);
+    int64_t largest_block = 0;
+    for (size_t k = 0; k < sizes.wire.size(); ++k) {
+      wire_.emplace_back(Shape{sizes.wire[k]}, wire, wire_device_);
+      if (config_.compression != GradCompression::kNone) received_.emplace_back(Shape{sizes.block[k]}, wire, wire_device_);
+      largest_block = std::max(largest_block, sizes.block[k]);
+    }
+    if (config_.compression != GradCompression::kNone) {
+      gathered_ = Tensor({largest_block * world}, DType::kF32, wire_device_);
+    }
+  }
+
+  // The gradients move from the net's flat buffer into the slots.
+  std::vector<int> ids;
+  for (const GradBucket& bucket : buckets_) ids.insert(ids.end(), bucket.params.begin(), bucket.params.end());
+  net.hand_over_gradients(ids);
+  for (int64_t n : how_.slots.slot_numel) slots_.emplace_back(Shape{n}, DType::kF32, net.device());
+  occupant_.assign(slots_.size(), -1);
+  state_.assign(buckets_.size(), BucketState::kIdle);
+  layer_buckets_.resize(static_cast<size_t>(net.num_layers()));
+  const std::vector<std::vector<int>> writers = bucket_layers(net, buckets_);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    for (int i : writers[b]) layer_buckets_[static_cast<size_t>(i)].push_back(b);
+  }
+  if (!how_.slots.reuse) {
+    for (size_t b = 0; b < buckets_.size(); ++b) open(b);  // each its own slot, for good
   }
 
   // This rank's slices of the Solver's history: zero at the start, or what
@@ -188,16 +228,73 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
   // PARAMETERS: the slices hold the weights from now on; the net's whole
   // weights go until a layer needs them.
   if (config_.shard == ShardStage::kParameters) {
-    gathering_ = std::make_unique<WeightGathering>(solver_.net(), comm_, buckets_, shards_, pieces_, first_piece_,
+    gathering_ = std::make_unique<WeightGathering>(net, comm_, buckets_, shards_, pieces_, first_piece_,
                                                    wire_device_);
   }
+  install_hooks();
 }
 
 ShardedUpdate::~ShardedUpdate() {
+  solver_.net().set_layer_pass_hooks({});
   // Operations still in flight (after an error) finish or fail inside their
   // own destructors, before the buffers they use go away.
   works_.clear();
   gathering_.reset();  // before pieces_, which it reads
+}
+
+void ShardedUpdate::install_hooks() {
+  Net::LayerPassHooks hooks;
+  if (how_.slots.reuse) {
+    // A layer about to write a bucket's gradients: the bucket gets its slot.
+    hooks.before_backward = [this](int layer) {
+      for (size_t b : layer_buckets_[static_cast<size_t>(layer)]) {
+        if (state_[b] == BucketState::kIdle) open(b);
+      }
+      if (gathering_) gathering_->before_backward(layer);
+    };
+  }
+  if (gathering_) {
+    WeightGathering* g = gathering_.get();
+    hooks.before_forward = [g](int layer) { g->before_forward(layer); };
+    hooks.after_forward = [g](int layer) { g->after_forward(layer); };
+    hooks.after_backward = [g](int layer) { g->after_backward(layer); };
+    if (!hooks.before_backward) hooks.before_backward = [g](int layer) { g->before_backward(layer); };
+  }
+  solver_.net().set_layer_pass_hooks(std::move(hooks));
+}
+
+Tensor ShardedUpdate::slot_view(size_t b) const {
+  const int64_t n = comm_.world_size() * shards_[b].block;
+  return slots_[static_cast<size_t>(how_.slots.slot_of[b])].view_bytes(0, static_cast<size_t>(n) * sizeof(float),
+                                                                      {n}, DType::kF32);
+}
+
+void ShardedUpdate::open(size_t b) {
+  const size_t s = static_cast<size_t>(how_.slots.slot_of[b]);
+  const int before = occupant_[s];
+  if (before >= 0 && static_cast<size_t>(before) != b) {
+    const BucketState& other = state_[static_cast<size_t>(before)];
+    STRATA_CHECK(other != BucketState::kFilling, "sharded data parallel: bucket ", b,
+                 " needs gradient slot ", s, " while bucket ", before,
+                 " still fills it (the slot plan expected that bucket to have left by now)");
+    if (other == BucketState::kLaunched) complete(static_cast<size_t>(before));
+  }
+  Tensor whole = slot_view(b);
+  whole.zero();  // the bucket's gradients and the padding up to world blocks
+  std::vector<NetParam>& params = solver_.net().params();
+  const GradBucket& bucket = buckets_[b];
+  for (size_t k = 0; k < bucket.params.size(); ++k) {
+    Tensor& diff = params[static_cast<size_t>(bucket.params[k])].blob->diff;
+    diff = whole.view_bytes(static_cast<size_t>(bucket.offsets[k]) * sizeof(float), diff.nbytes(), diff.shape(),
+                            DType::kF32);
+  }
+  occupant_[s] = static_cast<int>(b);
+  state_[b] = BucketState::kFilling;
+}
+
+void ShardedUpdate::before_step() {
+  if (how_.slots.reuse) return;  // each bucket's slot is zeroed when backward first reaches it
+  for (Tensor& slot : slots_) slot.zero();
 }
 
 Tensor& ShardedUpdate::wire_buffer(size_t b) {
@@ -205,49 +302,65 @@ Tensor& ShardedUpdate::wire_buffer(size_t b) {
   if (b >= wire_.size() && works_[b - wire_.size()]) complete(b - wire_.size());
   Tensor& w = wire_[b % wire_.size()];
   w.resize({comm_.world_size() * shards_[b].block});  // within its capacity: no allocation
-  received_[b % wire_.size()].resize({shards_[b].block});
+  if (!received_.empty()) received_[b % wire_.size()].resize({shards_[b].block});
   return w;
 }
 
 void ShardedUpdate::launch(size_t b) {
-  const std::vector<NetParam>& params = solver_.net().params();
-  const GradBucket& bucket = buckets_[b];
-  Tensor& buf = wire_buffer(b);
+  if (state_[b] == BucketState::kIdle) open(b);  // no backward wrote it: zeros
   const bool compressed = config_.compression != GradCompression::kNone;
-  const float scale = compressed ? 1.0f / static_cast<float>(comm_.world_size()) : 1.0f;
-  for (size_t k = 0; k < bucket.params.size(); ++k) {
-    encode_gradient(params[bucket.params[k]].blob->diff, scale, config_.compression, buf, bucket.offsets[k], staging_);
+  if (how_.in_place) {
+    works_[b] = comm_.reduce_scatter_async(slot_view(b), slice_grads_[b], ReduceOp::kAverage);
+  } else {
+    const std::vector<NetParam>& params = solver_.net().params();
+    const GradBucket& bucket = buckets_[b];
+    Tensor& buf = wire_buffer(b);
+    const float scale = compressed ? 1.0f / static_cast<float>(comm_.world_size()) : 1.0f;
+    for (size_t k = 0; k < bucket.params.size(); ++k) {
+      encode_gradient(params[bucket.params[k]].blob->diff, scale, config_.compression, buf, bucket.offsets[k],
+                      staging_);
+    }
+    Tensor& out = compressed ? received_[b % wire_.size()] : slice_grads_[b];
+    works_[b] = comm_.reduce_scatter_async(buf, out, compressed ? ReduceOp::kSum : ReduceOp::kAverage);
   }
-  works_[b] = comm_.reduce_scatter_async(buf, received_[b % wire_.size()],
-                                         compressed ? ReduceOp::kSum : ReduceOp::kAverage);
+  state_[b] = BucketState::kLaunched;
 }
 
 void ShardedUpdate::complete(size_t b) {
   works_[b]->wait();
   works_[b].reset();
-  const Tensor& block = received_[b % wire_.size()];
-  for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
-    const ShardPiece& piece = shards_[b].pieces[i - first_piece_[b]];
-    decode_gradient(block, piece.slice_offset, config_.compression, pieces_[i].blob->diff, staging_);
+  if (config_.compression != GradCompression::kNone) {
+    decode_gradient(received_[b % wire_.size()], 0, config_.compression, slice_grads_[b], staging_);
   }
+  state_[b] = BucketState::kArrived;
 }
 
 void ShardedUpdate::finish_gradients() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (works_[b]) complete(b);
   }
+  // Next step: slots used in turn are bound again as backward reaches each
+  // bucket; a slot of its own stays bound.
+  for (BucketState& s : state_) s = how_.slots.reuse ? BucketState::kIdle : BucketState::kFilling;
 }
 
-Tensor& ShardedUpdate::f32_block(size_t b) {
-  Tensor& t = config_.compression == GradCompression::kNone ? received_[b % wire_.size()] : block_;
-  t.resize({shards_[b].block});
-  return t;
-}
-
-Tensor& ShardedUpdate::f32_gathered(size_t b) {
+Tensor ShardedUpdate::f32_gathered(size_t b) {
+  const int64_t n = comm_.world_size() * shards_[b].block;
+  if (how_.in_place) return slot_view(b);  // every bucket has arrived: the slots are free
   Tensor& t = config_.compression == GradCompression::kNone ? wire_[b % wire_.size()] : gathered_;
-  t.resize({comm_.world_size() * shards_[b].block});
+  t.resize({n});
   return t;
+}
+
+ShardMemory ShardedUpdate::memory(int rank) const {
+  const int slots = static_cast<int>(optimizer_->slot_names().size());
+  return memory_of(config_.shard, buckets_, solver_.net().params(), rank, comm_.world_size(), how_, slots);
+}
+
+size_t ShardedUpdate::slot_bytes() const {
+  size_t n = 0;
+  for (const Tensor& t : slots_) n += t.nbytes();
+  return n;
 }
 
 bool ShardedUpdate::scale_check(float factor) {
@@ -302,19 +415,13 @@ double ShardedUpdate::update() {
   }
   optimizer_->update(pieces_, lr);
   solver_.optimizer().set_steps(optimizer_->steps());
-  // The wire buffers are free now: with f32 gradients they carry the weights too.
+  // Every rank's updated slices into every rank's weights.
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    const BucketShard& shard = shards_[b];
-    Tensor& mine = f32_block(b);
-    for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
-      copy_elements(mine, shard.pieces[i - first_piece_[b]].slice_offset, pieces_[i].blob->data, 0,
-                    pieces_[i].blob->numel());
-    }
-    Tensor& all = f32_gathered(b);
+    Tensor all = f32_gathered(b);
     {
       const TimelineScope event("allgather", Timeline::on() ? "allgather weights, bucket " + std::to_string(b) : "");
       const auto start = std::chrono::steady_clock::now();
-      comm_.allgather(mine, all);
+      comm_.allgather(slice_weights_[b], all);
       comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     const GradBucket& bucket = buckets_[b];
@@ -335,12 +442,12 @@ void ShardedUpdate::gather_history(SolverState& state) {
   std::map<std::string, Tensor> whole;  // rank 0: "<param>.<slot>" -> the whole tensor
   for (size_t b = 0; b < buckets_.size(); ++b) {
     const BucketShard& shard = shards_[b];
+    Tensor block({shard.block}, DType::kF32, wire_device_);  // at snapshot points only
     for (const std::string& slot : slots) {
-      Tensor& block = f32_block(b);
       for (const ShardPiece& piece : shard.pieces) {
         copy_elements(block, piece.slice_offset, mine.at(params[piece.param].name + "." + slot), 0, piece.count);
       }
-      Tensor& all = f32_gathered(b);
+      Tensor all = f32_gathered(b);
       comm_.gather(block, all, 0);
       if (!root) continue;
       const GradBucket& bucket = buckets_[b];

@@ -6,16 +6,28 @@
 // Every updated parameter is in a bucket (those no backward reaches in a last
 // one), so the sliced update equals the whole one element for element.
 //
+// Where things live: the net hands its gradients over to gradient slots
+// (gradient_slots.h), each laid out as a reduce-scatter reads a bucket;
+// with GRADIENTS and PARAMETERS a few slots are used in turn, with OPTIMIZER
+// (and with iter_size > 1) every bucket has its own. This rank's slice of
+// each bucket is one tensor of gradients and one of weights (`block`
+// values); the optimizer's pieces (one per parameter run in the slice) are
+// views of them.
+//
 // One step:
-//   backward       bucket b final: its gradients into a wire buffer of world x block
-//                  values, reduce_scatter_async (average; with FP16/BF16 scaled by
-//                  1 / world first and summed, as plain data parallel does)
-//   before_update  wait for every bucket; this rank's slice -> f32 slice gradients
-//   check          scale them (1 / iter_size, loss scale); one allgather of every
+//   backward       a layer about to write bucket b: b's slot is free (its previous
+//                  bucket's reduce-scatter has arrived), zeroed, bound as b's diffs
+//                  bucket b final: reduce_scatter_async (average) from the slot into
+//                  b's slice gradients; with FP16/BF16 on the wire, or a wire on
+//                  another device (a GPU over tcp), through a wire buffer instead
+//                  (scaled by 1 / world first and summed, as plain data parallel does)
+//   before_update  wait for every bucket
+//   check          scale the slices (1 / iter_size, loss scale); one allgather of every
 //                  rank's (sum of squares, finite): every rank sees the global norm
 //                  and the same verdict
 //   update         clip with the global norm; the optimizer on this rank's slices;
 //                  allgather of the updated slices (f32) into every rank's weights
+//                  (through the free gradient slot)
 // reduce-scatter + allgather move the bytes of one ring allreduce (the
 // allgather carries f32 weights also when gradients travel compressed).
 //
@@ -25,13 +37,11 @@
 // (weight_gathering.h).
 //
 // Memory each rank holds (memory_of): the weights (whole; stage 3: the
-// slices, plus the buckets gathered while their layers run); gradients: the net's own per-parameter gradients (whole: the
-// engine accumulates backward into them); reduce buffers: the slice's
-// gradients and weights as the optimizer sees them (2 / world; copies, as a
-// Tensor cannot view part of another), and the wire buffers with their
-// reduced blocks: stage 1 one per bucket (the whole gradient, like plain data
-// parallel), stage 2 two, used in turn (bucket b reuses bucket b-2's once that
-// reduce-scatter has arrived); the optimizer state of the slice only.
+// slices, plus the buckets gathered while their layers run); gradients: the
+// slots; reduce buffers: the slices' gradients (and, but for stage 3, their
+// weights, which the optimizer updates before the allgather), wire buffers
+// only where the reduce-scatter cannot read the slots, and stage 3's gather
+// buffers; the optimizer state of the slice only.
 //
 // Snapshots stay single files that load on any layout: gather_history puts
 // the whole optimizer state (every rank's slices) into rank 0's snapshot, and
@@ -52,6 +62,7 @@
 #include "framework/tensor.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/data_parallel/grad_buckets.h"
+#include "parallel/data_parallel/gradient_slots.h"
 #include "parallel/data_parallel/shard_layout.h"
 
 namespace strata::parallel {
@@ -61,11 +72,20 @@ class WeightGathering;  // weight_gathering.h
 // Bytes one rank holds, by kind.
 struct ShardMemory {
   size_t parameters = 0;
-  size_t net_gradients = 0;    // the net's gradients (whole: backward accumulates into the net's flat buffer)
-  size_t reduce_buffers = 0;   // wire buffers and slice gradients
+  size_t net_gradients = 0;    // the net's gradients: whole (NONE), or the gradient slots
+  size_t reduce_buffers = 0;   // the slices' gradients and weights, wire buffers, gather buffers
   size_t optimizer_state = 0;
   // PARAMETERS: the most whole weights gathered at once while layers run.
   size_t gathered = 0;
+};
+
+// How a run lays its buffers out (the same on every rank).
+struct ShardBuffers {
+  GradCompression compression = GradCompression::kNone;
+  // The collectives read and write the net's gradients themselves (f32, the
+  // wire on the net's device); else through wire buffers.
+  bool in_place = true;
+  GradientSlotPlan slots;  // where the gradients live (the stages; unused with NONE)
 };
 
 // Bytes of the buckets whole at once, at most, when bucket b is whole from
@@ -73,11 +93,12 @@ struct ShardMemory {
 size_t most_whole_at_once(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
                           const std::vector<int>& last_layer);
 
-// What rank `rank` holds with `stage` (kNone: plain data parallel's buffers
-// and whole optimizer state), for the start line; every rank computes the same.
+// What rank `rank` holds with `stage` (kNone: plain data parallel's
+// gradients, wire buffers and whole optimizer state), for the start line;
+// every rank computes the same.
 ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, const std::vector<NetParam>& params,
-                      int rank, int world, GradCompression compression, int optimizer_slots);
-// "parameters 1.2 MiB, gradients 1.2 MiB + 0.4 MiB buffers, optimizer state 0.8 MiB"
+                      int rank, int world, const ShardBuffers& how, int optimizer_slots);
+// "parameters 1.2 MiB, gradients 1.2 MiB + 0.4 MiB reduce buffers, optimizer state 0.8 MiB"
 std::string memory_line(const ShardMemory& m);
 
 class ShardedUpdate {
@@ -90,14 +111,16 @@ class ShardedUpdate {
   ShardedUpdate(const ShardedUpdate&) = delete;
   ShardedUpdate& operator=(const ShardedUpdate&) = delete;
 
-  // Bucket b's gradients are final: into a wire buffer, reduce-scatter started.
-  // Buckets are launched in index order, each once per step.
+  // Bucket b's gradients are final: reduce-scatter started (from its slot,
+  // or through a wire buffer). Buckets are launched in index order, each once per step.
   void launch(size_t b);
   // Lets backends that progress only inside their calls (mpi) move bucket b's reduce-scatter on.
   void poke(size_t b) {
     if (works_[b]) works_[b]->is_done();
   }
-  // Waits for every bucket's reduce-scatter (all launched) and decodes this rank's slices.
+  // Before the step's passes: slots that keep their bucket (no reuse) are zeroed.
+  void before_step();
+  // Waits for every bucket's reduce-scatter (all launched); this rank's slices hold the averages.
   void finish_gradients();
   // TrainingStrategy::scale_check_gradients, over every rank.
   bool scale_check(float factor);
@@ -114,6 +137,11 @@ class ShardedUpdate {
   }
 
   const std::vector<BucketShard>& shards() const { return shards_; }
+  const ShardBuffers& buffers() const { return how_; }
+  // What rank `rank` holds (memory_of with this run's layout).
+  ShardMemory memory(int rank) const;
+  // The net's gradients as laid out now: bytes of the slots.
+  size_t slot_bytes() const;
   // PARAMETERS: who gathers and releases the net's whole weights; nullptr otherwise.
   WeightGathering* gathering() { return gathering_.get(); }
   const WeightGathering* gathering() const { return gathering_.get(); }
@@ -121,33 +149,47 @@ class ShardedUpdate {
   const std::vector<NetParam>& pieces() const { return pieces_; }
 
  private:
-  // Bucket b's slot, once the bucket that used it before has arrived.
+  // A bucket through a step: not bound to its slot yet, bound (backward
+  // writes it), reduce-scatter launched, arrived.
+  enum class BucketState { kIdle, kFilling, kLaunched, kArrived };
+
+  // Binds bucket b's gradients to its slot, zeroed, once the slot's previous
+  // bucket has arrived.
+  void open(size_t b);
+  // Bucket b's slot as the reduce-scatter reads it (world x block values).
+  Tensor slot_view(size_t b) const;
+  // Bucket b's wire buffer (not in place), once the bucket that used it before has arrived.
   Tensor& wire_buffer(size_t b);
-  // Waits for bucket b's reduce-scatter and decodes this rank's slice into pieces_.
+  // Waits for bucket b's reduce-scatter; with compression decodes this rank's block.
   void complete(size_t b);
-  // f32 buffers of one block and of world blocks for bucket b's weights or
-  // history: the slot's own when gradients travel in f32, else block_, gathered_.
-  Tensor& f32_block(size_t b);
-  Tensor& f32_gathered(size_t b);
+  // f32 buffers of world blocks for bucket b's weights: the gradient slot
+  // (free after the reduce-scatter) in place, else the wire buffer or gathered_.
+  Tensor f32_gathered(size_t b);
   void allgather_small(const Tensor& in, Tensor& out);
+  void install_hooks();
 
   Solver& solver_;
   Communicator& comm_;
   DataParallelConfig config_;
   std::vector<GradBucket> buckets_;
   Device wire_device_;
+  ShardBuffers how_;
   std::vector<BucketShard> shards_;
   std::vector<size_t> first_piece_;           // per bucket: its first entry in pieces_
   std::vector<NetParam> pieces_;              // this rank's slices, each a parameter of its own
+  std::vector<Tensor> slice_grads_;           // per bucket: this rank's block of averaged gradients
+  std::vector<Tensor> slice_weights_;         // per bucket: this rank's block of weights
   std::unique_ptr<Optimizer> optimizer_;      // history of pieces_ only
-  // Slots, used in turn (stage 1: one per bucket; stage 2: two): a bucket's
-  // gradients on the wire (world blocks), then this rank's reduced block;
-  // after the reduce-scatter, with f32 gradients, the weights' allgather.
+  std::vector<Tensor> slots_;                 // the net's gradients (gradient_slots.h), on the net's device
+  std::vector<int> occupant_;                 // per slot: the bucket bound to it, or -1
+  std::vector<BucketState> state_;            // per bucket
+  std::vector<std::vector<size_t>> layer_buckets_;  // per layer: the buckets whose gradients it writes
+  // Not in place only: wire buffers in slots used in turn (stage 1: one per
+  // bucket; stages 2 and 3: two), with compression the reduced blocks.
   std::vector<Tensor> wire_;
   std::vector<Tensor> received_;
   std::vector<std::unique_ptr<CommWork>> works_;  // per bucket, while in flight
   Tensor staging_;                            // host f32 scratch (compression)
-  Tensor block_;                              // compression only: f32, one block (this rank's slice going out)
   Tensor gathered_;                           // compression only: f32, world blocks (a bucket's weights coming in)
   std::unique_ptr<WeightGathering> gathering_;  // PARAMETERS only
   double sum_squares_ = 0.0;                  // of the scaled slice gradients, over every rank

@@ -1,11 +1,11 @@
 #include "parallel/data_parallel/weight_gathering.h"
 
 #include <algorithm>
-#include <map>
 
 #include "framework/error.h"
 #include "framework/memory_plan.h"
 #include "framework/timeline.h"
+#include "parallel/data_parallel/gradient_slots.h"
 #include "parallel/data_parallel/sharded_update.h"
 
 namespace strata::parallel {
@@ -15,24 +15,16 @@ WeightGathering::WeightGathering(Net& net, Communicator& comm, const std::vector
                                  const std::vector<size_t>& first_piece, Device wire_device)
     : net_(net), comm_(comm), buckets_(buckets), shards_(shards), pieces_(pieces), first_piece_(first_piece) {
   // Which layers read each bucket: every layer holding one of its parameters
-  // (a parameter shared by name sits in several layers).
-  std::map<const Blob*, size_t> bucket_of_blob;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    for (int id : buckets_[b].params) bucket_of_blob[net_.params()[static_cast<size_t>(id)].blob.get()] = b;
-  }
+  // (a parameter shared by name sits in several).
   layer_buckets_.resize(static_cast<size_t>(net_.num_layers()));
   first_layer_.assign(buckets_.size(), -1);
   last_layer_.assign(buckets_.size(), -1);
-  for (int i = 0; i < net_.num_layers(); ++i) {
-    for (const LayerParam& p : net_.layer(i).params()) {
-      auto it = bucket_of_blob.find(p.blob.get());
-      if (it == bucket_of_blob.end()) continue;
-      const size_t b = it->second;
-      std::vector<size_t>& mine = layer_buckets_[static_cast<size_t>(i)];
-      if (std::find(mine.begin(), mine.end(), b) == mine.end()) mine.push_back(b);
-      if (first_layer_[b] < 0) first_layer_[b] = i;
-      last_layer_[b] = i;
-    }
+  const std::vector<std::vector<int>> layers = bucket_layers(net_, buckets_);
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (layers[b].empty()) continue;
+    first_layer_[b] = layers[b].front();
+    last_layer_[b] = layers[b].back();
+    for (int i : layers[b]) layer_buckets_[static_cast<size_t>(i)].push_back(b);
   }
   int64_t largest = 0;
   for (const BucketShard& s : shards_) largest = std::max(largest, s.block);
@@ -40,25 +32,21 @@ WeightGathering::WeightGathering(Net& net, Communicator& comm, const std::vector
   buf_.all = Tensor({largest * comm_.world_size()}, DType::kF32, wire_device);
   state_.assign(buckets_.size(), State::kWhole);  // the net holds every whole weight now
   release_all();
+}
 
-  Net::LayerPassHooks hooks;
-  hooks.before_forward = [this](int i) { before_layer(i, Pass::kForward); };
-  hooks.before_backward = [this](int i) { before_layer(i, Pass::kBackward); };
-  hooks.after_forward = [this](int i) {
-    for (size_t b : layer_buckets_[static_cast<size_t>(i)]) {
-      if (last_layer_[b] == i) release(b);
-    }
-  };
-  hooks.after_backward = [this](int i) {
-    for (size_t b : layer_buckets_[static_cast<size_t>(i)]) {
-      if (first_layer_[b] == i) release(b);
-    }
-  };
-  net_.set_layer_pass_hooks(std::move(hooks));
+void WeightGathering::after_forward(int layer) {
+  for (size_t b : layer_buckets_[static_cast<size_t>(layer)]) {
+    if (last_layer_[b] == layer) release(b);
+  }
+}
+
+void WeightGathering::after_backward(int layer) {
+  for (size_t b : layer_buckets_[static_cast<size_t>(layer)]) {
+    if (first_layer_[b] == layer) release(b);
+  }
 }
 
 WeightGathering::~WeightGathering() {
-  net_.set_layer_pass_hooks({});
   // A gather in flight (after an error) finishes or fails inside its work's destructor.
   ahead_work_.reset();
 }

@@ -40,15 +40,22 @@ class WeightGathering {
  public:
   // `pieces` (this rank's slices, in bucket order: bucket b's are
   // [first_piece[b], first_piece[b + 1])) hold the weights from now on;
-  // they must outlive this. Installs the net's pass hooks; releases every
-  // bucket's whole weights.
+  // they must outlive this. Releases every bucket's whole weights.
   WeightGathering(Net& net, Communicator& comm, const std::vector<GradBucket>& buckets,
                   const std::vector<BucketShard>& shards, const std::vector<NetParam>& pieces,
                   const std::vector<size_t>& first_piece, Device wire_device);
-  // Removes the hooks; the weights stay as they are.
+  // The weights stay as they are.
   ~WeightGathering();
   WeightGathering(const WeightGathering&) = delete;
   WeightGathering& operator=(const WeightGathering&) = delete;
+
+  // What the net's pass hooks do (ShardedUpdate installs them, beside the
+  // gradient slots'): gather a layer's buckets before it runs (and start
+  // the next one's), let them go after their last layer in the pass.
+  void before_forward(int layer) { before_layer(layer, Pass::kForward); }
+  void before_backward(int layer) { before_layer(layer, Pass::kBackward); }
+  void after_forward(int layer);
+  void after_backward(int layer);
 
   // Bucket b's whole weights into the net (nothing when they are there).
   void gather(size_t b);

@@ -87,6 +87,20 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
       weight_bytes += l.grad_bytes;  // the updated weights: what the buckets slice
       largest_layer = std::max(largest_layer, l.param_bytes);
     }
+    // The gradients as the runtime keeps them (parallel/data_parallel/
+    // gradient_slots.h): bucket slots (every bucket's with OPTIMIZER; with
+    // GRADIENTS and PARAMETERS two used in turn, each as large as the largest
+    // bucket it serves) and the reduced slice; but for PARAMETERS, the
+    // slice's weights that the optimizer updates beside the whole ones.
+    double slots = weight_bytes;
+    if (shard != parallel::ShardStage::kOptimizer) {
+      double turn[2] = {0.0, 0.0};
+      const std::vector<GradientBucket> buckets = gradient_buckets(rank, options.data.bucket_bytes);
+      for (size_t b = 0; b < buckets.size(); ++b) turn[b % 2] = std::max(turn[b % 2], buckets[b].bytes);
+      slots = std::min(weight_bytes, turn[0] + turn[1]);
+    }
+    g.memory.gradients = g.memory.gradients - weight_bytes + slots + weight_bytes / n;
+    if (shard != parallel::ShardStage::kParameters) g.memory.weights += weight_bytes / n;
     const double gather = ring_allgather_seconds(shape.dp, weight_bytes, links.dp);
     if (shard == parallel::ShardStage::kParameters) {
       // Prefetched behind the compute of each pass; what does not fit shows.

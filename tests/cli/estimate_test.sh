@@ -305,7 +305,8 @@ else
   fail "strata estimate --grid --gpus-per-node failed: $(cat "$work/err.txt")"
 fi
 # --shard all: the dp-only layout once per stage, in a shard column; every
-# stage keeps a quarter of the optimizer state, only PARAMETERS changes the weights.
+# stage keeps a quarter of the optimizer state; OPTIMIZER keeps its slice's
+# weights beside the whole ones, PARAMETERS the slice instead.
 if "$strata" estimate --times "$work/times.csv" --workers 4 --grid --shard all > "$work/grid_shard.txt" 2> "$work/err.txt"; then
   "$py" - "$work/grid_shard.txt" <<'PY' || fail "the sharded grid rows are wrong: $(cat "$work/grid_shard.txt")"
 import sys
@@ -317,7 +318,7 @@ assert all(k[3] == "NONE" for k in by if k[1] > 1), "a pipeline layout was shard
 none, one, three = by[(4, 1, 1, "NONE")], by[(4, 1, 1, "OPTIMIZER")], by[(4, 1, 1, "PARAMETERS")]
 for f in (one, three):
     assert abs(float(f[10]) - float(none[10]) / 4) <= 0.011, (none, f)
-assert float(one[8]) == float(none[8]) and float(three[8]) != float(none[8]), (none, one, three)
+assert abs(float(one[8]) - float(none[8]) * 1.25) <= 0.011 and float(three[8]) < float(none[8]), (none, one, three)
 PY
   grep -q "^sharded data parallel (NONE, OPTIMIZER, GRADIENTS, PARAMETERS) ranked on the dp-only layouts" \
     "$work/grid_shard.txt" || fail "no line saying how the shard stages are ranked"

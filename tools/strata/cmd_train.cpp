@@ -267,7 +267,7 @@ int train_main(int argc, char** argv) {
              {"compression", FlagKind::kValue, "data parallel: gradients on the wire as NONE, FP16 or BF16",
               "solver's parallel block, else NONE"},
              {"shard", FlagKind::kValue,
-              "data parallel: what each rank keeps only a slice of: NONE, OPTIMIZER (ZeRO-1) or GRADIENTS (ZeRO-2)",
+              "data parallel: what each rank keeps only a slice of: NONE, OPTIMIZER (ZeRO-1), GRADIENTS (ZeRO-2) or PARAMETERS (ZeRO-3)",
               "solver's parallel block, else NONE"},
              {"pp", FlagKind::kValue, "pipeline parallel: stages (ranks per pipeline)", "solver's parallel block, else 1"},
              {"micro-batches", FlagKind::kValue, "pipeline parallel: micro-batches per step (the data layer's batch is one)",

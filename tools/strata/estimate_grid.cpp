@@ -115,7 +115,9 @@ void print_grid_estimates(const GridFlags& flags, const estimate::StepProfile& p
     std::string names;
     for (parallel::ShardStage s : flags.shards) names += std::string(names.empty() ? "" : ", ") + parallel::shard_stage_name(s);
     std::printf("sharded data parallel (%s) ranked on the dp-only layouts: reduce-scatter, 1/dp of the optimizer "
-                "state (PARAMETERS: and of the weights, plus the largest layer's gathered), weights allgathered once "
+                "state, the reduced slice of the gradients beside bucket slots (OPTIMIZER: every bucket; GRADIENTS, "
+                "PARAMETERS: two in turn), 1/dp of the weights (PARAMETERS: plus the largest layer's gathered; else "
+                "beside the whole ones), weights allgathered once "
                 "per step after the update (PARAMETERS: in forward and in backward, a bucket ahead, 1.5x an allreduce's bytes)\n",
                 names.c_str());
   }
