@@ -646,7 +646,7 @@ TEST_F(ShardedTraining, MemoryAccountingPerStage) {
   const ShardMemory one = memory_of(ShardStage::kOptimizer, buckets, params, 0, 3, whole, slots);
   EXPECT_EQ(one.parameters, 199u * 4u);
   EXPECT_EQ(one.net_gradients, (60u + 6u + 120u + 15u) * 4u);
-  EXPECT_EQ(one.reduce_buffers, 2u * 67u * 4u) << "the slice's gradients and weights";
+  EXPECT_EQ(one.reduce_buffers, 67u * 4u) << "the slice's gradients (its weights are views of the net's)";
   EXPECT_EQ(one.optimizer_state, 2u * 67u * 4u);
 
   const ShardMemory two = memory_of(ShardStage::kGradients, buckets, params, 0, 3, turns, slots);
@@ -655,14 +655,20 @@ TEST_F(ShardedTraining, MemoryAccountingPerStage) {
   EXPECT_EQ(two.optimizer_state, one.optimizer_state);
 
   // Stage 3: the weights are the slice, plus what is whole while layers
-  // run: fc1's weight and bias (120 + 15 values) while fc1 runs, the most
-  // at once. The slice's weights are parameters now, and the gathers have
-  // their f32 buffers: one block out, world blocks in (largest block 40).
+  // run, gathered in place (no buffers of their own): fc1's weight and bias
+  // (120 + 15 values) while fc1 runs, and fc2's weight (60) on its way, the
+  // most at once; at fc2, 60 + 6 whole and fc1's 120 on its way is less.
   const ShardMemory three = memory_of(ShardStage::kParameters, buckets, params, 0, 3, turns, slots);
   EXPECT_EQ(three.parameters, 67u * 4u);
-  EXPECT_EQ(three.gathered, (120u + 15u) * 4u);
+  EXPECT_EQ(three.gathered, (120u + 15u + 60u) * 4u);
   EXPECT_EQ(three.net_gradients, two.net_gradients);
-  EXPECT_EQ(three.reduce_buffers, 67u * 4u + (3u + 1u) * 40u * 4u);
+  EXPECT_EQ(three.reduce_buffers, 67u * 4u);
+  // A wire on another device (GPU gradients over tcp): the slice's weights are a copy.
+  ShardBuffers host_wire = turns;
+  host_wire.same_device = false;
+  host_wire.in_place = false;
+  EXPECT_EQ(memory_of(ShardStage::kGradients, buckets, params, 0, 3, host_wire, slots).reduce_buffers,
+            2u * 67u * 4u + (120u + 15u) * 4u);
   EXPECT_EQ(three.optimizer_state, one.optimizer_state);
 
   // Through wire buffers (fp16 on the wire): stage 2 keeps two, used in

@@ -43,15 +43,28 @@ size_t f32_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
 
 size_t most_whole_at_once(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
                           const std::vector<int>& last_layer) {
+  return gathered_bytes(buckets, first_layer, last_layer, 0);
+}
+
+size_t gathered_bytes(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
+                      const std::vector<int>& last_layer, int world) {
+  // In place a bucket is whole as world blocks (its padding included).
+  auto bytes_of = [&](size_t b) {
+    return f32_bytes(world > 0 ? world * shard_block(buckets[b].numel, world) : buckets[b].numel);
+  };
   size_t peak = 0;
   int layers = 0;
   for (int l : last_layer) layers = std::max(layers, l + 1);
   for (int i = 0; i < layers; ++i) {
-    size_t bytes = 0;
+    size_t whole = 0, ahead = 0;
     for (size_t b = 0; b < buckets.size(); ++b) {
-      if (first_layer[b] <= i && i <= last_layer[b]) bytes += f32_bytes(buckets[b].numel);
+      if (first_layer[b] <= i && i <= last_layer[b]) {
+        whole += bytes_of(b);
+      } else if (world > 0) {
+        ahead = std::max(ahead, bytes_of(b));  // at most one other bucket on its way
+      }
     }
-    peak = std::max(peak, bytes);
+    peak = std::max(peak, whole + ahead);
   }
   return peak;
 }
@@ -80,12 +93,13 @@ ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, 
   for (const GradBucket& b : buckets) {
     const int64_t block = shard_block(b.numel, world);
     largest_block = std::max(largest_block, block);
-    // The slice's gradients and, but with PARAMETERS (where they are all
-    // this rank keeps of the bucket's weights), its weights.
+    // The slice's gradients; with PARAMETERS its weights are all this rank
+    // keeps of the bucket's; else they are the net's own, or a copy where
+    // the wire lives on another device.
     m.reduce_buffers += f32_bytes(block);
     if (stage == ShardStage::kParameters) {
       m.parameters = m.parameters - f32_bytes(b.numel) + f32_bytes(block);
-    } else {
+    } else if (!how.same_device) {
       m.reduce_buffers += f32_bytes(block);
     }
     m.optimizer_state += static_cast<size_t>(optimizer_slots) * f32_bytes(shard_range(b.numel, rank, world).size());
@@ -102,7 +116,9 @@ ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, 
   // (weight_gathering.h): one block out, world blocks in.
   if (how.compression != GradCompression::kNone) m.reduce_buffers += f32_bytes(largest_block * world);
   if (stage == ShardStage::kParameters) {
-    m.reduce_buffers += f32_bytes(largest_block) * static_cast<size_t>(world + 1);
+    // The gathers land in new tensors that become the weights (in place),
+    // or in one buffer on the wire's device, copied to the net's.
+    if (!how.same_device) m.reduce_buffers += f32_bytes(largest_block * world);
     // A bucket is whole from the first to the last layer owning one of its
     // parameters: the most whole weights at once, over the layers.
     std::vector<int> first(buckets.size(), -1), last(buckets.size(), -1);
@@ -113,7 +129,7 @@ ShardMemory memory_of(ShardStage stage, const std::vector<GradBucket>& buckets, 
         last[b] = std::max(last[b], layer);
       }
     }
-    m.gathered = most_whole_at_once(buckets, first, last);
+    m.gathered = gathered_bytes(buckets, first, last, how.same_device ? world : 0);
   }
   return m;
 }
@@ -135,7 +151,9 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
   const std::vector<NetParam>& params = net.params();
   const DType wire = wire_dtype(config_.compression);
   how_.compression = config_.compression;
-  how_.in_place = config_.compression == GradCompression::kNone && wire_device_ == net.device();
+  how_.same_device = wire_device_ == net.device();
+  how_.in_place = config_.compression == GradCompression::kNone && how_.same_device;
+  own_weights_ = config_.shard == ShardStage::kParameters || !how_.same_device;
   // Slots used in turn where a bucket's whole gradient is needed only until
   // it leaves: GRADIENTS and PARAMETERS, each step's gradients in one pass.
   const bool reuse = config_.shard != ShardStage::kOptimizer && solver_.config().iter_size == 1;
@@ -147,7 +165,7 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
     shards_.push_back(shard_bucket(bucket, params, rank, world));
     const BucketShard& shard = shards_.back();
     slice_grads_.emplace_back(Shape{shard.block}, DType::kF32, wire_device_);
-    slice_weights_.emplace_back(Shape{shard.block}, DType::kF32, wire_device_);
+    slice_weights_.push_back(own_weights_ ? Tensor(Shape{shard.block}, DType::kF32, wire_device_) : Tensor());
     first_piece_.push_back(pieces_.size());
     for (const ShardPiece& piece : shard.pieces) {
       const NetParam& p = params[piece.param];
@@ -156,9 +174,14 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
       NetParam q;
       q.name = p.name;
       q.blob = std::make_shared<Blob>();
-      q.blob->data = slice_weights_.back().view_bytes(at, bytes, {piece.count}, DType::kF32);
       q.blob->diff = slice_grads_.back().view_bytes(at, bytes, {piece.count}, DType::kF32);
-      copy_elements(q.blob->data, 0, p.blob->data, piece.param_offset, piece.count);  // the weights, broadcast
+      if (own_weights_) {
+        q.blob->data = slice_weights_.back().view_bytes(at, bytes, {piece.count}, DType::kF32);
+        copy_elements(q.blob->data, 0, p.blob->data, piece.param_offset, piece.count);  // the weights, broadcast
+      } else {
+        q.blob->data = p.blob->data.view_bytes(static_cast<size_t>(piece.param_offset) * sizeof(float), bytes,
+                                               {piece.count}, DType::kF32);
+      }
       q.lr_mult = p.lr_mult;
       q.decay_mult = p.decay_mult;
       q.learnable = Learnable::kYes;
@@ -228,8 +251,7 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
   // PARAMETERS: the slices hold the weights from now on; the net's whole
   // weights go until a layer needs them.
   if (config_.shard == ShardStage::kParameters) {
-    gathering_ = std::make_unique<WeightGathering>(net, comm_, buckets_, shards_, pieces_, first_piece_,
-                                                   wire_device_);
+    gathering_ = std::make_unique<WeightGathering>(net, comm_, buckets_, shards_, slice_weights_, wire_device_);
   }
   install_hooks();
 }
@@ -406,22 +428,31 @@ double ShardedUpdate::update() {
     gathering_->release_all();
     return lr;
   }
-  // The net's weights are the truth (a restore or a weights file may have set them).
+  // The net's weights are the truth (a restore or a weights file may have
+  // set them): the pieces view them, or hold a copy taken now.
   for (size_t b = 0; b < buckets_.size(); ++b) {
     for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
       const ShardPiece& piece = shards_[b].pieces[i - first_piece_[b]];
-      copy_elements(pieces_[i].blob->data, 0, params[piece.param].blob->data, piece.param_offset, piece.count);
+      const Tensor& w = params[piece.param].blob->data;
+      Tensor& mine = pieces_[i].blob->data;
+      if (own_weights_) {
+        copy_elements(mine, 0, w, piece.param_offset, piece.count);
+      } else if (!mine.shares_storage_with(w)) {  // the weight was given new storage since
+        mine = w.view_bytes(static_cast<size_t>(piece.param_offset) * sizeof(float), mine.nbytes(), mine.shape(),
+                            DType::kF32);
+      }
     }
   }
   optimizer_->update(pieces_, lr);
   solver_.optimizer().set_steps(optimizer_->steps());
   // Every rank's updated slices into every rank's weights.
   for (size_t b = 0; b < buckets_.size(); ++b) {
+    const Tensor& mine = slice_block(b);
     Tensor all = f32_gathered(b);
     {
       const TimelineScope event("allgather", Timeline::on() ? "allgather weights, bucket " + std::to_string(b) : "");
       const auto start = std::chrono::steady_clock::now();
-      comm_.allgather(slice_weights_[b], all);
+      comm_.allgather(mine, all);
       comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     const GradBucket& bucket = buckets_[b];
@@ -431,6 +462,18 @@ double ShardedUpdate::update() {
     }
   }
   return lr;
+}
+
+const Tensor& ShardedUpdate::slice_block(size_t b) {
+  if (own_weights_) return slice_weights_[b];
+  // The pieces view the net's weights: the updated slice, packed into the
+  // block its gradients (spent by now) took.
+  Tensor& block = slice_grads_[b];
+  for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
+    copy_elements(block, shards_[b].pieces[i - first_piece_[b]].slice_offset, pieces_[i].blob->data, 0,
+                  pieces_[i].blob->numel());
+  }
+  return block;
 }
 
 void ShardedUpdate::gather_history(SolverState& state) {

@@ -10,9 +10,10 @@
 // (gradient_slots.h), each laid out as a reduce-scatter reads a bucket;
 // with GRADIENTS and PARAMETERS a few slots are used in turn, with OPTIMIZER
 // (and with iter_size > 1) every bucket has its own. This rank's slice of
-// each bucket is one tensor of gradients and one of weights (`block`
-// values); the optimizer's pieces (one per parameter run in the slice) are
-// views of them.
+// each bucket is one tensor of averaged gradients (`block` values); the
+// optimizer's pieces (one per parameter run in the slice) are views of it
+// and of the weights: the net's own with OPTIMIZER and GRADIENTS (updated
+// where they are), the slice's block with PARAMETERS.
 //
 // One step:
 //   backward       a layer about to write bucket b: b's slot is free (its previous
@@ -26,8 +27,9 @@
 //                  rank's (sum of squares, finite): every rank sees the global norm
 //                  and the same verdict
 //   update         clip with the global norm; the optimizer on this rank's slices;
-//                  allgather of the updated slices (f32) into every rank's weights
-//                  (through the free gradient slot)
+//                  the updated slice packed into its (spent) gradient block and
+//                  allgathered (f32) through the free gradient slot into every
+//                  rank's weights
 // reduce-scatter + allgather move the bytes of one ring allreduce (the
 // allgather carries f32 weights also when gradients travel compressed).
 //
@@ -38,8 +40,8 @@
 //
 // Memory each rank holds (memory_of): the weights (whole; stage 3: the
 // slices, plus the buckets gathered while their layers run); gradients: the
-// slots; reduce buffers: the slices' gradients (and, but for stage 3, their
-// weights, which the optimizer updates before the allgather), wire buffers
+// slots; reduce buffers: the slices' gradients (and their weights where the
+// pieces cannot view the net's: a wire on another device), wire buffers
 // only where the reduce-scatter cannot read the slots, and stage 3's gather
 // buffers; the optimizer state of the slice only.
 //
@@ -85,6 +87,10 @@ struct ShardBuffers {
   // The collectives read and write the net's gradients themselves (f32, the
   // wire on the net's device); else through wire buffers.
   bool in_place = true;
+  // The wire's device is the net's: with OPTIMIZER and GRADIENTS the
+  // optimizer updates this rank's slice inside the net's weights (its pieces
+  // are views of them), with no copy of the slice's weights.
+  bool same_device = true;
   GradientSlotPlan slots;  // where the gradients live (the stages; unused with NONE)
 };
 
@@ -92,6 +98,12 @@ struct ShardBuffers {
 // layer first_layer[b] to last_layer[b] (f32 values).
 size_t most_whole_at_once(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
                           const std::vector<int>& last_layer);
+// PARAMETERS' whole weights at once, at most, while layers run. With
+// `world` > 0 (gathered in place) each bucket as world blocks, and at each
+// layer the largest of the other buckets besides, for the one prefetched;
+// with 0 as most_whole_at_once.
+size_t gathered_bytes(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
+                      const std::vector<int>& last_layer, int world);
 
 // What rank `rank` holds with `stage` (kNone: plain data parallel's
 // gradients, wire buffers and whole optimizer state), for the start line;
@@ -165,6 +177,8 @@ class ShardedUpdate {
   // f32 buffers of world blocks for bucket b's weights: the gradient slot
   // (free after the reduce-scatter) in place, else the wire buffer or gathered_.
   Tensor f32_gathered(size_t b);
+  // This rank's updated weights of bucket b as one block, for the allgather.
+  const Tensor& slice_block(size_t b);
   void allgather_small(const Tensor& in, Tensor& out);
   void install_hooks();
 
@@ -178,7 +192,11 @@ class ShardedUpdate {
   std::vector<size_t> first_piece_;           // per bucket: its first entry in pieces_
   std::vector<NetParam> pieces_;              // this rank's slices, each a parameter of its own
   std::vector<Tensor> slice_grads_;           // per bucket: this rank's block of averaged gradients
-  std::vector<Tensor> slice_weights_;         // per bucket: this rank's block of weights
+  // Per bucket: this rank's block of weights where the pieces cannot view
+  // the net's (PARAMETERS, whose slices are all a rank keeps; a wire on
+  // another device); else empty.
+  std::vector<Tensor> slice_weights_;
+  bool own_weights_ = false;                  // slice_weights_ are the pieces' weights
   std::unique_ptr<Optimizer> optimizer_;      // history of pieces_ only
   std::vector<Tensor> slots_;                 // the net's gradients (gradient_slots.h), on the net's device
   std::vector<int> occupant_;                 // per slot: the bucket bound to it, or -1

@@ -11,9 +11,10 @@
 namespace strata::parallel {
 
 WeightGathering::WeightGathering(Net& net, Communicator& comm, const std::vector<GradBucket>& buckets,
-                                 const std::vector<BucketShard>& shards, const std::vector<NetParam>& pieces,
-                                 const std::vector<size_t>& first_piece, Device wire_device)
-    : net_(net), comm_(comm), buckets_(buckets), shards_(shards), pieces_(pieces), first_piece_(first_piece) {
+                                 const std::vector<BucketShard>& shards, const std::vector<Tensor>& slices,
+                                 Device wire_device)
+    : net_(net), comm_(comm), buckets_(buckets), shards_(shards), slices_(slices),
+      in_place_(wire_device == net.device()) {
   // Which layers read each bucket: every layer holding one of its parameters
   // (a parameter shared by name sits in several).
   layer_buckets_.resize(static_cast<size_t>(net_.num_layers()));
@@ -26,10 +27,11 @@ WeightGathering::WeightGathering(Net& net, Communicator& comm, const std::vector
     last_layer_[b] = layers[b].back();
     for (int i : layers[b]) layer_buckets_[static_cast<size_t>(i)].push_back(b);
   }
-  int64_t largest = 0;
-  for (const BucketShard& s : shards_) largest = std::max(largest, s.block);
-  buf_.block = Tensor({largest}, DType::kF32, wire_device);
-  buf_.all = Tensor({largest * comm_.world_size()}, DType::kF32, wire_device);
+  if (!in_place_) {  // a wire on another device: one landing buffer there, copied into the net's weights
+    int64_t largest = 0;
+    for (const BucketShard& s : shards_) largest = std::max(largest, s.block);
+    staging_ = Tensor({largest * comm_.world_size()}, DType::kF32, wire_device);
+  }
   state_.assign(buckets_.size(), State::kWhole);  // the net holds every whole weight now
   release_all();
 }
@@ -56,23 +58,27 @@ void WeightGathering::before_layer(int layer, Pass pass) {
   prefetch_after(layer, pass);
 }
 
-void WeightGathering::pack(size_t b, Buffers& buf) {
-  const BucketShard& shard = shards_[b];
-  buf.block.resize({shard.block});  // within capacity: no allocation
-  buf.all.resize({shard.block * comm_.world_size()});
-  for (size_t i = first_piece_[b]; i < first_piece_[b + 1]; ++i) {
-    const ShardPiece& piece = shard.pieces[i - first_piece_[b]];
-    copy_elements(buf.block, piece.slice_offset, pieces_[i].blob->data, 0, piece.count);
+Tensor WeightGathering::landing(size_t b) {
+  const int64_t n = shards_[b].block * comm_.world_size();
+  if (!in_place_) {
+    staging_.resize({n});  // within capacity: no allocation
+    return staging_;
   }
+  return Tensor({n}, DType::kF32, net_.device());  // becomes the weights' storage
 }
 
-void WeightGathering::unpack(size_t b, Buffers& buf) {
+void WeightGathering::land(size_t b, const Tensor& all) {
   const GradBucket& bucket = buckets_[b];
   std::vector<NetParam>& params = net_.params();
   for (size_t k = 0; k < bucket.params.size(); ++k) {
     Tensor& w = params[static_cast<size_t>(bucket.params[k])].blob->data;
-    copy_elements(w, 0, buf.all, bucket.offsets[k], w.numel());
+    if (in_place_) {
+      w = all.view_bytes(static_cast<size_t>(bucket.offsets[k]) * sizeof(float), w.nbytes(), w.shape(), DType::kF32);
+    } else {
+      copy_elements(w, 0, all, bucket.offsets[k], w.numel());
+    }
   }
+  state_[b] = State::kWhole;
 }
 
 void WeightGathering::gather(size_t b) {
@@ -82,10 +88,9 @@ void WeightGathering::gather(size_t b) {
   finish_prefetch(true);
   if (state_[b] == State::kWhole) return;
   const TimelineScope event("allgather", Timeline::on() ? "gather weights, bucket " + std::to_string(b) : "");
-  pack(b, buf_);
-  comm_.allgather(buf_.block, buf_.all);
-  unpack(b, buf_);
-  state_[b] = State::kWhole;
+  Tensor all = landing(b);
+  comm_.allgather(slices_[b], all);
+  land(b, all);
 }
 
 void WeightGathering::prefetch_after(int layer, Pass pass) {
@@ -105,8 +110,8 @@ void WeightGathering::prefetch_after(int layer, Pass pass) {
     }
   }
   if (best < 0) return;
-  pack(next, buf_);
-  ahead_work_ = comm_.allgather_async(buf_.block, buf_.all);
+  ahead_ = landing(next);
+  ahead_work_ = comm_.allgather_async(slices_[next], ahead_);
   ahead_bucket_ = next;
   state_[next] = State::kInFlight;
 }
@@ -119,11 +124,11 @@ void WeightGathering::finish_prefetch(bool keep) {
   }
   ahead_work_.reset();
   if (keep) {
-    unpack(ahead_bucket_, buf_);
-    state_[ahead_bucket_] = State::kWhole;
+    land(ahead_bucket_, ahead_);
   } else {
     state_[ahead_bucket_] = State::kReleased;
   }
+  ahead_ = Tensor();  // the weights' views keep what they need of it
 }
 
 void WeightGathering::release(size_t b) {
@@ -148,7 +153,7 @@ void WeightGathering::release_all() {
 }
 
 size_t WeightGathering::peak_gathered_bytes() const {
-  return most_whole_at_once(buckets_, first_layer_, last_layer_);
+  return gathered_bytes(buckets_, first_layer_, last_layer_, in_place_ ? comm_.world_size() : 0);
 }
 
 }  // namespace strata::parallel

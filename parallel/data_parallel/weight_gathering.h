@@ -12,16 +12,22 @@
 // every rank runs the same passes in the same order, so the ranks agree on
 // each bucket's state without a word.
 //
+// In place: a bucket's slices are allgathered straight into a new tensor of
+// world x block values, and the bucket's weights become views of it; when
+// they are let go the tensor goes with them. Nothing is kept between
+// gathers and nothing is copied (with a wire on another device, a GPU over
+// tcp, the gather lands in one host buffer and is copied to the device).
+//
 // Prefetch: when a layer's buckets are gathered, the allgather of the next
-// bucket the pass will need is started (allgather_async), so it travels
-// while the layers before it compute; its weights are written into the net
-// when its first layer asks for them, or when another gather needs the one
-// set of buffers first. One gather ahead at most.
+// bucket the pass will need is started (allgather_async) into its own new
+// tensor, so it travels while the layers before it compute; its weights
+// become views of it when its first layer asks for them (or another gather
+// comes first). One gather ahead at most.
 //
 // A released weight keeps its shape (reshape and the memory report read
-// it); its storage is deferred (framework/memory_plan.h) and taken by the
-// next gather. Snapshots, tests and the end of training gather everything
-// (gather_all); an update releases everything, the slices being new.
+// it); its storage is deferred (framework/memory_plan.h) until the next
+// gather gives it views. Snapshots, tests and the end of training gather
+// everything (gather_all); an update releases everything, the slices being new.
 #pragma once
 
 #include <cstddef>
@@ -38,12 +44,11 @@ namespace strata::parallel {
 
 class WeightGathering {
  public:
-  // `pieces` (this rank's slices, in bucket order: bucket b's are
-  // [first_piece[b], first_piece[b + 1])) hold the weights from now on;
-  // they must outlive this. Releases every bucket's whole weights.
+  // `slices[b]` (this rank's block of bucket b's weights, on wire_device)
+  // hold the weights from now on; they must outlive this. Releases every
+  // bucket's whole weights.
   WeightGathering(Net& net, Communicator& comm, const std::vector<GradBucket>& buckets,
-                  const std::vector<BucketShard>& shards, const std::vector<NetParam>& pieces,
-                  const std::vector<size_t>& first_piece, Device wire_device);
+                  const std::vector<BucketShard>& shards, const std::vector<Tensor>& slices, Device wire_device);
   // The weights stay as they are.
   ~WeightGathering();
   WeightGathering(const WeightGathering&) = delete;
@@ -72,17 +77,15 @@ class WeightGathering {
 
  private:
   enum class State { kReleased, kInFlight, kWhole };
-  // A gather's buffers: this rank's slice going out, every rank's coming in (f32).
-  struct Buffers {
-    Tensor block, all;
-  };
   enum class Pass { kForward, kBackward };
 
   void before_layer(int layer, Pass pass);
-  // Bucket b's slices into `buf` (sized for it); the allgather is the caller's.
-  void pack(size_t b, Buffers& buf);
-  // `buf`'s gathered slices into the net's whole weights of bucket b.
-  void unpack(size_t b, Buffers& buf);
+  // Where bucket b's gather lands: a new tensor of world blocks on the net's
+  // device (in place), or the host staging buffer.
+  Tensor landing(size_t b);
+  // The gathered bucket into the net: its weights become views of `all`
+  // (in place) or copies of it.
+  void land(size_t b, const Tensor& all);
   // Starts the allgather of the next bucket `pass` needs after layer `layer`, if any and none is in flight.
   void prefetch_after(int layer, Pass pass);
   // Waits for the gather in flight, if any; with `keep`, its weights go into the net.
@@ -92,12 +95,13 @@ class WeightGathering {
   Communicator& comm_;
   const std::vector<GradBucket>& buckets_;
   const std::vector<BucketShard>& shards_;
-  const std::vector<NetParam>& pieces_;
-  const std::vector<size_t>& first_piece_;
+  const std::vector<Tensor>& slices_;
+  bool in_place_;  // the wire's device is the net's
   std::vector<std::vector<size_t>> layer_buckets_;  // per layer: the buckets holding its parameters
   std::vector<int> first_layer_, last_layer_;       // per bucket: the lowest and highest layer reading it
   std::vector<State> state_;                        // per bucket
-  Buffers buf_;                                     // every gather's, the prefetch's included
+  Tensor staging_;                                  // not in place: every gather lands here
+  Tensor ahead_;                                    // where the gather in flight lands
   size_t ahead_bucket_ = 0;                         // the bucket in flight, when one is
   std::unique_ptr<CommWork> ahead_work_;
 };
