@@ -177,7 +177,7 @@ std::vector<int> cut(int pp, Cut how = Cut::kMiddle) {
 std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int dp, int pp, int micro,
                                                PipelineSchedule schedule,
                                                StageTransfers transfers = StageTransfers::kAuto,
-                                               Cut how = Cut::kMiddle) {
+                                               Cut how = Cut::kMiddle, ShardStage shard = ShardStage::kNone) {
   const int world = dp * pp;
   auto comms = make_world(world, "pp-world");
   auto store = make_memory_store(20s);
@@ -205,7 +205,15 @@ std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int d
     if (dp > 1) po.dp = &grid.dp();
     PipelineParallel pipe(config, grid.pp(), *grads, po);
     std::unique_ptr<DataParallel> dpar;
-    if (dp > 1) dpar = std::make_unique<DataParallel>(pipe.solver(), grid.dp(), DataParallelConfig{});
+    DataParallelConfig dc;
+    dc.shard = shard;
+    dc.bucket_mb = shard == ShardStage::kNone ? dc.bucket_mb : 1e-4;  // sharded: a bucket per parameter
+    if (dp > 1) dpar = std::make_unique<DataParallel>(pipe.solver(), grid.dp(), dc);
+    if (dpar && shard != ShardStage::kNone) {
+      EXPECT_NE(dpar->sharded(), nullptr);
+      // One micro-batch: a stage's gradients in slots used in turn; more: a slot per bucket (they add up).
+      EXPECT_EQ(dpar->sharded()->buffers().slots.reuse, shard == ShardStage::kGradients && micro == 1);
+    }
     Losses obs;
     pipe.solver().add_observer(&obs);
     pipe.solver().solve();
@@ -235,6 +243,7 @@ struct EquivCase {
   // kBatched: the GPU pipeline's transfers (pipeline_transfers.h), here over tcp.
   StageTransfers transfers = StageTransfers::kAuto;
   Cut how = Cut::kMiddle;
+  ShardStage shard = ShardStage::kNone;  // along the dp axis
 };
 
 class PipelineEquivalence : public ::testing::TestWithParam<EquivCase> {};
@@ -249,7 +258,7 @@ TEST_P(PipelineEquivalence, TrainsLikeOneProcessWithIterSize) {
   const std::vector<float> want =
       train_reference(make_config(dir, batch * c.dp, c.micro, iters, c.shuffle, dir.file("ref/run")));
   const auto got = train_pipeline(make_config(dir, batch, 1, iters, c.shuffle, dir.file("pp/run")), c.dp, c.pp,
-                                  c.micro, c.schedule, c.transfers, c.how);
+                                  c.micro, c.schedule, c.transfers, c.how, c.shard);
   for (size_t r = 0; r < got.size(); ++r) {
     ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[r][i], want[i], 1e-4) << "rank " << r << " iter " << i;
@@ -258,6 +267,22 @@ TEST_P(PipelineEquivalence, TrainsLikeOneProcessWithIterSize) {
   // The one snapshot loads into the unsplit net, optimizer history included.
   Solver unsplit(make_config(dir, batch * c.dp, c.micro, iters + 1, c.shuffle, dir.file("ref2/run")));
   EXPECT_EQ(unsplit.restore(dir.file("pp/run_iter_5.solverstate.safetensors")).iter, 5);
+  // The history itself is the one process's (sharded: gathered from every dp rank's slices).
+  Solver reference(make_config(dir, batch * c.dp, c.micro, iters + 1, c.shuffle, dir.file("ref2/run")));
+  reference.restore(dir.file("ref/run_iter_5.solverstate.safetensors"));
+  const auto got_history = unsplit.optimizer().state_tensors();
+  const auto want_history = reference.optimizer().state_tensors();
+  ASSERT_EQ(got_history.size(), want_history.size());
+  for (size_t k = 0; k < want_history.size(); ++k) {
+    ASSERT_EQ(got_history[k].first, want_history[k].first);
+    const Tensor& g = got_history[k].second;
+    const Tensor& w = want_history[k].second;
+    ASSERT_EQ(g.numel(), w.numel()) << want_history[k].first;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      EXPECT_NEAR(g.data<float>()[i], w.data<float>()[i], 1e-4 * std::max(1.0f, std::fabs(w.data<float>()[i])))
+          << want_history[k].first << "[" << i << "]";
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -271,12 +296,19 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivCase{1, 3, 5, PipelineSchedule::kOneFOneB, true, StageTransfers::kBatched},
                       EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false, StageTransfers::kBatched},
                       EquivCase{1, 2, 4, PipelineSchedule::kOneFOneB, true, StageTransfers::kAuto, Cut::kDataAlone},
-                      EquivCase{1, 3, 4, PipelineSchedule::kGPipe, true, StageTransfers::kAuto, Cut::kDataAlone}),
+                      EquivCase{1, 3, 4, PipelineSchedule::kGPipe, true, StageTransfers::kAuto, Cut::kDataAlone},
+                      EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false, StageTransfers::kAuto, Cut::kMiddle,
+                                ShardStage::kOptimizer},
+                      EquivCase{2, 2, 3, PipelineSchedule::kGPipe, false, StageTransfers::kAuto, Cut::kMiddle,
+                                ShardStage::kGradients},
+                      EquivCase{2, 2, 1, PipelineSchedule::kOneFOneB, false, StageTransfers::kAuto, Cut::kMiddle,
+                                ShardStage::kGradients}),
     [](const ::testing::TestParamInfo<EquivCase>& i) {
       return "dp" + std::to_string(i.param.dp) + "_pp" + std::to_string(i.param.pp) + "_m" +
              std::to_string(i.param.micro) + "_" + pipeline_schedule_name(i.param.schedule) +
              (i.param.transfers == StageTransfers::kBatched ? "_batched" : "") +
-             (i.param.how == Cut::kDataAlone ? "_data_alone" : "");
+             (i.param.how == Cut::kDataAlone ? "_data_alone" : "") +
+             (i.param.shard == ShardStage::kNone ? "" : std::string("_shard_") + shard_stage_name(i.param.shard));
     });
 
 // ---- plans and errors ----

@@ -11,6 +11,7 @@
 #include "framework/dtype.h"
 #include "framework/error.h"
 #include "framework/hash.h"
+#include "framework/io/checkpoint.h"
 #include "framework/io/wire_format.h"
 #include "framework/solver/optimizer.h"
 #include "framework/cpu/threads.h"
@@ -199,7 +200,13 @@ void DataParallel::gather_parameters() {
 void DataParallel::snapshot_state(SolverState& state) {
   average_buffers();
   gather_parameters();  // rank 0 writes the whole weights
-  if (sharded_) sharded_->gather_history(state);
+  if (sharded_) {
+    sharded_->gather_history(state);
+    // In a grid the history is this tensor-parallel rank's blocks under
+    // whole names: the writer's tp group joins them (every rank of a tp
+    // group has the same dp rank, so all of it takes part or none).
+    if (rank() == 0 && has_split_params(solver_.net())) gather_split_history(solver_.net(), state.history);
+  }
   if (solver_.snapshot_assembler() == nullptr) gather_layer_states(state);
 }
 

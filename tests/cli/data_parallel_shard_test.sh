@@ -127,10 +127,10 @@ make_solver "$dir/stage9.prototxt" 8 0 s9/digits "parallel { data { shard: EVERY
 if launch "$work/s9.txt" --solver "$dir/stage9.prototxt"; then fail "shard: EVERYTHING was accepted"; fi
 grep -q "shard at .*stage9.prototxt:[0-9]*:[0-9]*: shard must be one of" "$work/s9.txt" ||
   { cat "$work/s9.txt"; fail "the solver file's refusal does not name the file and line"; }
-if launch "$work/grid.txt" --solver "$dir/zero.prototxt" --shard OPTIMIZER --pp 2; then
-  fail "--shard with --pp was accepted"
+if launch "$work/grid.txt" --solver "$dir/zero.prototxt" --shard PARAMETERS --pp 2; then
+  fail "--shard PARAMETERS with --pp was accepted"
 fi
-grep -q "shard OPTIMIZER .*with pipeline or tensor parallelism (--pp/--tp) is not built yet" "$work/grid.txt" ||
+grep -q "shard PARAMETERS .*with pipeline or tensor parallelism (--pp/--tp) is not built yet" "$work/grid.txt" ||
   { cat "$work/grid.txt"; fail "the grid refusal does not say what is not built"; }
 if launch "$work/bad.txt" --solver "$dir/zero.prototxt" --shard ALL; then fail "--shard ALL was accepted"; fi
 grep -q -- "--shard: shard must be one of NONE, OPTIMIZER, GRADIENTS, PARAMETERS" "$work/bad.txt" ||

@@ -5,7 +5,8 @@
 #     same final weights (the tp run's weights file holds full tensors, with
 #     the same header as the one-process file), within float tolerance.
 #  2. dp 2 x tp 2 (4 ranks, batch 32 per data-parallel rank) == 1 process
-#     with batch 64.
+#     with batch 64; also sharded along dp (--shard GRADIENTS, OPTIMIZER),
+#     whose snapshots resume unsharded on the same grid to the same weights.
 #  3. A tp 2 snapshot resumes in one process, and a one-process snapshot
 #     resumes on tp 2, both ending with the one-process weights.
 # Usage: tensor_parallel_test.sh STRATA_BINARY SOURCE_DIR
@@ -64,6 +65,23 @@ echo "== dp 2 x tp 2, batch 32 per data-parallel rank"
   { cat "$work/dptp.txt"; fail "dp 2 x tp 2 launch failed"; }
 compare_losses "$dir/single/tp_log.jsonl" "$dir/dptp/tp_log.jsonl" 1e-4
 compare_weights "$want" "$dir/dptp/tp_iter_8.safetensors" 1e-4
+
+echo "== dp 2 x tp 2 sharded along dp (GRADIENTS, OPTIMIZER): the same weights; the snapshot resumes unsharded"
+for stage in GRADIENTS OPTIMIZER; do
+  solver "$dir/dptp_$stage.prototxt" net32.prototxt 8 4 "dptp_$stage/tp"
+  "$strata" launch --nproc 4 -- "$strata" train --solver "$dir/dptp_$stage.prototxt" --tp 2 --shard "$stage" \
+    --bucket-mb 0.01 > "$work/dptp_$stage.txt" 2>&1 || { cat "$work/dptp_$stage.txt"; fail "dp 2 x tp 2 --shard $stage failed"; }
+  grep -q "shard $stage: rank r owns slice r of every bucket" "$work/dptp_$stage.txt" ||
+    { cat "$work/dptp_$stage.txt"; fail "no slicing line with --shard $stage"; }
+  compare_losses "$dir/single/tp_log.jsonl" "$dir/dptp_$stage/tp_log.jsonl" 1e-4
+  compare_weights "$want" "$dir/dptp_$stage/tp_iter_8.safetensors" 1e-4
+  # Resumed unsharded on the same grid (the data order goes on: same ranks).
+  solver "$dir/resume_$stage.prototxt" net32.prototxt 8 0 "resume_$stage/tp"
+  "$strata" launch --nproc 4 -- "$strata" train --solver "$dir/resume_$stage.prototxt" --tp 2 \
+    --snapshot "$dir/dptp_$stage/tp_iter_4.solverstate.safetensors" > "$work/resume_$stage.txt" 2>&1 ||
+    { cat "$work/resume_$stage.txt"; fail "the --shard $stage grid snapshot did not resume unsharded"; }
+  compare_weights "$want" "$dir/resume_$stage/tp_iter_8.safetensors" 1e-4
+done
 
 echo "== the tp 2 snapshot at 4 resumed in one process"
 rm -rf "$dir/resume1"

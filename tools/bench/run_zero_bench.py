@@ -15,10 +15,12 @@ GRADIENTS and PARAMETERS, rounds alternating, and prints per stage:
 Then, as the reference, PyTorch on the same model with torch.distributed
 (gloo, N processes, one thread each): DistributedDataParallel with SGD, and
 with ZeroRedundancyOptimizer (stage 1), their images/s and max RSS
-(tools/bench/torch_zero.py). torch has no CPU FSDP in the Debian build, so
-stage 3 has no PyTorch row.
+(tools/bench/torch_zero.py); with --fsdp-python (a venv of PyPI's torch),
+that torch's DDP and FSDP (fully_shard, stage 3: a unit per layer, and the
+whole model one unit) as well. Debian's torch 1.13 has no CPU FSDP.
 
   /usr/bin/python3 tools/bench/run_zero_bench.py --build build-cpu
+  /usr/bin/python3 tools/bench/run_zero_bench.py --build build-cpu --fsdp-python /work/venv-torch2/bin/python
   /usr/bin/python3 tools/bench/run_zero_bench.py --build build-cpu --smoke   # seconds
 """
 import argparse
@@ -51,9 +53,9 @@ def strata_run(strata, solver, stage, nproc, threads, warmup, batch, timeout, lo
     return ips, mem.get(0), what, max(rss) if rss else None
 
 
-def torch_run(torch_python, model, batch, nproc, iters, warmup, zero, timeout):
+def torch_run(torch_python, model, batch, nproc, iters, warmup, mode, timeout):
     cmd = [torch_python, os.path.join(HERE, "torch_zero.py"), "--model", model, "--batch", str(batch), "--nproc",
-           str(nproc), "--iters", str(iters), "--warmup", str(warmup)] + (["--zero"] if zero else [])
+           str(nproc), "--iters", str(iters), "--warmup", str(warmup)] + mode
     rc, out = pipe.run(cmd, timeout)
     if rc != 0:
         sys.exit("run_zero_bench: torch failed (%s):\n%s" % (" ".join(cmd), out[-3000:]))
@@ -72,6 +74,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="threads per rank")
     ap.add_argument("--bucket-mb", default="", help="strata's bucket size (default: its own, 25 MiB)")
     ap.add_argument("--torch-python", default="/usr/bin/python3", help="'' skips the PyTorch rows")
+    ap.add_argument("--fsdp-python", default="",
+                    help="a Python with torch >= 2.6 (e.g. a venv of PyPI's torch): adds its DDP and FSDP rows")
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--smoke", action="store_true", help="batch 2, 4 iterations, 1 round")
     a = ap.parse_args()
@@ -86,7 +90,16 @@ def main():
         with open(net, "w") as f:
             f.write(pipe.synthetic_net(model, a.batch, "", "", 12))
         results = {s: [] for s in STAGES}
-        torch_rows = {"DDP": [], "ZeroRedundancyOptimizer": []}
+        # (row name, interpreter, torch_zero.py mode flags)
+        torch_runs = []
+        if a.torch_python:
+            torch_runs += [("DDP", a.torch_python, ["--mode", "ddp"]),
+                           ("ZeroRedundancyOptimizer", a.torch_python, ["--mode", "zero"])]
+        if a.fsdp_python:
+            torch_runs += [("DDP ", a.fsdp_python, ["--mode", "ddp"]),
+                           ("FSDP (a unit per layer)", a.fsdp_python, ["--mode", "fsdp", "--fsdp-units", "layer"]),
+                           ("FSDP (one unit)", a.fsdp_python, ["--mode", "fsdp", "--fsdp-units", "model"])]
+        torch_rows = {name: [] for name, _, _ in torch_runs}
         for r in range(a.rounds):
             for stage in STAGES:
                 prefix = os.path.join(work, "%s_%s_%d" % (model, stage, r))
@@ -97,10 +110,9 @@ def main():
                         f.write("parallel { data { bucket_mb: %s } }\n" % a.bucket_mb)
                 results[stage].append(strata_run(strata, solver, stage, a.nproc, a.threads, a.warmup, a.batch,
                                                  a.timeout, prefix + "_log.jsonl"))
-            if a.torch_python:
-                for name, zero in (("DDP", False), ("ZeroRedundancyOptimizer", True)):
-                    torch_rows[name].append(torch_run(a.torch_python, model, a.batch, a.nproc, a.iters, a.warmup,
-                                                      zero, a.timeout))
+            for name, python, mode in torch_runs:
+                torch_rows[name].append(torch_run(python, model, a.batch, a.nproc, a.iters, a.warmup, mode,
+                                                  a.timeout))
         print("\n%s, %d ranks, batch %d per rank, %d thread(s) per rank, shm, %d rounds (medians)\n"
               % (model, a.nproc, a.batch, a.threads, a.rounds))
         print("| run | images/s | rank 0 holds (start line) | rank 0 tensor peak / at the end (MiB) | rank 0 max RSS (MiB) |")
@@ -114,7 +126,7 @@ def main():
             print("| strata --shard %s | %.1f | %s | %.1f / %.1f | %.0f |" % (stage, ips, rows[-1][2], peak, end, rss))
         for name, rows in torch_rows.items():
             if rows:
-                print("| PyTorch %s %s | %.1f | | | %.0f |" % (rows[-1]["torch"], name,
+                print("| PyTorch %s %s | %.1f | | | %.0f |" % (rows[-1]["torch"], name.strip(),
                                                              statistics.median([x["images_per_s"] for x in rows]),
                                                              statistics.median([x["max_rss_mib"] for x in rows])))
 
