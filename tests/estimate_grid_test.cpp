@@ -364,16 +364,40 @@ TEST(EstimateGrid, ShardStagesMemoryAndCommunication) {
   EXPECT_EQ(layout_name(three), "dp 4 x pp 1 x tp 1, shard PARAMETERS");
   EXPECT_EQ(layout_name(none), "dp 4 x pp 1 x tp 1");
 
-  // Ranked with every stage: the stages apply to dp 4 x pp 1 only (pp 2 and 4 stay plain).
+  // Ranked with every stage: OPTIMIZER and GRADIENTS on every layout with
+  // dp > 1 (dp 4 and dp 2 x pp 2), PARAMETERS on dp 4 alone, pp 4 plain.
   o.shards = {parallel::ShardStage::kNone, parallel::ShardStage::kOptimizer, parallel::ShardStage::kGradients,
               parallel::ShardStage::kParameters};
   const GridRanking r = rank_grid(p, 4, test_link(), o, 0);
-  EXPECT_EQ(r.fitting.size(), grid_layouts(p, 4).size() + 3);
+  EXPECT_EQ(r.fitting.size(), grid_layouts(p, 4).size() + 3 + 2);
   for (const GridEstimate& g : r.fitting) {
-    if (g.shard != parallel::ShardStage::kNone) {
+    if (g.shard == parallel::ShardStage::kParameters) {
       EXPECT_EQ(g.shape.str(), "dp 4 x pp 1 x tp 1");
     }
+    if (g.shard != parallel::ShardStage::kNone) {
+      EXPECT_GT(g.shape.dp, 1) << layout_name(g);
+    }
   }
+  // dp 2 x pp 2 (8 micro-batches): each stage sliced over its dp group of
+  // 2. Stage 0 holds L0 and L1 (300 bytes of weights, 300 of gradients),
+  // stage 1 L2 and L3 (300 of weights, 200 of gradients). The micro-batches'
+  // gradients add up, so GRADIENTS keeps every bucket as OPTIMIZER does.
+  const GridShape g22{2, 2, 1};
+  const GridEstimate plain22 = grid_step(p, g22, test_link(), o);
+  const GridEstimate opt22 = grid_step(p, g22, test_link(), o, parallel::ShardStage::kOptimizer);
+  const GridEstimate grad22 = grid_step(p, g22, test_link(), o, parallel::ShardStage::kGradients);
+  EXPECT_EQ(plain22.memory.stage, opt22.memory.stage);
+  const double stage_grads = plain22.memory.stage == 0 ? 300 : 200;
+  EXPECT_DOUBLE_EQ(opt22.memory.optimizer, plain22.memory.optimizer / 2);
+  EXPECT_DOUBLE_EQ(opt22.memory.gradients, plain22.memory.gradients + stage_grads / 2);
+  EXPECT_DOUBLE_EQ(opt22.memory.weights, plain22.memory.weights + stage_grads / 2);
+  EXPECT_DOUBLE_EQ(grad22.memory.gradients, opt22.memory.gradients);
+  // Nothing hides this pipeline's exchange after its last micro-batch: an
+  // allreduce, or a reduce-scatter and the weights' allgather of the same bytes.
+  EXPECT_NEAR(opt22.step.step, plain22.step.step, 1e-12);
+  EXPECT_NEAR(opt22.step.communication, plain22.step.communication, 1e-12);
+  EXPECT_THROW(grid_step(p, g22, test_link(), o, parallel::ShardStage::kParameters), Error);
+
   // PARAMETERS' own total per device: only it fits among the dp-only layouts.
   const GridRanking tight = rank_grid(p, 4, test_link(), o, 100 + 125 + 300 + (500 + 125) + 125 + three.memory.activations);
   bool three_fits = false;

@@ -62,8 +62,8 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
                        const GridOptions& options, parallel::ShardStage shard) {
   STRATA_CHECK(shape.dp >= 1 && shape.pp >= 1 && shape.tp >= 1, "bad grid ", shape.str());
   const bool sharded = shard != parallel::ShardStage::kNone;
-  STRATA_CHECK(!sharded || (shape.pp == 1 && shape.tp == 1), "sharding applies to dp-only layouts, not ",
-               shape.str());
+  STRATA_CHECK(shard != parallel::ShardStage::kParameters || (shape.pp == 1 && shape.tp == 1),
+               "shard PARAMETERS applies to dp-only layouts, not ", shape.str());
   GridEstimate g;
   g.shape = shape;
   g.shard = shard;
@@ -80,36 +80,49 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
   double weight_gathers = 0.0;       // sharded: the weights' allgathers' exposed time, per step
   double weight_gathers_busy = 0.0;  // and their time on the wire
   if (sharded && shape.dp > 1) {
+    // Each stage (this tp rank's part of it) is sliced over its dp group;
+    // the device that needs the most decides, the slowest gather shows.
     const double n = shape.dp;
-    g.memory.optimizer /= n;
-    double weight_bytes = 0.0, largest_layer = 0.0;
-    for (const LayerProfile& l : rank.layers) {
-      weight_bytes += l.grad_bytes;  // the updated weights: what the buckets slice
-      largest_layer = std::max(largest_layer, l.param_bytes);
-    }
-    // The gradients as the runtime keeps them (parallel/data_parallel/
-    // gradient_slots.h): bucket slots (every bucket's with OPTIMIZER; with
-    // GRADIENTS and PARAMETERS two used in turn, each as large as the largest
-    // bucket it serves) and the reduced slice; but for PARAMETERS, the
-    // slice's weights that the optimizer updates beside the whole ones.
-    double slots = weight_bytes;
-    if (shard != parallel::ShardStage::kOptimizer) {
-      double turn[2] = {0.0, 0.0};
-      const std::vector<GradientBucket> buckets = gradient_buckets(rank, options.data.bucket_bytes);
-      for (size_t b = 0; b < buckets.size(); ++b) turn[b % 2] = std::max(turn[b % 2], buckets[b].bytes);
-      slots = std::min(weight_bytes, turn[0] + turn[1]);
-    }
-    g.memory.gradients = g.memory.gradients - weight_bytes + slots + weight_bytes / n;
-    if (shard != parallel::ShardStage::kParameters) g.memory.weights += weight_bytes / n;
-    const double gather = ring_allgather_seconds(shape.dp, weight_bytes, links.dp);
-    if (shard == parallel::ShardStage::kParameters) {
-      // Prefetched behind the compute of each pass; what does not fit shows.
-      weight_gathers_busy = 2.0 * gather;
-      weight_gathers = std::max(0.0, gather - rank.forward_seconds()) + std::max(0.0, gather - rank.backward_seconds());
-      g.memory.weights = g.memory.weights - weight_bytes + weight_bytes / n + largest_layer;
-    } else {
-      weight_gathers_busy = gather;
-      weight_gathers = gather;  // after the update: nothing to hide behind
+    for (int s = 0; s < shape.pp; ++s) {
+      StepProfile part;
+      part.batch = rank.batch;
+      for (size_t i = 0; i < rank.layers.size(); ++i) {
+        if (stage_of[i] == s) part.layers.push_back(rank.layers[i]);
+      }
+      DeviceMemory mem = stage_memory(rank, stage_of, s, m, options.memory);
+      mem.optimizer /= n;
+      double weight_bytes = 0.0, largest_layer = 0.0;
+      for (const LayerProfile& l : part.layers) {
+        weight_bytes += l.grad_bytes;  // the updated weights: what the buckets slice
+        largest_layer = std::max(largest_layer, l.param_bytes);
+      }
+      // The gradients as the runtime keeps them (parallel/data_parallel/
+      // gradient_slots.h): bucket slots (every bucket's with OPTIMIZER, and
+      // with several micro-batches, whose gradients add up; else two used
+      // in turn, each as large as the largest bucket it serves) and the
+      // reduced slice; but for PARAMETERS, the slice's weights that the
+      // optimizer updates beside the whole ones.
+      double slots = weight_bytes;
+      if (shard != parallel::ShardStage::kOptimizer && m == 1) {
+        double turn[2] = {0.0, 0.0};
+        const std::vector<GradientBucket> buckets = gradient_buckets(part, options.data.bucket_bytes);
+        for (size_t b = 0; b < buckets.size(); ++b) turn[b % 2] = std::max(turn[b % 2], buckets[b].bytes);
+        slots = std::min(weight_bytes, turn[0] + turn[1]);
+      }
+      mem.gradients = mem.gradients - weight_bytes + slots + weight_bytes / n;
+      const double gather = ring_allgather_seconds(shape.dp, weight_bytes, links.dp);
+      if (shard == parallel::ShardStage::kParameters) {
+        // Prefetched behind the compute of each pass; what does not fit shows.
+        weight_gathers_busy = std::max(weight_gathers_busy, 2.0 * gather);
+        weight_gathers = std::max(weight_gathers, std::max(0.0, gather - rank.forward_seconds()) +
+                                                      std::max(0.0, gather - rank.backward_seconds()));
+        mem.weights = mem.weights - weight_bytes + weight_bytes / n + largest_layer;
+      } else {
+        mem.weights += weight_bytes / n;
+        weight_gathers_busy = std::max(weight_gathers_busy, gather);
+        weight_gathers = std::max(weight_gathers, gather);  // after the update: nothing to hide behind
+      }
+      if (s == 0 || mem.total() > g.memory.total()) g.memory = mem;
     }
   }
 
@@ -154,7 +167,9 @@ GridRanking rank_grid(const StepProfile& profile, int workers, const Link& link,
   for (const parallel::GridShape& shape : grid_layouts(profile, workers)) {
     for (const parallel::ShardStage shard : options.shards) {
       const bool sharded = shard != parallel::ShardStage::kNone;
-      if (sharded && !(shape.dp > 1 && shape.pp == 1 && shape.tp == 1)) continue;
+      // Sharding slices over the dp axis; PARAMETERS only on dp-only layouts (as the runtime).
+      if (sharded && shape.dp == 1) continue;
+      if (shard == parallel::ShardStage::kParameters && (shape.pp > 1 || shape.tp > 1)) continue;
       const GridEstimate g = grid_step(profile, shape, link, options, shard);
       if (!g.step.feasible) continue;  // grid_layouts already keeps pp <= layers
       const bool fits = memory_per_device <= 0 || g.memory.total() <= memory_per_device;

@@ -39,15 +39,18 @@
 // the rank profile. Layouts are ranked by throughput; those that need more
 // than the memory per device do not fit.
 //
-// Sharded data parallel (options.shards; strata shards plain data parallel
-// only, so dp x 1 x 1 layouts with dp > 1), as parallel/data_parallel/
-// does it: the buckets are reduce-scattered instead of allreduced, and
-//   OPTIMIZER   each rank keeps 1/dp of the optimizer state; after the
-//               update one allgather of the weights (not overlapped)
-//   GRADIENTS   as OPTIMIZER (strata keeps each parameter's own gradient
-//               whole in the net, so the gradients do not shrink; the
-//               saving is the wire buffers, not counted here)
-//   PARAMETERS  also 1/dp of the weights, plus the largest layer's whole
+// Sharded data parallel (options.shards: layouts with dp > 1, each stage
+// sliced over its dp group; PARAMETERS on dp x 1 x 1 only), as
+// parallel/data_parallel/ does it: the buckets are reduce-scattered instead
+// of allreduced, the device of the stage that needs the most decides, and
+//   OPTIMIZER   each rank keeps 1/dp of the optimizer state, the reduced
+//               slice of the gradients beside their whole buckets, and the
+//               slice's weights beside the whole ones; after the update
+//               one allgather of the weights (not overlapped)
+//   GRADIENTS   as OPTIMIZER, the gradients in two bucket slots used in
+//               turn (with several micro-batches, which add up, a slot per
+//               bucket as OPTIMIZER)
+//   PARAMETERS  the gradients as GRADIENTS; 1/dp of the weights, plus the largest layer's whole
 //               weights gathered while it runs; no allgather after the
 //               update, one in forward and one in backward, each gathered
 //               a bucket ahead while the layers compute: hidden up to the
@@ -70,7 +73,7 @@ struct GridOptions {
   DataParallelOptions data;  // bucket size, algorithm, overlap, wire bytes of the dp allreduce
   int micro_batches = 8;     // when pp > 1
   MemoryOptions memory;
-  // The shard stages each dp-only layout is ranked with (NONE: plain).
+  // The shard stages each layout with dp > 1 is ranked with (NONE: plain; PARAMETERS: dp-only layouts).
   std::vector<parallel::ShardStage> shards = {parallel::ShardStage::kNone};
 };
 
