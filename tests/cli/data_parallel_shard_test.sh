@@ -11,8 +11,10 @@
 #     sharding resumes without it (and one written without it resumes with
 #     it) to the same weights as the run that never stopped;
 #  4. one process with --shard trains and notes that it holds everything;
-#  5. refusals: an unknown stage (from the flag and from the solver file,
-#     naming file and line), sharding with --pp.
+#  5. a rank killed mid-training under PARAMETERS (a gather before every
+#     layer): rank 0 ends with an error naming rank 1, within the timeout;
+#  6. refusals: an unknown stage (from the flag and from the solver file,
+#     naming file and line), PARAMETERS with --pp.
 # Every launch runs under STRATA_TIMEOUT_S and `timeout`, so nothing waits forever.
 # Usage: data_parallel_shard_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -121,6 +123,39 @@ launch "$work/r3.txt" --solver "$dir/resume3.prototxt" --shard PARAMETERS \
   --snapshot "$dir/phalf/digits_iter_4.solverstate.safetensors" ||
   { cat "$work/r3.txt"; fail "resuming a plain snapshot with shard PARAMETERS failed"; }
 compare_weights "$want" "$dir/r3/digits_iter_8.safetensors" 0
+
+echo "== shard PARAMETERS: rank 1 killed mid-training (gathers before every layer)"
+make_solver "$dir/long.prototxt" 1000000 0 long/digits
+sed -i -e 's|^test_interval:.*|test_interval: 0|' -e 's|^display:.*|display: 20|' "$dir/long.prototxt"
+# The ranks ignore the launcher's SIGTERM, so that rank 0 shows its own
+# reaction to the dead peer (as cli.data_parallel does).
+"$strata" launch --nproc 2 --timeout 10 -- bash -c 'trap "" TERM; exec "$0" "$@"' \
+  "$strata" train --solver "$dir/long.prototxt" --threads 1 --shard PARAMETERS --bucket-mb 0.01 \
+  > "$work/long.txt" 2>&1 &
+bg_pid=$!
+for _ in $(seq 300); do  # until it trains
+  grep -q "^\[rank 0\] iter 20/" "$work/long.txt" 2>/dev/null && break
+  kill -0 "$bg_pid" 2>/dev/null || { cat "$work/long.txt"; fail "the run ended early"; }
+  sleep 0.1
+done
+grep -q "^\[rank 0\] iter 20/" "$work/long.txt" || { cat "$work/long.txt"; fail "no progress after 30 s"; }
+rank1=""
+for child in $(pgrep -P "$bg_pid"); do
+  if tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qx 'STRATA_RANK=1'; then rank1=$child; fi
+done
+[ -n "$rank1" ] || fail "cannot find rank 1 among the launcher's children"
+kill -9 "$rank1"
+for _ in $(seq 250); do
+  kill -0 "$bg_pid" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$bg_pid" 2>/dev/null; then cat "$work/long.txt"; fail "still running 25 s after rank 1 died"; fi
+status=0
+wait "$bg_pid" || status=$?
+bg_pid=""
+[ "$status" -ne 0 ] || { cat "$work/long.txt"; fail "exit status 0 after a rank died"; }
+grep -E '^\[rank 0\] strata train: error: .*rank 1' "$work/long.txt" ||
+  { cat "$work/long.txt"; fail "rank 0 did not report an error naming rank 1"; }
 
 echo "== refusals"
 make_solver "$dir/stage9.prototxt" 8 0 s9/digits "parallel { data { shard: EVERYTHING } }"
