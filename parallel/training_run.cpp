@@ -438,11 +438,11 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
                 "train ...); training in this one process\n");
   }
   const bool model_parallel = options.model.pipeline.stages > 1 || options.model.tensor_size > 1;
-  if (options.data.shard == ShardStage::kParameters && model_parallel) {
+  if (options.data.shard == ShardStage::kParameters && options.model.pipeline.stages > 1) {
     // Its gathers hook the stage's one net; a pipeline runs micro-batches on copies of it.
-    fail<ConfigError>("shard PARAMETERS (--shard or parallel { data { shard } }) with pipeline or tensor "
-                      "parallelism (--pp/--tp) is not built yet; along the dp axis of a grid use shard OPTIMIZER "
-                      "or GRADIENTS, or drop --pp/--tp");
+    fail<ConfigError>("shard PARAMETERS (--shard or parallel { data { shard } }) with pipeline parallelism "
+                      "(--pp) is not built yet; along the dp axis of a pipeline use shard OPTIMIZER or "
+                      "GRADIENTS (PARAMETERS works with --tp alone), or drop --pp");
   }
   if (env.distributed() && !options.device.is_cpu() && model_parallel) check_gpu_model_parallel(options);
   // 1. With a GPU, backend auto is nccl (when built with it): the gradients

@@ -397,6 +397,15 @@ TEST(EstimateGrid, ShardStagesMemoryAndCommunication) {
   EXPECT_NEAR(opt22.step.step, plain22.step.step, 1e-12);
   EXPECT_NEAR(opt22.step.communication, plain22.step.communication, 1e-12);
   EXPECT_THROW(grid_step(p, g22, test_link(), o, parallel::ShardStage::kParameters), Error);
+  // With tensor parallelism alone PARAMETERS slices each tp rank's weights over its dp group.
+  const GridShape g2t2{2, 1, 2};
+  const GridEstimate plain2t2 = grid_step(four_split_layers(), g2t2, test_link(), o);
+  const GridEstimate three2t2 = grid_step(four_split_layers(), g2t2, test_link(), o, parallel::ShardStage::kParameters);
+  // A tp rank holds L0 100, L1 100 (of 200), L2 150 (of 300) bytes of
+  // weights; 300 of them updated: half of those, plus L2's gathered whole.
+  EXPECT_DOUBLE_EQ(plain2t2.memory.weights, 350);
+  EXPECT_DOUBLE_EQ(three2t2.memory.weights, 350 - 300 + 150 + 150);
+  EXPECT_DOUBLE_EQ(three2t2.memory.optimizer, plain2t2.memory.optimizer / 2);
 
   // PARAMETERS' own total per device: only it fits among the dp-only layouts.
   const GridRanking tight = rank_grid(p, 4, test_link(), o, 100 + 125 + 300 + (500 + 125) + 125 + three.memory.activations);

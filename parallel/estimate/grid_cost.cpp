@@ -62,8 +62,8 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
                        const GridOptions& options, parallel::ShardStage shard) {
   STRATA_CHECK(shape.dp >= 1 && shape.pp >= 1 && shape.tp >= 1, "bad grid ", shape.str());
   const bool sharded = shard != parallel::ShardStage::kNone;
-  STRATA_CHECK(shard != parallel::ShardStage::kParameters || (shape.pp == 1 && shape.tp == 1),
-               "shard PARAMETERS applies to dp-only layouts, not ", shape.str());
+  STRATA_CHECK(shard != parallel::ShardStage::kParameters || shape.pp == 1,
+               "shard PARAMETERS applies to layouts without a pipeline, not ", shape.str());
   GridEstimate g;
   g.shape = shape;
   g.shard = shard;
@@ -167,9 +167,9 @@ GridRanking rank_grid(const StepProfile& profile, int workers, const Link& link,
   for (const parallel::GridShape& shape : grid_layouts(profile, workers)) {
     for (const parallel::ShardStage shard : options.shards) {
       const bool sharded = shard != parallel::ShardStage::kNone;
-      // Sharding slices over the dp axis; PARAMETERS only on dp-only layouts (as the runtime).
+      // Sharding slices over the dp axis; PARAMETERS not under a pipeline (as the runtime).
       if (sharded && shape.dp == 1) continue;
-      if (shard == parallel::ShardStage::kParameters && (shape.pp > 1 || shape.tp > 1)) continue;
+      if (shard == parallel::ShardStage::kParameters && shape.pp > 1) continue;
       const GridEstimate g = grid_step(profile, shape, link, options, shard);
       if (!g.step.feasible) continue;  // grid_layouts already keeps pp <= layers
       const bool fits = memory_per_device <= 0 || g.memory.total() <= memory_per_device;

@@ -40,7 +40,7 @@
 // than the memory per device do not fit.
 //
 // Sharded data parallel (options.shards: layouts with dp > 1, each stage
-// sliced over its dp group; PARAMETERS on dp x 1 x 1 only), as
+// sliced over its dp group; PARAMETERS on layouts with pp 1 only), as
 // parallel/data_parallel/ does it: the buckets are reduce-scattered instead
 // of allreduced, the device of the stage that needs the most decides, and
 //   OPTIMIZER   each rank keeps 1/dp of the optimizer state, the reduced
@@ -73,7 +73,7 @@ struct GridOptions {
   DataParallelOptions data;  // bucket size, algorithm, overlap, wire bytes of the dp allreduce
   int micro_batches = 8;     // when pp > 1
   MemoryOptions memory;
-  // The shard stages each layout with dp > 1 is ranked with (NONE: plain; PARAMETERS: dp-only layouts).
+  // The shard stages each layout with dp > 1 is ranked with (NONE: plain; PARAMETERS: pp 1 only).
   std::vector<parallel::ShardStage> shards = {parallel::ShardStage::kNone};
 };
 

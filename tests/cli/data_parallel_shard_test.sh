@@ -165,7 +165,7 @@ grep -q "shard at .*stage9.prototxt:[0-9]*:[0-9]*: shard must be one of" "$work/
 if launch "$work/grid.txt" --solver "$dir/zero.prototxt" --shard PARAMETERS --pp 2; then
   fail "--shard PARAMETERS with --pp was accepted"
 fi
-grep -q "shard PARAMETERS .*with pipeline or tensor parallelism (--pp/--tp) is not built yet" "$work/grid.txt" ||
+grep -q "shard PARAMETERS .*with pipeline parallelism (--pp) is not built yet" "$work/grid.txt" ||
   { cat "$work/grid.txt"; fail "the grid refusal does not say what is not built"; }
 if launch "$work/bad.txt" --solver "$dir/zero.prototxt" --shard ALL; then fail "--shard ALL was accepted"; fi
 grep -q -- "--shard: shard must be one of NONE, OPTIMIZER, GRADIENTS, PARAMETERS" "$work/bad.txt" ||

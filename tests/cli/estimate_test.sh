@@ -304,7 +304,7 @@ if "$strata" estimate --times "$work/tp_times.csv" --workers 8 --grid --link 10g
 else
   fail "strata estimate --grid --gpus-per-node failed: $(cat "$work/err.txt")"
 fi
-# --shard all: the layouts with dp > 1 once per stage (PARAMETERS: dp-only), in a shard column; every
+# --shard all: the layouts with dp > 1 once per stage (PARAMETERS: pp 1 only), in a shard column; every
 # stage keeps a quarter of the optimizer state; OPTIMIZER keeps its slice's
 # weights beside the whole ones, PARAMETERS the slice instead.
 if "$strata" estimate --times "$work/times.csv" --workers 4 --grid --shard all > "$work/grid_shard.txt" 2> "$work/err.txt"; then
@@ -323,7 +323,7 @@ for f in (one, three):
     assert abs(float(f[10]) - float(none[10]) / 4) <= 0.011, (none, f)
 assert abs(float(one[8]) - float(none[8]) * 1.25) <= 0.011 and float(three[8]) < float(none[8]), (none, one, three)
 PY
-  grep -q "^sharded data parallel (NONE, OPTIMIZER, GRADIENTS, PARAMETERS) ranked on the layouts with dp > 1 (PARAMETERS: dp-only)" \
+  grep -q "^sharded data parallel (NONE, OPTIMIZER, GRADIENTS, PARAMETERS) ranked on the layouts with dp > 1 (PARAMETERS: pp 1 only)" \
     "$work/grid_shard.txt" || fail "no line saying how the shard stages are ranked"
 else
   fail "strata estimate --grid --shard all failed: $(cat "$work/err.txt")"

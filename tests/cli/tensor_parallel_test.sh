@@ -5,7 +5,8 @@
 #     same final weights (the tp run's weights file holds full tensors, with
 #     the same header as the one-process file), within float tolerance.
 #  2. dp 2 x tp 2 (4 ranks, batch 32 per data-parallel rank) == 1 process
-#     with batch 64; also sharded along dp (--shard GRADIENTS, OPTIMIZER),
+#     with batch 64; also sharded along dp (--shard GRADIENTS, OPTIMIZER,
+#     PARAMETERS),
 #     whose snapshots resume unsharded on the same grid to the same weights.
 #  3. A tp 2 snapshot resumes in one process, and a one-process snapshot
 #     resumes on tp 2, both ending with the one-process weights.
@@ -66,8 +67,8 @@ echo "== dp 2 x tp 2, batch 32 per data-parallel rank"
 compare_losses "$dir/single/tp_log.jsonl" "$dir/dptp/tp_log.jsonl" 1e-4
 compare_weights "$want" "$dir/dptp/tp_iter_8.safetensors" 1e-4
 
-echo "== dp 2 x tp 2 sharded along dp (GRADIENTS, OPTIMIZER): the same weights; the snapshot resumes unsharded"
-for stage in GRADIENTS OPTIMIZER; do
+echo "== dp 2 x tp 2 sharded along dp (GRADIENTS, OPTIMIZER, PARAMETERS): the same weights; the snapshot resumes unsharded"
+for stage in GRADIENTS OPTIMIZER PARAMETERS; do
   solver "$dir/dptp_$stage.prototxt" net32.prototxt 8 4 "dptp_$stage/tp"
   "$strata" launch --nproc 4 -- "$strata" train --solver "$dir/dptp_$stage.prototxt" --tp 2 --shard "$stage" \
     --bucket-mb 0.01 > "$work/dptp_$stage.txt" 2>&1 || { cat "$work/dptp_$stage.txt"; fail "dp 2 x tp 2 --shard $stage failed"; }
