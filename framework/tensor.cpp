@@ -1,5 +1,7 @@
 #include "framework/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -58,6 +60,54 @@ void aligned_free(void* p) { std::free(p); }
 
 namespace {
 
+// Host tensors of at least this many bytes are mapped from the kernel and
+// unmapped when freed. malloc would map them too, but after the first such
+// free it raises its mapping threshold and serves later ones from its heap,
+// which keeps what was freed resident: sharded data parallel's gathers
+// (a bucket's weights allocated and freed at every pass) then grew the
+// resident set by several buckets. Mapped pages come zeroed, so they need
+// no memset either. Not under AddressSanitizer, which checks malloc's blocks.
+constexpr size_t kMapAtLeast = size_t{1} << 20;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kMapLarge = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kMapLarge = false;
+#else
+constexpr bool kMapLarge = true;
+#endif
+#else
+constexpr bool kMapLarge = true;
+#endif
+
+bool mapped(size_t bytes) { return kMapLarge && bytes >= kMapAtLeast; }
+
+void* host_alloc_zeroed(size_t bytes) {
+  if (!mapped(bytes)) {
+    void* p = aligned_alloc_bytes(bytes);
+    if (p) std::memset(p, 0, bytes);
+    return p;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    fail<OutOfMemoryError>("out of CPU memory: could not map ", format_bytes(bytes), " (", bytes,
+                           " bytes); reduce batch_size or the model's size, or free memory on this machine");
+  }
+  return p;
+}
+
+void host_free(void* p, size_t bytes) {
+  if (mapped(bytes)) {
+    munmap(p, bytes);
+  } else {
+    aligned_free(p);
+  }
+}
+
+}  // namespace
+
+namespace {
+
 // Allocations at least this large are first compared with what the machine
 // can give: memset touches every page, so one that cannot fit would only
 // push the machine into swap or the OOM killer before failing.
@@ -91,8 +141,7 @@ void* Storage::allocate() const {
 #endif
       } else {
         check_fits_machine(bytes_);
-        p = aligned_alloc_bytes(bytes_);
-        if (p) std::memset(p, 0, bytes_);
+        p = host_alloc_zeroed(bytes_);
       }
     } catch (...) {
       memory_cap_release(bytes_);
@@ -113,7 +162,7 @@ Storage::~Storage() {
     return;
   }
 #endif
-  aligned_free(p);
+  host_free(p, bytes_);
 }
 
 std::string shape_str(const Shape& s) {
