@@ -13,8 +13,9 @@ one thread each, SGD with momentum 0.9, as one of
                 (--fsdp-units model). Needs torch >= 2.6 (PyPI's; Debian's
                 1.13 has no CPU FSDP).
 Models: cifar_vgg, lenet, mlp (tools/bench/torch_train_throughput.py) and
-vit_ti16 (ViT-Ti/16 as models/vit_ti16: D 192, 3 heads, MLP 768, 12
-pre-norm blocks, 224x224, 1000 classes). Rank 0 prints one JSON line:
+vit_ti16 (ViT-Ti/16 as models/vit_ti16/finetune.prototxt, which
+run_zero_bench.py trains: D 192, 3 heads, MLP 768, 12 pre-norm blocks,
+224x224, a head of 10 classes). Rank 0 prints one JSON line:
 {"torch", "mode", "images_per_s" (after the warm-up iterations, over all
 ranks), "max_rss_mib" (rank 0's)}."""
 import argparse
@@ -38,7 +39,7 @@ class VitTi16(nn.Module):
     """ViT-Ti/16 (models/vit_ti16): patch embedding, class token, learned
     positions, 12 pre-norm encoder blocks (GELU MLP), final LayerNorm, head."""
 
-    def __init__(self, dim=192, heads=3, mlp=768, blocks=12, classes=1000):
+    def __init__(self, dim=192, heads=3, mlp=768, blocks=12, classes=10):
         super().__init__()
         self.patch = nn.Conv2d(3, dim, 16, 16)
         self.cls = nn.Parameter(torch.zeros(1, 1, dim))
