@@ -271,6 +271,10 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
   // 5. Data parallelism over the replicas (the grid's dp axis).
   solver.set_stop_flag(options.stop);
   Communicator* dp_comm = mp.active() ? (mp.dp_comm()->world_size() > 1 ? mp.dp_comm() : nullptr) : world.get();
+  if (mp.active() && !dp_comm && options.data.shard != ShardStage::kNone && lead) {
+    std::printf("note: shard %s slices state over data-parallel ranks; this grid has one (dp 1), which holds "
+                "everything (more ranks than --pp x --tp make a dp axis)\n", shard_stage_name(options.data.shard));
+  }
   // Before the strategies that talk to other ranks: it times this rank's passes alone.
   std::unique_ptr<Slowdown> slowdown;
   if (options.slowdown > 1.0) slowdown = std::make_unique<Slowdown>(solver, options.slowdown);
@@ -285,6 +289,7 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
     }
   } else if (dp_comm) {
     dp = std::make_unique<DataParallel>(solver, *dp_comm, options.data);
+    if (mp.pipe) dp->add_stage_nets(mp.pipe->stage_nets());  // its micro-batches' copies gather too
     if (lead) {
       const std::string transport = communicator_transport_name(*dp_comm);
       std::printf("data parallel: %d ranks, %s backend%s, %s, %zu gradient bucket%s\n", dp_comm->world_size(),
@@ -438,12 +443,6 @@ SolveResult run_training(const SolverConfig& config, const TrainingRunOptions& o
                 "train ...); training in this one process\n");
   }
   const bool model_parallel = options.model.pipeline.stages > 1 || options.model.tensor_size > 1;
-  if (options.data.shard == ShardStage::kParameters && options.model.pipeline.stages > 1) {
-    // Its gathers hook the stage's one net; a pipeline runs micro-batches on copies of it.
-    fail<ConfigError>("shard PARAMETERS (--shard or parallel { data { shard } }) with pipeline parallelism "
-                      "(--pp) is not built yet; along the dp axis of a pipeline use shard OPTIMIZER or "
-                      "GRADIENTS (PARAMETERS works with --tp alone), or drop --pp");
-  }
   if (env.distributed() && !options.device.is_cpu() && model_parallel) check_gpu_model_parallel(options);
   // 1. With a GPU, backend auto is nccl (when built with it): the gradients
   // are reduced on the device; tcp and mpi stage them through host memory.

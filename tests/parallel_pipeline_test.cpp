@@ -209,10 +209,11 @@ std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int d
     dc.shard = shard;
     dc.bucket_mb = shard == ShardStage::kNone ? dc.bucket_mb : 1e-4;  // sharded: a bucket per parameter
     if (dp > 1) dpar = std::make_unique<DataParallel>(pipe.solver(), grid.dp(), dc);
+    if (dpar) dpar->add_stage_nets(pipe.stage_nets());  // PARAMETERS: the micro-batches' copies gather too
     if (dpar && shard != ShardStage::kNone) {
       EXPECT_NE(dpar->sharded(), nullptr);
       // One micro-batch: a stage's gradients in slots used in turn; more: a slot per bucket (they add up).
-      EXPECT_EQ(dpar->sharded()->buffers().slots.reuse, shard == ShardStage::kGradients && micro == 1);
+      EXPECT_EQ(dpar->sharded()->buffers().slots.reuse, shard != ShardStage::kOptimizer && micro == 1);
     }
     Losses obs;
     pipe.solver().add_observer(&obs);
@@ -302,7 +303,13 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivCase{2, 2, 3, PipelineSchedule::kGPipe, false, StageTransfers::kAuto, Cut::kMiddle,
                                 ShardStage::kGradients},
                       EquivCase{2, 2, 1, PipelineSchedule::kOneFOneB, false, StageTransfers::kAuto, Cut::kMiddle,
-                                ShardStage::kGradients}),
+                                ShardStage::kGradients},
+                      EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false, StageTransfers::kAuto, Cut::kMiddle,
+                                ShardStage::kParameters},
+                      EquivCase{2, 2, 3, PipelineSchedule::kGPipe, false, StageTransfers::kAuto, Cut::kMiddle,
+                                ShardStage::kParameters},
+                      EquivCase{2, 2, 1, PipelineSchedule::kOneFOneB, false, StageTransfers::kAuto, Cut::kMiddle,
+                                ShardStage::kParameters}),
     [](const ::testing::TestParamInfo<EquivCase>& i) {
       return "dp" + std::to_string(i.param.dp) + "_pp" + std::to_string(i.param.pp) + "_m" +
              std::to_string(i.param.micro) + "_" + pipeline_schedule_name(i.param.schedule) +

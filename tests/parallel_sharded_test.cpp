@@ -755,20 +755,25 @@ TEST_F(ShardedTraining, MemoryInUseFollowsTheFormula) {
       }
       return memory_in_use();
     };
-    size_t plain_formula = 0;
-    const size_t plain = run(ShardStage::kNone, &plain_formula);
     // Plain data parallel's flat gradient buffer puts each of fc2.weight 60,
     // fc2.bias 4, fc1.weight 120, fc1.bias 15 at a 64-value boundary: 320
     // values where the formula counts 199.
     const int64_t plain_padding = static_cast<int64_t>(world) * (320 - 199) * 4;
-    for (ShardStage stage : {ShardStage::kOptimizer, ShardStage::kGradients, ShardStage::kParameters}) {
-      SCOPED_TRACE(std::to_string(world) + " ranks, shard " + shard_stage_name(stage));
-      size_t formula = 0;
-      const size_t sharded = run(stage, &formula);
-      EXPECT_EQ(static_cast<int64_t>(sharded) - static_cast<int64_t>(plain),
-                static_cast<int64_t>(formula) - static_cast<int64_t>(plain_formula) - plain_padding);
-      if (world == 4 && stage != ShardStage::kOptimizer) {
-        EXPECT_LT(sharded, plain) << "4 ranks sharding gradients hold less than plain data parallel";
+    // Twice: the first round lets whatever the process makes once (on first
+    // use, and kept) be made, so the second compares the runs alone.
+    for (int round = 0; round < 2; ++round) {
+      size_t plain_formula = 0;
+      const size_t plain = run(ShardStage::kNone, &plain_formula);
+      for (ShardStage stage : {ShardStage::kOptimizer, ShardStage::kGradients, ShardStage::kParameters}) {
+        SCOPED_TRACE(std::to_string(world) + " ranks, shard " + shard_stage_name(stage));
+        size_t formula = 0;
+        const size_t sharded = run(stage, &formula);
+        if (round == 0) continue;
+        EXPECT_EQ(static_cast<int64_t>(sharded) - static_cast<int64_t>(plain),
+                  static_cast<int64_t>(formula) - static_cast<int64_t>(plain_formula) - plain_padding);
+        if (world == 4 && stage != ShardStage::kOptimizer) {
+          EXPECT_LT(sharded, plain) << "4 ranks sharding gradients hold less than plain data parallel";
+        }
       }
     }
   }

@@ -132,6 +132,13 @@ class DataParallel final : public TrainingStrategy {
   void broadcast_parameters();
   // Averages the buffers (non-learnable parameters) over the ranks.
   void average_buffers();
+  // Nets besides the solver's that run its layers on its parameters (a
+  // pipeline stage's copies for micro-batches in flight): with shard
+  // PARAMETERS their layers gather and release the weights too. Call it
+  // once, before training.
+  void add_stage_nets(const std::vector<Net*>& nets) {
+    if (sharded_) sharded_->add_nets(nets);
+  }
   // With shard PARAMETERS: every whole weight into the net (tests, snapshots
   // and whoever reads the weights after training call it on every rank); the
   // next update lets them go again. Nothing otherwise.

@@ -257,7 +257,7 @@ ShardedUpdate::ShardedUpdate(Solver& solver, Communicator& comm, const DataParal
 }
 
 ShardedUpdate::~ShardedUpdate() {
-  solver_.net().set_layer_pass_hooks({});
+  for (Net* n : hooked_) n->set_layer_pass_hooks({});
   // Operations still in flight (after an error) finish or fail inside their
   // own destructors, before the buffers they use go away.
   works_.clear();
@@ -282,7 +282,23 @@ void ShardedUpdate::install_hooks() {
     hooks.after_backward = [g](int layer) { g->after_backward(layer); };
     if (!hooks.before_backward) hooks.before_backward = [g](int layer) { g->before_backward(layer); };
   }
+  hooked_ = {&solver_.net()};
   solver_.net().set_layer_pass_hooks(std::move(hooks));
+}
+
+void ShardedUpdate::add_nets(const std::vector<Net*>& nets) {
+  const Net::LayerPassHooks& hooks = solver_.net().layer_pass_hooks();
+  for (Net* n : nets) {
+    if (std::find(hooked_.begin(), hooked_.end(), n) != hooked_.end()) continue;
+    STRATA_CHECK(n->num_layers() == solver_.net().num_layers(), "sharded data parallel: a net of ",
+                 n->num_layers(), " layers runs the solver's ", solver_.net().num_layers());
+    // Slots used in turn are bound from the solver's net's backward; copies
+    // run only with several micro-batches, where every bucket keeps its slot.
+    STRATA_CHECK(!how_.slots.reuse, "sharded data parallel: gradient slots used in turn need every backward "
+                 "on the solver's net, but another net runs its layers (iter_size 1 with copies)");
+    n->set_layer_pass_hooks(hooks);
+    hooked_.push_back(n);
+  }
 }
 
 Tensor ShardedUpdate::slot_view(size_t b) const {

@@ -154,6 +154,9 @@ class ShardedUpdate {
   ShardMemory memory(int rank) const;
   // The net's gradients as laid out now: bytes of the slots.
   size_t slot_bytes() const;
+  // Other nets running the solver's layers on its parameters (a pipeline's
+  // copies): they get the same pass hooks (DataParallel::add_stage_nets).
+  void add_nets(const std::vector<Net*>& nets);
   // PARAMETERS: who gathers and releases the net's whole weights; nullptr otherwise.
   WeightGathering* gathering() { return gathering_.get(); }
   const WeightGathering* gathering() const { return gathering_.get(); }
@@ -210,6 +213,7 @@ class ShardedUpdate {
   Tensor staging_;                            // host f32 scratch (compression)
   Tensor gathered_;                           // compression only: f32, world blocks (a bucket's weights coming in)
   std::unique_ptr<WeightGathering> gathering_;  // PARAMETERS only
+  std::vector<Net*> hooked_;                  // the nets whose pass hooks are ours: the solver's first
   double sum_squares_ = 0.0;                  // of the scaled slice gradients, over every rank
   double comm_seconds_ = 0.0;
 };

@@ -62,8 +62,6 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
                        const GridOptions& options, parallel::ShardStage shard) {
   STRATA_CHECK(shape.dp >= 1 && shape.pp >= 1 && shape.tp >= 1, "bad grid ", shape.str());
   const bool sharded = shard != parallel::ShardStage::kNone;
-  STRATA_CHECK(shard != parallel::ShardStage::kParameters || shape.pp == 1,
-               "shard PARAMETERS applies to layouts without a pipeline, not ", shape.str());
   GridEstimate g;
   g.shape = shape;
   g.shard = shard;
@@ -112,10 +110,12 @@ GridEstimate grid_step(const StepProfile& profile, const parallel::GridShape& sh
       mem.gradients = mem.gradients - weight_bytes + slots + weight_bytes / n;
       const double gather = ring_allgather_seconds(shape.dp, weight_bytes, links.dp);
       if (shard == parallel::ShardStage::kParameters) {
-        // Prefetched behind the compute of each pass; what does not fit shows.
-        weight_gathers_busy = std::max(weight_gathers_busy, 2.0 * gather);
-        weight_gathers = std::max(weight_gathers, std::max(0.0, gather - rank.forward_seconds()) +
-                                                      std::max(0.0, gather - rank.backward_seconds()));
+        // Gathered for each micro-batch's forward and backward, prefetched
+        // behind that pass's compute on the stage; what does not fit shows.
+        const double forward = part.forward_seconds() / m, backward = part.backward_seconds() / m;
+        weight_gathers_busy = std::max(weight_gathers_busy, 2.0 * m * gather);
+        weight_gathers = std::max(weight_gathers, m * (std::max(0.0, gather - forward) +
+                                                       std::max(0.0, gather - backward)));
         mem.weights = mem.weights - weight_bytes + weight_bytes / n + largest_layer;
       } else {
         mem.weights += weight_bytes / n;
@@ -167,9 +167,7 @@ GridRanking rank_grid(const StepProfile& profile, int workers, const Link& link,
   for (const parallel::GridShape& shape : grid_layouts(profile, workers)) {
     for (const parallel::ShardStage shard : options.shards) {
       const bool sharded = shard != parallel::ShardStage::kNone;
-      // Sharding slices over the dp axis; PARAMETERS not under a pipeline (as the runtime).
-      if (sharded && shape.dp == 1) continue;
-      if (shard == parallel::ShardStage::kParameters && shape.pp > 1) continue;
+      if (sharded && shape.dp == 1) continue;  // sharding slices over the dp axis
       const GridEstimate g = grid_step(profile, shape, link, options, shard);
       if (!g.step.feasible) continue;  // grid_layouts already keeps pp <= layers
       const bool fits = memory_per_device <= 0 || g.memory.total() <= memory_per_device;

@@ -40,7 +40,7 @@
 // than the memory per device do not fit.
 //
 // Sharded data parallel (options.shards: layouts with dp > 1, each stage
-// sliced over its dp group; PARAMETERS on layouts with pp 1 only), as
+// sliced over its dp group), as
 // parallel/data_parallel/ does it: the buckets are reduce-scattered instead
 // of allreduced, the device of the stage that needs the most decides, and
 //   OPTIMIZER   each rank keeps 1/dp of the optimizer state, the reduced
@@ -51,6 +51,7 @@
 //               turn (with several micro-batches, which add up, a slot per
 //               bucket as OPTIMIZER)
 //   PARAMETERS  the gradients as GRADIENTS; 1/dp of the weights, plus the largest layer's whole
+//               (under a pipeline gathered for every micro-batch's passes)
 //               weights gathered while it runs; no allgather after the
 //               update, one in forward and one in backward, each gathered
 //               a bucket ahead while the layers compute: hidden up to the
@@ -73,7 +74,7 @@ struct GridOptions {
   DataParallelOptions data;  // bucket size, algorithm, overlap, wire bytes of the dp allreduce
   int micro_batches = 8;     // when pp > 1
   MemoryOptions memory;
-  // The shard stages each layout with dp > 1 is ranked with (NONE: plain; PARAMETERS: pp 1 only).
+  // The shard stages each layout with dp > 1 is ranked with (NONE: plain).
   std::vector<parallel::ShardStage> shards = {parallel::ShardStage::kNone};
 };
 

@@ -130,6 +130,9 @@ class PipelineParallel final : public TrainingStrategy {
   const PipelinePlan& plan() const { return plan_; }
   const PipelineOptions& options() const { return options_; }
   int activation_slots() const { return static_cast<int>(slots_.size()); }
+  // The nets that run this stage's layers on its parameters: the solver's
+  // and its copies for the micro-batches in flight.
+  const std::vector<Net*>& stage_nets() const { return slots_; }
   // This stage: parameters, gradients and buffers once, activations of
   // every slot net and the feeder.
   MemoryReport memory_report() const;

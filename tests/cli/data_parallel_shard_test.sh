@@ -14,7 +14,7 @@
 #  5. a rank killed mid-training under PARAMETERS (a gather before every
 #     layer): rank 0 ends with an error naming rank 1, within the timeout;
 #  6. refusals: an unknown stage (from the flag and from the solver file,
-#     naming file and line), PARAMETERS with --pp.
+#     naming file and line); a note where a grid leaves one replica.
 # Every launch runs under STRATA_TIMEOUT_S and `timeout`, so nothing waits forever.
 # Usage: data_parallel_shard_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
@@ -162,11 +162,12 @@ make_solver "$dir/stage9.prototxt" 8 0 s9/digits "parallel { data { shard: EVERY
 if launch "$work/s9.txt" --solver "$dir/stage9.prototxt"; then fail "shard: EVERYTHING was accepted"; fi
 grep -q "shard at .*stage9.prototxt:[0-9]*:[0-9]*: shard must be one of" "$work/s9.txt" ||
   { cat "$work/s9.txt"; fail "the solver file's refusal does not name the file and line"; }
-if launch "$work/grid.txt" --solver "$dir/zero.prototxt" --shard PARAMETERS --pp 2; then
-  fail "--shard PARAMETERS with --pp was accepted"
-fi
-grep -q "shard PARAMETERS .*with pipeline parallelism (--pp) is not built yet" "$work/grid.txt" ||
-  { cat "$work/grid.txt"; fail "the grid refusal does not say what is not built"; }
+# pp 2 on 2 ranks leaves one replica: nothing to slice, and it says so.
+make_solver "$dir/grid.prototxt" 8 0 grid/digits
+launch "$work/grid.txt" --solver "$dir/grid.prototxt" --shard PARAMETERS --pp 2 ||
+  { cat "$work/grid.txt"; fail "--shard PARAMETERS --pp 2 on 2 ranks failed"; }
+grep -q "note: shard PARAMETERS slices state over data-parallel ranks; this grid has one (dp 1)" "$work/grid.txt" ||
+  { cat "$work/grid.txt"; fail "no note that a grid without a dp axis holds everything"; }
 if launch "$work/bad.txt" --solver "$dir/zero.prototxt" --shard ALL; then fail "--shard ALL was accepted"; fi
 grep -q -- "--shard: shard must be one of NONE, OPTIMIZER, GRADIENTS, PARAMETERS" "$work/bad.txt" ||
   { cat "$work/bad.txt"; fail "the unknown stage's error does not list the stages"; }

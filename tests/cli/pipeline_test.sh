@@ -122,6 +122,17 @@ make_solver "$dir/dppp.prototxt" net16_staged.prototxt 1 dppp/digits
 grep -q '^\[rank 0\]   rank 3: dp 1  pp 1  tp 0' "$work/dppp.txt" || { cat "$work/dppp.txt"; fail "no grid mapping"; }
 compare_weights "$dir/single32/digits_iter_8.safetensors" "$dir/dppp/digits_iter_8.safetensors" 1e-4
 compare_losses "$dir/single32/digits_log.jsonl" "$dir/dppp/digits_log.jsonl" 1e-4
+for shard in GRADIENTS PARAMETERS; do
+  echo "== dp 2 x pp 2, --shard $shard along dp == 1 process"
+  make_solver "$dir/dppp_$shard.prototxt" net16_staged.prototxt 1 "dppp_$shard/digits"
+  "$strata" launch --nproc 4 -- "$strata" train --solver "$dir/dppp_$shard.prototxt" --pp 2 --micro-batches 2 \
+    --threads 1 --shard "$shard" --bucket-mb 0.01 > "$work/dppp_$shard.txt" 2>&1 ||
+    { cat "$work/dppp_$shard.txt"; fail "dp 2 x pp 2 --shard $shard failed"; }
+  grep -q "shard $shard: rank r owns slice r of every bucket" "$work/dppp_$shard.txt" ||
+    { cat "$work/dppp_$shard.txt"; fail "no slicing line with --shard $shard"; }
+  compare_weights "$dir/single32/digits_iter_8.safetensors" "$dir/dppp_$shard/digits_iter_8.safetensors" 1e-4
+  compare_losses "$dir/single32/digits_log.jsonl" "$dir/dppp_$shard/digits_log.jsonl" 1e-4
+done
 
 echo "== pp 2 x tp 2 (models/tp_mlp): one snapshot with whole tensors, == 1 process; resumes bit-exactly"
 cp -r "$src/models/tp_mlp" "$work/models/tp_mlp"

@@ -183,7 +183,7 @@ int estimate_main(int argc, char** argv) {
                                                      "more do not fit",
               "no limit"},
              {"shard", FlagKind::kValue,
-              "with --grid: sharded data parallel stages to rank the layouts with dp > 1 with (PARAMETERS: pp 1 only) (NONE, OPTIMIZER, "
+              "with --grid: sharded data parallel stages to rank the layouts with dp > 1 with (NONE, OPTIMIZER, "
               "GRADIENTS, PARAMETERS, comma-separated, or all)",
               "NONE, and the solver's stage"},
              {"schedule", FlagKind::kValue,

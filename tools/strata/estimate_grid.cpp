@@ -114,7 +114,7 @@ void print_grid_estimates(const GridFlags& flags, const estimate::StepProfile& p
   if (shard_column) {
     std::string names;
     for (parallel::ShardStage s : flags.shards) names += std::string(names.empty() ? "" : ", ") + parallel::shard_stage_name(s);
-    std::printf("sharded data parallel (%s) ranked on the layouts with dp > 1 (PARAMETERS: pp 1 only), each stage sliced over its dp group: reduce-scatter, 1/dp of the optimizer "
+    std::printf("sharded data parallel (%s) ranked on the layouts with dp > 1, each stage sliced over its dp group: reduce-scatter, 1/dp of the optimizer "
                 "state, the reduced slice of the gradients beside bucket slots (OPTIMIZER: every bucket; GRADIENTS, "
                 "PARAMETERS: two in turn), 1/dp of the weights (PARAMETERS: plus the largest layer's gathered; else "
                 "beside the whole ones), weights allgathered once "
