@@ -73,11 +73,13 @@ for backend in nccl tcp; do
     compare_losses "$dir/single/digits_log.jsonl" "$dir/dp/digits_log.jsonl" 1e-3
     if [ -z "$overlap" ]; then cp "$dir/dp/digits_iter_8.safetensors" "$work/plain_$backend.safetensors"; fi
   done
-  # Sharded data parallel (ZeRO 1 and 2): nccl reduce-scatters on the GPU and
-  # updates the GPU slices with the fused kernels; tcp stages the buckets and
-  # updates the slices on the host, so its last bits may differ from the GPU update.
+  # Sharded data parallel (ZeRO 1 to 3): nccl reduce-scatters on the GPU from
+  # the gradient slots, updates the GPU slices with the fused kernels and (3)
+  # gathers each bucket into a device tensor the weights view; tcp stages the
+  # buckets and updates the slices on the host, so its last bits may differ
+  # from the GPU update.
   [ -f "$work/plain_$backend.safetensors" ] || continue
-  for shard in OPTIMIZER GRADIENTS; do
+  for shard in OPTIMIZER GRADIENTS PARAMETERS; do
     echo "== 2 GPU ranks, $backend, shard $shard"
     rm -rf "$dir/dp"
     "$strata" launch --nproc 2 -- "$rank_wrapper" "$strata" train --solver "$dir/dp.prototxt" --device cuda \
