@@ -133,27 +133,11 @@ sed -i -e 's|^test_interval:.*|test_interval: 0|' -e 's|^display:.*|display: 20|
   "$strata" train --solver "$dir/long.prototxt" --threads 1 --shard PARAMETERS --bucket-mb 0.01 \
   > "$work/long.txt" 2>&1 &
 bg_pid=$!
-for _ in $(seq 300); do  # until it trains
-  grep -q "^\[rank 0\] iter 20/" "$work/long.txt" 2>/dev/null && break
-  kill -0 "$bg_pid" 2>/dev/null || { cat "$work/long.txt"; fail "the run ended early"; }
-  sleep 0.1
-done
-grep -q "^\[rank 0\] iter 20/" "$work/long.txt" || { cat "$work/long.txt"; fail "no progress after 30 s"; }
-rank1=""
-for child in $(pgrep -P "$bg_pid"); do
-  if tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qx 'STRATA_RANK=1'; then rank1=$child; fi
-done
-[ -n "$rank1" ] || fail "cannot find rank 1 among the launcher's children"
+wait_for_line "$work/long.txt" "^\[rank 0\] iter 20/"  # it trains
+rank1=$(rank_pid "$bg_pid" 1)
 kill -9 "$rank1"
-for _ in $(seq 250); do
-  kill -0 "$bg_pid" 2>/dev/null || break
-  sleep 0.1
-done
-if kill -0 "$bg_pid" 2>/dev/null; then cat "$work/long.txt"; fail "still running 25 s after rank 1 died"; fi
-status=0
-wait "$bg_pid" || status=$?
-bg_pid=""
-[ "$status" -ne 0 ] || { cat "$work/long.txt"; fail "exit status 0 after a rank died"; }
+wait_run 25 "$work/long.txt"
+[ "$rc" -ne 0 ] || { cat "$work/long.txt"; fail "exit status 0 after a rank died"; }
 grep -E '^\[rank 0\] strata train: error: .*rank 1' "$work/long.txt" ||
   { cat "$work/long.txt"; fail "rank 0 did not report an error naming rank 1"; }
 

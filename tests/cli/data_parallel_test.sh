@@ -142,11 +142,7 @@ done
 [ -n "$snap" ] || fail "no snapshot after 30 s"
 weights="${snap%.solverstate.safetensors}.safetensors"
 sums=$(md5sum "$snap" "$weights")
-rank1=""
-for child in $(pgrep -P "$bg_pid"); do
-  if tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qx 'STRATA_RANK=1'; then rank1=$child; fi
-done
-[ -n "$rank1" ] || fail "cannot find rank 1 among the launcher's children: $(pgrep -P "$bg_pid" | tr '\n' ' ')"
+rank1=$(rank_pid "$bg_pid" 1)
 start=$(date +%s)
 kill -9 "$rank1"
 status=0

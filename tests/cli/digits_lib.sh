@@ -45,14 +45,45 @@ start_run() {
   kill -0 "$bg_pid" 2>/dev/null || fail "the run ended before it was signalled: $(cat "$out.err")"
 }
 
-# wait_run: the background run must end within 30 s; its exit status goes to $rc.
+# wait_run [SECONDS [OUT]]: the background run must end within SECONDS
+# (30); its exit status goes to $rc. OUT is shown when it does not.
 wait_run() {
-  for _ in $(seq 1 300); do
+  local secs="${1:-30}"
+  for _ in $(seq 1 $((secs * 10))); do
     kill -0 "$bg_pid" 2>/dev/null || break
     sleep 0.1
   done
-  kill -0 "$bg_pid" 2>/dev/null && fail "still running 30 s after the signal"
+  if kill -0 "$bg_pid" 2>/dev/null; then
+    [ -z "${2:-}" ] || cat "$2"
+    fail "still running $secs s later"
+  fi
   rc=0
   wait "$bg_pid" || rc=$?
   bg_pid=""
+}
+
+# wait_for_line OUT PATTERN: until OUT has a line matching PATTERN (30 s at
+# most) while the background run ($bg_pid) goes on.
+wait_for_line() {
+  for _ in $(seq 1 300); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    kill -0 "$bg_pid" 2>/dev/null || { cat "$1"; fail "the run ended before a line '$2'"; }
+    sleep 0.1
+  done
+  cat "$1"
+  fail "no line '$2' after 30 s"
+}
+
+# rank_pid LAUNCHER RANK: the pid of LAUNCHER's child that runs RANK (its
+# STRATA_RANK); a message on stderr and status 1 when there is none.
+rank_pid() {
+  local child
+  for child in $(pgrep -P "$1"); do
+    if tr '\0' '\n' < "/proc/$child/environ" 2>/dev/null | grep -qx "STRATA_RANK=$2"; then
+      echo "$child"
+      return 0
+    fi
+  done
+  echo "FAIL: cannot find rank $2 among the children of $1: $(pgrep -P "$1" | tr '\n' ' ')" >&2
+  return 1
 }

@@ -55,18 +55,6 @@ launch_bg() {
   done
   cat "$out"; fail "no progress line after 60 s"
 }
-# wait_launcher OUT SECONDS: the launcher must end within SECONDS; its
-# status goes to $rc.
-wait_launcher() {
-  for _ in $(seq $(($2 * 10))); do
-    kill -0 "$bg_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$bg_pid" 2>/dev/null; then cat "$1"; fail "strata launch still running $2 s later"; fi
-  rc=0
-  wait "$bg_pid" || rc=$?
-  bg_pid=""
-}
 # when_named OUT PATTERN START_MS: milliseconds from START_MS until PATTERN
 # appeared in OUT (polled while the launcher runs), in $named_ms.
 when_named() {
@@ -92,7 +80,7 @@ for mode in ASYNC SYNC; do
   kill -STOP "$victim"
   when_named "$out" 'strata launch: rank 1 on .* sent no heartbeat for .*; killing it' "$start"
   echo "  worker 1 named and killed $named_ms ms after it was stopped"
-  wait_launcher "$out" 60
+  wait_run 60 "$out"
   victim=""
   [ "$rc" -eq 0 ] || { cat "$out"; fail "exit status $rc: worker 0 did not finish without worker 1"; }
   # The limit is 3 s; the launcher looks every 0.25 s.
@@ -111,7 +99,7 @@ launch_bg "$out" --timeout 5 --heartbeat-timeout 0 --nproc 2 --servers 1 -- "$st
 victim=$(rank_pid "$bg_pid" 1)
 [ -n "$victim" ] || fail "cannot find worker rank 1"
 kill -STOP "$victim"
-wait_launcher "$out" 60
+wait_run 60 "$out"
 victim=""
 [ "$rc" -eq 0 ] || { cat "$out"; fail "exit status $rc without worker 1"; }
 grep -q '^\[rank 2\] server 0 .*: lost worker 1 (rank 1)' "$out" || { cat "$out"; fail "the server did not drop worker 1"; }
@@ -129,7 +117,7 @@ worker0=$(rank_pid "$bg_pid" 0)
 [ -n "$worker0" ] || fail "cannot find worker rank 0"
 start=$(now_ms)
 kill -9 "$worker0"
-wait_launcher "$out" 30
+wait_run 30 "$out"
 took=$(( $(now_ms) - start ))
 echo "  the job ended $took ms after worker 0 was killed, exit status $rc"
 [ "$rc" -ne 0 ] || { cat "$out"; fail "exit status 0 after worker 0 died"; }
@@ -155,7 +143,7 @@ victim=$(rank_pid "$bg_pid" 1)
 kill -STOP "$victim"
 start=$(now_ms)
 kill -TERM "$bg_pid"
-wait_launcher "$out" 30
+wait_run 30 "$out"
 victim=""
 took=$(( $(now_ms) - start ))
 echo "  the job stopped $took ms after SIGTERM, exit status $rc"
