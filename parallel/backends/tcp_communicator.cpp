@@ -268,7 +268,11 @@ struct TcpCommunicator::Impl {
         job = std::move(queue.front());
         queue.pop_front();
       }
-      job.state->finish(execute(job));
+      const Failure f = execute(job);
+      // The call's tensors (its closure's copies) go before anyone is told
+      // it is done: a caller that lets its own go after wait() frees them.
+      job.run = nullptr;
+      job.state->finish(f);
     }
   }
 
