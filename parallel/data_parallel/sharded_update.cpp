@@ -41,11 +41,6 @@ size_t f32_bytes(int64_t n) { return static_cast<size_t>(n) * sizeof(float); }
 
 }  // namespace
 
-size_t most_whole_at_once(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
-                          const std::vector<int>& last_layer) {
-  return gathered_bytes(buckets, first_layer, last_layer, 0);
-}
-
 size_t gathered_bytes(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
                       const std::vector<int>& last_layer, int world) {
   // In place a bucket is whole as world blocks (its padding included).

@@ -94,14 +94,11 @@ struct ShardBuffers {
   GradientSlotPlan slots;  // where the gradients live (the stages; unused with NONE)
 };
 
-// Bytes of the buckets whole at once, at most, when bucket b is whole from
-// layer first_layer[b] to last_layer[b] (f32 values).
-size_t most_whole_at_once(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
-                          const std::vector<int>& last_layer);
-// PARAMETERS' whole weights at once, at most, while layers run. With
-// `world` > 0 (gathered in place) each bucket as world blocks, and at each
-// layer the largest of the other buckets besides, for the one prefetched;
-// with 0 as most_whole_at_once.
+// PARAMETERS' whole weights at once, at most, while layers run, when bucket
+// b is whole from layer first_layer[b] to last_layer[b]. With `world` > 0
+// (gathered in place) each bucket as world blocks, and at each layer the
+// largest of the other buckets besides, for the one prefetched; with 0 the
+// buckets' f32 values alone.
 size_t gathered_bytes(const std::vector<GradBucket>& buckets, const std::vector<int>& first_layer,
                       const std::vector<int>& last_layer, int world);
 

@@ -152,8 +152,5 @@ void WeightGathering::release_all() {
   for (size_t b = 0; b < buckets_.size(); ++b) release(b);
 }
 
-size_t WeightGathering::peak_gathered_bytes() const {
-  return gathered_bytes(buckets_, first_layer_, last_layer_, in_place_ ? comm_.world_size() : 0);
-}
 
 }  // namespace strata::parallel

@@ -71,9 +71,6 @@ class WeightGathering {
   bool gathered(size_t b) const { return state_[b] == State::kWhole; }
   // The bucket whose gather is in flight (prefetched), or -1.
   int bucket_ahead() const { return ahead_work_ ? static_cast<int>(ahead_bucket_) : -1; }
-  // Bytes of whole weights gathered at once at most while layers run (a
-  // bucket is whole from the first to the last layer reading it).
-  size_t peak_gathered_bytes() const;
 
  private:
   enum class State { kReleased, kInFlight, kWhole };
