@@ -36,6 +36,8 @@ void Layer::backward_cuda(const BlobVec&, const std::vector<bool>&, const BlobVe
 }
 
 const Tensor& Layer::scratch(size_t bytes) {
+  // A place planned for fewer bytes (the shapes grew since) is not used.
+  if (bytes <= scratch_place_.nbytes() && scratch_place_.storage_id()) return scratch_place_;
   if (shared_scratch_) return shared_scratch_->get(bytes);
   if (own_scratch_.nbytes() < bytes) own_scratch_ = Tensor({static_cast<int64_t>(bytes)}, DType::kU8, device());
   return own_scratch_;

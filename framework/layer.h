@@ -279,7 +279,10 @@ class Layer {
   // Winograd tiles, per-thread partial sums; framework/scratch.h), for the
   // shapes of the last reshape() and the current thread count: 0 unless the
   // layer takes scratch(). A Net gives its layers one shared buffer of the
-  // largest layer's need (share_scratch); a layer alone gets its own.
+  // largest layer's need (share_scratch), or under a plan by lifetime a
+  // place in its arena for each call (the bytes free at that step); a layer
+  // alone gets its own. On a GPU too: cuDNN's workspace, attention's
+  // temporaries.
   virtual size_t scratch_bytes() const { return 0; }
   void share_scratch(std::shared_ptr<SharedScratch> scratch) { shared_scratch_ = std::move(scratch); }
 
@@ -314,7 +317,8 @@ class Layer {
   // ShapeError naming this layer, what was expected and what was found.
   [[noreturn]] void shape_error(const std::string& what) const;
   // At least `bytes` of u8 on the layer's device (what this call lays out;
-  // at most scratch_bytes(), or the shared buffer grows), for this call
+  // at most scratch_bytes(), or the call takes the shared buffer, grown, in
+  // place of the one the plan gave it), for this call
   // only: its contents are undefined at the start of every call (another
   // layer used it in between), so nothing may be kept there from forward to
   // backward, and no view of it may be kept past the call (it would keep a
@@ -331,9 +335,10 @@ class Layer {
   std::vector<LayerParam> params_;
 
  private:
-  friend class Net;  // places kept_place_ in its arena
+  friend class Net;  // places kept_place_ and scratch_place_ in its arena
   std::shared_ptr<SharedScratch> shared_scratch_;  // the Net's, when in one
   Tensor own_scratch_;                             // alone
+  Tensor scratch_place_;  // the Net's place for this call's scratch(), set only during the call
   Tensor kept_place_;  // the Net's place for kept(), when it has planned one
   Tensor own_kept_;    // otherwise
 };

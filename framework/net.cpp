@@ -1,7 +1,9 @@
 #include "framework/net.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <set>
 
@@ -424,8 +426,12 @@ void Net::reshape() {
   }
   plan_scratch();  // grows when a layer needs more now
   if (options_.blob_memory == BlobMemory::kSeparate) return;
-  for (const auto& l : layers_) {
-    if (l->kept_bytes() > l->kept_place_.nbytes()) {  // what a layer keeps outgrew its place
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    // What a layer keeps, or its scratch (every call's place is the forward's
+    // size), outgrew its place.
+    const size_t scratch_place = i < scratch_places_.size() ? scratch_places_[i][0].nbytes() : 0;
+    if (l.kept_bytes() > l.kept_place_.nbytes() || l.scratch_bytes() > scratch_place) {
       plan_blob_memory();
       return;
     }
@@ -438,9 +444,29 @@ void Net::reshape() {
   }
 }
 
-void Net::run_forward(int i) {
+class Net::ScratchBinding {
+ public:
+  ScratchBinding(Net& net, int i, Call call) : layer_(*net.layers_[static_cast<size_t>(i)]) {
+    if (net.scratch_places_.empty()) return;
+    layer_.scratch_place_ = net.scratch_places_[static_cast<size_t>(i)][static_cast<size_t>(call)];
+    const size_t floats = layer_.scratch_place_.nbytes() / sizeof(float);
+    if (net.options_.blob_memory == BlobMemory::kByLifetimeChecked && floats > 0) {
+      layer_.scratch_place_.view_bytes(0, floats * sizeof(float), {static_cast<int64_t>(floats)}, DType::kF32)
+          .fill(std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+  ~ScratchBinding() { layer_.scratch_place_ = Tensor(); }
+  ScratchBinding(const ScratchBinding&) = delete;
+  ScratchBinding& operator=(const ScratchBinding&) = delete;
+
+ private:
+  Layer& layer_;
+};
+
+void Net::run_forward(int i, Call call) {
   Layer& layer = *layers_[static_cast<size_t>(i)];
   if (pass_hooks_.before_forward) pass_hooks_.before_forward(i);
+  const ScratchBinding scratch(*this, i, call);
   naming_layer_on_oom(i, "forward", [&] {
     layer.reshape(bottoms_[i], tops_[i]);
     if (on_cuda()) {
@@ -464,7 +490,7 @@ float Net::forward(int from, int to) {
     const int gpu_span = gpu ? device_span_begin(gpu) : -1;
     for (auto& [tensor, place] : first_places_[static_cast<size_t>(i)]) *tensor = place;
     if (range_of_[static_cast<size_t>(i)] >= 0) state_before_[static_cast<size_t>(i)] = layer.save_state();
-    run_forward(i);
+    run_forward(i, Call::kForward);
     if (gpu) device_span_end(gpu, gpu_span, phase() == Phase::kTrain ? "gpu forward" : "gpu test", layer.name());
     poison_after(forward_step_[static_cast<size_t>(i)]);
     if (memory_trace_passes_ > 0) trace_memory("forward", i);
@@ -520,6 +546,7 @@ void Net::backward(int from, int to) {
     const TimelineScope event("backward", layers_[i]->name());
     cuda::DeviceTimeline* gpu = device_timeline();
     const int gpu_span = gpu ? device_span_begin(gpu) : -1;
+    const ScratchBinding scratch(*this, i, Call::kBackward);
     naming_layer_on_oom(i, "backward", [&] {
       if (on_cuda()) {
         layers_[i]->backward_cuda(tops_[i], bottom_need_backward_[i], bottoms_[i]);

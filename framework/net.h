@@ -5,6 +5,7 @@
 // needs).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -32,17 +33,19 @@ class DeviceTimeline;
 //                       from its first write to its last read (what each
 //                       layer declares its backward reads decides it), and
 //                       buffers whose lifetimes do not meet share bytes
-//                       (framework/net_plan.cpp); the layers share one
-//                       scratch buffer, the largest layer's (a TEST net the
-//                       TRAIN net's). Same results, less memory.
+//                       (framework/net_plan.cpp); each layer call's
+//                       scratch (framework/scratch.h: im2col columns,
+//                       cuDNN's workspace) has a place in the same arena,
+//                       alive for that call's step only. Same results, less
+//                       memory.
 //                       A TEST net without force_backward is planned for
 //                       forward passes only: a value lives until the last
 //                       forward that reads it, and no gradient is kept.
 //   kByLifetimeChecked: the same lifetimes, checked: no buffer shares bytes,
 //                       and each is filled with NaN right after its last
 //                       use, so that a read after it (a layer that reads more
-//                       than it declares) always finds NaN; the shared
-//                       scratch is filled with NaN before every layer call.
+//                       than it declares) always finds NaN; a call's scratch
+//                       is filled with NaN before the call.
 enum class BlobMemory { kSeparate, kByLifetime, kByLifetimeChecked };
 
 struct NetOptions {
@@ -70,13 +73,18 @@ struct NetOptions {
 
 // What the blob memory plan of a net did (all zero under kSeparate).
 struct BlobPlanReport {
-  size_t separate_bytes = 0;  // what the planned values and gradients would take each on its own
+  size_t separate_bytes = 0;  // what the planned buffers would take each on its own (a layer's scratch once)
   size_t arena_bytes = 0;     // what they take in the arena
   size_t peak_bytes = 0;      // the most of them alive at one step (the arena's lower bound)
   int planned = 0;            // values, gradients and layers' kept data placed in the arena
   int kept = 0;               // blobs kept whole (outputs, inputs, kept_blobs)
   bool forward_only = false;  // a TEST net's plan: values only, no backward
   int recomputed = 0;         // values made inside recompute ranges (placed twice: forward, recompute)
+  int scratch_calls = 0;      // layer calls whose scratch has a place in the arena
+  size_t scratch_bytes = 0;   // the largest of those
+  // At the step with the most bytes alive (peak_bytes): what they are.
+  std::string peak_step;      // "backward 'conv5_3'"
+  size_t peak_values = 0, peak_gradients = 0, peak_kept = 0, peak_scratch = 0;
   std::string str() const;    // "values, gradients and what layers keep for backward, by lifetime: 1.2 GiB in one arena ..."
 };
 
@@ -271,8 +279,13 @@ class Net {
   // The forward of range `r` again, each layer with its random state as the
   // first forward had it, and its values in their second places.
   void recompute(int r);
+  // Which call of a layer a step is: its place of scratch_places_.
+  enum class Call { kForward = 0, kRecompute = 1, kBackward = 2 };
+  // Layer i's scratch place for `call` handed to the layer for one call
+  // (checked: filled with NaN first), taken back after it.
+  class ScratchBinding;
   // The forward of layer i, naming it on out-of-memory.
-  void run_forward(int i);
+  void run_forward(int i, Call call);
   // STRATA_MEMORY_TRACE: after each layer of the first passes, one line on
   // stderr whenever the memory in use changed (net_memory.cpp).
   void trace_memory(const char* pass, int layer);
@@ -312,8 +325,12 @@ class Net {
   std::set<std::string> kept_blobs_;
   Tensor blob_arena_;                              // u8, the planned values and gradients
   // The layers' scratch: one shared by all (and by a TEST net that shares
-  // this net's parameters), or under kSeparate one per layer.
+  // this net's parameters), or under kSeparate one per layer. Under a plan
+  // by lifetime it only serves calls without a place (one too small).
   std::vector<std::shared_ptr<SharedScratch>> scratches_;
+  // Under a plan by lifetime, per layer and Call: its scratch's place in
+  // the arena for that call's step (empty: none).
+  std::vector<std::array<Tensor, 3>> scratch_places_;
   Tensor flat_grads_;                  // f32: the updated parameters' gradients, in readiness order
   std::vector<int64_t> grad_offsets_;  // per parameter: its first element in flat_grads_, -1 when not there
   std::vector<char> handed_over_;      // per parameter: its gradient is kept outside the net (hand_over_gradients)

@@ -133,14 +133,14 @@ void Net::plan_scratch() {
     for (size_t i = 0; i < layers_.size(); ++i) scratches_[i]->reserve(layers_[i]->scratch_bytes());
     return;
   }
+  // By lifetime each call's scratch has its place in the arena
+  // (plan_blob_memory); the shared buffer only grows for a call that needs
+  // more than its place, which a reshape outside the net's can cause.
   if (scratches_.empty()) {
     scratches_.push_back(std::make_shared<SharedScratch>(options_.device));
     scratches_[0]->set_poison(options_.blob_memory == BlobMemory::kByLifetimeChecked);
     for (auto& l : layers_) l->share_scratch(scratches_[0]);
   }
-  size_t most = 0;
-  for (const auto& l : layers_) most = std::max(most, l->scratch_bytes());
-  scratches_[0]->reserve(most);
 }
 
 std::set<const void*> Net::scratch_storages() const {

@@ -16,6 +16,14 @@
 // framework/plan/lifetime_placement.h, and each blob's tensors become views
 // of their places.
 //
+// Scratch (what a layer needs inside one call: Layer::scratch_bytes) gets a
+// place for each call of each layer, alive for that call's step alone, so a
+// convolution's large workspace takes the bytes that are free at its step
+// (early in forward or late in backward, most of the arena) instead of
+// adding to the arena's peak. The Net hands a layer its place for the call
+// only (Net::ScratchBinding); a call that needs more than its place (a
+// reshape outside the net's) takes the shared buffer.
+//
 // Kept whole, as under kSeparate: the tops of layers without bottoms (data
 // and Input, which code outside the net may write), the outputs (read after
 // the step: losses, accuracies, a loss's probabilities), blobs named by
@@ -23,6 +31,7 @@
 // stay zero). Gradients nobody writes or reads share one place for the
 // whole run: reshape() still sizes them.
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <limits>
 #include <memory>
@@ -46,9 +55,39 @@ struct PlannedTensor {
   Lifetime life;
   // A value made inside a recompute range has two places: kFirst is where
   // its producer's first forward writes it, kSecond where its recompute does.
-  enum class Pass { kOnly, kFirst, kSecond } pass = Pass::kOnly;
+  // kScratch: a layer call's scratch place (Net::scratch_places_).
+  enum class Pass { kOnly, kFirst, kSecond, kScratch } pass = Pass::kOnly;
   int producer = -1;
+  enum class Kind { kValue, kGradient, kKept, kScratch } kind = Kind::kValue;
 };
+
+// The step with the most bytes alive, and what they are, for the report.
+void describe_peak_step(const std::vector<PlannedTensor>& planned, size_t idle_bytes, int num_steps,
+                        const std::vector<std::string>& step_names, BlobPlanReport& r) {
+  std::vector<std::array<size_t, 4>> alive(static_cast<size_t>(num_steps), std::array<size_t, 4>{0, 0, 0, 0});
+  for (const PlannedTensor& p : planned) {
+    for (int t = p.life.first; t <= p.life.last && t < num_steps; ++t) {
+      alive[static_cast<size_t>(t)][static_cast<size_t>(p.kind)] += p.life.bytes;
+    }
+  }
+  size_t best = 0;
+  int best_step = -1;
+  for (int t = 0; t < num_steps; ++t) {
+    const auto& a = alive[static_cast<size_t>(t)];
+    const size_t total = a[0] + a[1] + a[2] + a[3] + idle_bytes;
+    if (best_step < 0 || total > best) {
+      best = total;
+      best_step = t;
+    }
+  }
+  if (best_step < 0) return;
+  const auto& a = alive[static_cast<size_t>(best_step)];
+  r.peak_step = step_names.at(static_cast<size_t>(best_step));
+  r.peak_values = a[0];
+  r.peak_gradients = a[1] + idle_bytes;
+  r.peak_kept = a[2];
+  r.peak_scratch = a[3];
+}
 
 }  // namespace
 
@@ -59,6 +98,15 @@ std::string BlobPlanReport::str() const {
      << format_bytes(arena_bytes) << " in one arena for " << planned << " of them (" << format_bytes(separate_bytes) << " each on its own, at most " << format_bytes(peak_bytes)
      << " alive at once); " << kept << " blob(s) kept whole";
   if (recomputed) os << "; " << recomputed << " value(s) recomputed in backward";
+  if (scratch_calls) {
+    os << "; the scratch of " << scratch_calls << " layer call(s) placed by step (the largest "
+       << format_bytes(scratch_bytes) << ")";
+  }
+  if (!peak_step.empty()) {
+    os << "; at the busiest step, " << peak_step << ": values " << format_bytes(peak_values);
+    if (!forward_only) os << ", gradients " << format_bytes(peak_gradients);
+    os << ", kept by layers " << format_bytes(peak_kept) << ", scratch " << format_bytes(peak_scratch);
+  }
   return os.str();
 }
 
@@ -103,6 +151,7 @@ void Net::plan_blob_memory() {
   number_steps();
   first_places_.assign(static_cast<size_t>(L), {});
   recompute_places_.assign(static_cast<size_t>(L), {});
+  scratch_places_.assign(static_cast<size_t>(L), {});
   if (options_.blob_memory == BlobMemory::kSeparate) {
     for (Tensor* t : old_arena) *t = Tensor(t->shape(), t->dtype(), options_.device);
     blob_arena_ = Tensor();
@@ -168,8 +217,8 @@ void Net::plan_blob_memory() {
         Lifetime& life = t < again ? first : second;
         life.last = std::max(life.last, t);
       }
-      planned.push_back({&b->data, first, PlannedTensor::Pass::kFirst, producer});
-      planned.push_back({&b->data, second, PlannedTensor::Pass::kSecond, producer});
+      planned.push_back({&b->data, first, PlannedTensor::Pass::kFirst, producer, PlannedTensor::Kind::kValue});
+      planned.push_back({&b->data, second, PlannedTensor::Pass::kSecond, producer, PlannedTensor::Kind::kValue});
     } else {
       Lifetime value{bytes, made, made};
       for (int t : touches) value.last = std::max(value.last, t);
@@ -177,7 +226,8 @@ void Net::plan_blob_memory() {
     }
     planned_values_.insert(b);
     if (grad_first != INT_MAX) {
-      planned.push_back({&b->diff, Lifetime{b->diff.nbytes(), grad_first, std::max(grad_first, grad_last)}});
+      planned.push_back({&b->diff, Lifetime{b->diff.nbytes(), grad_first, std::max(grad_first, grad_last)},
+                         PlannedTensor::Pass::kOnly, -1, PlannedTensor::Kind::kGradient});
     } else if (!grad_read) {
       idle.push_back(&b->diff);
     }  // else read but never written: it keeps its own zeroed memory
@@ -198,10 +248,32 @@ void Net::plan_blob_memory() {
     const bool backward = !forward_only && layer_need_backward_[i];
     if (!forward_only && recompute_step_[u] >= 0) {
       const int r = recompute_step_[u];
-      planned.push_back({t, Lifetime{bytes, f, f}, PlannedTensor::Pass::kFirst, i});
-      planned.push_back({t, Lifetime{bytes, r, backward ? backward_step_[u] : r}, PlannedTensor::Pass::kSecond, i});
+      planned.push_back({t, Lifetime{bytes, f, f}, PlannedTensor::Pass::kFirst, i, PlannedTensor::Kind::kKept});
+      planned.push_back({t, Lifetime{bytes, r, backward ? backward_step_[u] : r}, PlannedTensor::Pass::kSecond, i,
+                         PlannedTensor::Kind::kKept});
     } else {
-      planned.push_back({t, Lifetime{bytes, f, backward ? backward_step_[u] : f}});
+      planned.push_back({t, Lifetime{bytes, f, backward ? backward_step_[u] : f}, PlannedTensor::Pass::kOnly, -1,
+                         PlannedTensor::Kind::kKept});
+    }
+  }
+  // Each call's scratch, at its step alone.
+  for (int i = 0; i < L; ++i) {
+    const size_t u = static_cast<size_t>(i);
+    const size_t bytes = layers_[u]->scratch_bytes();
+    if (bytes == 0) continue;
+    const bool backward = !forward_only && layer_need_backward_[i];
+    blob_plan_.separate_bytes += bytes;  // on its own: one buffer for the layer's calls, as kSeparate keeps it
+    const std::pair<Call, int> calls[] = {{Call::kForward, forward_step_[u]},
+                                          {Call::kRecompute, forward_only ? -1 : recompute_step_[u]},
+                                          {Call::kBackward, backward ? backward_step_[u] : -1}};
+    for (const auto& [call, step] : calls) {
+      if (step < 0) continue;
+      Tensor* t = &scratch_places_[u][static_cast<size_t>(call)];
+      *t = Tensor(Shape{static_cast<int64_t>(bytes)}, DType::kU8, options_.device);  // sized only: placed below
+      planned.push_back({t, Lifetime{bytes, step, step}, PlannedTensor::Pass::kScratch, i,
+                         PlannedTensor::Kind::kScratch});
+      ++blob_plan_.scratch_calls;
+      blob_plan_.scratch_bytes = std::max(blob_plan_.scratch_bytes, bytes);
     }
   }
   size_t idle_bytes = 0;
@@ -214,7 +286,22 @@ void Net::plan_blob_memory() {
   std::vector<Lifetime> lives;
   for (const PlannedTensor& p : planned) lives.push_back(poison ? Lifetime{p.life.bytes, 0, last_step} : p.life);
   if (idle_bytes > 0) lives.push_back(Lifetime{idle_bytes, 0, last_step});
+  // The greedy placement depends on the order it takes the buffers in, and
+  // no one order is best: three are tried and the smallest arena kept.
+  // Largest first; the calls' scratch after everything else, into the holes
+  // left at their steps (better when a large workspace meets long-lived
+  // values); and by first step, as a stack would (better for chains whose
+  // buffers are alike). Checked mode places everything apart: one is enough.
   Placement place = place_lifetimes(lives, kArenaAlignment);
+  if (!poison) {
+    std::vector<Lifetime> scratch_last = lives, by_start = lives;
+    for (size_t k = 0; k < planned.size(); ++k) scratch_last[k].group = planned[k].pass == PlannedTensor::Pass::kScratch;
+    for (Lifetime& l : by_start) l.group = l.first;
+    for (const auto* order : {&scratch_last, &by_start}) {
+      Placement other = place_lifetimes(*order, kArenaAlignment);
+      if (other.arena_bytes < place.arena_bytes) place = std::move(other);
+    }
+  }
   // What the last plan placed and this one does not (blobs now kept) gets
   // memory of its own, so that it stops sharing the old arena's bytes.
   std::set<const Tensor*> placed_again;
@@ -236,6 +323,10 @@ void Net::plan_blob_memory() {
     Tensor& t = *p.tensor;
     const size_t bytes = p.life.bytes;
     const Tensor view = blob_arena_.view_bytes(place.offsets[k], bytes, t.shape(), t.dtype());
+    if (p.pass == PlannedTensor::Pass::kScratch) {
+      t = view;  // handed to the layer for its call (ScratchBinding); filled with NaN there when checked
+      continue;
+    }
     if (p.pass == PlannedTensor::Pass::kSecond) {
       recompute_places_[static_cast<size_t>(p.producer)].push_back({p.tensor, view});
     } else {
@@ -261,8 +352,19 @@ void Net::plan_blob_memory() {
     const bool blob_value = p.tensor->dtype() != DType::kU8;  // not a layer's kept block
     blob_plan_.recomputed += p.pass == PlannedTensor::Pass::kSecond && blob_value ? 1 : 0;
   }
-  int placed = 0;  // each tensor once, though a recomputed one has two places
-  for (const PlannedTensor& p : planned) placed += p.pass == PlannedTensor::Pass::kSecond ? 0 : 1;
+  int placed = 0;  // each tensor once, though a recomputed one has two places; scratch is counted apart
+  for (const PlannedTensor& p : planned) {
+    placed += p.pass == PlannedTensor::Pass::kSecond || p.pass == PlannedTensor::Pass::kScratch ? 0 : 1;
+  }
+  std::vector<std::string> step_names(static_cast<size_t>(num_steps));
+  for (int i = 0; i < L; ++i) {
+    const size_t u = static_cast<size_t>(i);
+    const std::string quoted = "'" + layers_[u]->name() + "'";
+    step_names[static_cast<size_t>(forward_step_[u])] = "forward " + quoted;
+    if (recompute_step_[u] >= 0) step_names[static_cast<size_t>(recompute_step_[u])] = "recompute " + quoted;
+    step_names[static_cast<size_t>(backward_step_[u])] = "backward " + quoted;
+  }
+  describe_peak_step(planned, idle_bytes, forward_only ? L : num_steps, step_names, blob_plan_);
   blob_plan_.planned = placed + static_cast<int>(idle_bytes > 0 ? idle.size() : 0);
   blob_plan_.forward_only = forward_only;
   planned_forward_only_ = forward_only;

@@ -74,7 +74,7 @@ void Net::recompute(int r) {
     layer.load_state(state_before_[static_cast<size_t>(i)]);
     {
       const TimelineScope event("recompute", layer.name());
-      run_forward(i);
+      run_forward(i, Call::kRecompute);
     }
     layer.load_state(after);
     poison_after(recompute_step_[static_cast<size_t>(i)]);

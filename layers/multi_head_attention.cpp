@@ -152,16 +152,7 @@ void MultiHeadAttentionLayer::reshape(const BlobVec& bottom, const BlobVec& top)
   }
   n_ = s[0];
   t_ = s[1];
-  const int64_t dl = local_heads() * dh_;
   top[0]->resize({n_, t_, d_});
-  if (!device().is_cpu()) {
-    // Kept for backward, on the layer's device, sized here so the net's plan
-    // counts them (the CPU's are kept(): kept_bytes, lay_out_kept).
-    if (probs_.device() != device()) probs_ = Tensor({0}, DType::kF32, device());
-    if (ctx_.device() != device()) ctx_ = Tensor({0}, DType::kF32, device());
-    probs_.resize({n_, local_heads(), t_, t_});
-    ctx_.resize({n_, t_, dl});
-  }
   scratch_floats_ = 5 * t_ * dh_ + t_ * t_;
 }
 
@@ -178,9 +169,33 @@ MultiHeadAttentionLayer::CpuScratch MultiHeadAttentionLayer::lay_out_scratch(Scr
   return s;
 }
 
-MultiHeadAttentionLayer::CpuKept MultiHeadAttentionLayer::lay_out_kept(ScratchCarver& c) const {
+MultiHeadAttentionLayer::GpuScratch MultiHeadAttentionLayer::lay_out_gpu_scratch(ScratchCarver& c,
+                                                                                  bool backward) const {
+  const int64_t lh = local_heads(), dl = lh * dh_;
+  GpuScratch s;
+  if (!backward) {
+    s.qkv = c.take({n_, t_, 3 * dl});
+    s.o = c.take({n_, lh, t_, dh_});
+    return s;
+  }
+  s.dctx = c.take({n_, t_, dl});
+  s.dout = c.take({n_, lh, t_, dh_});
+  s.dp = c.take({n_, lh, t_, t_});
+  s.dheads = c.take({3, n_, lh, t_, dh_});
+  s.dqkv = c.take({n_, t_, 3 * dl});
+  return s;
+}
+
+MultiHeadAttentionLayer::GpuScratch MultiHeadAttentionLayer::take_gpu_scratch(bool backward) {
+  ScratchCarver counter;
+  lay_out_gpu_scratch(counter, backward);
+  ScratchCarver carver(scratch(counter.bytes()));
+  return lay_out_gpu_scratch(carver, backward);
+}
+
+MultiHeadAttentionLayer::Kept MultiHeadAttentionLayer::lay_out_kept(ScratchCarver& c) const {
   const int64_t dl = local_heads() * dh_;
-  CpuKept k;
+  Kept k;
   k.qkv = c.take({n_, t_, 3 * dl});
   k.probs = c.take({n_, local_heads(), t_, t_});
   k.ctx = c.take({n_, t_, dl});
@@ -188,7 +203,6 @@ MultiHeadAttentionLayer::CpuKept MultiHeadAttentionLayer::lay_out_kept(ScratchCa
 }
 
 size_t MultiHeadAttentionLayer::kept_bytes() const {
-  if (!device().is_cpu()) return 0;  // the GPU path keeps probs_ and ctx_ itself
   ScratchCarver counter;
   lay_out_kept(counter);
   return counter.bytes();
@@ -201,14 +215,23 @@ MultiHeadAttentionLayer::CpuScratch MultiHeadAttentionLayer::take_scratch(bool b
   return lay_out_scratch(carver, backward);
 }
 
-MultiHeadAttentionLayer::CpuKept MultiHeadAttentionLayer::take_kept() {
+MultiHeadAttentionLayer::Kept MultiHeadAttentionLayer::take_kept() {
   ScratchCarver carver(kept(kept_bytes()));
   return lay_out_kept(carver);
 }
 
 size_t MultiHeadAttentionLayer::scratch_bytes() const {
-  if (!device().is_cpu()) return 0;  // the GPU path takes the device's workspace
   ScratchCarver counter;
+  if (!device().is_cpu()) {
+    lay_out_gpu_scratch(counter, false);
+    size_t most = counter.bytes();
+    if (phase() == Phase::kTrain) {
+      ScratchCarver backward;
+      lay_out_gpu_scratch(backward, true);
+      most = std::max(most, backward.bytes());
+    }
+    return most;
+  }
   lay_out_scratch(counter, phase() == Phase::kTrain);
   return counter.bytes();
 }
@@ -234,7 +257,7 @@ void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& 
   const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
   const int64_t dl = lh * dh, width = 3 * dl;
   const float* x = bottom[0]->data.data<float>();
-  CpuKept k = take_kept();
+  Kept k = take_kept();
   float* qkv = k.qkv.data<float>();
   float* ctx = k.ctx.data<float>();
   float* probs = k.probs.data<float>();
@@ -279,7 +302,7 @@ void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector
   const int64_t dl = lh * dh, width = 3 * dl;
   const float* dy = top[0]->diff.data<float>();
   const float* x = bottom[0]->data.data<float>();
-  const CpuKept k = take_kept();
+  const Kept k = take_kept();
   const float* qkv = k.qkv.data<float>();
   const float* ctx = k.ctx.data<float>();
   const float* probs = k.probs.data<float>();

@@ -20,14 +20,13 @@
 
 namespace strata {
 
-// Kept from forward for backward: probs_, ctx_ and the heads below. What
-// lives only inside one call (the projection, the heads' outputs, every
-// gradient but the parameters' and the input's) is carved from the device's
-// one workspace (cuda::workspace, shared with cuDNN and every other layer),
-// so a ViT holds one layer's scratch rather than one per layer.
-struct MultiHeadAttentionLayer::CudaState {
-  Tensor heads;  // [3, N, heads, T, dh]: q, k, v head-major (forward; read by backward)
-};
+// What forward keeps for backward (q, k, v head-major, the probabilities,
+// the context) is the layer's kept() block, which the net's plan places by
+// lifetime; what lives only inside one call (the projection, the heads'
+// outputs, every gradient but the parameters' and the input's) is its
+// scratch(), placed at that call's step (GpuScratch in the .h). Both are
+// carved by the layouts multi_head_attention.cpp shares with scratch_bytes()
+// and kept_bytes(), so the plan counts exactly what runs.
 
 namespace {
 
@@ -63,22 +62,18 @@ void permute(Direction dir, int64_t n, int64_t t, int64_t s, int64_t h, int64_t 
 }  // namespace
 
 void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
-  if (!cuda_) cuda_ = std::make_shared<CudaState>();
-  CudaState& st = *cuda_;
-  const Device dev = device();
   const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
   const int64_t dl = lh * dh, width = 3 * dl, items = n_ * lh;
-  cuda::ensure_on_device(probs_, {n_, lh, t_, t_}, DType::kF32, dev);
-  cuda::ensure_on_device(ctx_, {n_, t_, dl}, DType::kF32, dev);
-  cuda::ensure_on_device(st.heads, {3, n_, lh, t_, dh}, DType::kF32, dev);
   const float* x = bottom[0]->data.device_data<float>();
-  float* probs = probs_.device_data<float>();
-  float* q = st.heads.device_data<float>();
+  Kept kept = take_kept();
+  GpuScratch sc = take_gpu_scratch(false);
+  float* probs = kept.probs.device_data<float>();
+  float* ctx = kept.ctx.device_data<float>();
+  float* q = kept.qkv.device_data<float>();  // head-major [3, N, heads, T, dh]
   float* k = q + m * dl;
   float* v = k + m * dl;
-  // Scratch: the projection [N, T, 3 * dl], then the heads' outputs [N, heads, T, dh].
-  float* qkv = static_cast<float*>(cuda::workspace(static_cast<size_t>(m * width + m * dl) * sizeof(float)));
-  float* o = qkv + m * width;
+  float* qkv = sc.qkv.device_data<float>();  // rows [N, T, 3 * dl]
+  float* o = sc.o.device_data<float>();
 
   cuda::gemm(Transpose::kNo, Transpose::kYes, m, width, d_, 1.0f, x, param(in_w_).data.device_data<float>(), 0.0f, qkv);
   if (in_b_ >= 0) cuda::add_row_bias(m, width, param(in_b_).data.device_data<float>(), qkv);
@@ -89,11 +84,10 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
   cuda::gemm_strided_batched(Transpose::kNo, Transpose::kYes, T, T, dh, scale, q, td, k, td, 0.0f, probs, tt, items);
   cuda::softmax_channels(items * T, T, 1, probs, probs, nullptr, nullptr);
   cuda::gemm_strided_batched(Transpose::kNo, Transpose::kNo, T, dh, T, 1.0f, probs, tt, v, td, 0.0f, o, td, items);
-  permute(Direction::kFromHeads, n_, T, 1, lh, dh, o, ctx_.device_data<float>());
+  permute(Direction::kFromHeads, n_, T, 1, lh, dh, o, ctx);
 
   float* y = top[0]->data.device_data<float>();
-  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d_, dl, 1.0f, ctx_.device_data<float>(),
-             param(out_w_).data.device_data<float>(), 0.0f, y);
+  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d_, dl, 1.0f, ctx, param(out_w_).data.device_data<float>(), 0.0f, y);
   if (tp_.active()) tp_.comm->allreduce(top[0]->data, ReduceOp::kSum);  // every rank's heads
   if (out_b_ >= 0) cuda::add_row_bias(m, d_, param(out_b_).data.device_data<float>(), y);
 }
@@ -104,30 +98,27 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
 // (the CPU folds `scale` into dS; here it rides on the GEMMs' alpha).
 void MultiHeadAttentionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
                                             const BlobVec& bottom) {
-  STRATA_CHECK(cuda_ != nullptr, where(), ": backward before forward on CUDA");
-  CudaState& st = *cuda_;
   const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
   const int64_t dl = lh * dh, width = 3 * dl, items = n_ * lh;
   const float* dy = top[0]->diff.device_data<float>();
   const float* x = bottom[0]->data.device_data<float>();
-  const float* probs = probs_.device_data<float>();
-  const float* q = st.heads.device_data<float>();
+  const Kept kept = take_kept();  // as forward left it
+  GpuScratch sc = take_gpu_scratch(true);
+  const float* probs = kept.probs.device_data<float>();
+  const float* ctx = kept.ctx.device_data<float>();
+  const float* q = kept.qkv.device_data<float>();
   const float* k = q + m * dl;
   const float* v = k + m * dl;
-  // Scratch: d ctx [N, T, dl], its heads [N, heads, T, dh], dP [N, heads, T, T],
-  // the head-major dQ, dK, dV [3, N, heads, T, dh], and the same in rows [N, T, 3 * dl].
-  float* dctx = static_cast<float*>(
-      cuda::workspace(static_cast<size_t>(m * dl + m * dl + items * T * T + 3 * m * dl + m * width) * sizeof(float)));
-  float* dout = dctx + m * dl;
-  float* dp = dout + m * dl;
-  float* dq = dp + items * T * T;
+  float* dctx = sc.dctx.device_data<float>();
+  float* dout = sc.dout.device_data<float>();
+  float* dp = sc.dp.device_data<float>();
+  float* dq = sc.dheads.device_data<float>();  // dQ, dK, dV one after another, as permute reads them
   float* dk = dq + m * dl;
   float* dv = dk + m * dl;
-  float* dqkv = dv + m * dl;
+  float* dqkv = sc.dqkv.device_data<float>();
 
   // Output projection.
-  cuda::gemm(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dy, ctx_.device_data<float>(), 1.0f,
-             param(out_w_).diff.device_data<float>());
+  cuda::gemm(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dy, ctx, 1.0f, param(out_w_).diff.device_data<float>());
   if (out_b_ >= 0) cuda::column_sums(m, d_, dy, 1.0f, param(out_b_).diff.device_data<float>());
   cuda::gemm(Transpose::kNo, Transpose::kNo, m, dl, d_, 1.0f, dy, param(out_w_).data.device_data<float>(), 0.0f, dctx);
   permute(Direction::kToHeads, n_, T, 1, lh, dh, dctx, dout);

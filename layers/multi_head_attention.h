@@ -39,9 +39,10 @@ class MultiHeadAttentionLayer : public Layer {
   // Tensor parallel (attention_param { split: HEADS }): this rank's rows of
   // in_proj (its heads' q, k and v) and columns of out_proj.
   ParamShard param_shard(size_t param_index) const override;
-  // CPU: the heads' per-thread tiles; in TRAIN also ctx's and qkv's gradients.
+  // CPU: the heads' per-thread tiles; in TRAIN also ctx's and qkv's
+  // gradients. GPU: GpuScratch, forward's or (TRAIN) backward's if larger.
   size_t scratch_bytes() const override;
-  // CPU: the projection, probabilities and heads' outputs (CpuKept).
+  // The projection, probabilities and heads' outputs (Kept).
   size_t kept_bytes() const override;
 
  private:
@@ -68,16 +69,27 @@ class MultiHeadAttentionLayer : public Layer {
     Tensor items, dctx, dqkv;
   };
   CpuScratch lay_out_scratch(ScratchCarver& c, bool backward) const;
-  // What the CPU path keeps from forward for backward (Layer::kept): the
-  // input projection [N, T, 3D], the probabilities [N, H, T, T] and the
-  // heads' outputs side by side [N, T, D], the input of out_proj.
-  struct CpuKept {
+  // What forward keeps for backward (Layer::kept): the input projection
+  // [N, T, 3D] (on a GPU the same values head-major, [3, N, H, T, dh]: q, k,
+  // v), the probabilities [N, H, T, T] and the heads' outputs side by side
+  // [N, T, D], the input of out_proj.
+  struct Kept {
     Tensor qkv, probs, ctx;
   };
-  CpuKept lay_out_kept(ScratchCarver& c) const;
+  Kept lay_out_kept(ScratchCarver& c) const;
   // This call's scratch and the kept block, carved (forward and backward alike).
   CpuScratch take_scratch(bool backward);
-  CpuKept take_kept();
+  Kept take_kept();
+  // The GPU's scratch of one call. Forward: the projection [N, T, 3D] and
+  // the heads' outputs head-major [N, H, T, dh]. Backward: d ctx [N, T, D],
+  // its heads [N, H, T, dh], dP [N, H, T, T], dQ dK dV head-major
+  // [3, N, H, T, dh] (one block) and the same in rows [N, T, 3D].
+  struct GpuScratch {
+    Tensor qkv, o;                           // forward
+    Tensor dctx, dout, dp, dheads, dqkv;     // backward
+  };
+  GpuScratch lay_out_gpu_scratch(ScratchCarver& c, bool backward) const;
+  GpuScratch take_gpu_scratch(bool backward);
 
   int64_t num_heads_;
   TpGroup tp_;  // active only with split: HEADS over > 1 rank
@@ -90,13 +102,7 @@ class MultiHeadAttentionLayer : public Layer {
   int64_t dh_ = 0;  // per-head dim
   int64_t n_ = 0, t_ = 0;
 
-  // GPU: kept for backward (the CPU's are in kept(), CpuKept).
-  Tensor probs_;  // [N, H, T, T]: attention probabilities
-  Tensor ctx_;    // [N, T, D]: heads' outputs side by side, input of out_proj
-  int64_t scratch_floats_ = 0;  // per worker
-
-  struct CudaState;  // device scratch, in layers/multi_head_attention.cu
-  std::shared_ptr<CudaState> cuda_;
+  int64_t scratch_floats_ = 0;  // per worker (CPU)
 };
 
 }  // namespace strata

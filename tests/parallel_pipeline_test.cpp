@@ -8,6 +8,7 @@
 // pp = 2 and 3, GPIPE and ONE_F_ONE_B, and dp x pp = 2 x 2.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -119,7 +120,7 @@ void write_data(const TempDir& dir) {
 // data fc1 relu1 | fc2 relu2 | sum(fc2, fc1) fc3 loss: fc1 goes to two
 // stages (its gradients from both are summed), label from stage 0 straight
 // to the last stage.
-std::string net_text(int batch, bool shuffle) {
+std::string net_text(int batch, bool shuffle, bool recompute = false) {
   return "name: 'skipnet'\n"
          "layer { name: 'data' type: 'ArrayData' top: 'data' top: 'label'\n"
          "  array_data_param { source: 'x.npy' label_source: 'y.npy' batch_size: " +
@@ -134,12 +135,14 @@ std::string net_text(int batch, bool shuffle) {
          "layer { name: 'sum' type: 'Eltwise' bottom: 'fc2' bottom: 'fc1' top: 'sum' }\n"
          "layer { name: 'fc3' type: 'InnerProduct' bottom: 'sum' top: 'fc3'\n"
          "  inner_product_param { num_output: 4 } }\n"
-         "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'fc3' bottom: 'label' top: 'loss' }\n";
+         "layer { name: 'loss' type: 'SoftmaxWithLoss' bottom: 'fc3' bottom: 'label' top: 'loss' }\n" +
+         // Inside one stage at every cut below.
+         (recompute ? "recompute { from: 'fc2' to: 'relu2' }\n" : "");
 }
 
 SolverConfig make_config(const TempDir& dir, int batch, int iter_size, int max_iter, bool shuffle,
-                         const std::string& prefix) {
-  const std::string solver = "net_param { " + net_text(batch, shuffle) +
+                         const std::string& prefix, bool recompute = false) {
+  const std::string solver = "net_param { " + net_text(batch, shuffle, recompute) +
                              " }\n"
                              "type: 'SGD' base_lr: 0.1 momentum: 0.9 weight_decay: 0.001 lr_policy: 'fixed'\n"
                              "max_iter: " + std::to_string(max_iter) + " iter_size: " + std::to_string(iter_size) +
@@ -177,7 +180,8 @@ std::vector<int> cut(int pp, Cut how = Cut::kMiddle) {
 std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int dp, int pp, int micro,
                                                PipelineSchedule schedule,
                                                StageTransfers transfers = StageTransfers::kAuto,
-                                               Cut how = Cut::kMiddle, ShardStage shard = ShardStage::kNone) {
+                                               Cut how = Cut::kMiddle, ShardStage shard = ShardStage::kNone,
+                                               std::atomic<int>* recompute_ranges = nullptr) {
   const int world = dp * pp;
   auto comms = make_world(world, "pp-world");
   auto store = make_memory_store(20s);
@@ -215,6 +219,7 @@ std::vector<std::vector<float>> train_pipeline(const SolverConfig& config, int d
       // One micro-batch: a stage's gradients in slots used in turn; more: a slot per bucket (they add up).
       EXPECT_EQ(dpar->sharded()->buffers().slots.reuse, shard != ShardStage::kOptimizer && micro == 1);
     }
+    if (recompute_ranges) *recompute_ranges += static_cast<int>(pipe.solver().net().recompute_ranges().size());
     Losses obs;
     pipe.solver().add_observer(&obs);
     pipe.solver().solve();
@@ -245,6 +250,7 @@ struct EquivCase {
   StageTransfers transfers = StageTransfers::kAuto;
   Cut how = Cut::kMiddle;
   ShardStage shard = ShardStage::kNone;  // along the dp axis
+  bool recompute = false;  // the pipeline's net recomputes fc2..relu2 (the reference keeps everything)
 };
 
 class PipelineEquivalence : public ::testing::TestWithParam<EquivCase> {};
@@ -258,8 +264,11 @@ TEST_P(PipelineEquivalence, TrainsLikeOneProcessWithIterSize) {
   const int batch = 8, iters = 5;
   const std::vector<float> want =
       train_reference(make_config(dir, batch * c.dp, c.micro, iters, c.shuffle, dir.file("ref/run")));
-  const auto got = train_pipeline(make_config(dir, batch, 1, iters, c.shuffle, dir.file("pp/run")), c.dp, c.pp,
-                                  c.micro, c.schedule, c.transfers, c.how, c.shard);
+  std::atomic<int> ranges{0};
+  const auto got = train_pipeline(make_config(dir, batch, 1, iters, c.shuffle, dir.file("pp/run"), c.recompute), c.dp,
+                                  c.pp, c.micro, c.schedule, c.transfers, c.how, c.shard, &ranges);
+  // The stage that holds fc2..relu2 recomputes it, on each of its dp ranks.
+  EXPECT_EQ(ranges.load(), c.recompute ? c.dp : 0);
   for (size_t r = 0; r < got.size(); ++r) {
     ASSERT_EQ(got[r].size(), want.size()) << "rank " << r;
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[r][i], want[i], 1e-4) << "rank " << r << " iter " << i;
@@ -309,13 +318,20 @@ INSTANTIATE_TEST_SUITE_P(
                       EquivCase{2, 2, 3, PipelineSchedule::kGPipe, false, StageTransfers::kAuto, Cut::kMiddle,
                                 ShardStage::kParameters},
                       EquivCase{2, 2, 1, PipelineSchedule::kOneFOneB, false, StageTransfers::kAuto, Cut::kMiddle,
-                                ShardStage::kParameters}),
+                                ShardStage::kParameters},
+                      EquivCase{1, 2, 4, PipelineSchedule::kOneFOneB, true, StageTransfers::kAuto, Cut::kMiddle,
+                                ShardStage::kNone, true},
+                      EquivCase{1, 3, 5, PipelineSchedule::kGPipe, true, StageTransfers::kAuto, Cut::kMiddle,
+                                ShardStage::kNone, true},
+                      EquivCase{2, 2, 3, PipelineSchedule::kOneFOneB, false, StageTransfers::kAuto, Cut::kMiddle,
+                                ShardStage::kGradients, true}),
     [](const ::testing::TestParamInfo<EquivCase>& i) {
       return "dp" + std::to_string(i.param.dp) + "_pp" + std::to_string(i.param.pp) + "_m" +
              std::to_string(i.param.micro) + "_" + pipeline_schedule_name(i.param.schedule) +
              (i.param.transfers == StageTransfers::kBatched ? "_batched" : "") +
              (i.param.how == Cut::kDataAlone ? "_data_alone" : "") +
-             (i.param.shard == ShardStage::kNone ? "" : std::string("_shard_") + shard_stage_name(i.param.shard));
+             (i.param.shard == ShardStage::kNone ? "" : std::string("_shard_") + shard_stage_name(i.param.shard)) +
+             (i.param.recompute ? "_recompute" : "");
     });
 
 // ---- plans and errors ----
@@ -336,6 +352,35 @@ TEST(PipelinePlan, StageKeysAndBoundaries) {
   EXPECT_EQ(plan.boundaries[2].from, 0);
   EXPECT_EQ(plan.boundaries[2].to, 2);
   EXPECT_THROW(plan_pipeline(root, 2), ConfigError);  // stage 2 out of range
+}
+
+TEST(PipelinePlan, RecomputeRangesGoToTheirStageAndMayNotCrossAnEdge) {
+  const std::string layers =
+      "layer { name: 'd' type: 'Input' top: 'x' top: 'y' input_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 2 } } }\n"
+      "layer { name: 'a' type: 'InnerProduct' bottom: 'x' top: 'a' inner_product_param { num_output: 2 } }\n"
+      "layer { name: 'r' type: 'ReLU' bottom: 'a' top: 'a' }\n"
+      "layer { name: 'b' type: 'InnerProduct' bottom: 'a' top: 'b' inner_product_param { num_output: 2 } stage: 1 }\n"
+      "layer { name: 's' type: 'Sigmoid' bottom: 'b' top: 's' }\n"
+      "layer { name: 'l' type: 'EuclideanLoss' bottom: 's' bottom: 'y' top: 'l' }\n";
+  const std::map<std::string, Shape> shapes = {{"a", {2, 2}}, {"y", {2, 2}}, {"x", {2, 3}}};
+  const auto ranges_on = [&](const PipelinePlan& plan, int stage) {
+    std::vector<std::string> out;
+    const ConfigNode config = stage_compute_config(plan, stage, shapes);
+    for (const ConfigNode& c : config.children()) {
+      if (c.key() == "recompute") out.push_back(c.get_string("from") + ".." + c.get_string("to"));
+    }
+    return out;
+  };
+  const PipelinePlan inside = plan_pipeline(
+      parse_config_text(layers + "recompute { from: 'a' to: 'r' }\nrecompute { from: 'b' to: 's' }\n", "p.prototxt"), 2);
+  EXPECT_EQ(ranges_on(inside, 0), std::vector<std::string>{"a..r"});
+  EXPECT_EQ(ranges_on(inside, 1), std::vector<std::string>{"b..s"});
+  const PipelinePlan across = plan_pipeline(parse_config_text(layers + "recompute { from: 'r' to: 'b' }\n", "p.prototxt"), 2);
+  EXPECT_CONTAINS(test::error_of<ConfigError>([&] { stage_compute_config(across, 0, shapes); }),
+                  "starts on pipeline stage 0 and ends on stage 1; a range must stay inside one stage");
+  const PipelinePlan unknown = plan_pipeline(parse_config_text(layers + "recompute { from: 'q' to: 'b' }\n", "p.prototxt"), 2);
+  EXPECT_CONTAINS(test::error_of<ConfigError>([&] { stage_compute_config(unknown, 1, shapes); }),
+                  "no TRAIN-phase layer 'q' in the net");
 }
 
 TEST(PipelinePlan, DecreasingStagesAreRejected) {

@@ -1,8 +1,9 @@
 // Layer scratch (framework/scratch.h): the carver's layout, the shared
-// buffer, one buffer of the largest layer's need per net (shared with the
-// TEST net), training that gives the same bits with it as with a buffer per
-// layer, and the checked mode that poisons the buffer before every call,
-// catching a layer that keeps something in scratch from forward to backward.
+// buffer, each layer call's place in the net's arena by step under a plan by
+// lifetime (a buffer per layer under SEPARATE), training that gives the same
+// bits with it as with a buffer per layer, and the checked mode that poisons
+// a call's scratch before the call, catching a layer that keeps something in
+// scratch from forward to backward.
 
 #include <gtest/gtest.h>
 
@@ -85,9 +86,10 @@ struct ThreadsFor {
   int saved;
 };
 
-// Three convolutions of different sizes (each with its own scratch) and an
-// attention block, whose heads' tiles and gradients are scratch too.
+// Three convolutions of different sizes, each with its own scratch, run
+// forward and backward.
 const char* kNet = R"(
+force_backward: true
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 4 dim: 3 dim: 16 dim: 16 } } }
 layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1" convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
 layer { name: "conv2" type: "Convolution" bottom: "c1" top: "c2" convolution_param { num_output: 32 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
@@ -100,36 +102,128 @@ std::unique_ptr<Net> make_net(const std::string& text, BlobMemory memory) {
   return std::make_unique<Net>(parse_config_text(text, "net.prototxt"), o);
 }
 
-TEST(NetScratch, TheLayersShareOneBufferOfTheLargestNeed) {
-  const ThreadsFor threads(2);
-  const auto shared = make_net(kNet, BlobMemory::kByLifetime);
-  size_t most = 0, sum = 0;
-  for (int i = 0; i < shared->num_layers(); ++i) {
-    most = std::max(most, shared->layer(i).scratch_bytes());
-    sum += shared->layer(i).scratch_bytes();
+size_t largest_scratch(const Net& net, size_t* sum = nullptr) {
+  size_t most = 0;
+  for (int i = 0; i < net.num_layers(); ++i) {
+    most = std::max(most, net.layer(i).scratch_bytes());
+    if (sum) *sum += net.layer(i).scratch_bytes();
   }
-  ASSERT_GT(most, 0u);
-  EXPECT_LT(most, sum);
-  EXPECT_EQ(shared->memory_report().workspace_bytes, most);
-  const auto separate = make_net(kNet, BlobMemory::kSeparate);
-  EXPECT_EQ(separate->memory_report().workspace_bytes, sum);
-  // Workspace is its own line, not the layers' data.
-  EXPECT_EQ(shared->memory_report().layer_bytes, separate->memory_report().layer_bytes);
-  EXPECT_CONTAINS(shared->memory_report().str(), ", workspace ");
-  // Running takes no more than was planned.
-  shared->forward_backward();
-  EXPECT_EQ(shared->memory_report().workspace_bytes, most);
+  return most;
 }
 
-TEST(NetScratch, ALargerBatchGrowsTheSharedBuffer) {
+TEST(NetScratch, EveryCallHasAPlaceInTheArenaAtItsStep) {
+  const ThreadsFor threads(2);
+  const auto planned = make_net(kNet, BlobMemory::kByLifetime);
+  size_t sum = 0;
+  const size_t most = largest_scratch(*planned, &sum);
+  ASSERT_GT(most, 0u);
+  EXPECT_LT(most, sum);
+  // Three convolutions, each a forward and a backward (their weights learn).
+  EXPECT_EQ(planned->blob_plan().scratch_calls, 6);
+  EXPECT_EQ(planned->blob_plan().scratch_bytes, most);
+  EXPECT_CONTAINS(planned->blob_plan().str(), "the scratch of 6 layer call(s) placed by step");
+  // No shared buffer beside the arena: every call runs in its place.
+  EXPECT_EQ(planned->memory_report().workspace_bytes, 0u);
+  planned->forward_backward();
+  planned->forward_backward();
+  EXPECT_EQ(planned->memory_report().workspace_bytes, 0u);
+  // SEPARATE: a buffer per layer, as before; the same layer data.
+  const auto separate = make_net(kNet, BlobMemory::kSeparate);
+  EXPECT_EQ(separate->memory_report().workspace_bytes, sum);
+  EXPECT_EQ(separate->blob_plan().scratch_calls, 0);
+  EXPECT_EQ(planned->memory_report().layer_bytes, separate->memory_report().layer_bytes);
+  EXPECT_CONTAINS(separate->memory_report().str(), ", workspace ");
+}
+
+TEST(NetScratch, ALargerBatchPlansTheScratchAgain) {
   const auto net = make_net(kNet, BlobMemory::kByLifetime);
-  const size_t before = net->memory_report().workspace_bytes;
+  const size_t before = net->blob_plan().scratch_bytes;
+  const size_t arena_before = net->blob_plan().arena_bytes;
   net->blob("x").resize({4, 3, 32, 32});
   net->reshape();
-  size_t most = 0;
-  for (int i = 0; i < net->num_layers(); ++i) most = std::max(most, net->layer(i).scratch_bytes());
+  const size_t most = largest_scratch(*net);
   EXPECT_GT(most, before);
-  EXPECT_EQ(net->memory_report().workspace_bytes, most);
+  EXPECT_EQ(net->blob_plan().scratch_bytes, most);
+  EXPECT_GT(net->blob_plan().arena_bytes, arena_before);
+  net->forward_backward();
+  EXPECT_EQ(net->memory_report().workspace_bytes, 0u);  // no call outgrew its place
+}
+
+// Copies its input, and declares (and takes, in forward and backward) a
+// scratch of g_taker_bytes that it fills.
+size_t g_taker_bytes = 0;
+
+class ScratchTakerLayer : public Layer {
+ public:
+  using Layer::Layer;
+  static LayerSchema schema() { return {}; }
+  size_t scratch_bytes() const override { return g_taker_bytes; }
+  void reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->reshape_like(*bottom[0]); }
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
+    fill_scratch();
+    top[0]->data.copy_from(bottom[0]->data);
+  }
+  void backward_cpu(const BlobVec& top, const std::vector<bool>&, const BlobVec& bottom) override {
+    fill_scratch();
+    bottom[0]->diff.copy_from(top[0]->diff);
+  }
+
+ private:
+  void fill_scratch() {
+    if (g_taker_bytes == 0) return;
+    ScratchCarver carver(scratch(g_taker_bytes));
+    carver.take({static_cast<int64_t>(g_taker_bytes / sizeof(float))}).fill(7.0f);
+  }
+};
+
+// The taker's calls are the first forward after the input and the last
+// backward, when only the small `a` (and its gradient) is alive; the two
+// 512 KiB values b and c live in between.
+const char* kTakerNet = R"(
+force_backward: true
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 16 } } }
+layer { name: "take" type: "ScratchTakerForTest" bottom: "x" top: "a" }
+layer { name: "ip1" type: "InnerProduct" bottom: "a" top: "b" inner_product_param { num_output: 65536 weight_filler { type: "gaussian" std: 0.01 } } }
+layer { name: "relu" type: "ReLU" bottom: "b" top: "c" }
+layer { name: "ip2" type: "InnerProduct" bottom: "c" top: "d" inner_product_param { num_output: 1 weight_filler { type: "gaussian" std: 0.01 } } }
+)";
+
+struct TakerBytes {
+  explicit TakerBytes(size_t b) { g_taker_bytes = b; }
+  ~TakerBytes() { g_taker_bytes = 0; }
+};
+
+TEST(NetScratch, AScratchTakesTheBytesFreeAtItsStep) {
+  ScopedLayerRegistration reg(layer_registration<ScratchTakerLayer>("ScratchTakerForTest"));
+  size_t without = 0;
+  {
+    const TakerBytes none(0);
+    without = make_net(kTakerNet, BlobMemory::kByLifetime)->blob_plan().arena_bytes;
+  }
+  // b and c (512 KiB each) are alive together at ReLU's steps; a scratch
+  // that fits under them at the taker's steps costs nothing.
+  ASSERT_GE(without, size_t{2} * 2 * 65536 * 4);
+  {
+    const TakerBytes fits(256 << 10);
+    const auto net = make_net(kTakerNet, BlobMemory::kByLifetime);
+    EXPECT_EQ(net->blob_plan().arena_bytes, without);
+    EXPECT_EQ(net->blob_plan().scratch_calls, 2);
+    net->forward_backward();
+    EXPECT_EQ(net->memory_report().workspace_bytes, 0u);
+  }
+  // One larger than everything else: the arena grows by less than it (the
+  // values alive beside it are small), where a buffer beside the arena
+  // would have added all of it.
+  {
+    const size_t big = size_t{4} << 20;
+    const TakerBytes large(big);
+    const auto net = make_net(kTakerNet, BlobMemory::kByLifetime);
+    EXPECT_GE(net->blob_plan().arena_bytes, big);
+    EXPECT_LT(net->blob_plan().arena_bytes, without + big);
+    EXPECT_LE(net->blob_plan().arena_bytes, big + 64 * 1024);
+    EXPECT_EQ(net->blob_plan().peak_scratch, big);
+    EXPECT_CONTAINS(net->blob_plan().str(), "at the busiest step, ");
+  }
 }
 
 // -------------------------------------------------------------- training ----
@@ -181,14 +275,17 @@ TEST(NetScratch, TrainingWithOneSharedBufferGivesTheSameBitsAsABufferPerLayer) {
   }
 }
 
-TEST(NetScratch, ATestNetUsesTheTrainNetsBuffer) {
+TEST(NetScratch, ATestNetPlacesItsForwardsScratch) {
   const ThreadsFor threads(2);
-  Solver shared(solver_config("BY_LIFETIME"));
-  ASSERT_NE(shared.test_net(), nullptr);
-  const size_t train_ws = shared.net().memory_report().workspace_bytes;
-  EXPECT_GT(train_ws, 0u);
-  // Counted once for the two nets: the buffer is the same.
-  EXPECT_EQ(memory_report({&shared.net(), shared.test_net()}).workspace_bytes, train_ws);
+  Solver planned(solver_config("BY_LIFETIME"));
+  ASSERT_NE(planned.test_net(), nullptr);
+  const Net& test = *planned.test_net();
+  int layers_with_scratch = 0;
+  for (int i = 0; i < test.num_layers(); ++i) layers_with_scratch += test.layer(i).scratch_bytes() > 0 ? 1 : 0;
+  ASSERT_GT(layers_with_scratch, 0);
+  EXPECT_TRUE(test.blob_plan().forward_only);
+  EXPECT_EQ(test.blob_plan().scratch_calls, layers_with_scratch);  // forwards only
+  EXPECT_EQ(memory_report({&planned.net(), planned.test_net()}).workspace_bytes, 0u);
   Solver separate(solver_config("SEPARATE"));
   EXPECT_GT(memory_report({&separate.net(), separate.test_net()}).workspace_bytes,
             separate.net().memory_report().workspace_bytes);

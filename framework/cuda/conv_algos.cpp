@@ -249,17 +249,32 @@ ConvAlgoChoice measure_choice(const ConvProblem& p, const ConvDescriptors& d, co
   }
   // The forward output doubles as the top gradient of the backward
   // measurements; the layer's own tops and gradients are left alone.
-  std::unique_ptr<Scratch> y, dx, dw;
+  std::unique_ptr<Scratch> y, dx, dw, x_zeros, w_zeros;
+  const void* x = b.x;
+  const void* w = b.w;
   try {
     y = std::make_unique<Scratch>(b.y_bytes, device);
     dx = std::make_unique<Scratch>(b.x_bytes, device);
     dw = std::make_unique<Scratch>(b.w_bytes, device);
+    // No input or weights given: zeros of their sizes.
+    if (!x) {
+      x_zeros = std::make_unique<Scratch>(b.x_bytes, device);
+      STRATA_CUDA_CHECK(cudaMemsetAsync(x_zeros->get(), 0, b.x_bytes, compute_stream()));
+      x = x_zeros->get();
+    }
+    if (!w) {
+      w_zeros = std::make_unique<Scratch>(b.w_bytes, device);
+      STRATA_CUDA_CHECK(cudaMemsetAsync(w_zeros->get(), 0, b.w_bytes, compute_stream()));
+      w = w_zeros->get();
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "warning: %s: no GPU memory to time convolution algorithms (%s); taking cuDNN's heuristic "
                  "choice\n", where.c_str(), e.what());
     y.reset();
     dx.reset();
     dw.reset();
+    x_zeros.reset();
+    w_zeros.reset();
     throw NotTimed{heuristic_choice(p, d, budget, where)};
   }
   Scratch ws = Scratch::at_most(want, device);
@@ -271,7 +286,7 @@ ConvAlgoChoice measure_choice(const ConvProblem& p, const ConvDescriptors& d, co
   cudnnStatus_t status[kConvDirections];
   {
     cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
-    status[idx(kFwd)] = cudnnFindConvolutionForwardAlgorithmEx(h, d.x, b.x, d.w, b.w, d.conv[idx(kFwd)], d.y, y->get(),
+    status[idx(kFwd)] = cudnnFindConvolutionForwardAlgorithmEx(h, d.x, x, d.w, w, d.conv[idx(kFwd)], d.y, y->get(),
                                                                kMaxAlgos, &n, perf, ws.get(), ws_bytes);
     found[idx(kFwd)] = status[idx(kFwd)] == CUDNN_STATUS_SUCCESS &&
                        leanest_near_fastest(perf, n, ws_bytes, p.determinism, p.time_slack_percent, &c[kFwd]);
@@ -279,14 +294,14 @@ ConvAlgoChoice measure_choice(const ConvProblem& p, const ConvDescriptors& d, co
   {
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
     status[idx(kBwdData)] = cudnnFindConvolutionBackwardDataAlgorithmEx(
-        h, d.w, b.w, d.y, y->get(), d.conv[idx(kBwdData)], d.x, dx->get(), kMaxAlgos, &n, perf, ws.get(), ws_bytes);
+        h, d.w, w, d.y, y->get(), d.conv[idx(kBwdData)], d.x, dx->get(), kMaxAlgos, &n, perf, ws.get(), ws_bytes);
     found[idx(kBwdData)] = status[idx(kBwdData)] == CUDNN_STATUS_SUCCESS &&
                            leanest_near_fastest(perf, n, ws_bytes, p.determinism, p.time_slack_percent, &c[kBwdData]);
   }
   {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
     status[idx(kBwdFilter)] = cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        h, d.x, b.x, d.y, y->get(), d.conv[idx(kBwdFilter)], d.w, dw->get(), kMaxAlgos, &n, perf, ws.get(), ws_bytes);
+        h, d.x, x, d.y, y->get(), d.conv[idx(kBwdFilter)], d.w, dw->get(), kMaxAlgos, &n, perf, ws.get(), ws_bytes);
     found[idx(kBwdFilter)] = status[idx(kBwdFilter)] == CUDNN_STATUS_SUCCESS &&
                              leanest_near_fastest(perf, n, ws_bytes, p.determinism, p.time_slack_percent, &c[kBwdFilter]);
   }

@@ -13,8 +13,8 @@
 // Workspace budget, per algorithm: the smaller of STRATA_CUDNN_WORKSPACE_LIMIT
 // (default 4 GiB) and half of what the device could still give the caching
 // allocator (free device memory plus the allocator's cached free blocks);
-// the other half stays for allocations the first step has yet to make
-// (gradients are allocated on first use).
+// the other half stays for the net's arena, taken after a convolution
+// chooses (at its reshape, so that the plan can place the workspace).
 //
 // In FP32 math mode no tensor-op variant is taken (they would round inputs to
 // TF32). With STRATA_CUDNN_DETERMINISTIC=1 only algorithms cuDNN reports as
@@ -45,6 +45,9 @@ struct ConvDescriptors {
 
 // Device memory the measurement may read: the layer's input and weights
 // (the forward output and the gradients go to scratch from the allocator).
+// Null: timed on zeroed scratch of x_bytes / w_bytes instead (the kernels'
+// speed does not depend on the values), so a layer can choose before its
+// input has memory.
 struct ConvBuffers {
   const void* x = nullptr;
   const void* w = nullptr;

@@ -25,6 +25,7 @@ Placement place_lifetimes(const std::vector<Lifetime>& buffers, size_t alignment
   std::vector<size_t> order(buffers.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (buffers[a].group != buffers[b].group) return buffers[a].group < buffers[b].group;
     if (buffers[a].bytes != buffers[b].bytes) return buffers[a].bytes > buffers[b].bytes;
     return buffers[a].first < buffers[b].first;
   });

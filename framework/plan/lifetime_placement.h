@@ -17,6 +17,11 @@ struct Lifetime {
   size_t bytes = 0;
   int first = 0;
   int last = 0;
+  // Placed after every buffer of a lower group (0 by default: one group).
+  // A short-lived block (a call's scratch) placed last fills the holes the
+  // others leave at its step; placed first by size, a large one pushes
+  // every long-lived buffer alive at its step above it.
+  int group = 0;
 };
 
 struct Placement {
@@ -25,9 +30,10 @@ struct Placement {
   size_t peak_bytes = 0;        // the most bytes alive at one step (a lower bound of arena_bytes)
 };
 
-// Greedy: the largest buffers first (ties: the earlier first step), each at
-// the lowest aligned offset where it overlaps no placed buffer whose
-// lifetime meets its own. Deterministic. `alignment` is a power of two.
+// Greedy: group by group, the largest buffers first (ties: the earlier
+// first step), each at the lowest aligned offset where it overlaps no placed
+// buffer whose lifetime meets its own. Deterministic. `alignment` is a power
+// of two.
 Placement place_lifetimes(const std::vector<Lifetime>& buffers, size_t alignment);
 
 }  // namespace strata

@@ -234,6 +234,10 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   }
   chunk_images_ = n_img;
   num_chunks_ = num_ > 0 ? (num_ + n_img - 1) / n_img : 0;
+#ifdef STRATA_WITH_CUDA
+  // The algorithms come with the shape, so scratch_bytes() names their workspace.
+  if (!device().is_cpu() && num_ > 0) prepare_cudnn();
+#endif
 }
 
 void ConvolutionLayer::force_algorithm_for_testing(Algorithm a) { g_forced_algorithm = a; }
@@ -264,7 +268,13 @@ bool ConvolutionLayer::input_grad_as_convolution() const {
 }
 
 size_t ConvolutionLayer::scratch_bytes() const {
-  if (!device().is_cpu()) return 0;  // cuDNN takes the device's workspace
+  if (!device().is_cpu()) {
+#ifdef STRATA_WITH_CUDA
+    return cudnn_workspace_bytes();  // cuDNN's workspace
+#else
+    return 0;
+#endif
+  }
   ScratchCarver counter;
   lay_out_workspaces(counter);
   return counter.bytes();

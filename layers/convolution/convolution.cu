@@ -2,8 +2,12 @@
 // changes, and the algorithms for forward, backward-data and backward-filter
 // are chosen once per (shape, math mode) by framework/cuda/conv_algos.h
 // (timed by default, remembered process-wide and on disk) and kept here.
-// Workspace comes from the runtime's caching allocator. cuDNN handles groups
-// itself (group count on the convolution descriptor).
+// They are chosen when the shape is set (reshape), before the Net plans its
+// memory, so the workspace they take is scratch (Layer::scratch_bytes) that
+// the plan places by step in the net's arena, where the bytes are free at
+// that layer's call. cuDNN handles groups itself (group count on the
+// convolution descriptor).
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -13,6 +17,7 @@
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
+#include "framework/scratch.h"
 #include "layers/convolution/convolution.h"
 
 namespace strata {
@@ -23,6 +28,15 @@ int to_int(int64_t v, const char* what) {
   STRATA_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), "Convolution: ", what, " ", v,
                " is too large for cuDNN");
   return static_cast<int>(v);
+}
+
+// `bytes` of this call's scratch (Layer::scratch: the plan's place for the
+// call) as cuDNN's workspace; null for none.
+void* workspace_in(const Tensor& block, size_t bytes) {
+  if (bytes == 0) return nullptr;
+  ScratchCarver carver(block);
+  Tensor ws = carver.take({static_cast<int64_t>(bytes)}, DType::kU8);
+  return ws.device_data<uint8_t>();  // the block outlives the call
 }
 
 }  // namespace
@@ -78,9 +92,13 @@ struct ConvolutionLayer::CudaState {
 };
 
 // Sets the descriptors for the current shape (a no-op when unchanged) and
-// chooses the algorithms (once per shape and math mode). Timing them reads
-// the bottom and the weights; it writes neither the top nor any gradient.
-void ConvolutionLayer::prepare_cudnn(const BlobVec& bottom) {
+// chooses the algorithms (once per shape and math mode). Timing them runs on
+// zeroed buffers of the input's and the weights' sizes from the caching
+// allocator (the speed of these kernels does not depend on the values), so
+// it needs neither the bottom's memory, which the plan may not have placed
+// yet, nor the weights on the device; it writes no blob.
+void ConvolutionLayer::prepare_cudnn() {
+  const cuda::DeviceGuard on_device(device().index);
   if (!cuda_) {
     cuda_ = std::make_shared<CudaState>();
     // Shape-independent parts.
@@ -132,9 +150,7 @@ void ConvolutionLayer::prepare_cudnn(const BlobVec& bottom) {
     p.dtype = "f32";
     p.layout = "NCHW";
     p.math = static_cast<int>(math);
-    cuda::ConvBuffers b;
-    b.x = bottom[0]->data.device_data<float>();
-    b.w = param(0).data.device_data<float>();
+    cuda::ConvBuffers b;  // x and w null: timed on zeroed buffers
     b.x_bytes = static_cast<size_t>(num_ * channels_ * height_ * width_) * sizeof(float);
     b.y_bytes = static_cast<size_t>(num_ * num_output_ * out_h_ * out_w_) * sizeof(float);
     b.w_bytes = static_cast<size_t>(param(0).numel()) * sizeof(float);
@@ -144,6 +160,13 @@ void ConvolutionLayer::prepare_cudnn(const BlobVec& bottom) {
   }
   st.current = key;
   st.algos = &found->second;
+}
+
+size_t ConvolutionLayer::cudnn_workspace_bytes() const {
+  if (!cuda_ || !cuda_->algos) return 0;
+  const cuda::ConvAlgos& a = *cuda_->algos;
+  if (phase() == Phase::kTest) return a.fwd_bytes;  // a TEST net runs forward only
+  return std::max({a.fwd_bytes, a.bwd_data_bytes, a.bwd_filter_bytes});
 }
 
 std::string ConvolutionLayer::describe_runtime() const {
@@ -162,11 +185,11 @@ void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
     return;
   }
   if (num_ == 0) return;  // cuDNN rejects empty tensors; the top is empty too
-  prepare_cudnn(bottom);
+  prepare_cudnn();
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
-  void* ws = st.algos->fwd_bytes > 0 ? cuda::workspace(st.algos->fwd_bytes) : nullptr;
+  void* ws = workspace_in(scratch(st.algos->fwd_bytes), st.algos->fwd_bytes);
   STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, st.x, bottom[0]->data.device_data<float>(), st.w,
                                              param(0).data.device_data<float>(), st.conv, st.algos->fwd, ws,
                                              st.algos->fwd_bytes, &zero, st.y, top[0]->data.device_data<float>()));
@@ -189,7 +212,7 @@ void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>
     return;
   }
   if (num_ == 0) return;  // nothing to add to the parameter gradients, no input gradient
-  prepare_cudnn(bottom);
+  prepare_cudnn();
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
@@ -199,13 +222,13 @@ void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>
     STRATA_CUDNN_CHECK(
         cudnnConvolutionBackwardBias(h, &one, st.y, dy, &one, st.bias, param(1).diff.device_data<float>()));
   }
-  void* ws = st.algos->bwd_filter_bytes > 0 ? cuda::workspace(st.algos->bwd_filter_bytes) : nullptr;
+  void* ws = workspace_in(scratch(st.algos->bwd_filter_bytes), st.algos->bwd_filter_bytes);
   STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, bottom[0]->data.device_data<float>(), st.y, dy,
                                                     st.conv_bwd_filter, st.algos->bwd_filter, ws,
                                                     st.algos->bwd_filter_bytes, &one, st.w,
                                                     param(0).diff.device_data<float>()));
   if (propagate_down[0]) {
-    ws = st.algos->bwd_data_bytes > 0 ? cuda::workspace(st.algos->bwd_data_bytes) : nullptr;
+    ws = workspace_in(scratch(st.algos->bwd_data_bytes), st.algos->bwd_data_bytes);
     STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, param(0).data.device_data<float>(), st.y, dy,
                                                     st.conv_bwd_data, st.algos->bwd_data, ws,
                                                     st.algos->bwd_data_bytes, &zero, st.x,

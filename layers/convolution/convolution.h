@@ -157,9 +157,15 @@ class ConvolutionLayer : public Layer {
   std::string describe_runtime() const override;
 
  private:
-  struct CudaState;  // device scratch and library handles, in layers/convolution/convolution.cu
+  struct CudaState;  // descriptors and chosen algorithms, in layers/convolution/convolution.cu
   std::shared_ptr<CudaState> cuda_;
-  void prepare_cudnn(const BlobVec& bottom);
+  // Sets the descriptors for the current shape and chooses the algorithms
+  // (once per shape and math mode): reshape() does it on a GPU, so that the
+  // workspace they take (scratch_bytes) is known when the Net plans.
+  void prepare_cudnn();
+  // The most workspace one call of the chosen algorithms takes (TEST:
+  // forward's); 0 before they are chosen.
+  size_t cudnn_workspace_bytes() const;
 #endif
 };
 

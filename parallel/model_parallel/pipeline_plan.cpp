@@ -262,6 +262,28 @@ ConfigNode stage_compute_config(const PipelinePlan& plan, int stage, const std::
       root.add_child(without_stage(block));
     }
   }
+  // Recompute ranges go to the stage that holds them; one across a stage
+  // edge cannot run (backward of part of a range) and is refused here.
+  if (plan.phase == Phase::kTrain) {
+    auto stage_of = [&](const ConfigNode& range, const std::string& key) {
+      const std::string name = range.get_string(key);
+      for (const auto& l : plan.layers) {
+        if (l.name == name) return l.stage;
+      }
+      fail<ConfigError>("recompute { ", key, ": \"", name, "\" } at ", range.loc().str(), ": no TRAIN-phase layer '",
+                        name, "' in the net");
+    };
+    for (const ConfigNode& c : plan.root.children()) {
+      if (c.key() != "recompute") continue;
+      const int from = stage_of(c, "from"), to = stage_of(c, "to");
+      if (from != to) {
+        fail<ConfigError>("recompute { from: \"", c.get_string("from"), "\" to: \"", c.get_string("to"), "\" } at ",
+                          c.loc().str(), ": it starts on pipeline stage ", from, " and ends on stage ", to,
+                          "; a range must stay inside one stage: split it at the stage edge");
+      }
+      if (from == stage) root.add_child(c);
+    }
+  }
   return pad_to_full_indices(root, full_indices(plan.root, plan.phase), plan.phase);
 }
 
