@@ -480,6 +480,8 @@ void Net::run_forward(int i, Call call) {
 
 float Net::forward(int from, int to) {
   STRATA_CHECK(from >= 0 && to < num_layers() && from <= to + 1, "bad layer range [", from, ", ", to, "]");
+  // The host net planned a new arena (a larger batch): lie in that one, and let the old one go.
+  if (host_arena_ && options_.arena_host->blob_arena_.storage_id() != host_arena_) plan_blob_memory();
   double loss = 0.0;
   std::vector<const float*> device_losses;  // CUDA: read once, after the last layer
   std::vector<float> device_weights;

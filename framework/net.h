@@ -48,6 +48,8 @@ class DeviceTimeline;
 //                       is filled with NaN before the call.
 enum class BlobMemory { kSeparate, kByLifetime, kByLifetimeChecked };
 
+class Net;
+
 struct NetOptions {
   Phase phase = Phase::kTrain;
   // The solver's train_state or test_state (level, stages; a phase given
@@ -69,6 +71,13 @@ struct NetOptions {
   // before anything is allocated. 0 for a net nobody trains.
   int optimizer_slots = 0;
   BlobMemory blob_memory = BlobMemory::kSeparate;
+  // A net that runs one after another with this one, never during its step
+  // (the TRAIN net of the Solver's TEST net). When this net is planned for
+  // forward passes only, the two share one arena, the larger of the two
+  // (a planned arena holds nothing between steps): this net lies in the
+  // host's, or, when it needs more, the host moves into this one's. The TEST
+  // net then costs no memory beyond the blobs it keeps whole.
+  Net* arena_host = nullptr;
 };
 
 // What the blob memory plan of a net did (all zero under kSeparate).
@@ -80,6 +89,7 @@ struct BlobPlanReport {
   int kept = 0;               // blobs kept whole (outputs, inputs, kept_blobs)
   bool forward_only = false;  // a TEST net's plan: values only, no backward
   int recomputed = 0;         // values made inside recompute ranges (placed twice: forward, recompute)
+  std::string host;           // the net this one shares its arena with (NetOptions::arena_host), "" for none
   int scratch_calls = 0;      // layer calls whose scratch has a place in the arena
   size_t scratch_bytes = 0;   // the largest of those
   // At the step with the most bytes alive (peak_bytes): what they are.
@@ -324,6 +334,10 @@ class Net {
   size_t traced_tensors_ = 0, traced_device_ = 0;  // what the last trace line said
   std::set<std::string> kept_blobs_;
   Tensor blob_arena_;                              // u8, the planned values and gradients
+  const void* host_arena_ = nullptr;               // the storage of options_.arena_host's arena this one lies in
+  Tensor guest_arena_;  // a larger arena of a net that uses this one as its arena_host: this net lies in it
+  std::string guest_name_;  // that net, as shared_arena_name() says it
+  std::string shared_arena_name() const;  // "TRAIN net 'digits'", for the plan's report
   // The layers' scratch: one shared by all (and by a TEST net that shares
   // this net's parameters), or under kSeparate one per layer. Under a plan
   // by lifetime it only serves calls without a place (one too small).

@@ -102,6 +102,7 @@ std::string BlobPlanReport::str() const {
     os << "; the scratch of " << scratch_calls << " layer call(s) placed by step (the largest "
        << format_bytes(scratch_bytes) << ")";
   }
+  if (!host.empty()) os << "; one arena with the " << host << " (the two run one after another)";
   if (!peak_step.empty()) {
     os << "; at the busiest step, " << peak_step << ": values " << format_bytes(peak_values);
     if (!forward_only) os << ", gradients " << format_bytes(peak_gradients);
@@ -316,7 +317,26 @@ void Net::plan_blob_memory() {
     place.peak_bytes = place_lifetimes(real, kArenaAlignment).peak_bytes;
   }
 
-  blob_arena_ = Tensor(Shape{static_cast<int64_t>(place.arena_bytes)}, DType::kU8, options_.device);
+  // A TEST net and its TRAIN net share one arena, the larger: it holds
+  // nothing between training steps, when the TEST net runs. The TEST net
+  // lies in the TRAIN net's when it fits; otherwise the TRAIN net moves into
+  // the TEST net's (planned again, below).
+  Net* host = options_.arena_host;
+  const bool shares = host && host != this && forward_only && host->options_.device == options_.device &&
+                      host->options_.blob_memory != BlobMemory::kSeparate && host->blob_arena_.storage_id();
+  const bool in_host = shares && host->blob_arena_.nbytes() >= place.arena_bytes;
+  const bool in_guest = !shares && guest_arena_.storage_id() && guest_arena_.nbytes() >= place.arena_bytes;
+  if (in_host) {
+    blob_arena_ = host->blob_arena_;
+    // An arena of ours the host had moved into, and left since, is let go.
+    if (host->guest_arena_.storage_id() != host->blob_arena_.storage_id()) host->guest_arena_ = Tensor();
+  } else if (in_guest) {
+    blob_arena_ = guest_arena_;
+  } else {
+    blob_arena_ = Tensor(Shape{static_cast<int64_t>(place.arena_bytes)}, DType::kU8, options_.device);
+  }
+  host_arena_ = in_host ? host->blob_arena_.storage_id() : nullptr;
+  blob_plan_.host = in_host ? host->shared_arena_name() : in_guest ? guest_name_ : std::string();
   if (poison) poison_after_.assign(static_cast<size_t>(num_steps), {});
   for (size_t k = 0; k < planned.size(); ++k) {
     const PlannedTensor& p = planned[k];
@@ -368,7 +388,17 @@ void Net::plan_blob_memory() {
   blob_plan_.planned = placed + static_cast<int>(idle_bytes > 0 ? idle.size() : 0);
   blob_plan_.forward_only = forward_only;
   planned_forward_only_ = forward_only;
+  if (shares && !in_host) {
+    // The host moves into this net's larger arena and lets its own go.
+    host->guest_arena_ = blob_arena_;
+    host->guest_name_ = shared_arena_name();
+    host->plan_blob_memory();
+    host_arena_ = blob_arena_.storage_id();
+    blob_plan_.host = host->shared_arena_name();
+  }
 }
+
+std::string Net::shared_arena_name() const { return std::string(phase_name(phase())) + " net '" + name_ + "'"; }
 
 void Net::poison_after(int step) {
   if (poison_after_.empty()) return;

@@ -4,11 +4,12 @@
 // pooling mask, attention's probabilities).
 //
 // A layer says how much it needs (Layer::scratch_bytes) and takes it at the
-// start of each call (Layer::scratch). The layers of a Net take it from the
-// net's one SharedScratch, sized by the largest need, so a net holds one
-// layer's scratch instead of the sum of every layer's; the TEST net shares
-// the TRAIN net's. A layer run alone (a test calling forward_cpu) gets a
-// buffer of its own, as before.
+// start of each call (Layer::scratch). In a Net planned by lifetime each
+// call has a place in the net's arena at its step (framework/net_plan.cpp),
+// in bytes nothing else holds then; a call that needs more than its place
+// takes the net's SharedScratch, grown to the need (a TEST net shares the
+// TRAIN net's). Under SEPARATE every layer has a SharedScratch of its own. A
+// layer run alone (a test calling forward_cpu) gets a buffer of its own.
 #pragma once
 
 #include <cstddef>

@@ -228,14 +228,15 @@ TEST(NetScratch, AScratchTakesTheBytesFreeAtItsStep) {
 
 // -------------------------------------------------------------- training ----
 
-SolverConfig solver_config(const std::string& memory) {
+SolverConfig solver_config(const std::string& memory, int test_batch = 3) {
+  const std::string tb = std::to_string(test_batch);
   const std::string text = R"(
 net_param {
   layer { name: "data" type: "DummyData" top: "data" top: "label" include { phase: TRAIN }
           dummy_data_param { shape { dim: 6 dim: 2 dim: 12 dim: 12 } shape { dim: 6 }
                              data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 3 } } }
   layer { name: "data" type: "DummyData" top: "data" top: "label" include { phase: TEST }
-          dummy_data_param { shape { dim: 3 dim: 2 dim: 12 dim: 12 } shape { dim: 3 }
+          dummy_data_param { shape { dim: )" + tb + R"( dim: 2 dim: 12 dim: 12 } shape { dim: )" + tb + R"( }
                              data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 1 } } }
   layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
           convolution_param { num_output: 16 kernel_size: 3 pad: 1 weight_filler { type: "xavier" } } }
@@ -270,12 +271,12 @@ TEST(NetScratch, TrainingWithOneSharedBufferGivesTheSameBitsAsABufferPerLayer) {
       const ThreadsFor threads(t);
       SCOPED_TRACE(std::to_string(t) + " thread(s), " +
                    (algorithm == ConvolutionLayer::Algorithm::kIm2col ? "im2col" : "Winograd"));
-      test::expect_layouts_train_alike(solver_config);
+      test::expect_layouts_train_alike([](const std::string& memory) { return solver_config(memory); });
     }
   }
 }
 
-TEST(NetScratch, ATestNetPlacesItsForwardsScratch) {
+TEST(NetScratch, ATestNetPlacesItsForwardsScratchInTheTrainNetsArena) {
   const ThreadsFor threads(2);
   Solver planned(solver_config("BY_LIFETIME"));
   ASSERT_NE(planned.test_net(), nullptr);
@@ -286,9 +287,34 @@ TEST(NetScratch, ATestNetPlacesItsForwardsScratch) {
   EXPECT_TRUE(test.blob_plan().forward_only);
   EXPECT_EQ(test.blob_plan().scratch_calls, layers_with_scratch);  // forwards only
   EXPECT_EQ(memory_report({&planned.net(), planned.test_net()}).workspace_bytes, 0u);
+  // Its values and scratch lie in the TRAIN net's arena, which holds nothing
+  // between training steps (when the TEST net runs): they cost nothing more.
+  const Net& train = planned.net();
+  EXPECT_EQ(test.blob_plan().host, "TRAIN net '" + train.name() + "'");
+  EXPECT_LE(test.blob_plan().arena_bytes, train.blob_plan().arena_bytes);
+  EXPECT_CONTAINS(test.blob_plan().str(), "one arena with the TRAIN net '" + train.name() + "'");
+  EXPECT_EQ(memory_report({&train, &test}).activation_bytes,
+            train.memory_report().activation_bytes + test.memory_report().activation_bytes -
+                train.blob_plan().arena_bytes);
   Solver separate(solver_config("SEPARATE"));
   EXPECT_GT(memory_report({&separate.net(), separate.test_net()}).workspace_bytes,
             separate.net().memory_report().workspace_bytes);
+}
+
+// A TEST batch larger than the TRAIN batch: the TRAIN net moves into the
+// TEST net's arena, and training (testing every 2 steps) gives the same bits.
+TEST(NetScratch, ATrainNetMovesIntoALargerTestNetsArena) {
+  const ThreadsFor threads(2);
+  Solver planned(solver_config("BY_LIFETIME", 24));
+  const Net& train = planned.net();
+  const Net& test = *planned.test_net();
+  EXPECT_GT(test.blob_plan().arena_bytes, train.blob_plan().arena_bytes);
+  EXPECT_EQ(train.blob_plan().host, "TEST net '" + test.name() + "'");
+  EXPECT_EQ(test.blob_plan().host, "TRAIN net '" + train.name() + "'");
+  EXPECT_EQ(memory_report({&train, &test}).activation_bytes,
+            train.memory_report().activation_bytes + test.memory_report().activation_bytes -
+                test.blob_plan().arena_bytes);
+  test::expect_layouts_train_alike([](const std::string& memory) { return solver_config(memory, 24); });
 }
 
 // Writes its input into scratch in forward and reads it back in backward,

@@ -162,17 +162,21 @@ void Solver::build_nets() {
     auto it = config_.not_found.find(path);
     if (it != config_.not_found.end() && !file_exists(path)) throw ConfigError(it->second);
   }
+  // The TEST net runs between training steps: its values lie in the TRAIN net's arena (NetOptions::arena_host).
+  auto test_options = [&](const std::string& base_dir) {
+    NetOptions o = net_options(Phase::kTest, base_dir);
+    o.arena_host = net_.get();
+    return o;
+  };
   if (config_.has_net_param) {
     net_ = std::make_unique<Net>(config_.net_param, net_options(Phase::kTrain, config_.base_dir));
-    if (want_test) test_net_ = std::make_unique<Net>(config_.net_param, net_options(Phase::kTest, config_.base_dir));
+    if (want_test) test_net_ = std::make_unique<Net>(config_.net_param, test_options(config_.base_dir));
   } else if (!config_.net.empty()) {
     net_ = Net::from_file(config_.net, net_options(Phase::kTrain, ""));
-    if (want_test) test_net_ = Net::from_file(config_.net, net_options(Phase::kTest, ""));
+    if (want_test) test_net_ = Net::from_file(config_.net, test_options(""));
   } else {
     net_ = Net::from_file(config_.train_net, net_options(Phase::kTrain, ""));
-    if (want_test && !config_.test_net.empty()) {
-      test_net_ = Net::from_file(config_.test_net, net_options(Phase::kTest, ""));
-    }
+    if (want_test && !config_.test_net.empty()) test_net_ = Net::from_file(config_.test_net, test_options(""));
   }
   if (test_net_) test_net_->share_params_from(*net_);
 }
