@@ -162,7 +162,7 @@ make_solver "$dir/pp.prototxt" "pp/digits"
 start_run "$work/pp" "$dir/pp/digits_log.jsonl" "$strata" launch --nproc 2 -- \
   "$strata" train --solver "$dir/pp.prototxt" --pp 2 --micro-batches 2 --threads 1
 kill -TERM "$bg_pid"
-wait_run
+wait_run 30 "$work/pp.err"  # it once stayed up past 30 s under load: show what the ranks said
 [ "$rc" -eq 143 ] || { cat "$work/pp.err" "$work/pp.txt"; fail "launcher exit status $rc, expected 143"; }
 steps0=$(sed -n 's/^\[rank 0\] pipeline stage 0: \([0-9]*\) timed steps.*/\1/p' "$work/pp.txt")
 steps1=$(sed -n 's/^\[rank 1\] pipeline stage 1: \([0-9]*\) timed steps.*/\1/p' "$work/pp.txt")
