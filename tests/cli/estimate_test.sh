@@ -87,6 +87,23 @@ else
   fail "strata time --out failed: $(cat "$work/err.txt")"
 fi
 
+# 2a. strata time on a net with a recompute range: the range's backward runs
+# whole (it cannot run over part of it) and its time goes to its last layer.
+sed "s|\.\./\.\./data|$src/data|g" "$model" > "$work/recompute.prototxt"
+echo 'recompute { from: "conv2" to: "pool1" }' >> "$work/recompute.prototxt"
+if "$strata" time --model "$work/recompute.prototxt" --iterations 2 --threads 2 > "$work/rc.txt" 2> "$work/err.txt"; then
+  grep -q "the recompute range 'conv2' to 'pool1' runs its backward whole" "$work/rc.txt" ||
+    { cat "$work/rc.txt"; fail "strata time does not say how it timed the recompute range"; }
+  "$py" - "$work/rc.txt" <<'PY' || { cat "$work/rc.txt"; fail "strata time: the range's backward is not on pool1 alone"; }
+import sys
+rows = {l.split()[0]: l.split() for l in open(sys.argv[1]) if len(l.split()) == 4}
+assert float(rows["conv2"][3]) == 0 and float(rows["relu2"][3]) == 0, rows
+assert float(rows["pool1"][3]) > 0 and float(rows["conv1"][3]) > 0, rows
+PY
+else
+  fail "strata time on a net with a recompute range failed: $(cat "$work/err.txt")"
+fi
+
 # 2b. strata time --pp: the balancer's cut from each cost source, weighed with
 # the measured times; the cut from the measured times is the best of them.
 if "$strata" time --model "$model" --iterations 2 --threads 2 --pp 2,3 > "$work/pp.txt" 2> "$work/err.txt"; then

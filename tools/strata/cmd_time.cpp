@@ -77,7 +77,7 @@ int time_main(int argc, char** argv) {
               net->memory_report().str().c_str(), num_threads());
 
   const LayerTimes times = measure_layer_times(*net, iterations);
-  if (!options.device.is_cpu()) std::printf("%s\n", times.note.c_str());
+  if (!options.device.is_cpu() || !net->recompute_ranges().empty()) std::printf("%s\n", times.note.c_str());
   // What the layers chose at run time (a convolution's cuDNN algorithms):
   // a last column, present only when some layer has something to say.
   std::vector<std::string> runtime(static_cast<size_t>(n));

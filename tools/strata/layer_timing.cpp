@@ -4,6 +4,7 @@
 #include <chrono>
 #include <iterator>
 #include <map>
+#include <utility>
 
 #include "framework/error.h"
 #include "framework/io/file_util.h"
@@ -42,6 +43,21 @@ std::string split_of(const Layer& layer) {
   return "";
 }
 
+// The backward passes, last layer first, as [from, to] runs: one layer
+// each, but a recompute range whole (its backward recomputes its forward
+// first and cannot run over part of it), charged to its last layer.
+std::vector<std::pair<int, int>> backward_units(const Net& net) {
+  std::vector<int> first_of(static_cast<size_t>(net.num_layers()), -1);
+  for (const RecomputeRange& r : net.recompute_ranges()) first_of[static_cast<size_t>(r.last)] = r.first;
+  std::vector<std::pair<int, int>> units;
+  for (int i = net.num_layers() - 1; i >= 0; --i) {
+    const int from = first_of[static_cast<size_t>(i)] >= 0 ? first_of[static_cast<size_t>(i)] : i;
+    units.emplace_back(from, i);
+    i = from;
+  }
+  return units;
+}
+
 }  // namespace
 
 LayerTimes measure_layer_times(Net& net, int iterations) {
@@ -50,6 +66,7 @@ LayerTimes measure_layer_times(Net& net, int iterations) {
   LayerTimes t;
   t.forward_ms.assign(n, 0.0);
   t.backward_ms.assign(n, 0.0);
+  const std::vector<std::pair<int, int>> units = backward_units(net);
   double total = 0.0;
 #ifdef STRATA_WITH_CUDA
   if (!net.device().is_cpu()) {
@@ -66,18 +83,16 @@ LayerTimes measure_layer_times(Net& net, int iterations) {
         net.forward(i, i);
         f_timers[i].stop();
       }
-      for (int i = n - 1; i >= 0; --i) {
-        b_timers[i].start();
-        net.backward(i, i);
-        b_timers[i].stop();
+      for (const auto& [from, to] : units) {
+        b_timers[to].start();
+        net.backward(from, to);
+        b_timers[to].stop();
       }
       net.zero_param_diffs();
       whole.stop();
       total += whole.elapsed_ms();
-      for (int i = 0; i < n; ++i) {
-        t.forward_ms[i] += f_timers[i].elapsed_ms();
-        t.backward_ms[i] += b_timers[i].elapsed_ms();
-      }
+      for (int i = 0; i < n; ++i) t.forward_ms[i] += f_timers[i].elapsed_ms();
+      for (const auto& unit : units) t.backward_ms[unit.second] += b_timers[unit.second].elapsed_ms();
     }
     t.note = "GPU times from CUDA events on " + net.device().str() + "; " + cuda::memory_report(dev);
   }
@@ -89,10 +104,10 @@ LayerTimes measure_layer_times(Net& net, int iterations) {
       net.forward(i, i);
       t.forward_ms[i] += now_ms() - t0;
     }
-    for (int i = n - 1; i >= 0; --i) {
+    for (const auto& [from, to] : units) {
       const double t0 = now_ms();
-      net.backward(i, i);
-      t.backward_ms[i] += now_ms() - t0;
+      net.backward(from, to);
+      t.backward_ms[to] += now_ms() - t0;
     }
     net.zero_param_diffs();
     total += now_ms() - start;
@@ -103,6 +118,10 @@ LayerTimes measure_layer_times(Net& net, int iterations) {
   }
   t.step_ms = total / iterations;
   if (t.note.empty()) t.note = "CPU wall times";
+  for (const RecomputeRange& r : net.recompute_ranges()) {
+    t.note += "; the recompute range '" + net.layer(r.first).name() + "' to '" + net.layer(r.last).name() +
+              "' runs its backward whole (its forward again first), its time on '" + net.layer(r.last).name() + "'";
+  }
   return t;
 }
 
