@@ -63,6 +63,15 @@ void softmax_rows(int64_t rows, int64_t cols, float* s) {
   }
 }
 
+// One head's probabilities p [T, T] = softmax(scale q k^T): forward's, and
+// backward's again from the kept q and k (the same calls on the same values,
+// so the same bits; keeping them instead would cost N * heads * T * T floats
+// per layer from forward to backward).
+void head_probs(int64_t t, int64_t dh, float scale, const float* q, const float* k, float* p) {
+  gemm(Transpose::kNo, Transpose::kYes, t, t, dh, scale, q, k, 0.0f, p);
+  softmax_rows(t, t, p);
+}
+
 }  // namespace
 
 MultiHeadAttentionLayer::MultiHeadAttentionLayer(const LayerSpec& spec, const LayerContext& ctx)
@@ -153,7 +162,8 @@ void MultiHeadAttentionLayer::reshape(const BlobVec& bottom, const BlobVec& top)
   n_ = s[0];
   t_ = s[1];
   top[0]->resize({n_, t_, d_});
-  scratch_floats_ = 5 * t_ * dh_ + t_ * t_;
+  // q, k, v, o (or a gradient), d o: [T, dh] each; P and (backward) dP: [T, T] each.
+  scratch_floats_ = 5 * t_ * dh_ + 2 * t_ * t_;
 }
 
 int64_t MultiHeadAttentionLayer::item_workers() const { return std::max(1, num_threads()); }
@@ -173,6 +183,7 @@ MultiHeadAttentionLayer::GpuScratch MultiHeadAttentionLayer::lay_out_gpu_scratch
                                                                                   bool backward) const {
   const int64_t lh = local_heads(), dl = lh * dh_;
   GpuScratch s;
+  s.probs = c.take({n_, lh, t_, t_});
   if (!backward) {
     s.qkv = c.take({n_, t_, 3 * dl});
     s.o = c.take({n_, lh, t_, dh_});
@@ -197,7 +208,6 @@ MultiHeadAttentionLayer::Kept MultiHeadAttentionLayer::lay_out_kept(ScratchCarve
   const int64_t dl = local_heads() * dh_;
   Kept k;
   k.qkv = c.take({n_, t_, 3 * dl});
-  k.probs = c.take({n_, local_heads(), t_, t_});
   k.ctx = c.take({n_, t_, dl});
   return k;
 }
@@ -260,7 +270,6 @@ void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& 
   Kept k = take_kept();
   float* qkv = k.qkv.data<float>();
   float* ctx = k.ctx.data<float>();
-  float* probs = k.probs.data<float>();
   CpuScratch cpu = take_scratch(false);
   float* items = cpu.items.data<float>();
 
@@ -276,13 +285,12 @@ void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& 
     float* k = q + T * dh;
     float* v = k + T * dh;
     float* o = v + T * dh;
+    float* p = o + 2 * T * dh;  // [T, T]
     const float* base = qkv + n * T * width + hl * dh;
     gather(T, dh, base, width, q);
     gather(T, dh, base + dl, width, k);
     gather(T, dh, base + 2 * dl, width, v);
-    float* p = probs + item * T * T;
-    gemm(Transpose::kNo, Transpose::kYes, T, T, dh, scale, q, k, 0.0f, p);
-    softmax_rows(T, T, p);
+    head_probs(T, dh, scale, q, k, p);
     gemm(Transpose::kNo, Transpose::kNo, T, dh, T, 1.0f, p, v, 0.0f, o);
     scatter(T, dh, o, ctx + n * T * dl + hl * dh, dl);
   });
@@ -293,7 +301,8 @@ void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& 
   if (out_b_ >= 0) add_bias(m, d_, param(out_b_).data.data<float>(), y);
 }
 
-// Per (sample, head), with dO the head's slice of d ctx:
+// Per (sample, head), with dO the head's slice of d ctx and P recomputed
+// from the kept q and k (head_probs):
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)) * scale,
 //   dQ = dS K,  dK = dS^T Q.
 void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -305,7 +314,6 @@ void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector
   const Kept k = take_kept();
   const float* qkv = k.qkv.data<float>();
   const float* ctx = k.ctx.data<float>();
-  const float* probs = k.probs.data<float>();
   CpuScratch cpu = take_scratch(true);
   float* items = cpu.items.data<float>();
   float* dctx = cpu.dctx.data<float>();
@@ -324,14 +332,15 @@ void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector
     float* v = k + T * dh;
     float* g = v + T * dh;    // a gradient [T, dh] on its way to dqkv
     float* dout = g + T * dh;
-    float* dp = dout + T * dh;  // [T, T]
+    float* p = dout + T * dh;  // [T, T]
+    float* dp = p + T * T;     // [T, T]
     const float* base = qkv + n * T * width + hl * dh;
     float* dbase = dqkv + n * T * width + hl * dh;
     gather(T, dh, base, width, q);
     gather(T, dh, base + dl, width, k);
     gather(T, dh, base + 2 * dl, width, v);
     gather(T, dh, dctx + n * T * dl + hl * dh, dl, dout);
-    const float* p = probs + item * T * T;
+    head_probs(T, dh, scale, q, k, p);
 
     gemm(Transpose::kYes, Transpose::kNo, T, dh, T, 1.0f, p, dout, 0.0f, g);  // dV
     scatter(T, dh, g, dbase + 2 * dl, width);

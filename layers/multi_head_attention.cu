@@ -20,11 +20,13 @@
 
 namespace strata {
 
-// What forward keeps for backward (q, k, v head-major, the probabilities,
-// the context) is the layer's kept() block, which the net's plan places by
-// lifetime; what lives only inside one call (the projection, the heads'
+// What forward keeps for backward (q, k, v head-major, the context) is the
+// layer's kept() block, which the net's plan places by lifetime; what lives
+// only inside one call (the projection, the probabilities, the heads'
 // outputs, every gradient but the parameters' and the input's) is its
-// scratch(), placed at that call's step (GpuScratch in the .h). Both are
+// scratch(), placed at that call's step (GpuScratch in the .h). Backward
+// computes the probabilities again from q and k (head_probs below), the
+// same calls on the same values as forward's, so the same bits. Both are
 // carved by the layouts multi_head_attention.cpp shares with scratch_bytes()
 // and kept_bytes(), so the plan counts exactly what runs.
 
@@ -59,6 +61,13 @@ void permute(Direction dir, int64_t n, int64_t t, int64_t s, int64_t h, int64_t 
   STRATA_KERNEL_CHECK();
 }
 
+// probs [items, T, T] = softmax(scale q k^T) per (sample, head).
+void head_probs(int64_t items, int64_t t, int64_t dh, float scale, const float* q, const float* k, float* probs) {
+  const int64_t tt = t * t, td = t * dh;
+  cuda::gemm_strided_batched(Transpose::kNo, Transpose::kYes, t, t, dh, scale, q, td, k, td, 0.0f, probs, tt, items);
+  cuda::softmax_channels(items * t, t, 1, probs, probs, nullptr, nullptr);
+}
+
 }  // namespace
 
 void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
@@ -67,7 +76,7 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
   const float* x = bottom[0]->data.device_data<float>();
   Kept kept = take_kept();
   GpuScratch sc = take_gpu_scratch(false);
-  float* probs = kept.probs.device_data<float>();
+  float* probs = sc.probs.device_data<float>();
   float* ctx = kept.ctx.device_data<float>();
   float* q = kept.qkv.device_data<float>();  // head-major [3, N, heads, T, dh]
   float* k = q + m * dl;
@@ -81,8 +90,7 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   const int64_t tt = T * T, td = T * dh;
-  cuda::gemm_strided_batched(Transpose::kNo, Transpose::kYes, T, T, dh, scale, q, td, k, td, 0.0f, probs, tt, items);
-  cuda::softmax_channels(items * T, T, 1, probs, probs, nullptr, nullptr);
+  head_probs(items, T, dh, scale, q, k, probs);
   cuda::gemm_strided_batched(Transpose::kNo, Transpose::kNo, T, dh, T, 1.0f, probs, tt, v, td, 0.0f, o, td, items);
   permute(Direction::kFromHeads, n_, T, 1, lh, dh, o, ctx);
 
@@ -92,7 +100,8 @@ void MultiHeadAttentionLayer::forward_cuda(const BlobVec& bottom, const BlobVec&
   if (out_b_ >= 0) cuda::add_row_bias(m, d_, param(out_b_).data.device_data<float>(), y);
 }
 
-// Per (sample, head), batched, with dO the head's slice of d ctx:
+// Per (sample, head), batched, with dO the head's slice of d ctx and P
+// recomputed from the kept q and k:
 //   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),
 //   dQ = scale * dS K,  dK = scale * dS^T Q
 // (the CPU folds `scale` into dS; here it rides on the GEMMs' alpha).
@@ -104,7 +113,7 @@ void MultiHeadAttentionLayer::backward_cuda(const BlobVec& top, const std::vecto
   const float* x = bottom[0]->data.device_data<float>();
   const Kept kept = take_kept();  // as forward left it
   GpuScratch sc = take_gpu_scratch(true);
-  const float* probs = kept.probs.device_data<float>();
+  float* probs = sc.probs.device_data<float>();
   const float* ctx = kept.ctx.device_data<float>();
   const float* q = kept.qkv.device_data<float>();
   const float* k = q + m * dl;
@@ -125,6 +134,7 @@ void MultiHeadAttentionLayer::backward_cuda(const BlobVec& top, const std::vecto
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   const int64_t tt = T * T, td = T * dh;
+  head_probs(items, T, dh, scale, q, k, probs);
   cuda::gemm_strided_batched(Transpose::kYes, Transpose::kNo, T, dh, T, 1.0f, probs, tt, dout, td, 0.0f, dv, td,
                              items);
   cuda::gemm_strided_batched(Transpose::kNo, Transpose::kYes, T, T, dh, 1.0f, dout, td, v, td, 0.0f, dp, tt, items);

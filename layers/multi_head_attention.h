@@ -28,7 +28,7 @@ class MultiHeadAttentionLayer : public Layer {
  public:
   MultiHeadAttentionLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
-  // What backward reads: the input (the weight gradients) and its own q, k, v and probabilities; never the output.
+  // What backward reads: the input (the weight gradients) and its own q, k, v and context; never the output.
   BackwardReads backward_reads() const override { return {true, false}; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
@@ -42,7 +42,9 @@ class MultiHeadAttentionLayer : public Layer {
   // CPU: the heads' per-thread tiles; in TRAIN also ctx's and qkv's
   // gradients. GPU: GpuScratch, forward's or (TRAIN) backward's if larger.
   size_t scratch_bytes() const override;
-  // The projection, probabilities and heads' outputs (Kept).
+  // The projection and the heads' outputs (Kept); the probabilities are
+  // recomputed in backward from q and k, so the T x T block per head lives
+  // only inside a call.
   size_t kept_bytes() const override;
 
  private:
@@ -63,30 +65,34 @@ class MultiHeadAttentionLayer : public Layer {
   void for_each_item(const Body& body);
   int64_t item_workers() const;
   // The CPU scratch of one call (framework/scratch.h): per worker q, k, v,
-  // o, do [T, dh] each, then [T, T]; in backward also the gradients of the heads' outputs
-  // [N, T, D] and of the projection [N, T, 3D].
+  // o, do [T, dh] each, then P and dP [T, T]; in backward also the gradients
+  // of the heads' outputs [N, T, D] and of the projection [N, T, 3D].
   struct CpuScratch {
     Tensor items, dctx, dqkv;
   };
   CpuScratch lay_out_scratch(ScratchCarver& c, bool backward) const;
   // What forward keeps for backward (Layer::kept): the input projection
   // [N, T, 3D] (on a GPU the same values head-major, [3, N, H, T, dh]: q, k,
-  // v), the probabilities [N, H, T, T] and the heads' outputs side by side
-  // [N, T, D], the input of out_proj.
+  // v) and the heads' outputs side by side [N, T, D], the input of out_proj.
+  // Not the probabilities [N, H, T, T]: backward computes them again from q
+  // and k with forward's own calls (the same bits), as PyTorch's
+  // scaled-dot-product attention does; on ViT-B/16 they were 45% of a
+  // block's kept bytes.
   struct Kept {
-    Tensor qkv, probs, ctx;
+    Tensor qkv, ctx;
   };
   Kept lay_out_kept(ScratchCarver& c) const;
   // This call's scratch and the kept block, carved (forward and backward alike).
   CpuScratch take_scratch(bool backward);
   Kept take_kept();
-  // The GPU's scratch of one call. Forward: the projection [N, T, 3D] and
-  // the heads' outputs head-major [N, H, T, dh]. Backward: d ctx [N, T, D],
-  // its heads [N, H, T, dh], dP [N, H, T, T], dQ dK dV head-major
-  // [3, N, H, T, dh] (one block) and the same in rows [N, T, 3D].
+  // The GPU's scratch of one call. Forward: the projection [N, T, 3D], the
+  // probabilities P [N, H, T, T] and the heads' outputs head-major
+  // [N, H, T, dh]. Backward: P again, d ctx [N, T, D], its heads
+  // [N, H, T, dh], dP [N, H, T, T], dQ dK dV head-major [3, N, H, T, dh]
+  // (one block) and the same in rows [N, T, 3D].
   struct GpuScratch {
-    Tensor qkv, o;                           // forward
-    Tensor dctx, dout, dp, dheads, dqkv;     // backward
+    Tensor qkv, probs, o;                        // forward (probs in both)
+    Tensor dctx, dout, dp, dheads, dqkv;         // backward
   };
   GpuScratch lay_out_gpu_scratch(ScratchCarver& c, bool backward) const;
   GpuScratch take_gpu_scratch(bool backward);
