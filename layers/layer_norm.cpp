@@ -73,8 +73,36 @@ void LayerNormLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   }
   rows_ = bottom[0]->data.count(0, axis);
   top[0]->reshape_like(*bottom[0]);
-  mean_.resize({rows_});
-  rstd_.resize({rows_});
+}
+
+LayerNormLayer::Kept LayerNormLayer::lay_out_kept(ScratchCarver& c) const {
+  Kept k;
+  k.mean = c.take({rows_});
+  k.rstd = c.take({rows_});
+  return k;
+}
+
+size_t LayerNormLayer::kept_bytes() const {
+  ScratchCarver counter;
+  lay_out_kept(counter);
+  return counter.bytes();
+}
+
+LayerNormLayer::Kept LayerNormLayer::take_kept() {
+  ScratchCarver carver(kept(kept_bytes()));
+  return lay_out_kept(carver);
+}
+
+Shape LayerNormLayer::partials_shape() const {
+  // Enough chunks to fill the GPU, each of at least 64 rows.
+  return {2, std::min<int64_t>((rows_ + 63) / 64, 1024), d_};
+}
+
+size_t LayerNormLayer::scratch_bytes() const {
+  if (device().is_cpu() || phase() != Phase::kTrain) return 0;
+  ScratchCarver counter;
+  counter.take(partials_shape());
+  return counter.bytes();
 }
 
 namespace {
@@ -86,8 +114,9 @@ void LayerNormLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   float* y = top[0]->data.data<float>();
   const float* w = param(0).data.data<float>();
   const float* b = param(1).data.data<float>();
-  float* mean = mean_.data<float>();
-  float* rstd = rstd_.data<float>();
+  Kept kept = take_kept();
+  float* mean = kept.mean.data<float>();
+  float* rstd = kept.rstd.data<float>();
   const int64_t d = d_;
   parallel_for(rows_, row_chunk(d), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -121,8 +150,9 @@ void LayerNormLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& p
   const float* w = param(0).data.data<float>();
   float* dw = param(0).diff.data<float>();
   float* db = param(1).diff.data<float>();
-  const float* mean = mean_.data<float>();
-  const float* rstd = rstd_.data<float>();
+  const Kept kept = take_kept();  // as forward left it
+  const float* mean = kept.mean.data<float>();
+  const float* rstd = kept.rstd.data<float>();
   const int64_t d = d_, rows = rows_;
 
   // Parameter gradients: threads own column ranges, so no reduction is needed.

@@ -12,10 +12,6 @@
 
 namespace strata {
 
-struct LayerNormLayer::CudaState {
-  Tensor partials;  // [2, chunks, D]: per chunk of rows, sum dy * xhat then sum dy
-};
-
 namespace {
 
 // A block per row (grid-stride over rows); threads a multiple of 32.
@@ -121,14 +117,12 @@ __global__ void layer_norm_param_finish(int64_t chunks, int64_t d, const float* 
 }  // namespace
 
 void LayerNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
-  const Device dev = device();
-  cuda::ensure_on_device(mean_, {rows_}, DType::kF32, dev);
-  cuda::ensure_on_device(rstd_, {rows_}, DType::kF32, dev);
+  Kept kept = take_kept();
   if (rows_ == 0) return;
   layer_norm_forward<<<row_blocks(rows_), row_threads(d_), 0, cuda::compute_stream()>>>(
       rows_, d_, eps_, bottom[0]->data.device_data<float>(), param(0).data.device_data<float>(),
-      param(1).data.device_data<float>(), top[0]->data.device_data<float>(), mean_.device_data<float>(),
-      rstd_.device_data<float>());
+      param(1).data.device_data<float>(), top[0]->data.device_data<float>(), kept.mean.device_data<float>(),
+      kept.rstd.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 
@@ -136,25 +130,28 @@ void LayerNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& 
                                    const BlobVec& bottom) {
   // A zero batch adds nothing to the parameter gradients and has no input gradient.
   if (rows_ == 0) return;
-  if (!cuda_) cuda_ = std::make_shared<CudaState>();
+  const Kept kept = take_kept();  // as forward left it
   const float* x = bottom[0]->data.device_data<float>();
   const float* dy = top[0]->diff.device_data<float>();
-  const float* mean = mean_.device_data<float>();
-  const float* rstd = rstd_.device_data<float>();
+  const float* mean = kept.mean.device_data<float>();
+  const float* rstd = kept.rstd.device_data<float>();
   cudaStream_t s = cuda::compute_stream();
 
-  // Enough chunks to fill the GPU, each of at least 64 rows.
-  const int64_t chunks = std::min<int64_t>((rows_ + 63) / 64, 1024);
+  const Shape shape = partials_shape();
+  const int64_t chunks = shape[1];
   const int64_t chunk_rows = (rows_ + chunks - 1) / chunks;
   const int64_t col_blocks = (d_ + kColTile - 1) / kColTile;
   STRATA_CHECK(col_blocks <= 0x7fffffffLL, "LayerNorm: ", d_, " values per row is too many for one grid");
-  cuda::ensure_on_device(cuda_->partials, {2, chunks, d_}, DType::kF32, device());
+  ScratchCarver counter;
+  counter.take(shape);
+  ScratchCarver carver(scratch(counter.bytes()));
+  float* partials = carver.take(shape).device_data<float>();  // per chunk of rows: sum dy * xhat, then sum dy
   layer_norm_param_partials<<<dim3(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks)),
                               dim3(kColTile, kRowLanes), 0, s>>>(rows_, d_, chunk_rows, x, dy, mean, rstd,
-                                                                 cuda_->partials.device_data<float>());
+                                                                 partials);
   STRATA_KERNEL_CHECK();
   layer_norm_param_finish<<<cuda::blocks_for(d_), cuda::kThreadsPerBlock, 0, s>>>(
-      chunks, d_, cuda_->partials.device_data<float>(), param(0).diff.device_data<float>(),
+      chunks, d_, partials, param(0).diff.device_data<float>(),
       param(1).diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 

@@ -5,10 +5,9 @@
 // axis -1.
 #pragma once
 
-#include <memory>
-
 #include "framework/filler.h"
 #include "framework/layer.h"
+#include "framework/scratch.h"
 
 namespace strata {
 
@@ -22,9 +21,26 @@ class LayerNormLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;
+  // The rows' mean and 1/std, from forward to backward (Kept).
+  size_t kept_bytes() const override;
+  // On a GPU in TRAIN: backward's per-chunk partial sums of the parameter
+  // gradients (partials_shape()); nothing on the CPU.
+  size_t scratch_bytes() const override;
 
  private:
   int canonical_axis(const Shape& s) const;
+
+  // What forward keeps for backward: mean and rstd = 1 / sqrt(var + eps),
+  // [rows] each. Placed by the net's plan, so nothing of the layer's own
+  // outlives a step.
+  struct Kept {
+    Tensor mean, rstd;
+  };
+  Kept lay_out_kept(ScratchCarver& c) const;
+  Kept take_kept();
+  // [2, chunks, D]: the GPU backward's sums of dy * xhat and of dy per chunk
+  // of rows (layer_norm.cu).
+  Shape partials_shape() const;
 
   double eps_;
   int axis_;  // as configured
@@ -32,11 +48,6 @@ class LayerNormLayer : public Layer {
   FillerSpec bias_filler_;
   int64_t d_ = 0;     // values per normalised row, fixed at setup
   int64_t rows_ = 0;  // rows in the current batch
-  Tensor mean_;       // [rows], from forward, for backward
-  Tensor rstd_;       // [rows]: 1 / sqrt(var + eps)
-
-  struct CudaState;  // device scratch, in layers/layer_norm.cu
-  std::shared_ptr<CudaState> cuda_;
 };
 
 }  // namespace strata

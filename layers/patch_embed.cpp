@@ -70,10 +70,23 @@ void PatchEmbedLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   w_ = s[3];
   const int64_t tokens = (h_ / patch_) * (w_ / patch_);
   top[0]->resize({n_, tokens, num_output_});
-  patches_.resize({n_ * tokens, channels_ * patch_ * patch_});
-  // Backward scratch, sized here so that the net's memory plan counts it; on
-  // the host it is taken only when backward first runs (never in TEST nets).
-  if (phase() == Phase::kTrain && device().is_cpu()) dpatches_.resize(patches_.shape());
+}
+
+Shape PatchEmbedLayer::patches_shape() const {
+  return {n_ * (h_ / patch_) * (w_ / patch_), channels_ * patch_ * patch_};
+}
+
+size_t PatchEmbedLayer::kept_bytes() const {
+  ScratchCarver counter;
+  counter.take(patches_shape());
+  return counter.bytes();
+}
+
+size_t PatchEmbedLayer::scratch_bytes() const { return phase() == Phase::kTrain ? kept_bytes() : 0; }
+
+Tensor PatchEmbedLayer::patch_matrix(const Tensor& block) const {
+  ScratchCarver carver(block);
+  return carver.take(patches_shape());
 }
 
 template <typename Fn>
@@ -96,12 +109,13 @@ void PatchEmbedLayer::for_each_patch_run(const Fn& fn) const {
 
 void PatchEmbedLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const float* x = bottom[0]->data.data<float>();
-  float* patches = patches_.data<float>();
+  Tensor kept_patches = patch_matrix(kept(kept_bytes()));
+  float* patches = kept_patches.data<float>();
   const size_t run = sizeof(float) * patch_;
   for_each_patch_run([&](int64_t po, int64_t io) { std::memcpy(patches + po, x + io, run); });
-  const int64_t m = patches_.dim(0), k = patches_.dim(1), d = num_output_;
+  const int64_t m = kept_patches.dim(0), k = kept_patches.dim(1), d = num_output_;
   float* y = top[0]->data.data<float>();
-  gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, patches_.data<float>(), param(0).data.data<float>(), 0.0f, y);
+  gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, patches, param(0).data.data<float>(), 0.0f, y);
   const float* b = param(1).data.data<float>();
   parallel_for(m, std::max<int64_t>(1, 16384 / d), [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -112,17 +126,18 @@ void PatchEmbedLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
 
 void PatchEmbedLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                    const BlobVec& bottom) {
-  const int64_t m = patches_.dim(0), k = patches_.dim(1), d = num_output_;
+  const Tensor kept_patches = patch_matrix(kept(kept_bytes()));  // as forward left it
+  const int64_t m = kept_patches.dim(0), k = kept_patches.dim(1), d = num_output_;
   const float* dy = top[0]->diff.data<float>();
-  gemm(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dy, patches_.data<float>(), 1.0f,
+  gemm(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dy, kept_patches.data<float>(), 1.0f,
        param(0).diff.data<float>());
   float* db = param(1).diff.data<float>();
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < d; ++j) db[j] += dy[i * d + j];
   }
   if (!propagate_down[0]) return;
-  dpatches_.resize(patches_.shape());
-  float* dpatches = dpatches_.data<float>();
+  Tensor dpatches_block = patch_matrix(scratch(kept_bytes()));
+  float* dpatches = dpatches_block.data<float>();
   gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dy, param(0).data.data<float>(), 0.0f, dpatches);
   // Patches do not overlap and tile the image, so every element of dx is written.
   float* dx = bottom[0]->diff.data<float>();

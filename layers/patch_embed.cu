@@ -37,35 +37,35 @@ __global__ void scatter_patches(int64_t total, PatchGeom g, const float* dpatche
 void PatchEmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t tokens = (h_ / patch_) * (w_ / patch_);
   const int64_t m = n_ * tokens, k = channels_ * patch_ * patch_, d = num_output_;
-  cuda::ensure_on_device(patches_, {m, k}, DType::kF32, device());
+  Tensor kept_patches = patch_matrix(kept(kept_bytes()));
   if (m == 0) return;
+  float* patches = kept_patches.device_data<float>();
   cudaStream_t s = cuda::compute_stream();
   const PatchGeom g{channels_, h_, w_, patch_};
   gather_patches<<<cuda::blocks_for(m * k), cuda::kThreadsPerBlock, 0, s>>>(
-      m * k, g, bottom[0]->data.device_data<float>(), patches_.device_data<float>());
+      m * k, g, bottom[0]->data.device_data<float>(), patches);
   STRATA_KERNEL_CHECK();
   float* y = top[0]->data.device_data<float>();
-  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, patches_.device_data<float>(),
-             param(0).data.device_data<float>(), 0.0f, y);
+  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, patches, param(0).data.device_data<float>(), 0.0f, y);
   cuda::add_row_bias(m, d, param(1).data.device_data<float>(), y);
 }
 
 void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
                                     const BlobVec& bottom) {
-  const int64_t m = patches_.dim(0), k = patches_.dim(1), d = num_output_;
+  const Tensor kept_patches = patch_matrix(kept(kept_bytes()));  // as forward left it
+  const int64_t m = kept_patches.dim(0), k = kept_patches.dim(1), d = num_output_;
   // A zero batch adds nothing to the parameter gradients and has no input gradient.
   if (m == 0) return;
   const float* dy = top[0]->diff.device_data<float>();
-  cuda::gemm(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dy, patches_.device_data<float>(), 1.0f,
+  cuda::gemm(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dy, kept_patches.device_data<float>(), 1.0f,
              param(0).diff.device_data<float>());
   cuda::column_sums(m, d, dy, 1.0f, param(1).diff.device_data<float>());
   if (!propagate_down[0]) return;
-  cuda::ensure_on_device(dpatches_, {m, k}, DType::kF32, device());
-  cuda::gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dy, param(0).data.device_data<float>(), 0.0f,
-             dpatches_.device_data<float>());
+  float* dpatches = patch_matrix(scratch(kept_bytes())).device_data<float>();
+  cuda::gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dy, param(0).data.device_data<float>(), 0.0f, dpatches);
   const PatchGeom g{channels_, h_, w_, patch_};
   scatter_patches<<<cuda::blocks_for(m * k), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      m * k, g, dpatches_.device_data<float>(), bottom[0]->diff.device_data<float>());
+      m * k, g, dpatches, bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }
 

@@ -7,6 +7,7 @@
 
 #include "framework/filler.h"
 #include "framework/layer.h"
+#include "framework/scratch.h"
 
 namespace strata {
 
@@ -19,6 +20,11 @@ class PatchEmbedLayer : public Layer {
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
+  // The patch matrix, from forward to backward (the weight gradient reads it).
+  size_t kept_bytes() const override;
+  // In TRAIN: backward's gradient of the patch matrix, scattered into the
+  // input gradient.
+  size_t scratch_bytes() const override;
 
  private:
   // Calls fn(patch_offset, image_offset) for every run of P contiguous
@@ -26,6 +32,10 @@ class PatchEmbedLayer : public Layer {
   // [N * T, C * P * P] (a row per patch, in the weight's (c, ky, kx) order).
   template <typename Fn>
   void for_each_patch_run(const Fn& fn) const;
+  // [N * T, C * P * P], the shape of the patch matrix and of its gradient.
+  Shape patches_shape() const;
+  // kept() or scratch() as one [N * T, C * P * P] matrix.
+  Tensor patch_matrix(const Tensor& block) const;
 
   int64_t patch_;
   int64_t num_output_;
@@ -33,8 +43,6 @@ class PatchEmbedLayer : public Layer {
   FillerSpec bias_filler_;
   int64_t channels_ = 0;  // fixed at setup
   int64_t n_ = 0, h_ = 0, w_ = 0;
-  Tensor patches_;   // [N * T, C * P * P], from forward, for the weight gradient
-  Tensor dpatches_;  // the same shape, backward scratch
 
  public:
   STRATA_CUDA_METHODS;  // in patch_embed.cu

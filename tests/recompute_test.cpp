@@ -97,8 +97,10 @@ TEST(Recompute, WhatALayerKeepsForBackwardIsPlacedInTheArena) {
   Solver separate(solver_config("SEPARATE", false));
   Solver planned(solver_config("BY_LIFETIME", false));
   const Net& net = planned.net();
-  const size_t kept = net.layer(net.layer_index("attn")).kept_bytes();
-  ASSERT_GT(kept, 0u);
+  ASSERT_GT(net.layer(net.layer_index("attn")).kept_bytes(), 0u);
+  ASSERT_GT(net.layer(net.layer_index("ln1")).kept_bytes(), 0u);  // mean and 1/std
+  size_t kept = 0;  // every layer's: attention's q, k, v and context, LayerNorm's statistics
+  for (int i = 0; i < net.num_layers(); ++i) kept += net.layer(i).kept_bytes();
   EXPECT_EQ(separate.net().memory_report().layer_bytes - net.memory_report().layer_bytes, kept);
   EXPECT_EQ(net.memory_report().layer_bytes,
             Solver(solver_config("BY_LIFETIME", true)).net().memory_report().layer_bytes);
