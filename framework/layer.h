@@ -287,7 +287,7 @@ class Layer {
   void share_scratch(std::shared_ptr<SharedScratch> scratch) { shared_scratch_ = std::move(scratch); }
 
   // Memory the layer keeps from its forward for its backward besides the
-  // blobs (attention's probabilities), for the shapes of the last reshape():
+  // blobs (attention's q, k and v, LayerNorm's mean and 1/std), for the shapes of the last reshape():
   // 0 unless the layer takes kept(). A Net planned by lifetime gives it a
   // place in its arena alive from the layer's forward (or recompute) to its
   // backward, shared with other buffers outside that time; otherwise the

@@ -1,7 +1,7 @@
 // Scratch: memory a layer needs only inside one forward or backward call
 // (im2col columns, Winograd tiles, per-thread partial sums, attention's
 // backward temporaries), as opposed to what it keeps between calls (a
-// pooling mask, attention's probabilities).
+// pooling mask, attention's q, k and v).
 //
 // A layer says how much it needs (Layer::scratch_bytes) and takes it at the
 // start of each call (Layer::scratch). In a Net planned by lifetime each
