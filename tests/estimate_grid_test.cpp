@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "framework/error.h"
 #include "parallel/estimate/data_parallel_cost.h"
 #include "parallel/estimate/grid_cost.h"
 #include "parallel/estimate/memory_cost.h"
 #include "parallel/estimate/pipeline_cost.h"
 #include "parallel/estimate/tensor_parallel_cost.h"
 #include "parallel/estimate/times_file.h"
+#include "tests/test_util.h"
 
 namespace strata::estimate {
 namespace {
@@ -100,6 +102,21 @@ TEST(EstimateMemory, GPipeKeepsEveryMicroBatchOneFOneBAtMostTheStagesLeft) {
   m = stage_memory(p, {0, 0, 0, 0}, 0, 1, one_f_one_b);
   EXPECT_EQ(m.in_flight, 1);
   EXPECT_DOUBLE_EQ(m.total(), 600 + 500 + 500 + 2 * 1600);
+}
+
+// The plan by lifetime shares buffers between outputs and gradients whose
+// lives do not overlap: the profile's activation scale (planned bytes per
+// byte of outputs) replaces Caffe's 2 in every stage and schedule.
+TEST(EstimateMemory, ActivationsFollowTheProfilesActivationScale) {
+  StepProfile p = four_layers();
+  p.activation_scale = 1.25;
+  MemoryOptions gpipe;
+  gpipe.schedule = PipelineSchedule::kGPipe;
+  // Stage 0 creates 1200 bytes per batch, 300 per micro-batch of 4; 4 in flight.
+  EXPECT_DOUBLE_EQ(stage_memory(p, {0, 0, 1, 1}, 0, 4, gpipe).activations, 4 * 1.25 * 300);
+  EXPECT_DOUBLE_EQ(stage_memory(p, {0, 0, 0, 0}, 0, 1, MemoryOptions{}).activations, 1.25 * 1600);
+  p.activation_scale = 0.0;  // a net whose plan holds nothing for its outputs (inference)
+  EXPECT_DOUBLE_EQ(stage_memory(p, {0, 0, 0, 0}, 0, 1, MemoryOptions{}).activations, 0.0);
 }
 
 TEST(EstimateMemory, SplitLayersHoldOneTthOfTheirWeightsAndColumnOfItsOutputs) {
@@ -306,6 +323,11 @@ TEST(EstimateGrid, TimesFileCarriesParamAndActivationBytes) {
   EXPECT_EQ(q.layers[2].param_bytes, 300);
   EXPECT_EQ(q.layers[2].grad_bytes, 200);
   EXPECT_EQ(q.layers[1].activation_bytes, 800);
+  EXPECT_EQ(q.activation_scale, 2.0);  // four_layers() keeps the default
+  StepProfile planned = four_layers();
+  planned.activation_scale = 1.234567891;
+  write_times_file(path, planned, "test");
+  EXPECT_DOUBLE_EQ(read_times_file(path).activation_scale, 1.234567891);
   // A file without the columns: every parameter learnable, no layer in place.
   FILE* f = std::fopen(path.c_str(), "w");
   std::fputs("layer,forward_ms,backward_ms,grad_bytes,top_bytes\nfc,1,2,4096,512\n", f);
@@ -313,6 +335,12 @@ TEST(EstimateGrid, TimesFileCarriesParamAndActivationBytes) {
   q = read_times_file(path);
   EXPECT_EQ(q.layers[0].param_bytes, 4096);
   EXPECT_EQ(q.layers[0].activation_bytes, 512);
+  EXPECT_EQ(q.activation_scale, 2.0);  // older files: Caffe's layout
+  f = std::fopen(path.c_str(), "w");
+  std::fputs("# activation_scale: lots\nlayer,forward_ms,backward_ms,grad_bytes\nfc,1,2,4096\n", f);
+  std::fclose(f);
+  EXPECT_CONTAINS(test::error_of<ConfigError>([&] { read_times_file(path); }),
+                  ":1: '# activation_scale:' must be a number >= 0, got 'lots'");
   std::remove(path.c_str());
 }
 

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -112,8 +113,13 @@ class Optimizer {
   std::vector<std::string> state_params() const;
 
  protected:
-  // Updates one parameter; `slots` holds slot_names().size() tensors shaped like it.
-  virtual void update_param(NetParam& p, std::vector<Tensor>& slots, double lr) = 0;
+  // The update of one parameter over its elements [begin, end); `slots`
+  // holds slot_names().size() tensors shaped like it. update() runs the
+  // ranges of every parameter in one parallel region (on a GPU one launch
+  // does, framework/cuda/optimizer_kernels.h), so small parameters do not
+  // each wake the threads.
+  using RangeUpdate = std::function<void(int64_t begin, int64_t end)>;
+  virtual RangeUpdate update_of(NetParam& p, std::vector<Tensor>& slots, double lr) = 0;
 
   OptimizerOptions options_;
   int64_t steps_ = 0;

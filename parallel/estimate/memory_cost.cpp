@@ -27,7 +27,7 @@ DeviceMemory stage_memory(const StepProfile& profile, const std::vector<int>& st
     created += l.activation_bytes;
   }
   m.optimizer = options.optimizer_slots * m.gradients;
-  m.activations = m.in_flight * 2.0 * created / micro_batches;
+  m.activations = m.in_flight * profile.activation_scale * created / micro_batches;
   return m;
 }
 

@@ -6,12 +6,15 @@
 //   gradients    sum of grad_bytes (a gradient beside every learnable value)
 //   optimizer    slots x gradients (param-sized history per learnable value:
 //                SGD's momentum 1, Adam's two moments 2; as NetOptions::optimizer_slots)
-//   activations  in_flight x 2 x sum of activation_bytes / m
+//   activations  in_flight x scale x sum of activation_bytes / m
 //
 // Activations: each micro-batch (1/m of the batch) whose forward has run and
-// whose backward has not keeps the outputs its layers created, and strata
-// keeps a gradient of the same size beside every output (hence 2). How many
-// are in flight at once is the schedule's (pipeline_schedule.h):
+// whose backward has not keeps the outputs its layers created and their
+// gradients, as the net's memory plan lays them out: `scale` is the
+// profile's activation_scale (step_profile.h), 2 in Caffe's layout (a
+// gradient beside every output), the plan's own ratio by lifetime, which
+// shares buffers between outputs and gradients whose lives do not overlap.
+// How many are in flight at once is the schedule's (pipeline_schedule.h):
 //
 //   GPIPE        every stage keeps all m
 //   ONE_F_ONE_B  stage s keeps min(p - s, m): stage 0 the most

@@ -38,6 +38,14 @@ struct LayerProfile {
 struct StepProfile {
   std::string net;
   int batch = 1;  // samples per step on one worker
+  // Training memory per byte of the outputs the layers create
+  // (activation_bytes): what the net's memory plan holds for their values
+  // and gradients over their sum. 2 in Caffe's layout (blob_memory SEPARATE:
+  // a gradient beside every output, all alive for the whole step); under the
+  // plan by lifetime (the default) the planned activations over that sum, so
+  // that one worker's estimate is the number `strata time` and `strata train`
+  // print at start (memory_cost.h).
+  double activation_scale = 2.0;
   std::vector<LayerProfile> layers;
 
   double forward_seconds() const;

@@ -35,6 +35,9 @@ void write_times_file(const std::string& path, const StepProfile& profile, const
   std::ofstream out(path);
   if (!out) fail<IoError>("cannot write the times file '", path, "': ", std::strerror(errno), "; check the folder exists");
   out << "# " << comment << "\n# net: " << profile.net << "\n# batch: " << profile.batch << "\n";
+  char scale[64];
+  std::snprintf(scale, sizeof scale, "# activation_scale: %.17g\n", profile.activation_scale);
+  out << scale;
   out << "layer,type,forward_ms,backward_ms,grad_bytes,top_bytes,bottom_bytes,split,param_bytes,activation_bytes\n";
   char buf[256], tail[128];
   for (const LayerProfile& l : profile.layers) {
@@ -75,6 +78,14 @@ StepProfile read_times_file(const std::string& path) {
     if (line[0] == '#') {
       const std::string body = trim(line.substr(1));
       if (body.rfind("net:", 0) == 0) profile.net = trim(body.substr(4));
+      if (body.rfind("activation_scale:", 0) == 0) {
+        const std::string text = trim(body.substr(17));
+        char* end = nullptr;
+        profile.activation_scale = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || !(profile.activation_scale >= 0) || profile.activation_scale > 1e6) {
+          fail<ConfigError>(where(), ": '# activation_scale:' must be a number >= 0, got '", text, "'");
+        }
+      }
       if (body.rfind("batch:", 0) == 0) {
         profile.batch = std::atoi(body.substr(6).c_str());
         if (profile.batch < 1) fail<ConfigError>(where(), ": '# batch:' must be a positive integer");

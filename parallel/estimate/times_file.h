@@ -1,10 +1,12 @@
 // The per-layer times file: what `strata time --out FILE` writes and
 // `strata estimate --times FILE` reads, so times measured on one machine (a
-// GPU node) can be estimated on another. CSV with `#` comment lines, two of
-// which carry the net's name and per-worker batch:
+// GPU node) can be estimated on another. CSV with `#` comment lines, three
+// of which carry the net's name, per-worker batch and activation scale
+// (step_profile.h; 2, Caffe's layout, when absent, as in older files):
 //
 //   # net: digits
 //   # batch: 64
+//   # activation_scale: 1.2
 //   layer,type,forward_ms,backward_ms,grad_bytes,top_bytes,bottom_bytes,split,param_bytes,activation_bytes
 //   conv1,Convolution,0.1210,0.2034,1280,524288,16384,,1280,524288
 //

@@ -60,6 +60,10 @@ int time_main(int argc, char** argv) {
                      {"out", FlagKind::kValue, "also write the per-layer times as CSV (input of strata estimate --times)", ""},
                      {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA; GPU times from CUDA events)", "cpu"},
                      {"threads", FlagKind::kValue, "CPU threads", "all cores"},
+                     {"blob-memory", FlagKind::kValue,
+                      "BY_LIFETIME (as strata train: values and gradients placed by lifetime in one arena) or "
+                      "SEPARATE (Caffe's layout: every blob its own value and gradient)",
+                      "BY_LIFETIME"},
                      {"pp", FlagKind::kValue,
                       "pipeline stage counts (e.g. 2,4): print the balancer's cut for each, from each of its cost "
                       "sources, beside the measured times",
@@ -71,6 +75,11 @@ int time_main(int argc, char** argv) {
   if (phase != "TRAIN" && phase != "TEST") fail<ConfigError>("--phase must be TRAIN or TEST");
   options.phase = phase == "TRAIN" ? Phase::kTrain : Phase::kTest;
   options.device = device_flag(args);
+  const std::string memory = args.get("blob-memory", "BY_LIFETIME");
+  if (memory != "BY_LIFETIME" && memory != "SEPARATE") {
+    fail<ConfigError>("--blob-memory: expected BY_LIFETIME or SEPARATE, got '", memory, "'");
+  }
+  options.blob_memory = memory == "SEPARATE" ? BlobMemory::kSeparate : BlobMemory::kByLifetime;
   auto net = Net::from_file(args.require("model"), options);
   const int n = net->num_layers();
   std::printf("net '%s': %d layers, %s, %d threads\n", net->name().c_str(), n,

@@ -159,6 +159,13 @@ estimate::StepProfile step_profile(const Net& net, const LayerTimes& times) {
   if (n > 0 && !net.tops(0).empty() && net.tops(0)[0]->shape().size() > 0) {
     p.batch = static_cast<int>(net.tops(0)[0]->shape()[0]);
   }
+  // What the net's plan holds for the outputs and their gradients (values,
+  // gradients, what layers keep, scratch placed by step) per byte of the
+  // outputs: the estimate's activations for one worker are then the number
+  // the start line prints.
+  double created = 0.0;
+  for (const estimate::LayerProfile& l : p.layers) created += l.activation_bytes;
+  if (created > 0) p.activation_scale = static_cast<double>(net.memory_report().activation_bytes) / created;
   return p;
 }
 
