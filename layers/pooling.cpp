@@ -7,6 +7,7 @@
 #include "framework/cpu/cpu_isa.h"
 #include "framework/cpu/gemm_avx2.h"
 #include "framework/layer_registry.h"
+#include "framework/scratch.h"
 #include "framework/cpu/threads.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -141,7 +142,7 @@ STRATA_AVX2 void max2x2_row_avx2(const float* r0, const float* r1, int64_t base,
 }  // namespace
 
 PoolingLayer::PoolingLayer(const LayerSpec& spec, const LayerContext& ctx)
-    : Layer(spec, ctx), mask_(Shape{0}, DType::kI32) {
+    : Layer(spec, ctx) {
   const ConfigNode& p = block("pooling_param");
   const std::string context = "pooling_param of " + where();
   const std::string pool = p.get_enum("pool", {"MAX", "AVE", "STOCHASTIC"}, "MAX");
@@ -280,7 +281,18 @@ void PoolingLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   if ((out_h_ - 1) * stride_h_ >= height_ + pad_h_) --out_h_;
   if ((out_w_ - 1) * stride_w_ >= width_ + pad_w_) --out_w_;
   top[0]->resize({num_, channels_, out_h_, out_w_});
-  if (method_ == Method::kMax) mask_.resize({num_, channels_, out_h_, out_w_});
+}
+
+size_t PoolingLayer::kept_bytes() const {
+  if (method_ != Method::kMax) return 0;
+  ScratchCarver counter;
+  counter.take({num_, channels_, out_h_, out_w_}, DType::kI32);
+  return counter.bytes();
+}
+
+Tensor PoolingLayer::take_mask() {
+  ScratchCarver carver(kept(kept_bytes()));
+  return carver.take({num_, channels_, out_h_, out_w_}, DType::kI32);
 }
 
 void PoolingLayer::forward_max(const float* x, float* y, int32_t* mask, int64_t planes) const {
@@ -368,7 +380,8 @@ void PoolingLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const float* x = bottom[0]->data.data<float>();
   float* y = top[0]->data.data<float>();
   if (method_ == Method::kMax) {
-    forward_max(x, y, mask_.data<int32_t>(), planes);
+    Tensor mask = take_mask();
+    forward_max(x, y, mask.data<int32_t>(), planes);
   } else {
     forward_ave(x, y, planes);
   }
@@ -382,7 +395,8 @@ void PoolingLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& pro
   const int64_t out_plane = out_h_ * out_w_;
   const float* dy = top[0]->diff.data<float>();
   float* dx = bottom[0]->diff.data<float>();
-  const int32_t* mask = method_ == Method::kMax ? mask_.data<int32_t>() : nullptr;
+  const Tensor kept_mask = method_ == Method::kMax ? take_mask() : Tensor();  // as forward left it
+  const int32_t* mask = method_ == Method::kMax ? kept_mask.data<int32_t>() : nullptr;
   parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
       float* dxp = dx + p * in_plane;

@@ -105,13 +105,13 @@ void PoolingLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const PoolGeom g{channels_, height_, width_, out_h_, out_w_, kernel_h_, kernel_w_,
                    stride_h_, stride_w_, pad_h_, pad_w_};
   const int64_t total = num_ * channels_ * out_h_ * out_w_;
-  if (method_ == Method::kMax) cuda::ensure_on_device(mask_, top[0]->shape(), DType::kI32, device());
+  Tensor mask = method_ == Method::kMax ? take_mask() : Tensor();
   if (total == 0) return;
   const float* x = bottom[0]->data.device_data<float>();
   float* y = top[0]->data.device_data<float>();
   if (method_ == Method::kMax) {
     max_pool_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        total, g, x, y, mask_.device_data<int32_t>());
+        total, g, x, y, mask.device_data<int32_t>());
   } else {
     ave_pool_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(total, g, x,
                                                                                                      y);
@@ -127,8 +127,9 @@ void PoolingLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& pr
   const int64_t total = num_ * channels_ * height_ * width_;
   if (total == 0) return;
   const bool max_pool = method_ == Method::kMax;
+  const Tensor mask = max_pool ? take_mask() : Tensor();  // as forward left it
   pool_backward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      total, g, max_pool ? 1 : 0, top[0]->diff.device_data<float>(), max_pool ? mask_.device_data<int32_t>() : nullptr,
+      total, g, max_pool ? 1 : 0, top[0]->diff.device_data<float>(), max_pool ? mask.device_data<int32_t>() : nullptr,
       bottom[0]->diff.device_data<float>());
   STRATA_KERNEL_CHECK();
 }

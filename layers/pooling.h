@@ -31,6 +31,8 @@ class PoolingLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in pooling.cu
+  // MAX: the argmax mask, from forward to backward (take_mask()); AVE: none.
+  size_t kept_bytes() const override;
 
  private:
   enum class Global { kNo, kYes };
@@ -39,6 +41,10 @@ class PoolingLayer : public Layer {
   int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride) const;
   void forward_max(const float* x, float* y, int32_t* mask, int64_t planes) const;
   void forward_ave(const float* x, float* y, int64_t planes) const;
+  // MAX's mask, the layer's kept() block: index h * W + w of each output's
+  // input, [N, C, out_h, out_w] i32. Placed by the net's plan from forward to
+  // backward, so it is not held for the whole run.
+  Tensor take_mask();
 
   Method method_;
   RoundMode round_;
@@ -48,7 +54,6 @@ class PoolingLayer : public Layer {
   int64_t pad_h_ = 0, pad_w_ = 0;
 
   int64_t num_ = 0, channels_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
-  Tensor mask_;  // MAX: index h * W + w of each output's input, [N, C, out_h, out_w]
 };
 
 // One axis of a window: the inputs [begin, end) under output position `o`
