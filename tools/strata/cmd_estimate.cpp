@@ -83,6 +83,9 @@ estimate::StepProfile load_profile(const Args& args, const SolverConfig* solver)
   NetOptions options;
   options.phase = Phase::kTrain;
   options.device = device_flag(args);
+  // Planned as `strata train` plans it (the solver's blob_memory, else the
+  // default), so the grid's activations are what training holds (step_profile).
+  options.blob_memory = solver ? solver->blob_memory : SolverConfig{}.blob_memory;
   std::unique_ptr<Net> net;
   if (solver && solver->has_net_param) {
     options.base_dir = solver->base_dir;
