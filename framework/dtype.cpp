@@ -127,4 +127,29 @@ bool convert_to_f32(DType from, const void* src, float* dst, int64_t n) {
   return false;
 }
 
+bool convert_from_f32(DType to, const float* src, void* dst, int64_t n) {
+  auto* bytes = static_cast<uint8_t*>(dst);
+  switch (to) {
+    case DType::kF32:
+      if (n > 0) std::memcpy(bytes, src, static_cast<size_t>(n) * sizeof(float));
+      return true;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = float_to_bf16(src[i]);
+        std::memcpy(bytes + 2 * i, &h, 2);
+      }
+      return true;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = float_to_f16(src[i]);
+        std::memcpy(bytes + 2 * i, &h, 2);
+      }
+      return true;
+    case DType::kI32:
+    case DType::kU8:
+      break;
+  }
+  return false;
+}
+
 }  // namespace strata

@@ -44,5 +44,10 @@ float f16_to_float(uint16_t h);
 // Returns false, converting nothing, for the integer types: the caller's
 // error names the tensor and the file.
 bool convert_to_f32(DType from, const void* src, float* dst, int64_t n);
+// The other way: `n` f32 at `src` to `to` (f32, f16 or bf16, rounded to
+// nearest even) at `dst`; false, converting nothing, for the integer types.
+bool convert_from_f32(DType to, const float* src, void* dst, int64_t n);
+// f32, f16 and bf16: what activations may be stored in (Net's storage dtype).
+inline bool is_float_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 }  // namespace strata

@@ -225,6 +225,14 @@ class Layer {
     bool tops = true;
   };
   virtual BackwardReads backward_reads() const { return {}; }
+  // Whether forward and backward take blobs stored in `dtype` as they are
+  // (reading and writing that dtype themselves, computing in f32). A net
+  // that stores its activations in bf16 or f16 (NetOptions::storage_dtype,
+  // the solver's precision) hands a layer that says no f32 copies of its
+  // blobs for each call, converted at the call's edges, and keeps only the
+  // reduced dtype between calls (framework/net_storage.cpp). f32 alone,
+  // unless a layer says more.
+  virtual bool takes_storage(DType dtype) const { return dtype == DType::kF32; }
 
   // Once: check bottom shapes, create parameters with add_param(). Nothing
   // by default (a layer without parameters may need only reshape()).

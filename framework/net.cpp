@@ -1,4 +1,5 @@
 #include "framework/net.h"
+#include "framework/net_storage.h"
 
 #include <algorithm>
 #include <array>
@@ -118,7 +119,7 @@ void Net::build(const ConfigNode& root) {
   MemoryPlan plan;
   for (int i = 0; i < num_layers(); ++i) {
     plan.set_owner(i);
-    naming_layer_on_oom(i, "setup", [&] {
+    naming_layer_on_failure(i, "setup", [&] {
       setup_layer(i);
       move_params_to_device(i);
     });
@@ -153,6 +154,7 @@ void Net::build(const ConfigNode& root) {
   std::set<const void*> not_layers = blob_and_param_storages();
   const std::set<const void*> scratch = scratch_storages();
   not_layers.insert(scratch.begin(), scratch.end());
+  if (cast_buffer_.storage_id()) not_layers.insert(cast_buffer_.storage_id());  // counted as workspace
   layer_bytes_ = plan.bytes_except(not_layers);
   if (const char* trace = std::getenv("STRATA_MEMORY_TRACE")) {
     const std::string t = trace;
@@ -267,7 +269,7 @@ std::string Net::layer_where(int i) const {
 }
 
 template <typename Body>
-void Net::naming_layer_on_oom(int i, const char* stage, const Body& body) {
+void Net::naming_layer_on_failure(int i, const char* stage, const Body& body) {
   try {
     body();
   } catch (const std::bad_alloc&) {
@@ -278,6 +280,14 @@ void Net::naming_layer_on_oom(int i, const char* stage, const Body& body) {
     const std::string what = e.what();
     if (what.rfind("layer '", 0) == 0 || what.rfind("net '", 0) == 0) throw;  // already says where
     fail<OutOfMemoryError>(layer_where(i), ", during ", stage, ": ", what);
+  } catch (const Error& e) {
+    // A blob stored in bf16/f16 read as f32: the call got no f32 copy of
+    // it, as the layer does not declare that it reads it (net_storage.cpp).
+    const std::string what = e.what();
+    if (reduced_.empty() || what.find("but was accessed as f32") == std::string::npos) throw;
+    fail<Error>(layer_where(i), ", during ", stage, ": ", what, ". The net stores its activations in ",
+                dtype_name(options_.storage_dtype), " and hands a layer f32 copies of the blobs it declares it reads: "
+                "declare the read (Layer::backward_reads), or take the stored dtype (Layer::takes_storage)");
   }
 }
 
@@ -421,11 +431,14 @@ void Net::reshape() {
     // taken, because the plan below gives it a place again.
     MemoryPlan sized_only;
     for (int i = 0; i < num_layers(); ++i) {
-      naming_layer_on_oom(i, "reshape", [&] { layers_[static_cast<size_t>(i)]->reshape(bottoms_[i], tops_[i]); });
+      naming_layer_on_failure(i, "reshape", [&] { layers_[static_cast<size_t>(i)]->reshape(bottoms_[i], tops_[i]); });
     }
   }
   plan_scratch();  // grows when a layer needs more now
-  if (options_.blob_memory == BlobMemory::kSeparate) return;
+  if (options_.blob_memory == BlobMemory::kSeparate) {
+    if (!reduced_.empty()) plan_casts();  // the f32 copies' buffer, likewise
+    return;
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& l = *layers_[i];
     // What a layer keeps, or its scratch (every call's place is the forward's
@@ -434,6 +447,14 @@ void Net::reshape() {
     if (l.kept_bytes() > l.kept_place_.nbytes() || l.scratch_bytes() > scratch_place) {
       plan_blob_memory();
       return;
+    }
+    // Or the f32 copies of a call's blobs outgrew theirs.
+    for (Call call : {Call::kForward, Call::kRecompute, Call::kBackward}) {
+      const Tensor* place = i < cast_places_.size() ? &cast_places_[i][static_cast<size_t>(call)] : nullptr;
+      if (place && place->nbytes() > 0 && cast_bytes(static_cast<int>(i), call) > place->nbytes()) {
+        plan_blob_memory();
+        return;
+      }
     }
   }
   for (const Tensor* t : in_arena_) {
@@ -467,7 +488,8 @@ void Net::run_forward(int i, Call call) {
   Layer& layer = *layers_[static_cast<size_t>(i)];
   if (pass_hooks_.before_forward) pass_hooks_.before_forward(i);
   const ScratchBinding scratch(*this, i, call);
-  naming_layer_on_oom(i, "forward", [&] {
+  CastBinding copies(*this, i, call);  // f32 copies of blobs stored in bf16/f16 (net_storage.cpp)
+  naming_layer_on_failure(i, "forward", [&] {
     layer.reshape(bottoms_[i], tops_[i]);
     if (on_cuda()) {
       layer.forward_cuda(bottoms_[i], tops_[i]);
@@ -475,6 +497,7 @@ void Net::run_forward(int i, Call call) {
       layer.forward_cpu(bottoms_[i], tops_[i]);
     }
   });
+  copies.finish();
   if (pass_hooks_.after_forward) pass_hooks_.after_forward(i);
 }
 
@@ -549,13 +572,15 @@ void Net::backward(int from, int to) {
     cuda::DeviceTimeline* gpu = device_timeline();
     const int gpu_span = gpu ? device_span_begin(gpu) : -1;
     const ScratchBinding scratch(*this, i, Call::kBackward);
-    naming_layer_on_oom(i, "backward", [&] {
+    CastBinding copies(*this, i, Call::kBackward);
+    naming_layer_on_failure(i, "backward", [&] {
       if (on_cuda()) {
         layers_[i]->backward_cuda(tops_[i], bottom_need_backward_[i], bottoms_[i]);
       } else {
         layers_[i]->backward_cpu(tops_[i], bottom_need_backward_[i], bottoms_[i]);
       }
     });
+    copies.finish();
     if (gpu) device_span_end(gpu, gpu_span, "gpu backward", layers_[i]->name());
     if (pass_hooks_.after_backward) pass_hooks_.after_backward(i);
     if (grad_ready_) {

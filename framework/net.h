@@ -78,6 +78,27 @@ struct NetOptions {
   // host's, or, when it needs more, the host moves into this one's. The TEST
   // net then costs no memory beyond the blobs it keeps whole.
   Net* arena_host = nullptr;
+  // What activations and their gradients are stored in between layer calls:
+  // f32 (the default), bf16 or f16 (the solver's precision BF16 or FP16).
+  // Parameters and their gradients stay f32, and so do the blobs that code
+  // outside the layers reads or writes: the inputs (tops of layers without
+  // bottoms), the outputs, the losses and keep_blobs(). A layer that
+  // computes in f32 alone (Layer::takes_storage) gets f32 copies of its
+  // blobs for each call, converted at the call's edges, placed like its
+  // scratch (framework/net_storage.cpp).
+  DType storage_dtype = DType::kF32;
+};
+
+// Which blobs a net stores in a reduced dtype, and what converting them
+// around the layers that compute in f32 takes (Net::storage_report).
+struct StorageReport {
+  DType dtype = DType::kF32;  // NetOptions::storage_dtype
+  int reduced = 0;            // blobs stored in dtype, value and gradient
+  int kept_f32 = 0;           // blobs kept f32 (inputs, outputs, losses, keep_blobs)
+  int cast_layers = 0;        // layers that take f32 alone and touch a reduced blob
+  int cast_calls = 0;         // their calls (forward, recompute, backward) with f32 copies
+  size_t cast_bytes = 0;      // the largest call's f32 copies
+  std::string str() const;    // "activations and gradients stored in bf16: ..."; "" for f32
 };
 
 // What the blob memory plan of a net did (all zero under kSeparate).
@@ -250,6 +271,10 @@ class Net {
   // place, so a larger batch gets an arena of its own size.
   void reshape();
   const BlobPlanReport& blob_plan() const { return blob_plan_; }
+  const StorageReport& storage_report() const { return storage_report_; }
+  // The dtype `b`'s value and gradient are stored in between layer calls
+  // (NetOptions::storage_dtype, or f32 for the blobs kept f32).
+  DType storage_dtype_of(const Blob& b) const { return reduced_.count(&b) ? options_.storage_dtype : DType::kF32; }
   const std::vector<RecomputeRange>& recompute_ranges() const { return recompute_; }
   // Whether `b`'s value still holds what its layer wrote once the step is
   // over: always under kSeparate; under a plan only for the blobs kept whole
@@ -294,6 +319,25 @@ class Net {
   // Layer i's scratch place for `call` handed to the layer for one call
   // (checked: filled with NaN first), taken back after it.
   class ScratchBinding;
+  // Under a reduced storage dtype: which blobs are stored so (all but the
+  // ones code outside the layers touches), their tensors converted to it
+  // (net_storage.cpp). Called by every plan, as keep_blobs changes the set.
+  void choose_storage();
+  // One blob tensor a call of layer i reads or writes in f32 while it is
+  // stored reduced: converted in before the call, out after.
+  struct CastSlot {
+    Blob* blob = nullptr;
+    bool diff = false;  // the gradient, else the value
+    bool in = false;    // the call reads it
+    bool out = false;   // the call writes it
+  };
+  std::vector<CastSlot> cast_slots(int i, Call call) const;
+  size_t cast_bytes(int i, Call call) const;  // the f32 copies' bytes, each aligned
+  // Under kSeparate, and for the report: one buffer of the largest call's
+  // copies (cast_buffer_), and the counts of storage_report_.
+  void plan_casts();
+  // Layer i's blobs bound to f32 copies for one call, converted back after.
+  class CastBinding;
   // The forward of layer i, naming it on out-of-memory.
   void run_forward(int i, Call call);
   // STRATA_MEMORY_TRACE: after each layer of the first passes, one line on
@@ -304,9 +348,10 @@ class Net {
   // "layer 'conv1' (Convolution) at file:line:col"
   std::string layer_where(int index) const;
   // Runs `body` for layer `index`; an allocation that fails inside it
-  // becomes an OutOfMemoryError naming the layer and `stage`.
+  // becomes an OutOfMemoryError naming the layer and `stage`, and a read as
+  // f32 of a blob stored in bf16/f16 an Error naming the layer and the fix.
   template <typename Body>
-  void naming_layer_on_oom(int index, const char* stage, const Body& body);
+  void naming_layer_on_failure(int index, const char* stage, const Body& body);
   bool on_cuda() const { return !options_.device.is_cpu(); }
 
   NetOptions options_;
@@ -345,6 +390,13 @@ class Net {
   // Under a plan by lifetime, per layer and Call: its scratch's place in
   // the arena for that call's step (empty: none).
   std::vector<std::array<Tensor, 3>> scratch_places_;
+  // Under a reduced storage dtype, per layer and Call: the place of its
+  // blobs' f32 copies (under a plan in the arena at the call's step, under
+  // kSeparate views of cast_buffer_; empty: none).
+  std::vector<std::array<Tensor, 3>> cast_places_;
+  Tensor cast_buffer_;                // u8: kSeparate's copies, the largest call's
+  std::set<const Blob*> reduced_;     // the blobs stored in options_.storage_dtype
+  StorageReport storage_report_;
   Tensor flat_grads_;                  // f32: the updated parameters' gradients, in readiness order
   std::vector<int64_t> grad_offsets_;  // per parameter: its first element in flat_grads_, -1 when not there
   std::vector<char> handed_over_;      // per parameter: its gradient is kept outside the net (hand_over_gradients)

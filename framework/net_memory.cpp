@@ -117,6 +117,10 @@ MemoryReport memory_report(const std::vector<const Net*>& nets) {
     for (const auto& scratch : net->scratches_) {
       if (scratch->storage_id() && seen.insert(scratch->storage_id()).second) r.workspace_bytes += scratch->bytes();
     }
+    // kSeparate's f32 copies of blobs stored in bf16/f16 (net_storage.cpp).
+    if (net->cast_buffer_.storage_id() && seen.insert(net->cast_buffer_.storage_id()).second) {
+      r.workspace_bytes += net->cast_buffer_.storage_bytes();
+    }
   }
   return r;
 }

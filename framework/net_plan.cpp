@@ -153,6 +153,8 @@ void Net::plan_blob_memory() {
   first_places_.assign(static_cast<size_t>(L), {});
   recompute_places_.assign(static_cast<size_t>(L), {});
   scratch_places_.assign(static_cast<size_t>(L), {});
+  cast_places_.assign(static_cast<size_t>(L), {});
+  choose_storage();  // the dtypes first: the sizes below follow them
   if (options_.blob_memory == BlobMemory::kSeparate) {
     for (Tensor* t : old_arena) *t = Tensor(t->shape(), t->dtype(), options_.device);
     blob_arena_ = Tensor();
@@ -161,6 +163,7 @@ void Net::plan_blob_memory() {
       const size_t kept = l->kept_bytes();
       l->kept_place_ = kept ? Tensor(Shape{static_cast<int64_t>(kept)}, DType::kU8, options_.device) : Tensor();
     }
+    plan_casts();
     return;
   }
   // Inference (a TEST net nobody runs backward on): values only. Every
@@ -277,6 +280,26 @@ void Net::plan_blob_memory() {
       blob_plan_.scratch_bytes = std::max(blob_plan_.scratch_bytes, bytes);
     }
   }
+  // Under a reduced storage dtype, each call's f32 copies of its blobs
+  // (framework/net_storage.cpp), at its step alone, as its scratch.
+  size_t largest_copies = 0;
+  for (int i = 0; i < L && !reduced_.empty(); ++i) {
+    const size_t u = static_cast<size_t>(i);
+    const bool backward = !forward_only && layer_need_backward_[i];
+    const std::pair<Call, int> calls[] = {{Call::kForward, forward_step_[u]},
+                                          {Call::kRecompute, forward_only ? -1 : recompute_step_[u]},
+                                          {Call::kBackward, backward ? backward_step_[u] : -1}};
+    for (const auto& [call, step] : calls) {
+      const size_t bytes = step < 0 ? 0 : cast_bytes(i, call);
+      if (bytes == 0) continue;
+      Tensor* t = &cast_places_[u][static_cast<size_t>(call)];
+      *t = Tensor(Shape{static_cast<int64_t>(bytes)}, DType::kU8, options_.device);  // sized only: placed below
+      planned.push_back({t, Lifetime{bytes, step, step}, PlannedTensor::Pass::kScratch, i,
+                         PlannedTensor::Kind::kScratch});
+      largest_copies = std::max(largest_copies, bytes);
+    }
+  }
+  blob_plan_.separate_bytes += largest_copies;  // on their own: one buffer for every call's copies
   size_t idle_bytes = 0;
   for (const Tensor* t : idle) idle_bytes = std::max(idle_bytes, t->nbytes());
   // Checked: every buffer keeps its bytes for the whole step (placed as if
@@ -355,10 +378,9 @@ void Net::plan_blob_memory() {
       in_arena_.push_back(&t);
       blob_plan_.separate_bytes += bytes;
     }
-    if (poison && bytes >= sizeof(float)) {  // NaN over whatever it holds
+    if (poison && bytes > 0) {  // NaN over whatever it holds, f32, bf16 or f16 (every byte 0xff)
       poison_after_.at(static_cast<size_t>(p.life.last))
-          .push_back(blob_arena_.view_bytes(place.offsets[k], bytes, {static_cast<int64_t>(bytes / sizeof(float))},
-                                            DType::kF32));
+          .push_back(blob_arena_.view_bytes(place.offsets[k], bytes, {static_cast<int64_t>(bytes)}, DType::kU8));
     }
   }
   for (Tensor* t : idle_bytes > 0 ? idle : std::vector<Tensor*>()) {
@@ -385,6 +407,7 @@ void Net::plan_blob_memory() {
     step_names[static_cast<size_t>(backward_step_[u])] = "backward " + quoted;
   }
   describe_peak_step(planned, idle_bytes, forward_only ? L : num_steps, step_names, blob_plan_);
+  plan_casts();  // the storage report's counts
   blob_plan_.planned = placed + static_cast<int>(idle_bytes > 0 ? idle.size() : 0);
   blob_plan_.forward_only = forward_only;
   planned_forward_only_ = forward_only;
@@ -402,7 +425,7 @@ std::string Net::shared_arena_name() const { return std::string(phase_name(phase
 
 void Net::poison_after(int step) {
   if (poison_after_.empty()) return;
-  for (Tensor& t : poison_after_.at(static_cast<size_t>(step))) t.fill(std::numeric_limits<float>::quiet_NaN());
+  for (Tensor& t : poison_after_.at(static_cast<size_t>(step))) t.fill_bytes(0xff);
 }
 
 }  // namespace strata

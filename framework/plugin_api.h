@@ -31,8 +31,9 @@
 // The Layer class's revision within a version: raised whenever its virtual
 // functions or members change, so that a library built before is refused
 // instead of calling through a different table (2: scratch_bytes and
-// kept_bytes, 2026-11-27; 3: the planned scratch place, 2026-11-28).
-#define STRATA_LAYER_INTERFACE "3"
+// kept_bytes, 2026-11-27; 3: the planned scratch place, 2026-11-28;
+// 4: takes_storage, the blobs' storage dtype, 2026-11-28).
+#define STRATA_LAYER_INTERFACE "4"
 #define STRATA_PLUGIN_ABI                                                                         \
   "strata " STRATA_VERSION ", layer interface " STRATA_LAYER_INTERFACE ", g++ " STRATA_PLUGIN_STR( \
       __GNUC__) ", cxx11 abi " STRATA_PLUGIN_STR(_GLIBCXX_USE_CXX11_ABI)

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -308,6 +309,19 @@ void Tensor::fill(float value) {
   for (int64_t i = 0; i < numel_; ++i) p[i] = value;
 }
 
+void Tensor::fill_bytes(uint8_t byte) {
+  if (!nbytes()) return;
+  if (!device_.is_cpu()) {
+#ifdef STRATA_WITH_CUDA
+    cuda::set_bytes(raw_data(), byte, nbytes(), device_.index);
+    return;
+#else
+    no_cuda(device_);
+#endif
+  }
+  std::memset(raw_data(), byte, nbytes());
+}
+
 void Tensor::copy_from(const Tensor& src) {
   if (src.numel() != numel_ || src.dtype() != dtype_) {
     fail<ShapeError>("copy_from: source ", shape_str(src.shape()), " ", dtype_name(src.dtype()),
@@ -358,6 +372,46 @@ void copy_bytes(Tensor& dst, size_t dst_offset, const Tensor& src, size_t src_of
 #else
   no_cuda(dst.device().is_cpu() ? src.device() : dst.device());
 #endif
+}
+
+void cast_into(Tensor& dst, const Tensor& src) {
+  if (src.numel() != dst.numel() || !is_float_dtype(src.dtype()) || !is_float_dtype(dst.dtype())) {
+    fail<ShapeError>("cast_into: source ", shape_str(src.shape()), " ", dtype_name(src.dtype()), " and destination ",
+                     shape_str(dst.shape()), " ", dtype_name(dst.dtype()),
+                     " must have the same element count and be f32, f16 or bf16");
+  }
+  if (src.device() != dst.device()) {
+    fail<ShapeError>("cast_into: source on ", src.device().str(), " and destination on ", dst.device().str(),
+                     " must be on the same device");
+  }
+  if (src.dtype() == dst.dtype()) {
+    dst.copy_from(src);
+    return;
+  }
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  if (!dst.device().is_cpu()) {
+#ifdef STRATA_WITH_CUDA
+    cuda::cast_elements(dst.raw_data(), dst.dtype(), src.raw_data(), src.dtype(), n, dst.device().index);
+    return;
+#else
+    no_cuda(dst.device());
+#endif
+  }
+  if (dst.dtype() == DType::kF32) {
+    convert_to_f32(src.dtype(), src.raw_data(), static_cast<float*>(dst.raw_data()), n);
+  } else if (src.dtype() == DType::kF32) {
+    convert_from_f32(dst.dtype(), static_cast<const float*>(src.raw_data()), dst.raw_data(), n);
+  } else {  // f16 <-> bf16: through f32, a block at a time
+    constexpr int64_t kBlock = 4096;
+    float tmp[kBlock];
+    const size_t in = dtype_size(src.dtype()), out = dtype_size(dst.dtype());
+    for (int64_t i = 0; i < n; i += kBlock) {
+      const int64_t m = std::min(kBlock, n - i);
+      convert_to_f32(src.dtype(), static_cast<const char*>(src.raw_data()) + i * static_cast<int64_t>(in), tmp, m);
+      convert_from_f32(dst.dtype(), tmp, static_cast<char*>(dst.raw_data()) + i * static_cast<int64_t>(out), m);
+    }
+  }
 }
 
 Tensor Tensor::clone() const {

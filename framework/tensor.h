@@ -138,6 +138,9 @@ class Tensor {
   void resize(const Shape& shape);
   void zero();              // on a CUDA device: queued on its compute stream
   void fill(float value);  // f32 only; likewise
+  // Every byte set to `byte`, whatever the dtype (0xff: NaN in f32, f16 and
+  // bf16 alike, what a checked plan poisons released buffers with); likewise.
+  void fill_bytes(uint8_t byte);
   // Element-wise copy; same numel and dtype required (shapes may differ).
   // Works across devices (host <-> CUDA device, device <-> device); returns
   // when the destination may be read on the host (copies into device memory
@@ -253,5 +256,12 @@ void copy_elements(Tensor& dst, int64_t dst_offset, const Tensor& src, int64_t s
 // The same for bytes, whatever the two dtypes: what packs tensors of several
 // dtypes into one u8 buffer (a pipeline stage's messages to one peer).
 void copy_bytes(Tensor& dst, size_t dst_offset, const Tensor& src, size_t src_offset, size_t bytes);
+// dst = src converted element by element between f32, f16 and bf16 (to the
+// nearest, ties to even; NaN stays NaN), on the device both live on (the
+// same one; on a CUDA device queued on its compute stream). Same numel
+// required (shapes may differ); the same dtype is a plain copy. What the Net
+// converts a blob stored in bf16/f16 to f32 with, and back, around a layer
+// that computes in f32 (framework/net_storage.cpp).
+void cast_into(Tensor& dst, const Tensor& src);
 
 }  // namespace strata

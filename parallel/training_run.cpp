@@ -249,6 +249,9 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
     if (lead && !line.empty()) std::printf("%s\n", line.c_str());
   }
   if (lead && solver.net().blob_plan().planned > 0) std::printf("%s\n", solver.net().blob_plan().str().c_str());
+  if (lead && solver.net().storage_report().reduced > 0) {
+    std::printf("%s\n", solver.net().storage_report().str().c_str());
+  }
 
   // 4. Every rank reads the same snapshot (a pipeline stage restores its
   // part). Weights: rank 0 reads them and data parallelism broadcasts them;

@@ -5,6 +5,8 @@
 // asking for a CUDA tensor is a clear error.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <set>
 #include <stdexcept>
@@ -259,6 +261,51 @@ TEST(CudaRuntimeTest, TensorsReuseCachedDeviceMemory) {
   EXPECT_GE(after.cache_hits, before.cache_hits + 10);
   EXPECT_GE(after.peak_allocated_bytes, size_t(4) << 20);
   EXPECT_CONTAINS(cuda::memory_report(0), "reserved");
+}
+
+// cast_into on the device (framework/cuda/cast.cu) gives the host's bits:
+// f32 to bf16 and f16 to the nearest even, back to f32, and between the two
+// halves; NaN stays NaN. fill_bytes(0xff) is NaN in each.
+TEST(CudaRuntimeTest, CastIntoOnTheDeviceGivesTheHostsBits) {
+  STRATA_SKIP_WITHOUT_GPU("the CUDA path is compile-tested only");
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.5f, 65504.0f, 65520.0f, 1e6f, 6.1e-5f, 5.96e-8f, 2.98e-8f, 1e-10f,
+                          1.0f + 1.0f / 256.0f, 1.0f + 3.0f / 256.0f, 1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f,
+                          3e38f, -3e38f, 1.0f / 0.0f};
+  for (int i = 0; i < 5000; ++i) v.push_back(std::ldexp(static_cast<float>(i % 97) - 48.5f, i % 40 - 20));
+  Tensor host({static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) host.data<float>()[i] = v[i];
+  const Tensor dev = host.to(Device::cuda(0));
+  auto bits16 = [](const Tensor& t) {
+    const Tensor h = t.to(Device::cpu());
+    return std::vector<uint16_t>(h.data<uint16_t>(), h.data<uint16_t>() + h.numel());
+  };
+  for (DType to : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(to));
+    Tensor want(host.shape(), to), got(host.shape(), to, Device::cuda(0));
+    cast_into(want, host);
+    cast_into(got, dev);
+    EXPECT_EQ(bits16(got), bits16(want));
+    Tensor back_want(host.shape()), back_got(host.shape(), DType::kF32, Device::cuda(0));
+    cast_into(back_want, want);
+    cast_into(back_got, got);
+    EXPECT_EQ(test::values(back_got.to(Device::cpu())), test::values(back_want));
+    const DType other = to == DType::kBF16 ? DType::kF16 : DType::kBF16;
+    Tensor cross_want(host.shape(), other), cross_got(host.shape(), other, Device::cuda(0));
+    cast_into(cross_want, want);
+    cast_into(cross_got, got);
+    EXPECT_EQ(bits16(cross_got), bits16(cross_want));
+    got.fill_bytes(0xff);
+    Tensor wide(host.shape(), DType::kF32, Device::cuda(0));
+    cast_into(wide, got);
+    for (float x : test::values(wide.to(Device::cpu()))) ASSERT_TRUE(std::isnan(x));
+  }
+  Tensor nan_in({2}, DType::kF32);
+  nan_in.data<float>()[0] = std::nanf("");
+  nan_in.data<float>()[1] = -std::nanf("");
+  Tensor nan_out({2}, DType::kBF16, Device::cuda(0)), nan_back({2});
+  cast_into(nan_out, nan_in.to(Device::cuda(0)));
+  cast_into(nan_back, nan_out.to(Device::cpu()));
+  EXPECT_TRUE(std::isnan(nan_back.data<float>()[0]) && std::isnan(nan_back.data<float>()[1]));
 }
 
 TEST(CudaRuntimeTest, UnknownDeviceIsAConfigErrorNamingTheDevices) {

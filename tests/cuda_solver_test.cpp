@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "framework/error.h"
@@ -95,10 +96,18 @@ const char* kTinyNet = R"(
   layer { name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "y" top: "loss" }
 )";
 
-TEST(PrecisionConfigTest, ReducedPrecisionOnTheCpuIsAConfigError) {
-  SolverConfig c = solver_test::parse_solver(std::string("net_param {") + kTinyNet + "} base_lr: 0.1 precision: BF16\n");
+// BF16 and FP16 store activations reduced on the CPU too (computing in f32:
+// tests/storage_dtype_test.cpp); TF32, a tensor-core mode, is CUDA's alone.
+TEST(PrecisionConfigTest, Tf32OnTheCpuIsAConfigError) {
+  SolverConfig c = solver_test::parse_solver(std::string("net_param {") + kTinyNet + "} base_lr: 0.1 precision: TF32\n");
   const std::string msg = test::error_of<ConfigError>([&] { Solver s(c); });
-  EXPECT_CONTAINS(msg, "precision BF16 needs a CUDA device");
+  EXPECT_CONTAINS(msg, "precision TF32 is a tensor-core mode of CUDA devices");
+  for (const char* p : {"BF16", "FP16"}) {
+    SolverConfig r = solver_test::parse_solver(std::string("net_param {") + kTinyNet + "} base_lr: 0.1 precision: " + p + "\n");
+    Solver s(r);
+    EXPECT_EQ(s.net().blob("fc").data.dtype(), std::string(p) == "BF16" ? DType::kBF16 : DType::kF16) << p;
+    s.step();
+  }
 }
 
 TEST(GradientCheckTest, ScaleAndCheckFindsInfAndNaN) {

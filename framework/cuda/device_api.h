@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "framework/cuda/allocator.h"
+#include "framework/dtype.h"
 
 namespace strata::cuda {
 
@@ -39,6 +40,12 @@ void copy_rows(void* dst, int dst_device, size_t dst_pitch, const void* src, int
 // Queued on the compute stream of `index`.
 void zero_bytes(void* ptr, size_t bytes, int index);
 void fill_f32(float* ptr, int64_t n, float value, int index);
+// Every byte of [ptr, ptr + bytes) set to `byte`; queued likewise.
+void set_bytes(void* ptr, uint8_t byte, size_t bytes, int index);
+// n elements at `src` (f32, f16 or bf16) converted to `to` (likewise) at
+// `dst`, both on device `index`; queued on its compute stream
+// (framework/cuda/cast.cu, rounding as framework/dtype.h does).
+void cast_elements(void* dst, DType to, const void* src, DType from, int64_t n, int index);
 // y[0..n) += alpha * x[0..n), device pointers on `index`; queued on its compute stream.
 void axpy_f32(int64_t n, float alpha, const float* x, float* y, int index);
 // Reads n device floats (each at its own address) into out[0..n) with one

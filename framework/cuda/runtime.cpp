@@ -324,6 +324,13 @@ void zero_bytes(void* ptr, size_t bytes, int index) {
   STRATA_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx.compute));
 }
 
+void set_bytes(void* ptr, uint8_t byte, size_t bytes, int index) {
+  if (bytes == 0) return;
+  DeviceContext& ctx = context(index);
+  DeviceGuard g(index);
+  STRATA_CUDA_CHECK(cudaMemsetAsync(ptr, byte, bytes, ctx.compute));
+}
+
 void fill_f32(float* ptr, int64_t n, float value, int index) {
   if (n <= 0) return;
   DeviceGuard g(index);

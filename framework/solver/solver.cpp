@@ -43,8 +43,13 @@ std::string format_loss(double loss) {
 }  // namespace
 
 int64_t count_nonfinite(const Tensor& t) {
-  if (t.numel() == 0 || t.dtype() != DType::kF32) return 0;
-  const Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  if (t.numel() == 0 || !is_float_dtype(t.dtype())) return 0;
+  Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  if (host.dtype() != DType::kF32) {  // a blob stored in bf16/f16
+    Tensor wide(host.shape(), DType::kF32);
+    cast_into(wide, host);
+    host = wide;
+  }
   const float* p = host.data<float>();
   int64_t n = 0;
   for (int64_t i = 0, e = host.numel(); i < e; ++i) n += !std::isfinite(p[i]);
@@ -98,13 +103,15 @@ std::string first_nonfinite(Net& net) {
   return "every layer output and gradient is finite now";
 }
 
-// Precision -> GEMM/convolution math on the GPU; ConfigError on the CPU.
+// Precision -> GEMM/convolution math on the GPU. On the CPU the math is f32
+// in every precision (BF16 and FP16 store the activations reduced:
+// storage_dtype_of); TF32, a tensor-core mode, is a ConfigError there.
 void apply_precision(const SolverConfig& config, Device device) {
   if (device.is_cpu()) {
-    if (config.precision != Precision::kFP32) {
-      fail<ConfigError>(config.source.empty() ? std::string("solver") : config.source, ": precision ",
-                        precision_name(config.precision),
-                        " needs a CUDA device (--device cuda); CPU training is FP32 only");
+    if (config.precision == Precision::kTF32) {
+      fail<ConfigError>(config.source.empty() ? std::string("solver") : config.source,
+                        ": precision TF32 is a tensor-core mode of CUDA devices (--device cuda); on the CPU use "
+                        "FP32, or BF16/FP16 to store activations in 16 bits");
     }
     return;
   }
@@ -153,6 +160,7 @@ void Solver::build_nets() {
     o.comm = options_.comm;
     o.device = options_.device;
     o.blob_memory = config_.blob_memory;  // a TEST net: planned for forward passes only
+    o.storage_dtype = storage_dtype_of(config_.precision);
     if (phase == Phase::kTrain) o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
     return o;
   };

@@ -350,6 +350,10 @@ SolverConfig load_solver_config(const std::string& path) {
   return parse_solver_config(parse_config_file(path), path);
 }
 
+DType storage_dtype_of(Precision p) {
+  return p == Precision::kBF16 ? DType::kBF16 : p == Precision::kFP16 ? DType::kF16 : DType::kF32;
+}
+
 const char* precision_name(Precision p) {
   switch (p) {
     case Precision::kFP32: return "FP32";

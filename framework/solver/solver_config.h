@@ -26,13 +26,17 @@
 namespace strata {
 
 enum class SolverMode { kCPU, kGPU };
-// How a CUDA run computes (docs/config.md, "precision"): FP32 everywhere;
-// TF32 tensor-core GEMMs and convolutions; BF16 tensor-core GEMMs; FP16 the
-// same math as BF16 plus dynamic loss scaling. Master weights, optimizer
-// state and stored activations and gradients stay fp32 in every mode. CPU
-// runs support FP32 only.
+// How a run computes and stores (docs/config.md, "precision"): FP32
+// everywhere; TF32 tensor-core GEMMs and convolutions (CUDA only); BF16
+// tensor-core GEMMs on a GPU, and activations and their gradients stored in
+// bf16 (NetOptions::storage_dtype) on the GPU and the CPU; FP16 the same
+// with f16 storage plus dynamic loss scaling. Master weights and optimizer
+// state stay f32 in every mode; on the CPU the math is f32 in every mode.
 enum class Precision { kFP32, kTF32, kBF16, kFP16 };
 const char* precision_name(Precision p);
+// The dtype a precision stores activations and their gradients in: bf16 for
+// BF16, f16 for FP16, f32 otherwise.
+DType storage_dtype_of(Precision p);
 // What a step whose loss or gradients are not finite (inf/NaN) does:
 // stop the run with an error naming the layer (default), or skip the update.
 enum class NonFiniteAction { kStop, kSkip };

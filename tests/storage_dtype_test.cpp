@@ -1,0 +1,392 @@
+// Activations stored in bf16 or f16 (NetOptions::storage_dtype,
+// framework/net_storage.cpp): the conversions, which blobs are stored
+// reduced, a net whose every stored value and gradient is the f32 net's
+// rounded at each layer's edge (bit for bit), training that gives the same
+// bits in every memory layout and with recomputation, a layer that takes
+// the stored dtype itself, and what a layer that reads more than it declares
+// is told.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "framework/config/config.h"
+#include "framework/dtype.h"
+#include "framework/error.h"
+#include "framework/layer_registry.h"
+#include "framework/net.h"
+#include "framework/rng.h"
+#include "framework/solver/solver.h"
+#include "framework/solver/solver_config.h"
+#include "tests/test_util.h"
+#include "tests/train_util.h"
+
+namespace strata {
+namespace {
+
+uint32_t bits_of(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  return x;
+}
+
+float from_bits(uint32_t x) {
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+// Values that test the rounding: ties to even, the edges of f16's range
+// (largest finite, overflow, subnormals, underflow), signed zero, inf, NaN.
+std::vector<float> edge_values() {
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.5f, 3.14159265f, 65504.0f, 65520.0f, 1e6f, -1e30f,
+                          6.1e-5f, 5.96e-8f, 2.98e-8f, 1e-10f, 1.0f + 1.0f / 256.0f, 1.0f + 3.0f / 256.0f,
+                          1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f,
+                          std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN(), from_bits(0x3f808000u), from_bits(0x3f818000u)};
+  Rng rng(11);
+  for (int i = 0; i < 200; ++i) v.push_back(static_cast<float>(rng.gaussian(0.0f, 100.0f)));
+  return v;
+}
+
+Tensor f32_tensor(const std::vector<float>& v) {
+  Tensor t(Shape{static_cast<int64_t>(v.size())});
+  std::memcpy(t.data<float>(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+// ------------------------------------------------------------- cast_into ----
+
+TEST(CastInto, RoundsAsTheScalarConversionsDo) {
+  const std::vector<float> v = edge_values();
+  const Tensor src = f32_tensor(v);
+  for (DType to : {DType::kBF16, DType::kF16}) {
+    Tensor narrow(src.shape(), to);
+    cast_into(narrow, src);
+    Tensor back(src.shape());
+    cast_into(back, narrow);
+    const uint16_t* h = narrow.data<uint16_t>();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t want = to == DType::kBF16 ? float_to_bf16(v[i]) : float_to_f16(v[i]);
+      EXPECT_EQ(h[i], want) << dtype_name(to) << " of " << v[i];
+      const float round_trip = to == DType::kBF16 ? bf16_to_float(want) : f16_to_float(want);
+      if (std::isnan(v[i])) {
+        EXPECT_TRUE(std::isnan(back.data<float>()[i]));
+      } else {
+        EXPECT_EQ(bits_of(back.data<float>()[i]), bits_of(round_trip)) << dtype_name(to) << " of " << v[i];
+      }
+    }
+  }
+  // Ties go to even: 1 + 2^-8 lies halfway between two bf16 values and
+  // rounds down to 1; 1 + 3 * 2^-8 rounds up to 1 + 2^-6.
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 1.0f / 256.0f)), 1.0f);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 3.0f / 256.0f)), 1.0f + 4.0f / 256.0f);
+  EXPECT_TRUE(std::isinf(f16_to_float(float_to_f16(65520.0f))));  // beyond f16's largest: inf
+}
+
+TEST(CastInto, BetweenTheTwoHalvesGoesThroughF32) {
+  const std::vector<float> v = edge_values();
+  const Tensor src = f32_tensor(v);
+  Tensor b(src.shape(), DType::kBF16), h(src.shape(), DType::kF16), h_direct(src.shape(), DType::kF16);
+  cast_into(b, src);
+  Tensor wide(src.shape());
+  cast_into(wide, b);
+  cast_into(h, wide);
+  cast_into(h_direct, b);
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(h_direct.data<uint16_t>()[i], h.data<uint16_t>()[i]) << v[i];
+  // The same dtype is a copy.
+  Tensor same(src.shape());
+  cast_into(same, src);
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(bits_of(same.data<float>()[i]), bits_of(v[i]));
+}
+
+TEST(CastInto, RefusesOtherCountsAndIntegerTypes) {
+  Tensor a(Shape{4}), b(Shape{5}, DType::kBF16), i(Shape{4}, DType::kI32);
+  EXPECT_CONTAINS(test::error_of<ShapeError>([&] { cast_into(b, a); }), "same element count");
+  EXPECT_CONTAINS(test::error_of<ShapeError>([&] { cast_into(i, a); }), "f32, f16 or bf16");
+}
+
+// ------------------------------------------------------ which blobs ----
+
+// x and y come from an Input, loss is an output: kept f32. h1, h2, h3 are
+// made and read by layers only: stored reduced.
+const char* kChain = R"(
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 3 dim: 24 } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h1" inner_product_param { num_output: 32 weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "relu1" type: "ReLU" bottom: "h1" top: "h1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "h1" top: "h2" inner_product_param { num_output: 24 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "tanh" type: "TanH" bottom: "h2" top: "h3" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "h3" bottom: "y" top: "loss" }
+)";
+
+std::unique_ptr<Net> make_net(DType storage, BlobMemory memory, uint64_t seed = 1) {
+  NetOptions o;
+  o.storage_dtype = storage;
+  o.blob_memory = memory;
+  o.seed = seed;
+  return std::make_unique<Net>(parse_config_text(kChain, "net.prototxt"), o);
+}
+
+TEST(StorageDtype, BlobsOnlyLayersTouchAreStoredReduced) {
+  for (BlobMemory memory : {BlobMemory::kSeparate, BlobMemory::kByLifetime}) {
+    auto net = make_net(DType::kBF16, memory);
+    for (const char* name : {"h1", "h2", "h3"}) {
+      EXPECT_EQ(net->blob(name).data.dtype(), DType::kBF16) << name;
+      EXPECT_EQ(net->blob(name).diff.dtype(), DType::kBF16) << name;
+      EXPECT_EQ(net->storage_dtype_of(net->blob(name)), DType::kBF16);
+    }
+    for (const char* name : {"x", "y", "loss"}) {
+      EXPECT_EQ(net->blob(name).data.dtype(), DType::kF32) << name;
+      EXPECT_EQ(net->storage_dtype_of(net->blob(name)), DType::kF32);
+    }
+    for (const NetParam& p : net->params()) {
+      EXPECT_EQ(p.blob->data.dtype(), DType::kF32) << p.name;
+      EXPECT_EQ(p.blob->diff.dtype(), DType::kF32) << p.name;
+    }
+    const StorageReport& r = net->storage_report();
+    EXPECT_EQ(r.reduced, 3);
+    EXPECT_EQ(r.kept_f32, 3);
+    EXPECT_EQ(r.cast_layers, 5) << r.str();  // every layer but the Input computes in f32 alone
+    EXPECT_CONTAINS(r.str(), "stored in bf16: 3 blob(s)");
+    // A blob code outside the layers reads goes back to f32.
+    net->keep_blobs({"h2"});
+    EXPECT_EQ(net->blob("h2").data.dtype(), DType::kF32);
+    EXPECT_EQ(net->blob("h2").diff.dtype(), DType::kF32);
+    EXPECT_EQ(net->storage_report().reduced, 2);
+  }
+  EXPECT_EQ(make_net(DType::kF32, BlobMemory::kByLifetime)->storage_report().str(), "");
+  const std::string msg = test::error_of<ConfigError>([] { make_net(DType::kI32, BlobMemory::kByLifetime); });
+  EXPECT_CONTAINS(msg, "cannot be stored in i32");
+}
+
+TEST(StorageDtype, HalfTheActivationBytesInTheArena) {
+  auto f32 = make_net(DType::kF32, BlobMemory::kByLifetime);
+  auto bf16 = make_net(DType::kBF16, BlobMemory::kByLifetime);
+  // The three reduced blobs' values and gradients take half; each call's f32
+  // copies (at most one layer's blobs) are planned at their step beside them.
+  EXPECT_LT(bf16->blob_plan().peak_bytes - bf16->blob_plan().peak_scratch,
+            f32->blob_plan().peak_bytes - f32->blob_plan().peak_scratch);
+  EXPECT_GT(bf16->storage_report().cast_bytes, 0u);
+  EXPECT_EQ(bf16->blob("h1").data.nbytes(), f32->blob("h1").data.nbytes() / 2);
+}
+
+// --------------------------------------------------- the f32 net rounded ----
+
+void round_in_place(Tensor& t, DType to) {
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    p[i] = to == DType::kBF16 ? bf16_to_float(float_to_bf16(p[i])) : f16_to_float(float_to_f16(p[i]));
+  }
+}
+
+std::vector<float> widened(const Tensor& t) {
+  Tensor wide(t.shape());
+  cast_into(wide, t);
+  return test::values(wide);
+}
+
+void fill_inputs(Net& net, uint64_t seed) {
+  Rng rng(seed);
+  for (const char* in : {"x", "y"}) {
+    float* d = net.blob(in).data.data<float>();
+    for (int64_t i = 0; i < net.blob(in).numel(); ++i) d[i] = static_cast<float>(rng.uniform(-1, 1));
+  }
+}
+
+// The reduced net computes what the f32 net computes when every stored value
+// and gradient is rounded to the storage dtype as its layer finishes: the same
+// bits in the loss, every stored value, and every parameter's gradient.
+TEST(StorageDtype, EveryStoredValueAndGradientIsTheF32NetsRoundedAtTheLayersEdge) {
+  for (DType storage : {DType::kBF16, DType::kF16}) {
+    for (BlobMemory memory : {BlobMemory::kSeparate, BlobMemory::kByLifetimeChecked}) {
+      auto reduced = make_net(storage, memory);
+      auto ref = make_net(DType::kF32, BlobMemory::kSeparate);
+      fill_inputs(*reduced, 4);
+      fill_inputs(*ref, 4);
+      const float loss = reduced->forward();
+      // The reference, layer by layer, rounding each stored top.
+      float ref_loss = 0;
+      for (int i = 0; i < ref->num_layers(); ++i) {
+        ref_loss += ref->forward(i, i);
+        for (const std::string& name : {std::string("h1"), std::string("h2"), std::string("h3")}) {
+          Blob& b = ref->blob(name);
+          for (Blob* top : ref->tops(i)) {
+            if (top == &b) round_in_place(b.data, storage);
+          }
+        }
+      }
+      EXPECT_EQ(bits_of(loss), bits_of(ref_loss)) << dtype_name(storage);
+      // Under SEPARATE every value outlives the step; compare them.
+      if (memory == BlobMemory::kSeparate) {
+        for (const char* name : {"h1", "h2", "h3"}) {
+          EXPECT_EQ(widened(reduced->blob(name).data), test::values(ref->blob(name).data)) << name;
+        }
+      }
+      reduced->backward();
+      for (int i = ref->num_layers() - 1; i >= 0; --i) {
+        ref->backward(i, i);
+        for (const std::string& name : {std::string("h1"), std::string("h2"), std::string("h3")}) {
+          Blob& b = ref->blob(name);
+          for (Blob* bottom : ref->bottoms(i)) {
+            if (bottom == &b) round_in_place(b.diff, storage);
+          }
+        }
+      }
+      ASSERT_EQ(reduced->params().size(), ref->params().size());
+      for (size_t p = 0; p < ref->params().size(); ++p) {
+        EXPECT_EQ(test::values(reduced->params()[p].blob->diff), test::values(ref->params()[p].blob->diff))
+            << dtype_name(storage) << " " << ref->params()[p].name;
+      }
+    }
+  }
+}
+
+// -------------------------------------------------------------- training ----
+
+SolverConfig small_solver(const std::string& precision, const std::string& memory, bool recompute = false) {
+  const std::string text = R"(
+net_param {
+  layer { name: "data" type: "DummyData" top: "data" top: "label"
+          dummy_data_param { shape { dim: 8 dim: 1 dim: 12 dim: 12 } shape { dim: 8 }
+                             data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 3 } } }
+  layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+          convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } } }
+  layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
+  layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+  layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1" inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
+  layer { name: "relu2" type: "ReLU" bottom: "ip1" top: "ip1" }
+  layer { name: "drop" type: "Dropout" bottom: "ip1" top: "ip1" dropout_param { dropout_ratio: 0.3 } }
+  layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2" inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
+  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
+  layer { name: "acc" type: "Accuracy" bottom: "ip2" bottom: "label" top: "acc" }
+)" + std::string(recompute ? "  recompute { from: \"conv1\" to: \"drop\" }\n" : "") + R"(
+}
+type: "Adam" base_lr: 0.01 max_iter: 4 display: 0 snapshot: 0 snapshot_after_train: false random_seed: 9
+precision: )" + precision + "\nblob_memory: " + memory + "\n";
+  return parse_solver_config(parse_config_text(text, "solver.prototxt"), "solver.prototxt");
+}
+
+TEST(StorageDtype, TrainingGivesTheSameBitsInEveryMemoryLayout) {
+  for (const char* precision : {"BF16", "FP16"}) {
+    SCOPED_TRACE(precision);
+    test::expect_layouts_train_alike([&](const std::string& memory) { return small_solver(precision, memory); });
+  }
+}
+
+TEST(StorageDtype, RecomputeGivesTheSameBits) {
+  std::vector<float> plain_losses, recomputed_losses;
+  const auto plain = test::train_to_end(small_solver("BF16", "BY_LIFETIME"), &plain_losses);
+  const auto recomputed = test::train_to_end(small_solver("BF16", "BY_LIFETIME", true), &recomputed_losses);
+  EXPECT_EQ(recomputed, plain);
+  EXPECT_EQ(recomputed_losses, plain_losses);
+}
+
+TEST(StorageDtype, TheSolverStoresReducedOnTheCpuAndTrainsCloseToF32) {
+  Solver bf16(small_solver("BF16", "BY_LIFETIME"));
+  EXPECT_EQ(bf16.net().blob("conv1").data.dtype(), DType::kBF16);
+  EXPECT_EQ(bf16.net().blob("loss").data.dtype(), DType::kF32);
+  std::vector<float> f32_losses, bf16_losses, f16_losses;
+  test::train_to_end(small_solver("FP32", "BY_LIFETIME"), &f32_losses);
+  test::train_to_end(small_solver("BF16", "BY_LIFETIME"), &bf16_losses);
+  test::train_to_end(small_solver("FP16", "BY_LIFETIME"), &f16_losses);
+  ASSERT_EQ(bf16_losses.size(), f32_losses.size());
+  for (size_t i = 0; i < f32_losses.size(); ++i) {
+    // bf16 keeps 8 bits of mantissa, f16 11: the losses stay within their rounding.
+    EXPECT_NEAR(bf16_losses[i], f32_losses[i], 0.02 * std::fabs(f32_losses[i]) + 1e-3) << i;
+    EXPECT_NEAR(f16_losses[i], f32_losses[i], 0.005 * std::fabs(f32_losses[i]) + 1e-3) << i;
+  }
+  EXPECT_NE(bf16_losses, f32_losses) << "bf16 storage changed nothing: is it stored reduced?";
+  const std::string msg = test::error_of<ConfigError>([] { Solver s(small_solver("TF32", "BY_LIFETIME")); });
+  EXPECT_CONTAINS(msg, "TF32 is a tensor-core mode");
+}
+
+// ------------------------------------------- a layer that takes bf16 ----
+
+// y = x, reading and writing bf16 itself: the Net hands it the stored tensors.
+class Bf16CopyLayer : public Layer {
+ public:
+  using Layer::Layer;
+  static LayerSchema schema() { return {}; }
+  bool takes_storage(DType dtype) const override { return dtype == DType::kF32 || dtype == DType::kBF16; }
+  BackwardReads backward_reads() const override { return {false, false}; }
+  void reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->reshape_like(*bottom[0]); }
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
+    seen_dtype = bottom[0]->data.dtype();
+    EXPECT_EQ(top[0]->data.dtype(), seen_dtype);
+    std::memcpy(top[0]->data.raw_data(), bottom[0]->data.raw_data(), bottom[0]->data.nbytes());
+  }
+  void backward_cpu(const BlobVec& top, const std::vector<bool>&, const BlobVec& bottom) override {
+    EXPECT_EQ(bottom[0]->diff.dtype(), top[0]->diff.dtype());
+    std::memcpy(bottom[0]->diff.raw_data(), top[0]->diff.raw_data(), top[0]->diff.nbytes());
+  }
+  static DType seen_dtype;
+};
+DType Bf16CopyLayer::seen_dtype = DType::kU8;
+
+TEST(StorageDtype, ALayerThatTakesTheStoredDtypeGetsNoCopies) {
+  ScopedLayerRegistration reg(layer_registration<Bf16CopyLayer>("Bf16CopyForTest"));
+  std::string text = kChain;
+  const std::string tanh = R"(layer { name: "tanh" type: "TanH" bottom: "h2" top: "h3" })";
+  text.replace(text.find(tanh), tanh.size(), R"(layer { name: "copy" type: "Bf16CopyForTest" bottom: "h2" top: "h3" })");
+  NetOptions o;
+  o.storage_dtype = DType::kBF16;
+  o.blob_memory = BlobMemory::kByLifetimeChecked;
+  Net net(parse_config_text(text, "net.prototxt"), o);
+  EXPECT_EQ(net.storage_report().cast_layers, 4) << net.storage_report().str();  // ip1, relu1, ip2, loss
+  fill_inputs(net, 2);
+  net.forward();
+  EXPECT_EQ(Bf16CopyLayer::seen_dtype, DType::kBF16);
+  net.backward();
+  for (const NetParam& p : net.params()) {
+    for (float g : test::values(p.blob->diff)) ASSERT_TRUE(std::isfinite(g)) << p.name;
+  }
+}
+
+// ------------------------------------------ an undeclared read, named ----
+
+// y = x * x, whose backward reads x but declares that it reads nothing.
+class UndeclaredReadLayer : public Layer {
+ public:
+  using Layer::Layer;
+  static LayerSchema schema() { return {}; }
+  BackwardReads backward_reads() const override { return {false, false}; }
+  void reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->reshape_like(*bottom[0]); }
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
+    const float* x = bottom[0]->data.data<float>();
+    float* y = top[0]->data.data<float>();
+    for (int64_t i = 0; i < top[0]->numel(); ++i) y[i] = x[i] * x[i];
+  }
+  void backward_cpu(const BlobVec& top, const std::vector<bool>&, const BlobVec& bottom) override {
+    const float* x = bottom[0]->data.data<float>();
+    const float* dy = top[0]->diff.data<float>();
+    float* dx = bottom[0]->diff.data<float>();
+    for (int64_t i = 0; i < top[0]->numel(); ++i) dx[i] = 2.0f * x[i] * dy[i];
+  }
+};
+
+// In every memory layout, not only the checked one: the value it did not
+// declare is still in the stored dtype when its backward runs.
+TEST(StorageDtype, ALayerThatReadsWhatItDoesNotDeclareIsNamed) {
+  ScopedLayerRegistration reg(layer_registration<UndeclaredReadLayer>("UndeclaredReadForStorageTest"));
+  std::string text = kChain;
+  const std::string tanh = R"(layer { name: "tanh" type: "TanH" bottom: "h2" top: "h3" })";
+  text.replace(text.find(tanh), tanh.size(), R"(layer { name: "sq" type: "UndeclaredReadForStorageTest" bottom: "h2" top: "h3" })");
+  NetOptions o;
+  o.storage_dtype = DType::kBF16;
+  o.blob_memory = BlobMemory::kSeparate;
+  Net net(parse_config_text(text, "net.prototxt"), o);
+  fill_inputs(net, 2);
+  net.forward();
+  const std::string msg = test::error_of<Error>([&] { net.backward(); });
+  EXPECT_CONTAINS(msg, "layer 'sq' (UndeclaredReadForStorageTest)");
+  EXPECT_CONTAINS(msg, "tensor holds bf16 but was accessed as f32");
+  EXPECT_CONTAINS(msg, "Layer::backward_reads");
+}
+
+}  // namespace
+}  // namespace strata
