@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "framework/error.h"
 #include "framework/layer_harness.h"
 
 namespace strata {
@@ -166,8 +167,10 @@ std::vector<std::string> check_gradients(const std::string& type, const LayerExa
   }
 
   // What backward_reads() leaves out may be lost before backward (the Net
-  // lends its memory on): the same backward with those values NaN must give
-  // the same gradients, bit for bit.
+  // lends its memory on), and in a net that stores its activations in bf16
+  // it is not converted to f32 for the call (framework/net_storage.cpp): the
+  // same backward with those values replaced by bf16 tensors of NaN must give
+  // the same gradients, bit for bit, without taking them as f32.
   const Layer::BackwardReads reads = h.layer->backward_reads();
   if (!reads.bottoms || !reads.tops) {
     std::vector<std::vector<float>> inputs;
@@ -175,20 +178,42 @@ std::vector<std::string> check_gradients(const std::string& type, const LayerExa
     h.layer->load_state(state);
     h.forward();
     set_top_diffs(h, w);
+    std::vector<std::pair<Tensor*, Tensor>> undeclared;  // each value left out, and its f32 tensor
+    auto leave_out = [&](Tensor& t) {
+      for (const auto& u : undeclared) {
+        if (u.first == &t) return;
+      }
+      undeclared.emplace_back(&t, t);
+      t = Tensor(t.shape(), DType::kBF16, t.device());
+      t.fill_bytes(0xff);  // NaN
+    };
     for (size_t i = 0; i < h.bottom.size(); ++i) {
       const bool also_top = std::find(h.top.begin(), h.top.end(), h.bottom[i]) != h.top.end();
-      if (!reads.bottoms && !(also_top && reads.tops)) h.bottom[i]->data.fill(std::nanf(""));
+      if (!reads.bottoms && !(also_top && reads.tops)) leave_out(h.bottom[i]->data);
       if (pd[i]) h.bottom[i]->diff.fill(std::nanf(""));
     }
     if (!reads.tops) {
       for (Blob* t : h.top) {
         const bool also_bottom = std::find(h.bottom.begin(), h.bottom.end(), t) != h.bottom.end();
-        if (!(also_bottom && reads.bottoms)) t->data.fill(std::nanf(""));
+        if (!(also_bottom && reads.bottoms)) leave_out(t->data);
       }
     }
     for (size_t p = 0; p < params.size(); ++p) copy_into(params[p].blob->diff, offsets[p]);
-    h.backward(pd);
     bool same = true;
+    try {
+      h.backward(pd);
+    } catch (const Error& e) {
+      same = false;
+      out.push_back(std::string("backward takes a value backward_reads() leaves out (bottoms ") +
+                    (reads.bottoms ? "yes" : "no") + ", tops " + (reads.tops ? "yes" : "no") + ") as f32: " +
+                    e.what() + "; a net storing bf16 does not convert it: take it only where it is read, "
+                    "or declare the read");
+    }
+    for (auto& [tensor, f32] : undeclared) *tensor = f32;
+    if (!same) {
+      for (size_t i = 0; i < h.bottom.size(); ++i) copy_into(h.bottom[i]->data, inputs[i]);
+      return out;  // the gradients below would not be this layer's
+    }
     for (size_t i = 0; i < h.bottom.size() && same; ++i) {
       if (pd[i]) same = to_vector(h.bottom[i]->diff) == bottom_grads[i];
     }

@@ -117,7 +117,6 @@ void EltwiseLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& pro
                                 const BlobVec& bottom) {
   const int64_t n = top[0]->numel();
   const float* dy = top[0]->diff.data<float>();
-  const float* y = top[0]->data.data<float>();
   const size_t k = bottom.size();
   for (size_t i = 0; i < k; ++i) {
     if (!propagate_down[i]) continue;
@@ -138,7 +137,9 @@ void EltwiseLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& pro
               for (int64_t j = b; j < e; ++j) dx[j] *= x[j];
             }
           } else {
+            // The values are read only here: SUM and MAX declare that backward reads none.
             const float* x = bottom[i]->data.data<float>();
+            const float* y = top[0]->data.data<float>();
             for (int64_t j = b; j < e; ++j) dx[j] = dy[j] * y[j] / x[j];
           }
           break;

@@ -80,7 +80,6 @@ void EltwiseLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& pr
   const int64_t n = top[0]->numel();
   if (n == 0) return;
   const float* dy = top[0]->diff.device_data<float>();
-  const float* y = top[0]->data.device_data<float>();
   const unsigned blocks = cuda::blocks_for(n);
   cudaStream_t s = cuda::compute_stream();
   for (size_t i = 0; i < bottom.size(); ++i) {
@@ -101,6 +100,8 @@ void EltwiseLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& pr
             STRATA_KERNEL_CHECK();
           }
         } else {
+          // The output is read only here: SUM and MAX declare that backward reads no values.
+          const float* y = top[0]->data.device_data<float>();
           prod_divide_grad<<<blocks, cuda::kThreadsPerBlock, 0, s>>>(n, dy, y, bottom[i]->data.device_data<float>(),
                                                                      dx);
           STRATA_KERNEL_CHECK();

@@ -2,7 +2,8 @@
 """Peak memory of CPU training: strata (blob_memory BY_LIFETIME and SEPARATE)
 against PyTorch, the same models, batch and optimizer (SGD with momentum),
 each program in its own process, alternating, the maximum resident set size
-of each process read from /usr/bin/time. Prints a Markdown table of the
+of each process read from /usr/bin/time, in FP32 or (--precision BF16) with
+strata's activations stored in bf16 against PyTorch's CPU autocast. Prints a Markdown table of the
 medians over --rounds and the ratios to the best PyTorch.
 
   /usr/bin/python3 tools/bench/run_memory_bench.py --build build-cpu \\
@@ -44,12 +45,14 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--torch-python", action="append", default=[])
+    p.add_argument("--precision", default="FP32", choices=["FP32", "BF16"],
+                   help="BF16: strata stores activations in bf16 (precision: BF16), PyTorch runs under CPU autocast")
     a = p.parse_args()
     pythons = a.torch_python or ["/usr/bin/python3"]
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads), OPENBLAS_NUM_THREADS=str(a.threads))
     bench = os.path.join(a.build, "strata_bench_train")
     common = ["--batch", str(a.batch), "--iters", str(a.iters), "--warmup", "0", "--repeats", "1", "--threads",
-              str(a.threads)]
+              str(a.threads), "--precision", a.precision]
     programs = [("strata BY_LIFETIME", lambda m: [bench, "--models", m, "--blob-memory", "BY_LIFETIME"] + common),
                 ("strata SEPARATE", lambda m: [bench, "--models", m, "--blob-memory", "SEPARATE"] + common),
                 ("strata BY_LIFETIME, every block recomputed",

@@ -119,6 +119,12 @@ def bench(name, task, a):
     if on_gpu and a.precision in AUTOCAST:
         def precision_scope():
             return torch.autocast("cuda", dtype=AUTOCAST[a.precision])
+    elif a.precision == "BF16":
+        # The CPU's autocast: convolutions and matmuls in bf16, their outputs kept in bf16.
+        def precision_scope():
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+    elif a.precision != "FP32":
+        sys.exit("--precision %s on the CPU: FP32 or BF16 (CPU autocast has no FP16 or TF32)" % a.precision)
     else:
         precision_scope = contextlib.nullcontext
     run_model = torch.compile(model) if a.compile else model
