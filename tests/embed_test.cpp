@@ -287,6 +287,36 @@ TEST(Embed, ErrorsLeaveNoOutputBehind) {
   test::expect_error<ConfigError>([&] { run_embed(o); }, {"--crop 8"});
 }
 
+// --precision BF16: the net stores the convolution's output in bf16, the
+// extracted blob stays f32. Each input plane is one value, so the row is the
+// bf16 rounding of the f32 row exactly.
+TEST(Embed, StoredInBf16TheRowsAreTheF32RowsRoundedToBf16) {
+  Fixture f;
+  const int64_t n = 3;
+  std::vector<float> x(static_cast<size_t>(n * 3 * 64));
+  auto value = [](int64_t i, int64_t c) { return static_cast<float>(i * 10 + c) + 0.1234f; };
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < 3; ++c) {
+      for (int k = 0; k < 64; ++k) x[static_cast<size_t>((i * 3 + c) * 64 + k)] = value(i, c);
+    }
+  }
+  write_npy(f.dir.file("x.npy"), DType::kF32, {n, 3, 8, 8}, x.data());
+  EmbedOptions o = f.options(f.dir.file("out.npy"));
+  o.input = f.dir.file("x.npy");
+  o.storage_dtype = DType::kBF16;
+  run_embed(o);
+  const NpyArray a = read_npy(o.out);
+  ASSERT_EQ(a.shape, (std::vector<int64_t>{n, 3}));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int c = 0; c < 3; ++c) {
+      const float f32_row = 2.0f * value(i, c);
+      const float rounded = bf16_to_float(float_to_bf16(f32_row));
+      EXPECT_EQ(a.as<float>()[i * 3 + c], rounded) << i << " " << c;
+      EXPECT_NE(rounded, f32_row) << "a value bf16 keeps exactly tests nothing";
+    }
+  }
+}
+
 TEST(Embed, PoolingModes) {
   Tensor t({2, 3, 2});  // [N, T, D]
   for (int i = 0; i < 12; ++i) t.data<float>()[i] = static_cast<float>(i);

@@ -292,6 +292,7 @@ EmbedResult run_embed(const EmbedOptions& o) {
   NetOptions net_options;
   net_options.phase = Phase::kTest;
   net_options.device = o.device;
+  net_options.storage_dtype = o.storage_dtype;
   net_options.blob_memory = BlobMemory::kByLifetime;  // forward only; the embedded blob is kept (below)
   net_options.base_dir = dirname_of(o.model);
   auto net = std::make_unique<Net>(root, net_options);

@@ -67,6 +67,9 @@ struct EmbedOptions {
   int crop = -1;            // -1: the preset's (NONE: the net's input size)
   int decode_threads = 0;   // 0: one per core
   Device device;            // where the net runs; inputs and rows are staged on the host
+  // What the net stores its activations in (NetOptions::storage_dtype): f32,
+  // or bf16/f16 (`--precision BF16/FP16`); the extracted blob stays f32.
+  DType storage_dtype = DType::kF32;
   // After each batch: inputs done and in all. Also once with done = 0.
   std::function<void(int64_t done, int64_t total)> progress;
   // Called once the net and weights are loaded (e.g. to print the report).

@@ -16,9 +16,7 @@
 #include "framework/solver/finetune_policy.h"
 #include "framework/io/file_util.h"
 #include "framework/solver/lr_policy.h"
-#ifdef STRATA_WITH_CUDA
-#include "framework/cuda/math.h"
-#endif
+#include "framework/solver/precision.h"
 
 namespace strata {
 
@@ -103,34 +101,13 @@ std::string first_nonfinite(Net& net) {
   return "every layer output and gradient is finite now";
 }
 
-// Precision -> GEMM/convolution math on the GPU. On the CPU the math is f32
-// in every precision (BF16 and FP16 store the activations reduced:
-// storage_dtype_of); TF32, a tensor-core mode, is a ConfigError there.
-void apply_precision(const SolverConfig& config, Device device) {
-  if (device.is_cpu()) {
-    if (config.precision == Precision::kTF32) {
-      fail<ConfigError>(config.source.empty() ? std::string("solver") : config.source,
-                        ": precision TF32 is a tensor-core mode of CUDA devices (--device cuda); on the CPU use "
-                        "FP32, or BF16/FP16 to store activations in 16 bits");
-    }
-    return;
-  }
-#ifdef STRATA_WITH_CUDA
-  // FP16 has no fp16 GEMM mode yet: TF32 math, with loss scaling (docs/config.md).
-  const cuda::MathMode mode = config.precision == Precision::kFP32   ? cuda::MathMode::kFP32
-                              : config.precision == Precision::kBF16 ? cuda::MathMode::kBF16
-                                                                     : cuda::MathMode::kTF32;
-  cuda::set_math_mode(mode);
-#endif
-}
-
 }  // namespace
 
 std::string rank_state_prefix(int rank) { return "@rank" + std::to_string(rank) + "/"; }
 
 Solver::Solver(const SolverConfig& config, const SolverOptions& options)
     : config_(config), options_(options) {
-  apply_precision(config_, options_.device);
+  apply_precision(config_.precision, options_.device, config_.source.empty() ? std::string("solver") : config_.source);
   if (config_.precision == Precision::kFP16) {
     LossScalerOptions lso;
     lso.initial_scale = config_.initial_loss_scale;

@@ -34,4 +34,18 @@ for precision in BF16 FP16; do
   acc=$(final_accuracy "$out")
   awk -v a="$acc" -v b="$f32" 'BEGIN { exit !(a >= b - 0.01) }' || fail "$precision accuracy $acc is more than a point below FP32's $f32"
 done
+
+# Scoring in 16 bits: `strata test --precision BF16` on the FP32 run's weights
+# stays within a point of the FP32 score; TF32 on the CPU is refused, saying why.
+weights="$dir/snapshots/digits_FP32_iter_600.safetensors"
+[ -f "$weights" ] || fail "no FP32 snapshot at $weights"
+score() { "$strata" test --model "$dir/train.prototxt" --weights "$weights" --threads 2 "$@" | grep -o 'accuracy = [0-9.]*' | awk '{print $3}'; }
+s32=$(score)
+s16=$(score --precision BF16)
+echo "strata test: FP32 $s32, BF16 $s16"
+awk -v a="$s16" -v b="$s32" 'BEGIN { exit !(a >= b - 0.01) }' || fail "strata test --precision BF16 scores $s16, more than a point below FP32's $s32"
+if "$strata" test --model "$dir/train.prototxt" --weights "$weights" --precision TF32 > "$work/tf32.txt" 2>&1; then
+  fail "--precision TF32 on the CPU was accepted"
+fi
+grep -q "TF32 is a tensor-core mode" "$work/tf32.txt" || { cat "$work/tf32.txt"; fail "the TF32 refusal does not say why"; }
 echo "PASS"

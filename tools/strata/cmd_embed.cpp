@@ -14,6 +14,7 @@
 #endif
 #include "framework/error.h"
 #include "framework/io/file_util.h"
+#include "framework/solver/precision.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
 #include "tools/strata/flag_lists.h"
@@ -118,6 +119,8 @@ int embed_main(int argc, char** argv) {
              {"crop", FlagKind::kValue, "centre crop size (overrides the preset)", ""},
              {"decode-threads", FlagKind::kValue, "image decoding threads (0 = one per core)", "0"},
              {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)", "cpu"},
+             {"precision", FlagKind::kValue,
+              "FP32, TF32 (GPU), BF16 or FP16: BF16/FP16 store activations in 16 bits (the rows stay f32)", "FP32"},
              {"threads", FlagKind::kValue, "CPU threads for GEMM and layer loops (0 = all cores)", "all cores"}});
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   transfer::EmbedOptions o;
@@ -166,6 +169,9 @@ int embed_main(int argc, char** argv) {
   if (args.has("crop")) o.crop = int_flag(args, "crop", 0, 1);
   o.decode_threads = int_flag(args, "decode-threads", 0, 0);
   o.device = device_flag(args);
+  const Precision precision = parse_precision(args.get("precision", "FP32"), "--precision");
+  apply_precision(precision, o.device, "--precision");
+  o.storage_dtype = storage_dtype_of(precision);
   o.on_loaded = [](const LoadReport& report) { std::fprintf(stderr, "%s\n", report.str().c_str()); };
   ProgressBar bar;
   o.progress = [&bar](int64_t done, int64_t total) { bar.update(done, total); };

@@ -7,6 +7,7 @@
 #include "framework/io/checkpoint.h"
 #include "framework/error.h"
 #include "framework/net.h"
+#include "framework/solver/precision.h"
 #include "framework/cpu/threads.h"
 #include "tools/strata/args.h"
 #include "tools/strata/commands.h"
@@ -52,12 +53,17 @@ int test_main(int argc, char** argv) {
                      {"iterations", FlagKind::kValue, "batches to score",
                       "one pass over the TEST data, else 50"},
                      {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)", "cpu"},
+                     {"precision", FlagKind::kValue,
+                      "FP32, TF32 (GPU), BF16 or FP16: BF16/FP16 store activations in 16 bits", "FP32"},
                      {"threads", FlagKind::kValue, "CPU threads (0 = all cores)", "all cores"}});
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   NetOptions options;
   options.phase = Phase::kTest;
   options.device = device_flag(args);
   options.blob_memory = BlobMemory::kByLifetime;  // forward only: each value until its last reader
+  const Precision precision = parse_precision(args.get("precision", "FP32"), "--precision");
+  apply_precision(precision, options.device, "--precision");
+  options.storage_dtype = storage_dtype_of(precision);
   auto net = Net::from_file(args.require("model"), options);
   transfer::PretrainedOptions load;
   load.format = transfer::parse_weights_format(args.get("weights-format", "auto"), "--weights-format");
