@@ -5,12 +5,15 @@
 // gradient in that dtype between calls: half the bytes of f32, in the arena
 // of a plan by lifetime as on their own. A layer that computes in f32 alone
 // (every layer unless Layer::takes_storage says more) is handed f32 copies
-// for each call: before the call the Net binds the blob's tensor to a copy
-// (converted from the stored dtype when the call reads it), after the call it
-// converts what the call wrote back, to the nearest even, and binds the
-// stored tensor again. The copies live for that call's step alone, placed
-// like the call's scratch (framework/net_plan.cpp), so the f32 bytes of one
-// layer's blobs are all a step adds. Which blob tensors a call reads and
+// for each call; a layer that takes the reduced dtype is handed the reduced
+// blobs as they are and copies in that dtype of the blobs kept f32, so that
+// one call's blobs are all of one dtype. Before the call the Net binds the
+// blob's tensor to a copy (converted from the stored dtype when the call
+// reads it); after the call it converts what the call wrote back (to the
+// nearest even when narrowing) and binds the stored tensor again. The
+// copies live for that call's step alone, placed like the call's scratch
+// (framework/net_plan.cpp), so the copies of one layer's blobs are all a
+// step adds. Which blob tensors a call reads and
 // writes follows the layer's declarations: forward reads its bottoms'
 // values and writes its tops'; backward reads its tops' gradients and the
 // values Layer::backward_reads names, and writes the gradients of the
@@ -32,6 +35,11 @@ constexpr size_t kCopyAlignment = 256;
 
 size_t aligned(size_t bytes) { return (bytes + kCopyAlignment - 1) / kCopyAlignment * kCopyAlignment; }
 
+// What a layer's calls see its blobs in: the storage dtype when it takes it, else f32.
+DType compute_dtype(const Layer& layer, DType storage) {
+  return layer.takes_storage(storage) ? storage : DType::kF32;
+}
+
 }  // namespace
 
 std::string StorageReport::str() const {
@@ -40,8 +48,9 @@ std::string StorageReport::str() const {
   os << "activations and their gradients stored in " << dtype_name(dtype) << ": " << reduced << " blob(s) ("
      << kept_f32 << " kept f32: inputs, outputs, losses)";
   if (cast_layers) {
-    os << "; " << cast_layers << " layer(s) compute in f32 alone and get f32 copies of their blobs in "
-       << cast_calls << " call(s) (the largest " << format_bytes(cast_bytes) << ")";
+    os << "; " << cast_layers << " layer(s) get copies of their blobs in the dtype they compute in (f32, or "
+       << dtype_name(dtype) << " for the layers that take it) in " << cast_calls << " call(s) (the largest "
+       << format_bytes(cast_bytes) << ")";
   }
   return os.str();
 }
@@ -89,9 +98,13 @@ void Net::choose_storage() {
 std::vector<Net::CastSlot> Net::cast_slots(int i, Call call) const {
   std::vector<CastSlot> slots;
   const Layer& layer = *layers_.at(static_cast<size_t>(i));
-  if (reduced_.empty() || layer.takes_storage(options_.storage_dtype)) return slots;
+  if (reduced_.empty()) return slots;
+  // A layer that computes in f32 alone gets f32 copies of the reduced blobs;
+  // one that takes the storage dtype gets copies in it of the f32 ones (an
+  // input, an output), so that all its blobs are of one dtype.
+  const bool native = layer.takes_storage(options_.storage_dtype);
   auto add = [&](Blob* b, bool diff, bool in, bool out) {
-    if (!reduced_.count(b)) return;
+    if ((reduced_.count(b) != 0) == native) return;
     for (CastSlot& s : slots) {
       if (s.blob == b && s.diff == diff) {
         s.in = s.in || in;
@@ -124,9 +137,10 @@ std::vector<Net::CastSlot> Net::cast_slots(int i, Call call) const {
 
 size_t Net::cast_bytes(int i, Call call) const {
   size_t bytes = 0;
+  const size_t element = dtype_size(compute_dtype(*layers_.at(static_cast<size_t>(i)), options_.storage_dtype));
   for (const CastSlot& s : cast_slots(i, call)) {
     const Tensor& t = s.diff ? s.blob->diff : s.blob->data;
-    bytes += aligned(static_cast<size_t>(t.numel()) * sizeof(float));
+    bytes += aligned(static_cast<size_t>(t.numel()) * element);
   }
   return bytes;
 }
@@ -179,15 +193,16 @@ Net::CastBinding::CastBinding(Net& net, int i, Call call) {
   const bool has_place = static_cast<size_t>(i) < net.cast_places_.size();
   const Tensor place = has_place ? net.cast_places_[static_cast<size_t>(i)][static_cast<size_t>(call)] : Tensor();
   const bool checked = net.options_.blob_memory == BlobMemory::kByLifetimeChecked;
+  const DType dtype = compute_dtype(*net.layers_[static_cast<size_t>(i)], net.options_.storage_dtype);
   size_t offset = 0;
   stored_.reserve(slots_.size());
   for (const CastSlot& s : slots_) {
     Tensor& t = tensor(s);
-    const size_t bytes = static_cast<size_t>(t.numel()) * sizeof(float);
+    const size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(dtype);
     // A call on shapes larger than the plan's (a reshape outside the net's)
     // takes memory of its own; Net::reshape plans the places again.
-    Tensor copy = bytes > 0 && offset + bytes <= place.nbytes() ? place.view_bytes(offset, bytes, t.shape(), DType::kF32)
-                                                                : Tensor(t.shape(), DType::kF32, t.device());
+    Tensor copy = bytes > 0 && offset + bytes <= place.nbytes() ? place.view_bytes(offset, bytes, t.shape(), dtype)
+                                                                : Tensor(t.shape(), dtype, t.device());
     offset += aligned(bytes);
     if (s.in) {
       cast_into(copy, t);

@@ -14,11 +14,20 @@
 // whatever the layer's backward reads per element: the output y for
 // Sigmoid and TanH (which therefore run in place for free), the input x
 // for GELU (which keeps a copy of it when in place).
+//
+// The Tensor forms below apply a functor to blobs stored in f32, bf16 or
+// f16 (all of one call's in the same dtype): each element is widened to f32,
+// computed, and rounded back to the nearest even, the same bits as the Net's
+// f32 copies around a layer that takes f32 alone would give. A layer that
+// uses them for every blob declares takes_storage for any float dtype
+// (takes_float_storage below), and the Net hands it the 16-bit blobs as they are.
 #pragma once
 
 #include <cmath>  // expf, tanhf, erff for the functors
 #include <cstdint>
+#include <initializer_list>
 
+#include "framework/error.h"
 #include "framework/layer.h"
 #include "layers/host_device.h"  // STRATA_HOST_DEVICE for the functors
 #ifndef __CUDACC__
@@ -26,6 +35,22 @@
 #endif
 
 namespace strata {
+
+// takes_storage for a layer whose every call goes through the Tensor forms.
+inline bool takes_float_storage(DType dtype) { return is_float_dtype(dtype); }
+
+// The Tensor forms' check, on the CPU and the GPU: every tensor of one call
+// in one dtype and of one element count; ShapeError naming `what` otherwise.
+inline void check_same_storage(const char* what, std::initializer_list<const Tensor*> tensors) {
+  const Tensor& first = **tensors.begin();
+  for (const Tensor* t : tensors) {
+    if (t->dtype() != first.dtype() || t->numel() != first.numel()) {
+      fail<ShapeError>(what, ": ", shape_str(t->shape()), " ", dtype_name(t->dtype()), " beside ",
+                       shape_str(first.shape()), " ", dtype_name(first.dtype()),
+                       "; one call's blobs must be of one dtype and element count");
+    }
+  }
+}
 
 class NeuronLayer : public Layer {
  public:
@@ -67,6 +92,73 @@ void neuron_backward_cpu(const Op& op, int64_t n, const float* saved, const floa
   parallel_for(n, min_chunk, [&](int64_t begin, int64_t end) {
     const Op f = op;
     for (int64_t i = begin; i < end; ++i) dx[i] = f.backward(saved[i], dy[i]);
+  });
+}
+
+// One element of a blob in its storage: f32 as it is; bf16 and f16 (their
+// raw bits) widened on load and rounded to the nearest even on store.
+struct F32Element {
+  using T = float;
+  static float load(T v) { return v; }
+  static T store(float f) { return f; }
+};
+struct Bf16Element {
+  using T = uint16_t;
+  static float load(T v) { return bf16_to_float(v); }
+  static T store(float f) { return float_to_bf16(f); }
+};
+struct F16Element {
+  using T = uint16_t;
+  static float load(T v) { return f16_to_float(v); }
+  static T store(float f) { return float_to_f16(f); }
+};
+
+// Calls body(E{}) with the element type of `dtype` (f32, bf16 or f16);
+// Error naming `what` for another dtype.
+template <class Body>
+void with_float_element(DType dtype, const char* what, const Body& body) {
+  switch (dtype) {
+    case DType::kF32: return body(F32Element{});
+    case DType::kBF16: return body(Bf16Element{});
+    case DType::kF16: return body(F16Element{});
+    default: break;
+  }
+  fail<Error>(what, ": blobs stored in ", dtype_name(dtype), " (f32, bf16 and f16 only)");
+}
+
+// y = op.forward(x) over blobs stored in f32, bf16 or f16 (both the same);
+// y may be x.
+template <class Op>
+void neuron_forward_cpu(const Op& op, const Tensor& x, Tensor& y, int64_t min_chunk = kNeuronMinChunk) {
+  check_same_storage("neuron forward", {&x, &y});
+  with_float_element(x.dtype(), "neuron forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* in = x.data<T>();
+    T* out = y.data<T>();
+    parallel_for(x.numel(), min_chunk, [&](int64_t begin, int64_t end) {
+      const Op f = op;
+      for (int64_t i = begin; i < end; ++i) out[i] = E::store(f.forward(E::load(in[i])));
+    });
+  });
+}
+
+// dx = op.backward(saved, dy) over blobs stored in one of f32, bf16 or f16;
+// dx may be dy or saved.
+template <class Op>
+void neuron_backward_cpu(const Op& op, const Tensor& saved, const Tensor& dy, Tensor& dx,
+                         int64_t min_chunk = kNeuronMinChunk) {
+  check_same_storage("neuron backward", {&saved, &dy, &dx});
+  with_float_element(dx.dtype(), "neuron backward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* s = saved.data<T>();
+    const T* g = dy.data<T>();
+    T* out = dx.data<T>();
+    parallel_for(dx.numel(), min_chunk, [&](int64_t begin, int64_t end) {
+      const Op f = op;
+      for (int64_t i = begin; i < end; ++i) out[i] = E::store(f.backward(E::load(s[i]), E::load(g[i])));
+    });
   });
 }
 

@@ -36,15 +36,13 @@ void ReLULayer::setup(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void ReLULayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  neuron_forward_cpu(ReLUOp{negative_slope_}, bottom[0]->numel(), bottom[0]->data.data<float>(),
-                     top[0]->data.data<float>());
+  neuron_forward_cpu(ReLUOp{negative_slope_}, bottom[0]->data, top[0]->data);
 }
 
 void ReLULayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  neuron_backward_cpu(ReLUOp{negative_slope_}, top[0]->numel(), backward_saved(top, bottom).data<float>(),
-                      top[0]->diff.data<float>(), bottom[0]->diff.data<float>());
+  neuron_backward_cpu(ReLUOp{negative_slope_}, backward_saved(top, bottom), top[0]->diff, bottom[0]->diff);
 }
 
 STRATA_REGISTER_LAYER("ReLU", ReLULayer);

@@ -30,6 +30,8 @@ class ReLULayer : public NeuronLayer {
   static LayerSchema schema();
   // The sign comes from the output, or the input when the slope is negative (backward_saved).
   BackwardReads backward_reads() const override { return {negative_slope_ < 0.0f, negative_slope_ >= 0.0f}; }
+  // Blobs stored in bf16 or f16 are taken as they are (the Tensor forms of layers/neuron_layer.h).
+  bool takes_storage(DType dtype) const override { return takes_float_storage(dtype); }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

@@ -4,14 +4,13 @@
 namespace strata {
 
 void SigmoidLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
-  neuron_forward_cuda(SigmoidOp{}, bottom[0]->numel(), bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>());
+  neuron_forward_cuda(SigmoidOp{}, bottom[0]->data, top[0]->data);
 }
 
 void SigmoidLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
                                  const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  neuron_backward_cuda(SigmoidOp{}, top[0]->numel(), top[0]->data.device_data<float>(), top[0]->diff.device_data<float>(),
-                       bottom[0]->diff.device_data<float>());
+  neuron_backward_cuda(SigmoidOp{}, top[0]->data, top[0]->diff, bottom[0]->diff);
 }
 
 }  // namespace strata

@@ -15,14 +15,13 @@ LayerSchema TanHLayer::schema() {
 }
 
 void TanHLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  neuron_forward_cpu(TanHOp{}, bottom[0]->numel(), bottom[0]->data.data<float>(), top[0]->data.data<float>());
+  neuron_forward_cpu(TanHOp{}, bottom[0]->data, top[0]->data);
 }
 
 void TanHLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  neuron_backward_cpu(TanHOp{}, top[0]->numel(), top[0]->data.data<float>(), top[0]->diff.data<float>(),
-                      bottom[0]->diff.data<float>());
+  neuron_backward_cpu(TanHOp{}, top[0]->data, top[0]->diff, bottom[0]->diff);
 }
 
 STRATA_REGISTER_LAYER("TanH", TanHLayer);

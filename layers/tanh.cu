@@ -4,13 +4,12 @@
 namespace strata {
 
 void TanHLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
-  neuron_forward_cuda(TanHOp{}, bottom[0]->numel(), bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>());
+  neuron_forward_cuda(TanHOp{}, bottom[0]->data, top[0]->data);
 }
 
 void TanHLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  neuron_backward_cuda(TanHOp{}, top[0]->numel(), top[0]->data.device_data<float>(), top[0]->diff.device_data<float>(),
-                       bottom[0]->diff.device_data<float>());
+  neuron_backward_cuda(TanHOp{}, top[0]->data, top[0]->diff, bottom[0]->diff);
 }
 
 }  // namespace strata

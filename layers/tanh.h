@@ -18,6 +18,8 @@ class TanHLayer : public NeuronLayer {
   static LayerSchema schema();
   // Backward reads the output only (TanHOp).
   BackwardReads backward_reads() const override { return {false, true}; }
+  // Blobs stored in bf16 or f16 are taken as they are (the Tensor forms of layers/neuron_layer.h).
+  bool takes_storage(DType dtype) const override { return takes_float_storage(dtype); }
 
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

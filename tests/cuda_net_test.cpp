@@ -286,6 +286,50 @@ TEST(CudaNetTest, StoredInBf16TrainsAlikeInEveryLayoutAndCloseToTheCpu) {
   test::expect_near(planned.losses, cpu.losses, 2e-2f);
 }
 
+// ReLU, Sigmoid and TanH take 16-bit blobs as they are on the GPU too
+// (layers/neuron_layer.cuh): the same net in bf16 and f16 storage on the GPU
+// and the CPU, its stored values and gradients within the dtype's rounding.
+TEST(CudaNetTest, NeuronLayersTake16BitBlobsOnTheGpuAsOnTheCpu) {
+  STRATA_SKIP_WITHOUT_GPU("the CUDA net is compile-tested only");
+  for (const char* type : {"ReLU", "Sigmoid", "TanH"}) {
+    for (DType storage : {DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(std::string(type) + " " + dtype_name(storage));
+      const std::string text = std::string(R"(
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 4 dim: 32 } shape { dim: 4 dim: 8 } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h" inner_product_param { num_output: 64 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "act" type: ")") + type + R"(" bottom: "h" top: "h" }
+layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "o" inner_product_param { num_output: 8 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "o" bottom: "y" top: "loss" }
+)";
+      std::vector<std::vector<float>> values[2], grads[2];
+      for (int side = 0; side < 2; ++side) {
+        NetOptions o;
+        o.storage_dtype = storage;
+        o.blob_memory = BlobMemory::kSeparate;  // every value outlives the step
+        o.device = side == 0 ? Device::cpu() : Device::cuda(0);
+        Net net(parse_config_text(text, "net.prototxt"), o);
+        EXPECT_EQ(net.blob("h").data.dtype(), storage);
+        for (const char* in : {"x", "y"}) {
+          Tensor host(net.blob(in).shape());
+          for (int64_t k = 0; k < host.numel(); ++k) host.data<float>()[k] = std::sin(0.37f * static_cast<float>(k));
+          net.blob(in).data.copy_from(host.to(net.device()));
+        }
+        net.forward();
+        net.backward();
+        for (const char* b : {"h", "o"}) {
+          Tensor wide(net.blob(b).shape());
+          cast_into(wide, net.blob(b).data.to(Device::cpu()));
+          values[side].push_back(test::values(wide));
+        }
+        for (const NetParam& p : net.params()) grads[side].push_back(test::values(p.blob->diff.to(Device::cpu())));
+      }
+      const float tol = storage == DType::kBF16 ? 1e-2f : 2e-3f;
+      for (size_t k = 0; k < values[0].size(); ++k) test::expect_near(values[1][k], values[0][k], tol);
+      for (size_t k = 0; k < grads[0].size(); ++k) test::expect_near(grads[1][k], grads[0][k], tol);
+    }
+  }
+}
+
 // A convolution and an attention block: the GPU's scratch (cuDNN's
 // workspace, attention's temporaries) and what attention keeps (q, k, v,
 // the probabilities, the context) are placed by the plan on the device.

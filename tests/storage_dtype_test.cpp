@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -124,12 +125,11 @@ layer { name: "tanh" type: "TanH" bottom: "h2" top: "h3" }
 layer { name: "loss" type: "EuclideanLoss" bottom: "h3" bottom: "y" top: "loss" }
 )";
 
-std::unique_ptr<Net> make_net(DType storage, BlobMemory memory, uint64_t seed = 1) {
+std::unique_ptr<Net> make_net(DType storage, BlobMemory memory, const std::string& text = kChain) {
   NetOptions o;
   o.storage_dtype = storage;
   o.blob_memory = memory;
-  o.seed = seed;
-  return std::make_unique<Net>(parse_config_text(kChain, "net.prototxt"), o);
+  return std::make_unique<Net>(parse_config_text(text, "net.prototxt"), o);
 }
 
 TEST(StorageDtype, BlobsOnlyLayersTouchAreStoredReduced) {
@@ -151,7 +151,7 @@ TEST(StorageDtype, BlobsOnlyLayersTouchAreStoredReduced) {
     const StorageReport& r = net->storage_report();
     EXPECT_EQ(r.reduced, 3);
     EXPECT_EQ(r.kept_f32, 3);
-    EXPECT_EQ(r.cast_layers, 5) << r.str();  // every layer but the Input computes in f32 alone
+    EXPECT_EQ(r.cast_layers, 3) << r.str();  // ip1, ip2, loss; ReLU and TanH take bf16 as it is
     EXPECT_CONTAINS(r.str(), "stored in bf16: 3 blob(s)");
     // A blob code outside the layers reads goes back to f32.
     net->keep_blobs({"h2"});
@@ -201,11 +201,18 @@ void fill_inputs(Net& net, uint64_t seed) {
 // The reduced net computes what the f32 net computes when every stored value
 // and gradient is rounded to the storage dtype as its layer finishes: the same
 // bits in the loss, every stored value, and every parameter's gradient.
+// ReLU and TanH (and in its place Sigmoid) take the 16-bit blobs as they are
+// (layers/neuron_layer.h), the InnerProducts and the loss get f32 copies:
+// both ways round where the f32 net is rounded here.
 TEST(StorageDtype, EveryStoredValueAndGradientIsTheF32NetsRoundedAtTheLayersEdge) {
+  for (const char* middle : {"TanH", "Sigmoid", "ELU"}) {
   for (DType storage : {DType::kBF16, DType::kF16}) {
     for (BlobMemory memory : {BlobMemory::kSeparate, BlobMemory::kByLifetimeChecked}) {
-      auto reduced = make_net(storage, memory);
-      auto ref = make_net(DType::kF32, BlobMemory::kSeparate);
+      SCOPED_TRACE(std::string(middle) + " " + dtype_name(storage));
+      std::string text = kChain;
+      text.replace(text.find("\"TanH\""), 6, std::string("\"") + middle + "\"");
+      auto reduced = make_net(storage, memory, text);
+      auto ref = make_net(DType::kF32, BlobMemory::kSeparate, text);
       fill_inputs(*reduced, 4);
       fill_inputs(*ref, 4);
       const float loss = reduced->forward();
@@ -244,6 +251,33 @@ TEST(StorageDtype, EveryStoredValueAndGradientIsTheF32NetsRoundedAtTheLayersEdge
       }
     }
   }
+  }
+}
+
+// A layer that takes bf16 reading an f32 blob (an Input) gets a bf16 copy of
+// it, so that its blobs are of one dtype: r = relu(round(x)).
+TEST(StorageDtype, ALayerThatTakesBf16GetsBf16CopiesOfTheF32Blobs) {
+  const std::string text = R"(
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 2 dim: 40 } shape { dim: 2 dim: 4 } } }
+layer { name: "relu" type: "ReLU" bottom: "x" top: "r" }
+layer { name: "ip" type: "InnerProduct" bottom: "r" top: "h" inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "h" bottom: "y" top: "loss" }
+)";
+  auto net = make_net(DType::kBF16, BlobMemory::kSeparate, text);
+  EXPECT_EQ(net->blob("x").data.dtype(), DType::kF32);
+  EXPECT_EQ(net->blob("r").data.dtype(), DType::kBF16);
+  fill_inputs(*net, 6);
+  net->forward();
+  net->backward();
+  const std::vector<float> x = test::values(net->blob("x").data);
+  const std::vector<float> r = widened(net->blob("r").data);
+  ASSERT_EQ(r.size(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float rounded = bf16_to_float(float_to_bf16(x[i]));
+    EXPECT_EQ(bits_of(r[i]), bits_of(rounded > 0.0f ? rounded : 0.0f * rounded)) << i;  // ReLUOp: -0 below 0
+  }
+  // relu's forward and backward: the input's bf16 copy; ip and the loss: f32 copies of r and h.
+  EXPECT_EQ(net->storage_report().cast_layers, 3) << net->storage_report().str();
 }
 
 // -------------------------------------------------------------- training ----
@@ -337,7 +371,7 @@ TEST(StorageDtype, ALayerThatTakesTheStoredDtypeGetsNoCopies) {
   o.storage_dtype = DType::kBF16;
   o.blob_memory = BlobMemory::kByLifetimeChecked;
   Net net(parse_config_text(text, "net.prototxt"), o);
-  EXPECT_EQ(net.storage_report().cast_layers, 4) << net.storage_report().str();  // ip1, relu1, ip2, loss
+  EXPECT_EQ(net.storage_report().cast_layers, 3) << net.storage_report().str();  // ip1, ip2, loss
   fill_inputs(net, 2);
   net.forward();
   EXPECT_EQ(Bf16CopyLayer::seen_dtype, DType::kBF16);
