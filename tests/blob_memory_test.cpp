@@ -24,6 +24,7 @@
 #include "framework/solver/solver_config.h"
 #include "tests/test_util.h"
 #include "tests/train_util.h"
+#include "tests/undeclared_read_layer.h"
 
 namespace strata {
 namespace {
@@ -253,7 +254,7 @@ TEST(BlobMemory, ReshapeToALargerBatchPlansAgain) {
 
 // -------------------------------------------------------------- training ----
 
-// With `square`, ip1's output goes through UndeclaredReadForTest (below) first.
+// With `square`, ip1's output goes through UndeclaredReadForTest (tests/undeclared_read_layer.h) first.
 SolverConfig small_solver(const std::string& memory, bool square = false) {
   const std::string text = R"(
 net_param {
@@ -292,26 +293,6 @@ TEST(BlobMemory, TrainingByLifetimeGivesTheSameBitsAsSeparate) {
   EXPECT_LT(planned.activation_bytes + planned.workspace_bytes, separate.activation_bytes + separate.workspace_bytes);
 }
 
-// y = x * x, whose backward reads x but declares that it reads nothing.
-class UndeclaredReadLayer : public Layer {
- public:
-  using Layer::Layer;
-  static LayerSchema schema() { return {}; }
-  BackwardReads backward_reads() const override { return {false, false}; }
-  void reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->reshape_like(*bottom[0]); }
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
-    const float* x = bottom[0]->data.data<float>();
-    float* y = top[0]->data.data<float>();
-    for (int64_t i = 0; i < top[0]->numel(); ++i) y[i] = x[i] * x[i];
-  }
-  void backward_cpu(const BlobVec& top, const std::vector<bool>&, const BlobVec& bottom) override {
-    const float* x = bottom[0]->data.data<float>();
-    const float* dy = top[0]->diff.data<float>();
-    float* dx = bottom[0]->diff.data<float>();
-    for (int64_t i = 0; i < top[0]->numel(); ++i) dx[i] = 2.0f * x[i] * dy[i];
-  }
-};
-
 bool any_nan(const std::vector<std::vector<float>>& w) {
   for (const auto& v : w) {
     for (float x : v) {
@@ -322,7 +303,7 @@ bool any_nan(const std::vector<std::vector<float>>& w) {
 }
 
 TEST(BlobMemory, CheckedModeCatchesABackwardThatReadsMoreThanItDeclares) {
-  ScopedLayerRegistration reg(layer_registration<UndeclaredReadLayer>("UndeclaredReadForTest"));
+  ScopedLayerRegistration reg(layer_registration<test::UndeclaredReadLayer>("UndeclaredReadForTest"));
   // ip1's output is read by nothing after the square's forward (ip1's own
   // backward reads its input) but by the square's backward, undeclared.
   std::vector<float> losses;

@@ -26,6 +26,7 @@
 #include "framework/solver/solver_config.h"
 #include "tests/test_util.h"
 #include "tests/train_util.h"
+#include "tests/undeclared_read_layer.h"
 
 namespace strata {
 namespace {
@@ -125,6 +126,14 @@ layer { name: "tanh" type: "TanH" bottom: "h2" top: "h3" }
 layer { name: "loss" type: "EuclideanLoss" bottom: "h3" bottom: "y" top: "loss" }
 )";
 
+// kChain with its TanH layer replaced by `layer` (a whole `layer { }` block).
+std::string chain_with(const std::string& layer) {
+  std::string text = kChain;
+  const std::string tanh = R"(layer { name: "tanh" type: "TanH" bottom: "h2" top: "h3" })";
+  text.replace(text.find(tanh), tanh.size(), layer);
+  return text;
+}
+
 std::unique_ptr<Net> make_net(DType storage, BlobMemory memory, const std::string& text = kChain) {
   NetOptions o;
   o.storage_dtype = storage;
@@ -209,8 +218,8 @@ TEST(StorageDtype, EveryStoredValueAndGradientIsTheF32NetsRoundedAtTheLayersEdge
   for (DType storage : {DType::kBF16, DType::kF16}) {
     for (BlobMemory memory : {BlobMemory::kSeparate, BlobMemory::kByLifetimeChecked}) {
       SCOPED_TRACE(std::string(middle) + " " + dtype_name(storage));
-      std::string text = kChain;
-      text.replace(text.find("\"TanH\""), 6, std::string("\"") + middle + "\"");
+      const std::string text =
+          chain_with(std::string(R"(layer { name: "mid" type: ")") + middle + R"(" bottom: "h2" top: "h3" })");
       auto reduced = make_net(storage, memory, text);
       auto ref = make_net(DType::kF32, BlobMemory::kSeparate, text);
       fill_inputs(*reduced, 4);
@@ -364,13 +373,9 @@ DType Bf16CopyLayer::seen_dtype = DType::kU8;
 
 TEST(StorageDtype, ALayerThatTakesTheStoredDtypeGetsNoCopies) {
   ScopedLayerRegistration reg(layer_registration<Bf16CopyLayer>("Bf16CopyForTest"));
-  std::string text = kChain;
-  const std::string tanh = R"(layer { name: "tanh" type: "TanH" bottom: "h2" top: "h3" })";
-  text.replace(text.find(tanh), tanh.size(), R"(layer { name: "copy" type: "Bf16CopyForTest" bottom: "h2" top: "h3" })");
-  NetOptions o;
-  o.storage_dtype = DType::kBF16;
-  o.blob_memory = BlobMemory::kByLifetimeChecked;
-  Net net(parse_config_text(text, "net.prototxt"), o);
+  auto made = make_net(DType::kBF16, BlobMemory::kByLifetimeChecked,
+                       chain_with(R"(layer { name: "copy" type: "Bf16CopyForTest" bottom: "h2" top: "h3" })"));
+  Net& net = *made;
   EXPECT_EQ(net.storage_report().cast_layers, 3) << net.storage_report().str();  // ip1, ip2, loss
   fill_inputs(net, 2);
   net.forward();
@@ -383,37 +388,13 @@ TEST(StorageDtype, ALayerThatTakesTheStoredDtypeGetsNoCopies) {
 
 // ------------------------------------------ an undeclared read, named ----
 
-// y = x * x, whose backward reads x but declares that it reads nothing.
-class UndeclaredReadLayer : public Layer {
- public:
-  using Layer::Layer;
-  static LayerSchema schema() { return {}; }
-  BackwardReads backward_reads() const override { return {false, false}; }
-  void reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->reshape_like(*bottom[0]); }
-  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
-    const float* x = bottom[0]->data.data<float>();
-    float* y = top[0]->data.data<float>();
-    for (int64_t i = 0; i < top[0]->numel(); ++i) y[i] = x[i] * x[i];
-  }
-  void backward_cpu(const BlobVec& top, const std::vector<bool>&, const BlobVec& bottom) override {
-    const float* x = bottom[0]->data.data<float>();
-    const float* dy = top[0]->diff.data<float>();
-    float* dx = bottom[0]->diff.data<float>();
-    for (int64_t i = 0; i < top[0]->numel(); ++i) dx[i] = 2.0f * x[i] * dy[i];
-  }
-};
-
 // In every memory layout, not only the checked one: the value it did not
 // declare is still in the stored dtype when its backward runs.
 TEST(StorageDtype, ALayerThatReadsWhatItDoesNotDeclareIsNamed) {
-  ScopedLayerRegistration reg(layer_registration<UndeclaredReadLayer>("UndeclaredReadForStorageTest"));
-  std::string text = kChain;
-  const std::string tanh = R"(layer { name: "tanh" type: "TanH" bottom: "h2" top: "h3" })";
-  text.replace(text.find(tanh), tanh.size(), R"(layer { name: "sq" type: "UndeclaredReadForStorageTest" bottom: "h2" top: "h3" })");
-  NetOptions o;
-  o.storage_dtype = DType::kBF16;
-  o.blob_memory = BlobMemory::kSeparate;
-  Net net(parse_config_text(text, "net.prototxt"), o);
+  ScopedLayerRegistration reg(layer_registration<test::UndeclaredReadLayer>("UndeclaredReadForStorageTest"));
+  auto made = make_net(DType::kBF16, BlobMemory::kSeparate,
+                       chain_with(R"(layer { name: "sq" type: "UndeclaredReadForStorageTest" bottom: "h2" top: "h3" })"));
+  Net& net = *made;
   fill_inputs(net, 2);
   net.forward();
   const std::string msg = test::error_of<Error>([&] { net.backward(); });

@@ -28,10 +28,8 @@
 #include "framework/net.h"
 #include "framework/rng.h"
 #include "framework/cpu/threads.h"
+#include "framework/solver/precision.h"
 #include "tools/bench/bench_device.h"
-#ifdef STRATA_WITH_CUDA
-#include "framework/cuda/math.h"
-#endif
 
 namespace {
 
@@ -62,25 +60,6 @@ ConfigNode deploy_net(const std::string& source_dir, const InferModel& m, int64_
     net << layer->to_string() << "\n";
   }
   return parse_config_text(net.str(), m.name + " (deploy, batch " + std::to_string(batch) + ")");
-}
-
-// The GEMM and convolution math of a precision, as the solver sets it for
-// training (framework/solver/solver.cpp, apply_precision): the forward pass of a
-// trained net runs in the same mode. FP16 has no fp16 math mode yet and
-// computes as TF32 there too.
-void set_precision(const std::string& precision, const Device& device) {
-  if (precision != "FP32" && precision != "TF32" && precision != "BF16" && precision != "FP16") {
-    fail<ConfigError>("--precision ", precision, ": use FP32, TF32, BF16 or FP16");
-  }
-  if (device.is_cpu()) {
-    if (precision != "FP32") fail<ConfigError>("--precision ", precision, " needs --device cuda; the CPU runs FP32");
-    return;
-  }
-#ifdef STRATA_WITH_CUDA
-  cuda::set_math_mode(precision == "FP32"   ? cuda::MathMode::kFP32
-                      : precision == "BF16" ? cuda::MathMode::kBF16
-                                            : cuda::MathMode::kTF32);
-#endif
 }
 
 }  // namespace
@@ -124,7 +103,10 @@ int main(int argc, char** argv) {
     set_num_threads(threads);
     const Device device = Device::parse(device_name);
     bench::use_device(device);
-    set_precision(precision, device);
+    // As the solver sets it for training (framework/solver/precision.h): the
+    // GPU's math, and activations stored in 16 bits in BF16 and FP16.
+    const Precision p = parse_precision(precision, "--precision");
+    apply_precision(p, device, "--precision");
     std::stringstream list(models);
     std::string name;
     while (std::getline(list, name, ',')) {
@@ -136,6 +118,7 @@ int main(int argc, char** argv) {
       options.phase = Phase::kTest;
       options.device = device;
       options.blob_memory = BlobMemory::kByLifetime;  // as `strata test` and `strata embed` run
+      options.storage_dtype = storage_dtype_of(p);
       options.base_dir = source_dir + "/models/" + name;
       Net net(deploy_net(source_dir, *it, batch), options);
       if (!save_dir.empty()) {
