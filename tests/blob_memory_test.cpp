@@ -256,30 +256,10 @@ TEST(BlobMemory, ReshapeToALargerBatchPlansAgain) {
 
 // With `square`, ip1's output goes through UndeclaredReadForTest (tests/undeclared_read_layer.h) first.
 SolverConfig small_solver(const std::string& memory, bool square = false) {
-  const std::string text = R"(
-net_param {
-  layer { name: "data" type: "DummyData" top: "data" top: "label"
-          dummy_data_param { shape { dim: 8 dim: 1 dim: 12 dim: 12 } shape { dim: 8 }
-                             data_filler { type: "gaussian" std: 1 } data_filler { type: "constant" value: 3 } } }
-  layer { name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
-          convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } } }
-  layer { name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }
-  layer { name: "pool1" type: "Pooling" bottom: "conv1" top: "pool1" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
-)" + std::string(square ? R"(
+  return test::small_conv_solver(memory, square ? R"(
   layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1raw" inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
   layer { name: "sq" type: "UndeclaredReadForTest" bottom: "ip1raw" top: "ip1" }
-)" : R"(
-  layer { name: "ip1" type: "InnerProduct" bottom: "pool1" top: "ip1" inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
-)") + R"(
-  layer { name: "relu2" type: "ReLU" bottom: "ip1" top: "ip1" }
-  layer { name: "drop" type: "Dropout" bottom: "ip1" top: "ip1" dropout_param { dropout_ratio: 0.3 } }
-  layer { name: "ip2" type: "InnerProduct" bottom: "ip1" top: "ip2" inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
-  layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip2" bottom: "label" top: "loss" }
-  layer { name: "acc" type: "Accuracy" bottom: "ip2" bottom: "label" top: "acc" }
-}
-type: "Adam" base_lr: 0.01 max_iter: 4 display: 0 snapshot: 0 snapshot_after_train: false random_seed: 9
-blob_memory: )" + memory + "\n";
-  return parse_solver_config(parse_config_text(text, "solver.prototxt"), "solver.prototxt");
+)" : "");
 }
 
 TEST(BlobMemory, TrainingByLifetimeGivesTheSameBitsAsSeparate) {
