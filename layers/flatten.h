@@ -15,6 +15,8 @@ class FlattenLayer : public Layer {
   static LayerSchema schema();
   // Backward copies the gradient only.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // A copy of the bytes, exact in any dtype: blobs stored in bf16 or f16 are taken as they are.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in flatten.cu

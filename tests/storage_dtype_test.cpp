@@ -210,11 +210,11 @@ void fill_inputs(Net& net, uint64_t seed) {
 // The reduced net computes what the f32 net computes when every stored value
 // and gradient is rounded to the storage dtype as its layer finishes: the same
 // bits in the loss, every stored value, and every parameter's gradient.
-// ReLU and TanH (and in its place Sigmoid) take the 16-bit blobs as they are
-// (layers/neuron_layer.h), the InnerProducts and the loss get f32 copies:
-// both ways round where the f32 net is rounded here.
+// ReLU and the middle layer in TanH's place (TanH, Sigmoid, Flatten) take
+// the 16-bit blobs as they are; ELU, the InnerProducts and the loss get f32
+// copies: both ways round where the f32 net is rounded here.
 TEST(StorageDtype, EveryStoredValueAndGradientIsTheF32NetsRoundedAtTheLayersEdge) {
-  for (const char* middle : {"TanH", "Sigmoid", "ELU"}) {
+  for (const char* middle : {"TanH", "Sigmoid", "ELU", "Flatten"}) {
   for (DType storage : {DType::kBF16, DType::kF16}) {
     for (BlobMemory memory : {BlobMemory::kSeparate, BlobMemory::kByLifetimeChecked}) {
       SCOPED_TRACE(std::string(middle) + " " + dtype_name(storage));
