@@ -17,6 +17,7 @@
 
 #include "framework/error.h"
 #include "framework/net.h"
+#include "framework/solver/precision.h"
 #include "framework/solver/solver_config.h"
 #include "parallel/data_parallel/data_parallel_config.h"
 #include "parallel/estimate/speedup_chart.h"
@@ -86,6 +87,12 @@ estimate::StepProfile load_profile(const Args& args, const SolverConfig* solver)
   // Planned as `strata train` plans it (the solver's blob_memory, else the
   // default), so the grid's activations are what training holds (step_profile).
   options.blob_memory = solver ? solver->blob_memory : SolverConfig{}.blob_memory;
+  // And stored as it trains: 16-bit activations under precision BF16/FP16
+  // (framework/solver/precision.h), timed in the solver's GPU math.
+  if (solver) {
+    options.storage_dtype = storage_dtype_of(solver->precision);
+    if (!options.device.is_cpu()) apply_precision(solver->precision, options.device, solver->source);
+  }
   std::unique_ptr<Net> net;
   if (solver && solver->has_net_param) {
     options.base_dir = solver->base_dir;
