@@ -1,5 +1,7 @@
 #include "framework/solver/precision.h"
 
+#include <cctype>
+
 #include "framework/error.h"
 #ifdef STRATA_WITH_CUDA
 #include "framework/cuda/math.h"
@@ -8,8 +10,10 @@
 namespace strata {
 
 Precision parse_precision(const std::string& value, const std::string& where) {
+  std::string upper = value;  // a flag's value in any case: bf16 as BF16
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   for (Precision p : {Precision::kFP32, Precision::kTF32, Precision::kBF16, Precision::kFP16}) {
-    if (value == precision_name(p)) return p;
+    if (upper == precision_name(p)) return p;
   }
   fail<ConfigError>(where, ": unknown precision '", value, "'; use FP32, TF32, BF16 or FP16");
 }

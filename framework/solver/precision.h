@@ -11,8 +11,8 @@
 
 namespace strata {
 
-// "FP32", "TF32", "BF16" or "FP16"; ConfigError naming `where` (a flag, a
-// file) and the four otherwise.
+// "FP32", "TF32", "BF16" or "FP16", in any case (a flag's value);
+// ConfigError naming `where` and the four otherwise.
 Precision parse_precision(const std::string& value, const std::string& where);
 
 // Sets the GPU's GEMM and convolution math for `p` (process-wide) when

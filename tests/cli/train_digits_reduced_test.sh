@@ -41,7 +41,7 @@ weights="$dir/snapshots/digits_FP32_iter_600.safetensors"
 [ -f "$weights" ] || fail "no FP32 snapshot at $weights"
 score() { "$strata" test --model "$dir/train.prototxt" --weights "$weights" --threads 2 "$@" | grep -o 'accuracy = [0-9.]*' | awk '{print $3}'; }
 s32=$(score)
-s16=$(score --precision BF16)
+s16=$(score --precision bf16)  # the flag takes any case
 echo "strata test: FP32 $s32, BF16 $s16"
 awk -v a="$s16" -v b="$s32" 'BEGIN { exit !(a >= b - 0.01) }' || fail "strata test --precision BF16 scores $s16, more than a point below FP32's $s32"
 if "$strata" test --model "$dir/train.prototxt" --weights "$weights" --precision TF32 > "$work/tf32.txt" 2>&1; then
