@@ -162,8 +162,9 @@ fi
 # into one arena) and sharded data parallel; the image decoders (libjpeg's
 # error jumps), the image-folder walk, the vector Winograd transforms, the
 # snapshot-prefix files and the heartbeats; the layers' shared scratch, the
-# flat gradient buffer (data parallel reduces views of it) and recomputation
-# (values rebound between two places). Two shards run side by side.
+# flat gradient buffer (data parallel reduces views of it), recomputation
+# (values rebound between two places) and 16-bit storage (blobs rebound to
+# each call's copies). Two shards run side by side.
 asan_filter='Parse.*:ParseErrors.*:Blocks.*:Conversions.*:SourceLocation.*:ToString.*:CheckKeys.*'
 asan_filter+=':NearestKey.*:Files.*:LeNet.*:SolverConfigTest.*:LrPolicyTest.*:NetErrors.*:NetCaffeCompat.*'
 asan_filter+=':NetLegacy.*:SolverStrategyTest.*:SolverNonFinite.*:SolverRetention.*'
@@ -179,6 +180,7 @@ asan_filter+=':ImageDecode.*:ImageSources.*:WinogradTransforms.*:SnapshotFiles.*
 asan_filter+=':ScratchCarver.*:SharedScratch.*:NetScratch.*:NetGradients.*:Recompute.*'
 asan_filter+=':DataParallelTest.BucketsAreAveragedInPlace*:GradientSlots.*:*PipelineEquivalence*shard*'
 asan_filter+=':PipelinePlan.*:*PipelineEquivalence*recompute*'
+asan_filter+=':CastInto.*:StorageDtype.*'
 if wants asan; then
   log=build-logs/asan.log
   : > "$log"
