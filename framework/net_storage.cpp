@@ -13,11 +13,10 @@
 // nearest even when narrowing) and binds the stored tensor again. The
 // copies live for that call's step alone, placed like the call's scratch
 // (framework/net_plan.cpp), so the copies of one layer's blobs are all a
-// step adds. Which blob tensors a call reads and
-// writes follows the layer's declarations: forward reads its bottoms'
-// values and writes its tops'; backward reads its tops' gradients and the
-// values Layer::backward_reads names, and writes the gradients of the
-// bottoms it propagates to. A blob that is a bottom and a top of one layer
+// step adds. Which blob tensors a call reads and writes follows the layer's
+// declarations: forward reads its bottoms' values and writes its tops';
+// backward reads its tops' gradients and the values Layer::backward_reads
+// names, and writes the gradients of the bottoms it propagates to. A blob that is a bottom and a top of one layer
 // (in place) is read and written through one copy.
 #include <algorithm>
 #include <sstream>

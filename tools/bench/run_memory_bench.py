@@ -3,8 +3,8 @@
 against PyTorch, the same models, batch and optimizer (SGD with momentum),
 each program in its own process, alternating, the maximum resident set size
 of each process read from /usr/bin/time, in FP32 or (--precision BF16) with
-strata's activations stored in bf16 against PyTorch's CPU autocast. Prints a Markdown table of the
-medians over --rounds and the ratios to the best PyTorch.
+strata's activations stored in bf16 against PyTorch's CPU autocast. Prints a
+Markdown table of the medians over --rounds and the ratios to the best PyTorch.
 
   /usr/bin/python3 tools/bench/run_memory_bench.py --build build-cpu \\
       --torch-python /usr/bin/python3 --torch-python /work/venv-torch2/bin/python
