@@ -43,9 +43,31 @@ std::vector<std::string> check_extreme_values(const std::string& type, const Lay
 // do the values backward_reads() says backward does not read) and the
 // parameter gradients (accumulated: they start random) must agree within
 // |cpu - gpu| <= tolerance * max(1, |cpu|, |gpu|), in the process's math
-// mode. Run only where cuda_check_unavailable() is empty.
+// mode. With `storage` bf16 or f16 both sides get their bottoms and tops
+// stored in it (parameters stay f32), for a layer that takes it
+// (Layer::takes_storage). Run only where cuda_check_unavailable() is empty.
 std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerExample& example, float tolerance,
-                                           uint64_t seed = kLayerCheckSeed);
+                                           uint64_t seed = kLayerCheckSeed, DType storage = DType::kF32);
+// The 16-bit path against the f32 path, on the CPU, for a layer that takes
+// `storage` (bf16 or f16; Layer::takes_storage): the example's layer built
+// twice with the same seed, parameters and inputs (rounded to `storage`),
+// once with f32 blobs and once with its bottoms and tops stored in
+// `storage`, as a Net of that storage dtype hands them. The 16-bit tops, the
+// parameters after forward, the bottom gradients and the (f32, accumulated)
+// parameter gradients must equal the f32 run's rounded to `storage` within
+// |a - b| <= tolerance * max(1, |a|, |b|); the same top gradients (rounded),
+// NaN-filled bottom gradients, and NaN in the 16-bit values backward_reads()
+// leaves out. A problem naming the dtype when the layer does not take it.
+std::vector<std::string> check_storage(const std::string& type, const LayerExample& example, DType storage,
+                                       uint64_t seed = kLayerCheckSeed);
+// Whether the example's layer takes blobs stored in `storage`.
+bool example_takes_storage(const std::string& type, const LayerExample& example, DType storage);
+// The tolerance of check_storage and of the CPU-against-CUDA check in a 16-bit
+// storage dtype: two units in the last place of a value in [1, 2) (bf16
+// keeps 8 significant bits, f16 11), room for the one rounding of a value the
+// 16-bit path stores and the f32 path does not (a top backward reads).
+float storage_check_tolerance(DType storage);
+
 // Why check_cpu_vs_cuda cannot run for `type` here ("this build has no
 // CUDA", "no GPU on this machine", "the layer has no CUDA code"), or empty.
 std::string cuda_check_unavailable(const std::string& type);

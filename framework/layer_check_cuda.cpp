@@ -32,7 +32,7 @@ std::string cuda_check_unavailable(const std::string& type) {
 
 #ifndef STRATA_WITH_CUDA
 
-std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerExample&, float, uint64_t) {
+std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerExample&, float, uint64_t, DType) {
   return {type + ": " + cuda_check_unavailable(type)};
 }
 
@@ -44,13 +44,9 @@ using Problems = std::vector<std::string>;
 
 Device gpu() { return Device::cuda(0); }
 
-std::vector<float> download(const Tensor& t) { return to_vector(t.to(Device::cpu())); }
-
-void upload(Tensor& t, const std::vector<float>& v) {
-  Tensor host(t.shape(), DType::kF32);
-  copy_into(host, v);
-  t.copy_from(host);
-}
+// Any float dtype, either side: widened to f32 on the host, or rounded to the tensor's dtype.
+std::vector<float> download(const Tensor& t) { return widened(t); }
+void upload(Tensor& t, const std::vector<float>& v) { store_rounded(t, v); }
 
 std::vector<float> nans(int64_t n) { return std::vector<float>(static_cast<size_t>(n), std::nanf("")); }
 
@@ -77,10 +73,14 @@ void compare(Problems& out, const std::string& what, const std::vector<float>& c
 }  // namespace
 
 std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerExample& ex, float tolerance,
-                                           uint64_t seed) {
+                                           uint64_t seed, DType storage) {
   if (const std::string why = cuda_check_unavailable(type); !why.empty()) return {why};
   Problems out;
   LayerHarness h = make_harness(type, ex, seed);
+  if (storage != DType::kF32) {
+    if (!h.layer->takes_storage(storage)) return {type + " does not take blobs stored in " + dtype_name(storage)};
+    store_blobs_as(h, storage);  // the twin's blobs take the same dtypes
+  }
   h.setup();
   CudaTwin g = make_cuda_twin(type, ex.config, ex.phase, seed, h, gpu());
   g.setup_from(h);
@@ -93,7 +93,7 @@ std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerE
                     shape_str(g.top[k]->shape()));
       return out;
     }
-    compare(out, "top " + std::to_string(k), to_vector(h.top[k]->data), download(g.top[k]->data), tolerance);
+    compare(out, "top " + std::to_string(k), download(h.top[k]->data), download(g.top[k]->data), tolerance);
   }
   std::vector<LayerParam>& cp = h.layer->params();
   std::vector<LayerParam>& gp = g.layer->params();
@@ -108,14 +108,14 @@ std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerE
   const std::vector<std::vector<float>> w = top_weights(h, rng);
   for (size_t k = 0; k < h.top.size(); ++k) {
     h.top[k]->diff.resize(h.top[k]->shape());
-    copy_into(h.top[k]->diff, w[k]);
+    upload(h.top[k]->diff, w[k]);
     g.top[k]->diff.resize(g.top[k]->shape());
     upload(g.top[k]->diff, w[k]);
   }
   const std::vector<bool> pd = gradient_targets(h, ex);
   for (size_t i = 0; i < h.bottom.size(); ++i) {
     if (!pd[i]) continue;
-    h.bottom[i]->diff.fill(std::nanf(""));
+    upload(h.bottom[i]->diff, nans(h.bottom[i]->numel()));
     upload(g.bottom[i]->diff, nans(h.bottom[i]->numel()));
   }
   for (size_t p = 0; p < cp.size(); ++p) {
@@ -136,7 +136,7 @@ std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerE
   g.backward(pd);
   for (size_t i = 0; i < h.bottom.size(); ++i) {
     if (!pd[i]) continue;
-    compare(out, "bottom " + std::to_string(i) + " gradient", to_vector(h.bottom[i]->diff),
+    compare(out, "bottom " + std::to_string(i) + " gradient", download(h.bottom[i]->diff),
             download(g.bottom[i]->diff), tolerance);
   }
   for (size_t p = 0; p < cp.size(); ++p) {

@@ -180,6 +180,43 @@ void copy_into(Tensor& t, const std::vector<float>& v) {
   std::copy(v.begin(), v.end(), t.data<float>());
 }
 
+std::vector<float> widened(const Tensor& t) {
+  Tensor host = t.device().is_cpu() ? t : t.to(Device::cpu());
+  if (host.dtype() == DType::kF32) return to_vector(host);
+  Tensor wide(host.shape(), DType::kF32);
+  cast_into(wide, host);
+  return to_vector(wide);
+}
+
+void store_rounded(Tensor& t, const std::vector<float>& v) {
+  Tensor wide(t.shape(), DType::kF32);
+  copy_into(wide, v);
+  if (t.dtype() == DType::kF32) {
+    t.copy_from(wide);
+    return;
+  }
+  Tensor narrow(t.shape(), t.dtype());
+  cast_into(narrow, wide);
+  t.copy_from(narrow);
+}
+
+void store_blobs_as(LayerHarness& h, DType storage) {
+  auto restore = [&](Tensor& t) {
+    const std::vector<float> values = t.defined() && t.numel() > 0 ? widened(t) : std::vector<float>{};
+    Tensor stored(t.numel() > 0 || !t.shape().empty() ? t.shape() : Shape{0}, storage, t.device());
+    if (!values.empty()) store_rounded(stored, values);
+    t = std::move(stored);
+  };
+  for (Blob* b : h.bottom) {
+    restore(b->data);
+    restore(b->diff);
+  }
+  for (Blob* b : h.top) {
+    restore(b->data);
+    restore(b->diff);
+  }
+}
+
 std::vector<bool> gradient_targets(const LayerHarness& h, const LayerExample& ex) {
   std::vector<bool> pd = h.backward_targets();
   for (size_t i = 0; i < pd.size(); ++i) {
@@ -207,19 +244,20 @@ CudaTwin make_cuda_twin(const std::string& type, const std::string& config, Phas
   ctx.device = device;
   g.layer = LayerRegistry::instance().find(type).create(
       make_spec(type, config, static_cast<int>(cpu.bottom.size()), static_cast<int>(cpu.top.size())), ctx);
-  auto device_blob = [&](const Shape& shape) {
+  // Each blob in the CPU twin's dtype (store_blobs_as).
+  auto device_blob = [&](const Shape& shape, DType dtype) {
     auto b = std::make_unique<Blob>();
-    b->data = Tensor(shape, DType::kF32, device);
-    b->diff = Tensor(shape, DType::kF32, device);
+    b->data = Tensor(shape, dtype, device);
+    b->diff = Tensor(shape, dtype, device);
     g.blobs.push_back(std::move(b));
     return g.blobs.back().get();
   };
   for (const Blob* b : cpu.bottom) {
-    g.bottom.push_back(device_blob(b->shape()));
+    g.bottom.push_back(device_blob(b->shape(), b->data.dtype()));
     g.bottom.back()->data.copy_from(b->data);
   }
   for (size_t i = 0; i < cpu.top.size(); ++i) {
-    g.top.push_back(i == 0 && in_place == TwinInPlace::kYes ? g.bottom[0] : device_blob({0}));
+    g.top.push_back(i == 0 && in_place == TwinInPlace::kYes ? g.bottom[0] : device_blob({0}, cpu.top[i]->data.dtype()));
   }
   return g;
 }

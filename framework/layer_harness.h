@@ -102,6 +102,17 @@ void separate_values(const std::vector<float*>& values, float gap);
 std::vector<float> to_vector(const Tensor& t);
 void copy_into(Tensor& t, const std::vector<float>& v);  // sizes must match
 
+// The values of a tensor stored in f32, bf16 or f16, on any device, widened
+// to f32 on the host.
+std::vector<float> widened(const Tensor& t);
+// t = v rounded to t's dtype (f32, bf16 or f16; to the nearest, ties to
+// even), wherever t lives; sizes must match.
+void store_rounded(Tensor& t, const std::vector<float>& v);
+// Every bottom and top blob of `h` (data and diff) stored in `storage`, its
+// values rounded to it: the harness as a Net whose storage dtype it is would
+// hand the layer its blobs (framework/net_storage.cpp). Parameters stay f32.
+void store_blobs_as(LayerHarness& h, DType storage);
+
 // Which bottoms a check takes a gradient for: those the layer can backward
 // to, never labels.
 std::vector<bool> gradient_targets(const LayerHarness& h, const LayerExample& example);

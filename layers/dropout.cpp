@@ -49,11 +49,12 @@ void DropoutLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void DropoutLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const int64_t n = bottom[0]->numel();
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
+  const Tensor& x = bottom[0]->data;
+  Tensor& y = top[0]->data;
+  check_same_storage("Dropout forward", {&x, &y});
+  const int64_t n = x.numel();
   if (is_identity()) {
-    if (y != x && n > 0) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
+    if (!y.shares_storage_with(x) && n > 0) std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());  // any dtype
     return;
   }
   // Drawn serially so the mask depends only on the RNG state, not on threads.
@@ -61,27 +62,38 @@ void DropoutLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const float keep = 1.0f - ratio_;
   for (int64_t i = 0; i < n; ++i) mask[i] = rng_.uniform() < keep ? 1 : 0;
   const float scale = scale_;
-  parallel_for(n, kMinChunk, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = mask[i] ? x[i] * scale : 0.0f;
+  with_float_element(x.dtype(), "Dropout forward", [&](auto e) {
+    using E = decltype(e);
+    const typename E::T* in = x.data<typename E::T>();
+    typename E::T* out = y.data<typename E::T>();
+    parallel_for(n, kMinChunk, [&](int64_t b, int64_t end) {
+      for (int64_t i = b; i < end; ++i) out[i] = E::store(mask[i] ? E::load(in[i]) * scale : 0.0f);
+    });
   });
 }
 
 void DropoutLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                 const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  const int64_t n = top[0]->numel();
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = bottom[0]->diff.data<float>();
+  const Tensor& dy = top[0]->diff;
+  Tensor& dx = bottom[0]->diff;
+  check_same_storage("Dropout backward", {&dy, &dx});
+  const int64_t n = dy.numel();
   if (is_identity()) {
-    if (dx != dy && n > 0) std::memcpy(dx, dy, static_cast<size_t>(n) * sizeof(float));
+    if (!dx.shares_storage_with(dy) && n > 0) std::memcpy(dx.raw_data(), dy.raw_data(), dy.nbytes());
     return;
   }
   STRATA_CHECK(mask_.numel() == n, "Dropout backward before forward (mask has ", mask_.numel(),
                " elements, gradient has ", n, ")");
   const uint8_t* mask = mask_.data<uint8_t>();
   const float scale = scale_;
-  parallel_for(n, kMinChunk, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+  with_float_element(dy.dtype(), "Dropout backward", [&](auto e) {
+    using E = decltype(e);
+    const typename E::T* g = dy.data<typename E::T>();
+    typename E::T* out = dx.data<typename E::T>();
+    parallel_for(n, kMinChunk, [&](int64_t b, int64_t end) {
+      for (int64_t i = b; i < end; ++i) out[i] = E::store(mask[i] ? E::load(g[i]) * scale : 0.0f);
+    });
   });
 }
 

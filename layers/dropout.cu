@@ -7,6 +7,7 @@
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
 #include "layers/dropout.h"
+#include "layers/neuron_layer.cuh"  // neuron_load/neuron_store, with_device_element
 
 namespace strata {
 
@@ -19,28 +20,33 @@ __device__ inline uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__global__ void dropout_forward(int64_t n, uint64_t seed, float keep, float scale, const float* x, float* y,
-                                uint8_t* mask) {
+// T: the blobs' element type (float, __nv_bfloat16, __half); the scaling in f32.
+template <class T>
+__global__ void dropout_forward(int64_t n, uint64_t seed, float keep, float scale, const T* x, T* y, uint8_t* mask) {
   STRATA_CUDA_LOOP(i, n) {
     // 24 random bits, as Rng::uniform() on the CPU.
     const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(i)));
     const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
     const uint8_t m = u < keep ? 1 : 0;
     mask[i] = m;
-    y[i] = m ? x[i] * scale : 0.0f;
+    y[i] = neuron_store<T>(m ? neuron_load(x[i]) * scale : 0.0f);
   }
 }
 
-__global__ void dropout_backward(int64_t n, float scale, const uint8_t* mask, const float* dy, float* dx) {
-  STRATA_CUDA_LOOP(i, n) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
+template <class T>
+__global__ void dropout_backward(int64_t n, float scale, const uint8_t* mask, const T* dy, T* dx) {
+  STRATA_CUDA_LOOP(i, n) dx[i] = neuron_store<T>(mask[i] ? neuron_load(dy[i]) * scale : 0.0f);
 }
 
 }  // namespace
 
 void DropoutLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
-  const int64_t n = bottom[0]->numel();
+  const Tensor& x = bottom[0]->data;
+  Tensor& y = top[0]->data;
+  check_same_storage("Dropout forward", {&x, &y});
+  const int64_t n = x.numel();
   if (is_identity()) {
-    cuda::copy(n, bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>());
+    if (!y.shares_storage_with(x)) y.copy_from(x);  // any dtype; queued on the compute stream
     return;
   }
   cuda::ensure_on_device(mask_, bottom[0]->shape(), DType::kU8, device());
@@ -48,26 +54,35 @@ void DropoutLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   // not depend on batch sizes.
   const uint64_t seed = rng_.next_u64();
   if (n == 0) return;
-  dropout_forward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, seed, 1.0f - ratio_, scale_, bottom[0]->data.device_data<float>(), top[0]->data.device_data<float>(),
-      mask_.device_data<uint8_t>());
-  STRATA_KERNEL_CHECK();
+  with_device_element(x.dtype(), "Dropout forward", [&](auto e) {
+    using T = decltype(e);
+    dropout_forward<T><<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+        n, seed, 1.0f - ratio_, scale_, static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
+        mask_.device_data<uint8_t>());
+    STRATA_KERNEL_CHECK();
+  });
 }
 
 void DropoutLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
                                  const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  const int64_t n = top[0]->numel();
+  const Tensor& dy = top[0]->diff;
+  Tensor& dx = bottom[0]->diff;
+  check_same_storage("Dropout backward", {&dy, &dx});
+  const int64_t n = dy.numel();
   if (is_identity()) {
-    cuda::copy(n, top[0]->diff.device_data<float>(), bottom[0]->diff.device_data<float>());
+    if (!dx.shares_storage_with(dy)) dx.copy_from(dy);
     return;
   }
   STRATA_CHECK(mask_.numel() == n, "Dropout backward before forward (mask has ", mask_.numel(),
                " elements, gradient has ", n, ")");
   if (n == 0) return;
-  dropout_backward<<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      n, scale_, mask_.device_data<uint8_t>(), top[0]->diff.device_data<float>(), bottom[0]->diff.device_data<float>());
-  STRATA_KERNEL_CHECK();
+  with_device_element(dy.dtype(), "Dropout backward", [&](auto e) {
+    using T = decltype(e);
+    dropout_backward<T><<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+        n, scale_, mask_.device_data<uint8_t>(), static_cast<const T*>(dy.raw_data()), static_cast<T*>(dx.raw_data()));
+    STRATA_KERNEL_CHECK();
+  });
 }
 
 }  // namespace strata

@@ -15,6 +15,9 @@ class DropoutLayer : public NeuronLayer {
   static LayerSchema schema();
   // Backward reads its own mask only.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are: each kept element
+  // widened, scaled in f32 and rounded.
+  bool takes_storage(DType dtype) const override { return takes_float_storage(dtype); }
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in dropout.cu

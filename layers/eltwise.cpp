@@ -3,6 +3,7 @@
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
 
@@ -66,6 +67,7 @@ void EltwiseLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void EltwiseLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (top[0]->data.dtype() != DType::kF32) return forward_stored_cpu(bottom, top);
   const int64_t n = top[0]->numel();
   float* y = top[0]->data.data<float>();
   const size_t k = bottom.size();
@@ -115,6 +117,7 @@ void EltwiseLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
 
 void EltwiseLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                 const BlobVec& bottom) {
+  if (top[0]->diff.dtype() != DType::kF32) return backward_stored_cpu(top, propagate_down, bottom);
   const int64_t n = top[0]->numel();
   const float* dy = top[0]->diff.data<float>();
   const size_t k = bottom.size();
@@ -153,6 +156,83 @@ void EltwiseLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& pro
       }
     });
   }
+}
+
+void EltwiseLayer::forward_stored_cpu(const BlobVec& bottom, const BlobVec& top) {
+  Tensor& out = top[0]->data;
+  for (const Blob* b : bottom) check_same_storage("Eltwise forward", {&out, &b->data});
+  const int64_t n = out.numel();
+  const size_t k = bottom.size();
+  int32_t* arg = op_ == Op::kMax ? argmax_.data<int32_t>() : nullptr;
+  with_float_element(out.dtype(), "Eltwise forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    std::vector<const T*> x(k);
+    for (size_t i = 0; i < k; ++i) x[i] = bottom[i]->data.data<T>();
+    T* y = out.data<T>();
+    parallel_for(n, kChunk, [&](int64_t b, int64_t end) {
+      for (int64_t j = b; j < end; ++j) {
+        float acc = E::load(x[0][j]);
+        if (op_ == Op::kSum) acc *= coeffs_[0];
+        int32_t won = 0;
+        for (size_t i = 1; i < k; ++i) {
+          const float v = E::load(x[i][j]);
+          if (op_ == Op::kSum) {
+            acc += coeffs_[i] * v;
+          } else if (op_ == Op::kProd) {
+            acc *= v;
+          } else if (v > acc) {  // strict: ties go to the earlier bottom
+            acc = v;
+            won = static_cast<int32_t>(i);
+          }
+        }
+        y[j] = E::store(acc);
+        if (arg) arg[j] = won;
+      }
+    });
+  });
+}
+
+void EltwiseLayer::backward_stored_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
+                                       const BlobVec& bottom) {
+  const Tensor& grad = top[0]->diff;
+  const int64_t n = grad.numel();
+  const size_t k = bottom.size();
+  with_float_element(grad.dtype(), "Eltwise backward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* dy = grad.data<T>();
+    // The values read: PROD's bottoms (and output), MAX's winners; SUM none.
+    std::vector<const T*> x(k, nullptr);
+    if (op_ == Op::kProd) {
+      for (size_t i = 0; i < k; ++i) x[i] = bottom[i]->data.data<T>();
+    }
+    const T* y = op_ == Op::kProd && prod_grad_ == ProdGrad::kDivide ? top[0]->data.data<T>() : nullptr;
+    const int32_t* arg = op_ == Op::kMax ? argmax_.data<int32_t>() : nullptr;
+    for (size_t i = 0; i < k; ++i) {
+      if (!propagate_down[i]) continue;
+      check_same_storage("Eltwise backward", {&grad, &bottom[i]->diff});
+      T* dx = bottom[i]->diff.data<T>();
+      const int32_t me = static_cast<int32_t>(i);
+      parallel_for(n, kChunk, [&](int64_t b, int64_t end) {
+        for (int64_t j = b; j < end; ++j) {
+          float g = E::load(dy[j]);
+          if (op_ == Op::kSum) {
+            g *= coeffs_[i];
+          } else if (op_ == Op::kMax) {
+            g = arg[j] == me ? g : 0.0f;
+          } else if (y == nullptr) {  // PROD, stable: the product of the other bottoms
+            for (size_t o = 0; o < k; ++o) {
+              if (o != i) g *= E::load(x[o][j]);
+            }
+          } else {
+            g = g * E::load(y[j]) / E::load(x[i][j]);
+          }
+          dx[j] = E::store(g);
+        }
+      });
+    }
+  });
 }
 
 STRATA_REGISTER_LAYER("Eltwise", EltwiseLayer);

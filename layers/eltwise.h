@@ -22,6 +22,14 @@ class EltwiseLayer : public Layer {
     return op_ == Op::kProd ? BackwardReads{} : BackwardReads{false, false};
   }
 
+  // Blobs stored in bf16 or f16 are taken as they are, for up to
+  // kMaxStoredBottoms bottoms: each element widened, combined in f32 and
+  // rounded once.
+  static constexpr size_t kMaxStoredBottoms = 8;
+  bool takes_storage(DType dtype) const override {
+    return dtype == DType::kF32 || (is_float_dtype(dtype) && spec().bottoms.size() <= kMaxStoredBottoms);
+  }
+
   int min_bottoms() const override { return 2; }
   int max_bottoms() const override { return -1; }
 
@@ -30,6 +38,12 @@ class EltwiseLayer : public Layer {
   STRATA_CUDA_METHODS;  // in eltwise.cu
 
  private:
+  // The 16-bit paths (eltwise.cpp): all of one call's blobs in one dtype.
+  void forward_stored_cpu(const BlobVec& bottom, const BlobVec& top);
+  void backward_stored_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
+  void forward_stored_cuda(const BlobVec& bottom, const BlobVec& top);
+  void backward_stored_cuda(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
+
   Op op_;
   std::vector<float> coeffs_;  // SUM only; empty until setup() when not given (all 1)
   ProdGrad prod_grad_;

@@ -26,32 +26,33 @@ LayerSchema GELULayer::schema() {
 
 void GELULayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   NeuronLayer::reshape(bottom, top);
-  if (top[0] == bottom[0]) input_copy_.resize(bottom[0]->shape());
+  if (top[0] != bottom[0]) return;
+  const DType dtype = bottom[0]->data.dtype();  // the copy is stored as the blob is
+  if (input_copy_.dtype() != dtype) input_copy_ = Tensor(Shape{0}, dtype);
+  input_copy_.resize(bottom[0]->shape());
 }
 
 void GELULayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   if (top[0] == bottom[0]) input_copy_.copy_from(bottom[0]->data);
-  const int64_t n = bottom[0]->numel();
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
+  const Tensor& x = bottom[0]->data;
+  Tensor& y = top[0]->data;
   if (approximate_ == Approximate::kTanh) {
-    neuron_forward_cpu(GELUTanhOp{}, n, x, y, kMinChunk);
+    neuron_forward_cpu(GELUTanhOp{}, x, y, kMinChunk);
   } else {
-    neuron_forward_cpu(GELUErfOp{}, n, x, y, kMinChunk);
+    neuron_forward_cpu(GELUErfOp{}, x, y, kMinChunk);
   }
 }
 
 void GELULayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                              const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  const int64_t n = bottom[0]->numel();
-  const float* x = saved_input(top, bottom).data<float>();
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = bottom[0]->diff.data<float>();  // may equal dy: read before written, per element
+  const Tensor& x = saved_input(top, bottom);
+  const Tensor& dy = top[0]->diff;
+  Tensor& dx = bottom[0]->diff;  // may be dy: read before written, per element
   if (approximate_ == Approximate::kTanh) {
-    neuron_backward_cpu(GELUTanhOp{}, n, x, dy, dx, kMinChunk);
+    neuron_backward_cpu(GELUTanhOp{}, x, dy, dx, kMinChunk);
   } else {
-    neuron_backward_cpu(GELUErfOp{}, n, x, dy, dx, kMinChunk);
+    neuron_backward_cpu(GELUErfOp{}, x, dy, dx, kMinChunk);
   }
 }
 

@@ -5,31 +5,29 @@
 namespace strata {
 
 void GELULayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
-  const int64_t n = bottom[0]->numel();
-  // In place the input is gone after forward; backward needs it.
+  // In place the input is gone after forward; backward needs it (stored as the blob is).
   if (top[0] == bottom[0]) {
-    cuda::ensure_on_device(input_copy_, bottom[0]->shape(), DType::kF32, device());
-    cuda::copy(n, bottom[0]->data.device_data<float>(), input_copy_.device_data<float>());
+    cuda::ensure_on_device(input_copy_, bottom[0]->shape(), bottom[0]->data.dtype(), device());
+    input_copy_.copy_from(bottom[0]->data);  // queued on the compute stream
   }
-  const float* x = bottom[0]->data.device_data<float>();
-  float* y = top[0]->data.device_data<float>();
+  const Tensor& x = bottom[0]->data;
+  Tensor& y = top[0]->data;
   if (approximate_ == Approximate::kTanh) {
-    neuron_forward_cuda(GELUTanhOp{}, n, x, y);
+    neuron_forward_cuda(GELUTanhOp{}, x, y);
   } else {
-    neuron_forward_cuda(GELUErfOp{}, n, x, y);
+    neuron_forward_cuda(GELUErfOp{}, x, y);
   }
 }
 
 void GELULayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  const int64_t n = bottom[0]->numel();
-  const float* x = saved_input(top, bottom).device_data<float>();
-  const float* dy = top[0]->diff.device_data<float>();
-  float* dx = bottom[0]->diff.device_data<float>();
+  const Tensor& x = saved_input(top, bottom);
+  const Tensor& dy = top[0]->diff;
+  Tensor& dx = bottom[0]->diff;
   if (approximate_ == Approximate::kTanh) {
-    neuron_backward_cuda(GELUTanhOp{}, n, x, dy, dx);
+    neuron_backward_cuda(GELUTanhOp{}, x, dy, dx);
   } else {
-    neuron_backward_cuda(GELUErfOp{}, n, x, dy, dx);
+    neuron_backward_cuda(GELUErfOp{}, x, dy, dx);
   }
 }
 

@@ -40,21 +40,22 @@ class GELULayer : public NeuronLayer {
   static LayerSchema schema();
   // What backward reads: the input (or its copy, in place); never the output.
   BackwardReads backward_reads() const override { return {true, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are (the Tensor forms of layers/neuron_layer.h).
+  bool takes_storage(DType dtype) const override { return takes_float_storage(dtype); }
 
   STRATA_CPU_METHODS;
 
  private:
   enum class Approximate { kNone, kTanh };
 
-  // The input backward reads: the bottom, or its copy when in place. A
-  // tensor, not a pointer: the CPU path takes data<float>(), the CUDA path
-  // device_data<float>() (the host accessor does not exist in .cu files).
+  // The input backward reads: the bottom, or its copy when in place, in the
+  // blob's dtype.
   const Tensor& saved_input(const BlobVec& top, const BlobVec& bottom) const {
     return top[0] == bottom[0] ? input_copy_ : bottom[0]->data;
   }
 
   Approximate approximate_;
-  Tensor input_copy_;  // the input, kept only when running in place
+  Tensor input_copy_;  // the input, kept only when running in place, stored as the blob is
 
  public:
   STRATA_CUDA_METHODS;  // in gelu.cu

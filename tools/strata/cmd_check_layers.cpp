@@ -38,6 +38,22 @@ Outcome run(const Check& check) {
   return o;
 }
 
+// bf16 and f16 blobs against f32 ones, for a layer that takes them ("-": f32 only).
+Outcome storage_outcome(const std::string& type, const LayerExample& ex) {
+  Outcome s{"-", {}};
+  for (DType storage : {DType::kBF16, DType::kF16}) {
+    bool takes = false;
+    const Outcome t = run([&] {
+      takes = example_takes_storage(type, ex, storage);
+      return takes ? check_storage(type, ex, storage) : std::vector<std::string>{};
+    });
+    if (!takes && t.problems.empty()) continue;
+    for (const std::string& p : t.problems) s.problems.push_back(std::string(dtype_name(storage)) + ": " + p);
+    s.cell = s.problems.empty() ? "ok" : "FAILED (" + std::to_string(s.problems.size()) + ")";
+  }
+  return s;
+}
+
 }  // namespace
 
 int layers_main(int argc, char** argv) {
@@ -72,8 +88,8 @@ int check_layers_main(int argc, char** argv) {
   } else {
     types = LayerRegistry::instance().types();
   }
-  std::printf("%-20s %-8s %-16s %-16s %-16s %-16s\n", "layer type", "example", "gradients", "zero batch",
-              "extreme values", "CPU vs CUDA");
+  std::printf("%-20s %-8s %-16s %-16s %-16s %-16s %-16s\n", "layer type", "example", "gradients", "zero batch",
+              "extreme values", "16-bit storage", "CPU vs CUDA");
   std::vector<std::string> report;
   std::map<std::string, int> cuda_not_run;  // why -> examples
   int failed = 0, checked = 0;
@@ -96,20 +112,25 @@ int check_layers_main(int argc, char** argv) {
       const Outcome g = run([&] { return check_gradients(type, ex); });
       const Outcome z = run([&] { return check_zero_batch(type, ex); });
       const Outcome x = run([&] { return check_extreme_values(type, ex); });
+      const Outcome s = storage_outcome(type, ex);
       const std::string cuda_why = cuda_check_unavailable(type);
       if (!cuda_why.empty()) ++cuda_not_run[cuda_why];
       const Outcome c = cuda_why.empty() ? run([&] { return check_cpu_vs_cuda(type, ex, kCudaCheckFp32Tolerance); })
                                          : Outcome{"-", {}};
-      std::printf("%-20s %-8zu %-16s %-16s %-16s %-16s\n", type.c_str(), i, g.cell.c_str(), z.cell.c_str(),
-                  x.cell.c_str(), c.cell.c_str());
+      std::printf("%-20s %-8zu %-16s %-16s %-16s %-16s %-16s\n", type.c_str(), i, g.cell.c_str(), z.cell.c_str(),
+                  x.cell.c_str(), s.cell.c_str(), c.cell.c_str());
       std::fflush(stdout);
       ++checked;
       const std::string what = describe_example(type, ex);
       for (const auto& [name, o] : {std::make_pair("gradients", &g), std::make_pair("zero batch", &z),
-                                    std::make_pair("extreme values", &x), std::make_pair("CPU vs CUDA", &c)}) {
+                                    std::make_pair("extreme values", &x), std::make_pair("16-bit storage", &s),
+                                    std::make_pair("CPU vs CUDA", &c)}) {
         for (const std::string& p : o->problems) report.push_back(what + ": " + name + ": " + p);
       }
-      if (!g.problems.empty() || !z.problems.empty() || !x.problems.empty() || !c.problems.empty()) ++failed;
+      if (!g.problems.empty() || !z.problems.empty() || !x.problems.empty() || !s.problems.empty() ||
+          !c.problems.empty()) {
+        ++failed;
+      }
     }
   }
   for (const std::string& line : report) std::printf("  %s\n", line.c_str());

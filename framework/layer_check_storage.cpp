@@ -1,0 +1,144 @@
+// check_storage (framework/layer_check.h): a layer's 16-bit path on the CPU
+// against its f32 path on the same (rounded) inputs.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "framework/error.h"
+#include "framework/layer_check.h"
+#include "framework/layer_harness.h"
+
+namespace strata {
+
+namespace {
+
+using Problems = std::vector<std::string>;
+
+// `v` rounded to `storage` and widened again: what the f32 path's values
+// become once stored.
+std::vector<float> rounded(const std::vector<float>& v, DType storage) {
+  Tensor t(Shape{static_cast<int64_t>(v.size())}, storage);
+  store_rounded(t, v);
+  return widened(t);
+}
+
+void compare(Problems& out, const std::string& what, const std::vector<float>& f32_path,
+             const std::vector<float>& reduced_path, float tolerance) {
+  if (f32_path.size() != reduced_path.size()) {
+    out.push_back(what + ": f32 " + std::to_string(f32_path.size()) + " values, 16-bit " +
+                  std::to_string(reduced_path.size()));
+    return;
+  }
+  int reported = 0;
+  for (size_t i = 0; i < f32_path.size(); ++i) {
+    const double a = f32_path[i], b = reduced_path[i];
+    const double scale = std::max({std::fabs(a), std::fabs(b), 1.0});
+    if (!(std::fabs(a - b) <= tolerance * scale) && reported++ < 5) {
+      std::ostringstream os;
+      os << what << " element " << i << ": f32 path " << a << " (rounded) vs 16-bit path " << b << " (tolerance "
+         << tolerance << " x " << scale << ")";
+      out.push_back(os.str());
+    }
+  }
+  if (reported > 5) out.push_back(what + ": " + std::to_string(reported) + " mismatches in all");
+}
+
+std::vector<float> nans(int64_t n) { return std::vector<float>(static_cast<size_t>(n), std::nanf("")); }
+
+}  // namespace
+
+bool example_takes_storage(const std::string& type, const LayerExample& ex, DType storage) {
+  return make_harness(type, ex.config, ex.bottom_shapes, ex.phase).layer->takes_storage(storage);
+}
+
+float storage_check_tolerance(DType storage) {
+  switch (storage) {
+    case DType::kBF16: return 1.6e-2f;  // 2 x 2^-7
+    case DType::kF16: return 2e-3f;     // 2 x 2^-10
+    default: return 0.0f;
+  }
+}
+
+std::vector<std::string> check_storage(const std::string& type, const LayerExample& ex, DType storage,
+                                       uint64_t seed) {
+  if (storage != DType::kBF16 && storage != DType::kF16) {
+    fail<Error>("check_storage: ", dtype_name(storage), " is not a 16-bit storage dtype (bf16, f16)");
+  }
+  const float tolerance = storage_check_tolerance(storage);
+  Problems out;
+  LayerHarness ref = make_harness(type, ex, seed);  // f32 blobs
+  LayerHarness h = make_harness(type, ex, seed);    // the same inputs, stored in `storage`
+  if (!h.layer->takes_storage(storage)) return {type + " does not take blobs stored in " + dtype_name(storage)};
+  for (Blob* b : ref.bottom) copy_into(b->data, rounded(to_vector(b->data), storage));
+  store_blobs_as(h, storage);
+  ref.setup();
+  h.setup();
+  std::vector<LayerParam>& rp = ref.layer->params();
+  std::vector<LayerParam>& hp = h.layer->params();
+  if (rp.size() != hp.size()) return {type + ": the two layers made different parameters"};
+  for (size_t p = 0; p < rp.size(); ++p) hp[p].blob->data.copy_from(rp[p].blob->data);
+
+  ref.forward();
+  h.forward();
+  for (size_t k = 0; k < ref.top.size(); ++k) {
+    if (h.top[k]->data.dtype() != storage) {
+      out.push_back("top " + std::to_string(k) + " became " + dtype_name(h.top[k]->data.dtype()) +
+                    " (a layer keeps its tops' dtype: resize, not a new Tensor)");
+      return out;
+    }
+    if (ref.top[k]->shape() != h.top[k]->shape()) {
+      out.push_back("top " + std::to_string(k) + ": f32 path " + shape_str(ref.top[k]->shape()) + ", 16-bit path " +
+                    shape_str(h.top[k]->shape()));
+      return out;
+    }
+    compare(out, "top " + std::to_string(k), rounded(to_vector(ref.top[k]->data), storage), widened(h.top[k]->data),
+            tolerance);
+  }
+  for (size_t p = 0; p < rp.size(); ++p) {
+    compare(out, "param '" + rp[p].name + "' after forward", to_vector(rp[p].blob->data), widened(hp[p].blob->data),
+            tolerance);
+  }
+
+  // Backward: the same top gradients (rounded), bottom gradients NaN (to be
+  // overwritten), parameter gradients random (to be accumulated, in f32).
+  Rng rng(seed + 1);
+  std::vector<std::vector<float>> w = top_weights(ref, rng);
+  for (size_t k = 0; k < ref.top.size(); ++k) {
+    w[k] = rounded(w[k], storage);
+    ref.top[k]->diff.resize(ref.top[k]->shape());
+    copy_into(ref.top[k]->diff, w[k]);
+    h.top[k]->diff.resize(h.top[k]->shape());
+    store_rounded(h.top[k]->diff, w[k]);
+  }
+  const std::vector<bool> pd = gradient_targets(ref, ex);
+  for (size_t i = 0; i < ref.bottom.size(); ++i) {
+    if (!pd[i]) continue;
+    ref.bottom[i]->diff.fill(std::nanf(""));
+    store_rounded(h.bottom[i]->diff, nans(h.bottom[i]->numel()));
+  }
+  for (size_t p = 0; p < rp.size(); ++p) {
+    fill_gaussian(rp[p].blob->diff, rng);
+    hp[p].blob->diff.copy_from(rp[p].blob->diff);
+  }
+  const Layer::BackwardReads reads = h.layer->backward_reads();
+  for (Blob* b : h.bottom) {
+    if (!reads.bottoms) store_rounded(b->data, nans(b->numel()));
+  }
+  for (Blob* t : h.top) {
+    if (!reads.tops) store_rounded(t->data, nans(t->numel()));
+  }
+  ref.backward(pd);
+  h.backward(pd);
+  for (size_t i = 0; i < ref.bottom.size(); ++i) {
+    if (!pd[i]) continue;
+    compare(out, "bottom " + std::to_string(i) + " gradient", rounded(to_vector(ref.bottom[i]->diff), storage),
+            widened(h.bottom[i]->diff), tolerance);
+  }
+  for (size_t p = 0; p < rp.size(); ++p) {
+    compare(out, "param '" + rp[p].name + "' gradient", to_vector(rp[p].blob->diff), widened(hp[p].blob->diff),
+            tolerance);
+  }
+  return out;
+}
+
+}  // namespace strata

@@ -1,0 +1,172 @@
+// Layers that take blobs stored in bf16 or f16 (Layer::takes_storage): every
+// example of each, in each 16-bit dtype it takes, against its f32 path on
+// the CPU (check_storage, framework/layer_check.h), and against the CPU on a
+// GPU. The list of such layers may grow, never shrink unnoticed: the types
+// below are expected among them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "framework/dtype.h"
+#include "framework/layer_check.h"
+#include "framework/layer_harness.h"
+#include "framework/layer_registry.h"
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+struct StorageCase {
+  std::string type;
+  LayerExample example;
+  DType storage;
+};
+
+std::vector<StorageCase> storage_cases() {
+  std::vector<StorageCase> cases;
+  const LayerRegistry& reg = LayerRegistry::instance();
+  for (const std::string& type : reg.types()) {
+    for (const LayerExample& ex : reg.find(type).schema().examples) {
+      for (DType storage : {DType::kBF16, DType::kF16}) {
+        if (example_takes_storage(type, ex, storage)) cases.push_back({type, ex, storage});
+      }
+    }
+  }
+  return cases;
+}
+
+// The layers whose every example takes both 16-bit dtypes on the CPU and the GPU.
+const char* const kNative16BitLayers[] = {"Flatten", "GELU", "ReLU", "Reshape", "Sigmoid", "TanH"};
+
+TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
+  std::set<std::string> checked;
+  for (const StorageCase& c : storage_cases()) {
+    SCOPED_TRACE(describe_example(c.type, c.example) + " stored in " + dtype_name(c.storage));
+    for (const std::string& p : check_storage(c.type, c.example, c.storage)) ADD_FAILURE() << p;
+    checked.insert(c.type);
+  }
+  for (const char* type : kNative16BitLayers) {
+    EXPECT_TRUE(checked.count(type)) << type << " no longer takes 16-bit blobs (Layer::takes_storage)";
+  }
+}
+
+TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesTheCpuOnAGpu) {
+  const std::string why = cuda_check_unavailable("ReLU");
+  if (!why.empty()) GTEST_SKIP() << why << ": the 16-bit CUDA paths are compiled, not run";
+  for (const StorageCase& c : storage_cases()) {
+    if (!cuda_check_unavailable(c.type).empty()) continue;
+    SCOPED_TRACE(describe_example(c.type, c.example) + " stored in " + dtype_name(c.storage));
+    for (const std::string& p :
+         check_cpu_vs_cuda(c.type, c.example, storage_check_tolerance(c.storage), kLayerCheckSeed, c.storage)) {
+      ADD_FAILURE() << p;
+    }
+  }
+}
+
+// Dropout's generic examples are its identity cases; at TRAIN its 16-bit
+// path keeps and scales the elements its mask keeps, dropping the rest, in
+// forward and backward alike.
+TEST(LayerStorage, DropoutAtTrainScalesWhatItKeepsIn16Bits) {
+  for (DType storage : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    LayerHarness h = make_harness("Dropout", "dropout_param { dropout_ratio: 0.5 }", {{4, 64}}, Phase::kTrain, 3);
+    Rng rng(5);
+    fill_gaussian(h.bottom[0]->data, rng);
+    store_blobs_as(h, storage);
+    h.setup();
+    h.forward();
+    const std::vector<float> x = widened(h.bottom[0]->data), y = widened(h.top[0]->data);
+    std::vector<float> dy(y.size());
+    for (size_t i = 0; i < dy.size(); ++i) dy[i] = 0.25f * static_cast<float>(i % 7) + 0.5f;
+    store_rounded(h.top[0]->diff, dy);
+    const std::vector<float> dy_stored = widened(h.top[0]->diff);
+    h.backward();
+    const std::vector<float> dx = widened(h.bottom[0]->diff);
+    int kept = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (y[i] == 0.0f) {
+        EXPECT_EQ(dx[i], 0.0f) << i;
+        continue;
+      }
+      ++kept;
+      EXPECT_EQ(y[i], x[i] * 2.0f) << i;  // doubling is exact in 16 bits too
+      EXPECT_EQ(dx[i], dy_stored[i] * 2.0f) << i;
+    }
+    EXPECT_GT(kept, 64);  // about half of 256
+    EXPECT_LT(kept, 192);
+  }
+}
+
+// ------------------------------------------------- the check can fail ----
+
+// y = 2x in f32; its 16-bit path forgets the factor.
+class Wrong16BitLayer : public Layer {
+ public:
+  using Layer::Layer;
+  static LayerSchema schema() {
+    LayerSchema s;
+    s.summary = "test only: y = 2x, but x in 16 bits";
+    s.examples = {layer_example("", {{2, 3}})};
+    return s;
+  }
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
+  BackwardReads backward_reads() const override { return {false, false}; }
+  void reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->reshape_like(*bottom[0]); }
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
+    if (bottom[0]->data.dtype() != DType::kF32) {
+      std::memcpy(top[0]->data.raw_data(), bottom[0]->data.raw_data(), bottom[0]->data.nbytes());
+      return;
+    }
+    for (int64_t i = 0; i < bottom[0]->numel(); ++i) {
+      top[0]->data.data<float>()[i] = 2 * bottom[0]->data.data<float>()[i];
+    }
+  }
+  void backward_cpu(const BlobVec& top, const std::vector<bool>&, const BlobVec& bottom) override {
+    if (top[0]->diff.dtype() != DType::kF32) {
+      std::memcpy(bottom[0]->diff.raw_data(), top[0]->diff.raw_data(), top[0]->diff.nbytes());
+      return;
+    }
+    for (int64_t i = 0; i < bottom[0]->numel(); ++i) {
+      bottom[0]->diff.data<float>()[i] = 2 * top[0]->diff.data<float>()[i];
+    }
+  }
+};
+
+// Claims bf16 but makes its top f32.
+class RetypingLayer : public Wrong16BitLayer {
+ public:
+  using Wrong16BitLayer::Wrong16BitLayer;
+  void reshape(const BlobVec& bottom, const BlobVec& top) override {
+    top[0]->data = Tensor(bottom[0]->shape());
+    top[0]->diff = Tensor(bottom[0]->shape());
+  }
+};
+
+TEST(LayerStorage, TheCheckCatchesAWrong16BitPathAndARetypedTop) {
+  {
+    ScopedLayerRegistration reg(layer_registration<Wrong16BitLayer>("TestOnlyWrong16Bit"));
+    const LayerExample ex = Wrong16BitLayer::schema().examples[0];
+    EXPECT_TRUE(example_takes_storage("TestOnlyWrong16Bit", ex, DType::kBF16));
+    const auto problems = check_storage("TestOnlyWrong16Bit", ex, DType::kBF16);
+    ASSERT_FALSE(problems.empty());
+    EXPECT_CONTAINS(problems[0], "top 0 element 0: f32 path");
+    bool named_gradient = false;
+    for (const std::string& p : problems) named_gradient |= p.find("bottom 0 gradient") != std::string::npos;
+    EXPECT_TRUE(named_gradient);
+  }
+  {
+    ScopedLayerRegistration reg(layer_registration<RetypingLayer>("TestOnlyRetyping"));
+    const auto problems = check_storage("TestOnlyRetyping", RetypingLayer::schema().examples[0], DType::kF16);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_CONTAINS(problems[0], "top 0 became f32");
+  }
+  // A correct layer passes it.
+  EXPECT_TRUE(check_storage("ReLU", LayerRegistry::instance().find("ReLU").schema().examples[0], DType::kBF16).empty());
+}
+
+}  // namespace
+}  // namespace strata
