@@ -72,20 +72,28 @@ void move_slices(Direction dir, const BlobVec& parts, const std::vector<bool>& e
                  Tensor Blob::*field, int64_t outer, int64_t inner, int64_t axis) {
   const int a = static_cast<int>(axis);
   const int64_t top_row = whole.data.dim(a) * inner;
-  float* w = (whole.*field).data<float>();
+  Tensor& all = whole.*field;
+  const size_t elem = dtype_size(all.dtype());  // any dtype: bytes are moved, not values
+  char* w = static_cast<char*>(all.raw_data());
   int64_t offset = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const int64_t row = parts[i]->data.dim(a) * inner;
     if (enabled[i] && row > 0 && outer > 0) {
-      float* p = (parts[i]->*field).data<float>();
+      Tensor& part = parts[i]->*field;
+      if (part.dtype() != all.dtype()) {
+        fail<ShapeError>("Concat: bottom ", i, " is ", dtype_name(part.dtype()), " but the top is ",
+                         dtype_name(all.dtype()), "; one call's blobs must be of one dtype");
+      }
+      char* p = static_cast<char*>(part.raw_data());
+      const size_t row_bytes = elem * static_cast<size_t>(row);
       parallel_for(outer, 64, [&](int64_t b, int64_t e) {
         for (int64_t o = b; o < e; ++o) {
-          float* wp = w + o * top_row + offset;
-          float* pp = p + o * row;
+          char* wp = w + elem * static_cast<size_t>(o * top_row + offset);
+          char* pp = p + row_bytes * static_cast<size_t>(o);
           if (dir == Direction::kGather) {
-            std::memcpy(wp, pp, sizeof(float) * row);
+            std::memcpy(wp, pp, row_bytes);
           } else {
-            std::memcpy(pp, wp, sizeof(float) * row);
+            std::memcpy(pp, wp, row_bytes);
           }
         }
       });

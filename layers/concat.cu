@@ -1,5 +1,6 @@
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
+#include "framework/error.h"
 #include "layers/concat.h"
 
 namespace strata {
@@ -14,19 +15,27 @@ void move_slices_cuda(Direction dir, const BlobVec& parts, const std::vector<boo
                       Tensor Blob::*field, int64_t outer, int64_t inner, int64_t axis) {
   const int a = static_cast<int>(axis);
   const int64_t top_row = whole.data.dim(a) * inner;
-  float* w = (whole.*field).device_data<float>();
+  Tensor& all = whole.*field;
+  const size_t elem = dtype_size(all.dtype());  // any dtype: bytes are moved, not values
+  char* w = static_cast<char*>(all.raw_data());
   int64_t offset = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const int64_t row = parts[i]->data.dim(a) * inner;
     if (enabled[i] && row > 0 && outer > 0) {
-      float* p = (parts[i]->*field).device_data<float>();
-      const size_t wide = sizeof(float) * static_cast<size_t>(top_row);
-      const size_t narrow = sizeof(float) * static_cast<size_t>(row);
+      Tensor& part = parts[i]->*field;
+      if (part.dtype() != all.dtype()) {
+        fail<ShapeError>("Concat: bottom ", i, " is ", dtype_name(part.dtype()), " but the top is ",
+                         dtype_name(all.dtype()), "; one call's blobs must be of one dtype");
+      }
+      char* p = static_cast<char*>(part.raw_data());
+      const size_t wide = elem * static_cast<size_t>(top_row);
+      const size_t narrow = elem * static_cast<size_t>(row);
+      char* wp = w + elem * static_cast<size_t>(offset);
       if (dir == Direction::kGather) {
-        STRATA_CUDA_CHECK(cudaMemcpy2DAsync(w + offset, wide, p, narrow, narrow, static_cast<size_t>(outer),
+        STRATA_CUDA_CHECK(cudaMemcpy2DAsync(wp, wide, p, narrow, narrow, static_cast<size_t>(outer),
                                             cudaMemcpyDeviceToDevice, cuda::compute_stream()));
       } else {
-        STRATA_CUDA_CHECK(cudaMemcpy2DAsync(p, narrow, w + offset, wide, narrow, static_cast<size_t>(outer),
+        STRATA_CUDA_CHECK(cudaMemcpy2DAsync(p, narrow, wp, wide, narrow, static_cast<size_t>(outer),
                                             cudaMemcpyDeviceToDevice, cuda::compute_stream()));
       }
     }

@@ -14,6 +14,8 @@ class ConcatLayer : public Layer {
   static LayerSchema schema();
   // Backward copies the gradient's slices only.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // Any float dtype: the slices are moved as bytes.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
   int max_bottoms() const override { return -1; }
 

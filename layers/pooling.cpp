@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "framework/error.h"
 #include "framework/cpu/cpu_isa.h"
@@ -9,6 +11,7 @@
 #include "framework/layer_registry.h"
 #include "framework/scratch.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -295,129 +298,168 @@ Tensor PoolingLayer::take_mask() {
   return carver.take({num_, channels_, out_h_, out_w_}, DType::kI32);
 }
 
-void PoolingLayer::forward_max(const float* x, float* y, int32_t* mask, int64_t planes) const {
-  const int64_t in_plane = height_ * width_;
-  const int64_t out_plane = out_h_ * out_w_;
+void PoolingLayer::max_plane(const float* xp, float* yp, int32_t* mp) const {
   const bool fast2x2 = kernel_h_ == 2 && kernel_w_ == 2 && stride_h_ == 2 && stride_w_ == 2 && pad_h_ == 0 &&
                        pad_w_ == 0 && 2 * out_h_ <= height_ && 2 * out_w_ <= width_;
+  if (fast2x2) {
+    // The common 2x2/2 window lying wholly inside the image.
 #ifdef STRATA_POOL_VECTOR
-  const CpuIsa isa = cpu_isa();
+    const CpuIsa isa = cpu_isa();
 #endif
-  parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      const float* xp = x + p * in_plane;
-      float* yp = y + p * out_plane;
-      int32_t* mp = mask + p * out_plane;
-      if (fast2x2) {
-        // The common 2x2/2 window lying wholly inside the image.
-        for (int64_t ph = 0; ph < out_h_; ++ph) {
-          const int64_t base = 2 * ph * width_;
+    for (int64_t ph = 0; ph < out_h_; ++ph) {
+      const int64_t base = 2 * ph * width_;
 #ifdef STRATA_POOL_VECTOR
-          if (isa == CpuIsa::kAvx512) {
-            max2x2_row_avx512(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_,
-                              mp + ph * out_w_);
-            continue;
-          }
-          if (isa == CpuIsa::kAvx2) {
-            max2x2_row_avx2(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_,
-                            mp + ph * out_w_);
-            continue;
-          }
-#endif
-          max2x2_row_scalar(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_,
-                            mp + ph * out_w_);
-        }
+      if (isa == CpuIsa::kAvx512) {
+        max2x2_row_avx512(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_, mp + ph * out_w_);
         continue;
       }
-      for (int64_t ph = 0; ph < out_h_; ++ph) {
-        const PoolSpan sh = pool_span(ph, kernel_h_, stride_h_, pad_h_, height_);
-        for (int64_t pw = 0; pw < out_w_; ++pw) {
-          const PoolSpan sw = pool_span(pw, kernel_w_, stride_w_, pad_w_, width_);
-          int64_t idx = sh.begin * width_ + sw.begin;
-          float m = xp[idx];
-          for (int64_t h = sh.begin; h < sh.end; ++h) {
-            for (int64_t w = sw.begin; w < sw.end; ++w) {
-              const float v = xp[h * width_ + w];
-              // NaN propagates (as in PyTorch); otherwise the first maximum wins.
-              if (v > m || (v != v && m == m)) {
-                m = v;
-                idx = h * width_ + w;
-              }
-            }
+      if (isa == CpuIsa::kAvx2) {
+        max2x2_row_avx2(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_, mp + ph * out_w_);
+        continue;
+      }
+#endif
+      max2x2_row_scalar(xp + base, xp + base + width_, base, width_, out_w_, yp + ph * out_w_, mp + ph * out_w_);
+    }
+    return;
+  }
+  for (int64_t ph = 0; ph < out_h_; ++ph) {
+    const PoolSpan sh = pool_span(ph, kernel_h_, stride_h_, pad_h_, height_);
+    for (int64_t pw = 0; pw < out_w_; ++pw) {
+      const PoolSpan sw = pool_span(pw, kernel_w_, stride_w_, pad_w_, width_);
+      int64_t idx = sh.begin * width_ + sw.begin;
+      float m = xp[idx];
+      for (int64_t h = sh.begin; h < sh.end; ++h) {
+        for (int64_t w = sw.begin; w < sw.end; ++w) {
+          const float v = xp[h * width_ + w];
+          // NaN propagates (as in PyTorch); otherwise the first maximum wins.
+          if (v > m || (v != v && m == m)) {
+            m = v;
+            idx = h * width_ + w;
           }
-          yp[ph * out_w_ + pw] = m;
-          mp[ph * out_w_ + pw] = static_cast<int32_t>(idx);
         }
       }
+      yp[ph * out_w_ + pw] = m;
+      mp[ph * out_w_ + pw] = static_cast<int32_t>(idx);
     }
-  });
+  }
 }
 
-void PoolingLayer::forward_ave(const float* x, float* y, int64_t planes) const {
+void PoolingLayer::ave_plane(const float* xp, float* yp) const {
+  for (int64_t ph = 0; ph < out_h_; ++ph) {
+    const PoolSpan sh = pool_span(ph, kernel_h_, stride_h_, pad_h_, height_);
+    for (int64_t pw = 0; pw < out_w_; ++pw) {
+      const PoolSpan sw = pool_span(pw, kernel_w_, stride_w_, pad_w_, width_);
+      float s = 0.0f;
+      for (int64_t h = sh.begin; h < sh.end; ++h) {
+        for (int64_t w = sw.begin; w < sw.end; ++w) s += xp[h * width_ + w];
+      }
+      yp[ph * out_w_ + pw] = s / static_cast<float>(sh.extent * sw.extent);
+    }
+  }
+}
+
+void PoolingLayer::backward_plane(const float* dyp, const int32_t* mp, float* dxp) const {
   const int64_t in_plane = height_ * width_;
   const int64_t out_plane = out_h_ * out_w_;
-  parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      const float* xp = x + p * in_plane;
-      float* yp = y + p * out_plane;
-      for (int64_t ph = 0; ph < out_h_; ++ph) {
-        const PoolSpan sh = pool_span(ph, kernel_h_, stride_h_, pad_h_, height_);
-        for (int64_t pw = 0; pw < out_w_; ++pw) {
-          const PoolSpan sw = pool_span(pw, kernel_w_, stride_w_, pad_w_, width_);
-          float s = 0.0f;
-          for (int64_t h = sh.begin; h < sh.end; ++h) {
-            for (int64_t w = sw.begin; w < sw.end; ++w) s += xp[h * width_ + w];
-          }
-          yp[ph * out_w_ + pw] = s / static_cast<float>(sh.extent * sw.extent);
-        }
+  for (int64_t i = 0; i < in_plane; ++i) dxp[i] = 0.0f;
+  if (mp) {
+    for (int64_t o = 0; o < out_plane; ++o) dxp[mp[o]] += dyp[o];
+    return;
+  }
+  for (int64_t ph = 0; ph < out_h_; ++ph) {
+    const PoolSpan sh = pool_span(ph, kernel_h_, stride_h_, pad_h_, height_);
+    for (int64_t pw = 0; pw < out_w_; ++pw) {
+      const PoolSpan sw = pool_span(pw, kernel_w_, stride_w_, pad_w_, width_);
+      const float g = dyp[ph * out_w_ + pw] / static_cast<float>(sh.extent * sw.extent);
+      for (int64_t h = sh.begin; h < sh.end; ++h) {
+        for (int64_t w = sw.begin; w < sw.end; ++w) dxp[h * width_ + w] += g;
       }
     }
-  });
+  }
 }
 
 void PoolingLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const int64_t planes = num_ * channels_;
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
-  if (method_ == Method::kMax) {
-    Tensor mask = take_mask();
-    forward_max(x, y, mask.data<int32_t>(), planes);
-  } else {
-    forward_ave(x, y, planes);
-  }
+  const Tensor& x = bottom[0]->data;
+  Tensor& y = top[0]->data;
+  if (x.dtype() != y.dtype()) check_same_storage("Pooling forward", {&x, &y});  // names both dtypes
+  const int64_t in_plane = height_ * width_;
+  const int64_t out_plane = out_h_ * out_w_;
+  Tensor mask = method_ == Method::kMax ? take_mask() : Tensor();
+  int32_t* m = method_ == Method::kMax ? mask.data<int32_t>() : nullptr;
+  with_float_element(x.dtype(), "Pooling forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* xs = x.data<T>();
+    T* ys = y.data<T>();
+    parallel_for(num_ * channels_, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
+      // 16 bits: each plane widened to f32 here, pooled, rounded once.
+      std::vector<float> wide_x, wide_y;
+      if (!std::is_same_v<E, F32Element>) {
+        wide_x.resize(static_cast<size_t>(in_plane));
+        wide_y.resize(static_cast<size_t>(out_plane));
+      }
+      for (int64_t p = begin; p < end; ++p) {
+        const float* xp;
+        float* yp;
+        if constexpr (std::is_same_v<E, F32Element>) {
+          xp = xs + p * in_plane;
+          yp = ys + p * out_plane;
+        } else {
+          for (int64_t i = 0; i < in_plane; ++i) wide_x[static_cast<size_t>(i)] = E::load(xs[p * in_plane + i]);
+          xp = wide_x.data();
+          yp = wide_y.data();
+        }
+        if (m) {
+          max_plane(xp, yp, m + p * out_plane);
+        } else {
+          ave_plane(xp, yp);
+        }
+        if constexpr (!std::is_same_v<E, F32Element>) {
+          for (int64_t o = 0; o < out_plane; ++o) ys[p * out_plane + o] = E::store(yp[o]);
+        }
+      }
+    });
+  });
 }
 
 void PoolingLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                 const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  const int64_t planes = num_ * channels_;
+  const Tensor& dy = top[0]->diff;
+  Tensor& dx = bottom[0]->diff;
+  if (dx.dtype() != dy.dtype()) check_same_storage("Pooling backward", {&dy, &dx});
   const int64_t in_plane = height_ * width_;
   const int64_t out_plane = out_h_ * out_w_;
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = bottom[0]->diff.data<float>();
   const Tensor kept_mask = method_ == Method::kMax ? take_mask() : Tensor();  // as forward left it
   const int32_t* mask = method_ == Method::kMax ? kept_mask.data<int32_t>() : nullptr;
-  parallel_for(planes, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
-    for (int64_t p = begin; p < end; ++p) {
-      float* dxp = dx + p * in_plane;
-      const float* dyp = dy + p * out_plane;
-      for (int64_t i = 0; i < in_plane; ++i) dxp[i] = 0.0f;
-      if (mask) {
-        const int32_t* mp = mask + p * out_plane;
-        for (int64_t o = 0; o < out_plane; ++o) dxp[mp[o]] += dyp[o];
-        continue;
+  with_float_element(dy.dtype(), "Pooling backward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* dys = dy.data<T>();
+    T* dxs = dx.data<T>();
+    parallel_for(num_ * channels_, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
+      std::vector<float> wide_dy, wide_dx;  // 16 bits: a plane summed in f32, rounded once
+      if (!std::is_same_v<E, F32Element>) {
+        wide_dy.resize(static_cast<size_t>(out_plane));
+        wide_dx.resize(static_cast<size_t>(in_plane));
       }
-      for (int64_t ph = 0; ph < out_h_; ++ph) {
-        const PoolSpan sh = pool_span(ph, kernel_h_, stride_h_, pad_h_, height_);
-        for (int64_t pw = 0; pw < out_w_; ++pw) {
-          const PoolSpan sw = pool_span(pw, kernel_w_, stride_w_, pad_w_, width_);
-          const float g = dyp[ph * out_w_ + pw] / static_cast<float>(sh.extent * sw.extent);
-          for (int64_t h = sh.begin; h < sh.end; ++h) {
-            for (int64_t w = sw.begin; w < sw.end; ++w) dxp[h * width_ + w] += g;
-          }
+      for (int64_t p = begin; p < end; ++p) {
+        const float* dyp;
+        float* dxp;
+        if constexpr (std::is_same_v<E, F32Element>) {
+          dyp = dys + p * out_plane;
+          dxp = dxs + p * in_plane;
+        } else {
+          for (int64_t o = 0; o < out_plane; ++o) wide_dy[static_cast<size_t>(o)] = E::load(dys[p * out_plane + o]);
+          dyp = wide_dy.data();
+          dxp = wide_dx.data();
+        }
+        backward_plane(dyp, mask ? mask + p * out_plane : nullptr, dxp);
+        if constexpr (!std::is_same_v<E, F32Element>) {
+          for (int64_t i = 0; i < in_plane; ++i) dxs[p * in_plane + i] = E::store(dxp[i]);
         }
       }
-    }
+    });
   });
 }
 

@@ -2,9 +2,12 @@
 // rounding (the last window overhanging the padded image) nor its AVE
 // divisor clipped to the padded image, so these follow pooling.cpp exactly.
 // Backward gathers (one thread per input pixel, over the windows covering
-// it, in the CPU's order): no atomics, deterministic.
+// it, in the CPU's order): no atomics, deterministic. T is the blobs'
+// element type (float, __nv_bfloat16, __half); every sum and comparison is
+// in f32, each output rounded once, as pooling.cpp's 16-bit path.
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
+#include "layers/neuron_layer.cuh"  // neuron_load/neuron_store, with_device_element
 #include "layers/pooling.h"
 
 namespace strata {
@@ -16,19 +19,20 @@ struct PoolGeom {
   int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
 };
 
-__global__ void max_pool_forward(int64_t total, PoolGeom g, const float* x, float* y, int32_t* mask) {
+template <class T>
+__global__ void max_pool_forward(int64_t total, PoolGeom g, const T* x, T* y, int32_t* mask) {
   STRATA_CUDA_LOOP(k, total) {
     const int64_t pw = k % g.out_w;
     const int64_t ph = (k / g.out_w) % g.out_h;
     const int64_t plane = k / (g.out_w * g.out_h);
-    const float* xp = x + plane * g.height * g.width;
+    const T* xp = x + plane * g.height * g.width;
     const PoolSpan sh = pool_span(ph, g.kernel_h, g.stride_h, g.pad_h, g.height);
     const PoolSpan sw = pool_span(pw, g.kernel_w, g.stride_w, g.pad_w, g.width);
     int64_t idx = sh.begin * g.width + sw.begin;
-    float m = xp[idx];
+    float m = neuron_load(xp[idx]);
     for (int64_t h = sh.begin; h < sh.end; ++h) {
       for (int64_t w = sw.begin; w < sw.end; ++w) {
-        const float v = xp[h * g.width + w];
+        const float v = neuron_load(xp[h * g.width + w]);
         // NaN propagates; otherwise the first maximum wins.
         if (v > m || (v != v && m == m)) {
           m = v;
@@ -36,24 +40,25 @@ __global__ void max_pool_forward(int64_t total, PoolGeom g, const float* x, floa
         }
       }
     }
-    y[k] = m;
+    y[k] = neuron_store<T>(m);
     mask[k] = static_cast<int32_t>(idx);
   }
 }
 
-__global__ void ave_pool_forward(int64_t total, PoolGeom g, const float* x, float* y) {
+template <class T>
+__global__ void ave_pool_forward(int64_t total, PoolGeom g, const T* x, T* y) {
   STRATA_CUDA_LOOP(k, total) {
     const int64_t pw = k % g.out_w;
     const int64_t ph = (k / g.out_w) % g.out_h;
     const int64_t plane = k / (g.out_w * g.out_h);
-    const float* xp = x + plane * g.height * g.width;
+    const T* xp = x + plane * g.height * g.width;
     const PoolSpan sh = pool_span(ph, g.kernel_h, g.stride_h, g.pad_h, g.height);
     const PoolSpan sw = pool_span(pw, g.kernel_w, g.stride_w, g.pad_w, g.width);
     float s = 0.0f;
     for (int64_t h = sh.begin; h < sh.end; ++h) {
-      for (int64_t w = sw.begin; w < sw.end; ++w) s += xp[h * g.width + w];
+      for (int64_t w = sw.begin; w < sw.end; ++w) s += neuron_load(xp[h * g.width + w]);
     }
-    y[k] = s / static_cast<float>(sh.extent * sw.extent);
+    y[k] = neuron_store<T>(s / static_cast<float>(sh.extent * sw.extent));
   }
 }
 
@@ -67,13 +72,13 @@ __device__ inline void covering(int64_t i, int64_t kernel, int64_t stride, int64
   *last = b < out - 1 ? b : out - 1;
 }
 
-__global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const float* dy, const int32_t* mask,
-                              float* dx) {
+template <class T>
+__global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const T* dy, const int32_t* mask, T* dx) {
   STRATA_CUDA_LOOP(k, total) {
     const int64_t w = k % g.width;
     const int64_t h = (k / g.width) % g.height;
     const int64_t plane = k / (g.width * g.height);
-    const float* dyp = dy + plane * g.out_h * g.out_w;
+    const T* dyp = dy + plane * g.out_h * g.out_w;
     int64_t ph0, ph1, pw0, pw1;
     covering(h, g.kernel_h, g.stride_h, g.pad_h, g.out_h, &ph0, &ph1);
     covering(w, g.kernel_w, g.stride_w, g.pad_w, g.out_w, &pw0, &pw1);
@@ -83,7 +88,7 @@ __global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const flo
       const int32_t me = static_cast<int32_t>(h * g.width + w);
       for (int64_t ph = ph0; ph <= ph1; ++ph) {
         for (int64_t pw = pw0; pw <= pw1; ++pw) {
-          if (mp[ph * g.out_w + pw] == me) grad += dyp[ph * g.out_w + pw];
+          if (mp[ph * g.out_w + pw] == me) grad += neuron_load(dyp[ph * g.out_w + pw]);
         }
       }
     } else {
@@ -91,11 +96,11 @@ __global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const flo
         const int64_t extent_h = pool_span(ph, g.kernel_h, g.stride_h, g.pad_h, g.height).extent;
         for (int64_t pw = pw0; pw <= pw1; ++pw) {
           const int64_t extent_w = pool_span(pw, g.kernel_w, g.stride_w, g.pad_w, g.width).extent;
-          grad += dyp[ph * g.out_w + pw] / static_cast<float>(extent_h * extent_w);
+          grad += neuron_load(dyp[ph * g.out_w + pw]) / static_cast<float>(extent_h * extent_w);
         }
       }
     }
-    dx[k] = grad;
+    dx[k] = neuron_store<T>(grad);
   }
 }
 
@@ -107,16 +112,22 @@ void PoolingLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t total = num_ * channels_ * out_h_ * out_w_;
   Tensor mask = method_ == Method::kMax ? take_mask() : Tensor();
   if (total == 0) return;
-  const float* x = bottom[0]->data.device_data<float>();
-  float* y = top[0]->data.device_data<float>();
-  if (method_ == Method::kMax) {
-    max_pool_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        total, g, x, y, mask.device_data<int32_t>());
-  } else {
-    ave_pool_forward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(total, g, x,
-                                                                                                     y);
-  }
-  STRATA_KERNEL_CHECK();
+  const Tensor& x = bottom[0]->data;
+  Tensor& y = top[0]->data;
+  if (x.dtype() != y.dtype()) check_same_storage("Pooling forward", {&x, &y});  // names both dtypes
+  with_device_element(x.dtype(), "Pooling forward", [&](auto e) {
+    using T = decltype(e);
+    const T* xs = static_cast<const T*>(x.raw_data());
+    T* ys = static_cast<T*>(y.raw_data());
+    if (method_ == Method::kMax) {
+      max_pool_forward<T><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+          total, g, xs, ys, mask.device_data<int32_t>());
+    } else {
+      ave_pool_forward<T><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(total, g,
+                                                                                                        xs, ys);
+    }
+    STRATA_KERNEL_CHECK();
+  });
 }
 
 void PoolingLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -128,10 +139,16 @@ void PoolingLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& pr
   if (total == 0) return;
   const bool max_pool = method_ == Method::kMax;
   const Tensor mask = max_pool ? take_mask() : Tensor();  // as forward left it
-  pool_backward<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      total, g, max_pool ? 1 : 0, top[0]->diff.device_data<float>(), max_pool ? mask.device_data<int32_t>() : nullptr,
-      bottom[0]->diff.device_data<float>());
-  STRATA_KERNEL_CHECK();
+  const Tensor& dy = top[0]->diff;
+  Tensor& dx = bottom[0]->diff;
+  if (dx.dtype() != dy.dtype()) check_same_storage("Pooling backward", {&dy, &dx});
+  with_device_element(dy.dtype(), "Pooling backward", [&](auto e) {
+    using T = decltype(e);
+    pool_backward<T><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+        total, g, max_pool ? 1 : 0, static_cast<const T*>(dy.raw_data()),
+        max_pool ? mask.device_data<int32_t>() : nullptr, static_cast<T*>(dx.raw_data()));
+    STRATA_KERNEL_CHECK();
+  });
 }
 
 }  // namespace strata

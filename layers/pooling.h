@@ -27,6 +27,9 @@ class PoolingLayer : public Layer {
   static LayerSchema schema();
   // What backward reads: MAX keeps its own argmax mask and AVE needs only the geometry.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are: each window summed
+  // or compared in f32 and each output rounded once.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
@@ -39,8 +42,11 @@ class PoolingLayer : public Layer {
 
   void check_bottom(const Shape& s) const;
   int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride) const;
-  void forward_max(const float* x, float* y, int32_t* mask, int64_t planes) const;
-  void forward_ave(const float* x, float* y, int64_t planes) const;
+  // One plane of one image, in f32 (the 16-bit paths widen each plane first).
+  void max_plane(const float* xp, float* yp, int32_t* mp) const;
+  void ave_plane(const float* xp, float* yp) const;
+  // dx of one plane; mp is MAX's mask of the plane, nullptr for AVE.
+  void backward_plane(const float* dyp, const int32_t* mp, float* dxp) const;
   // MAX's mask, the layer's kept() block: index h * W + w of each output's
   // input, [N, C, out_h, out_w] i32. Placed by the net's plan from forward to
   // backward, so it is not held for the whole run.

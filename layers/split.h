@@ -15,6 +15,13 @@ class SplitLayer : public Layer {
   static LayerSchema schema();
   // Backward sums the tops' gradients only.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are, for up to
+  // kMaxStoredTops tops: forward copies bytes, backward sums the gradients in
+  // f32 and rounds once.
+  static constexpr size_t kMaxStoredTops = 8;
+  bool takes_storage(DType dtype) const override {
+    return dtype == DType::kF32 || (is_float_dtype(dtype) && spec().tops.size() <= kMaxStoredTops);
+  }
 
   int max_tops() const override { return -1; }
 

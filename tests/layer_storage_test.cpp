@@ -40,7 +40,8 @@ std::vector<StorageCase> storage_cases() {
 }
 
 // The layers whose every example takes both 16-bit dtypes on the CPU and the GPU.
-const char* const kNative16BitLayers[] = {"Flatten", "GELU", "ReLU", "Reshape", "Sigmoid", "TanH"};
+const char* const kNative16BitLayers[] = {"Concat", "Dropout", "Eltwise", "Flatten", "GELU", "Pooling",
+                                          "ReLU",   "Reshape", "Sigmoid", "Split",   "TanH"};
 
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
   std::set<std::string> checked;
