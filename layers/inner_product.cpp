@@ -6,6 +6,8 @@
 #include "framework/layer_registry.h"
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
+#include "framework/scratch.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
 
@@ -102,12 +104,14 @@ void InnerProductLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
                 std::to_string(k) + "; the weight is fixed at setup, so keep the per-sample shape constant");
   }
   m_ = bottom[0]->data.count(0, axis);
+  storage_ = bottom[0]->data.dtype();
   Shape out(s.begin(), s.begin() + axis);
   out.push_back(num_output_);
   top[0]->resize(out);
 }
 
 void InnerProductLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
+  if (bottom[0]->data.dtype() != DType::kF32) return forward_stored_cpu(bottom[0]->data, top[0]->data);
   const float* x = bottom[0]->data.data<float>();
   const float* w = param(0).data.data<float>();
   float* y = top[0]->data.data<float>();
@@ -129,6 +133,9 @@ void InnerProductLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
 
 void InnerProductLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                      const BlobVec& bottom) {
+  if (top[0]->diff.dtype() != DType::kF32) {
+    return backward_stored_cpu(top[0]->diff, bottom[0]->data, propagate_down[0] ? &bottom[0]->diff : nullptr);
+  }
   const float* dy = top[0]->diff.data<float>();
   const float* x = bottom[0]->data.data<float>();
   const float* w = param(0).data.data<float>();
@@ -153,6 +160,117 @@ void InnerProductLayer::backward_cpu(const BlobVec& top, const std::vector<bool>
     // COLUMN: each rank's outputs depend on all inputs; sum their gradients.
     if (split_ == Split::kColumn) tp_.comm->allreduce(bottom[0]->diff, ReduceOp::kSum);
   }
+}
+
+namespace {
+
+// The f32 scratch of one block of rows, at most (unless one row needs more).
+constexpr int64_t kStoredBlockBytes = int64_t{8} << 20;
+
+// dst[i] = src[i] widened, for `n` elements stored as E.
+template <class E>
+void widen_rows(const typename E::T* src, int64_t n, float* dst) {
+  parallel_for(n, 32768, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = E::load(src[i]);
+  });
+}
+
+template <class E>
+void round_rows(const float* src, int64_t n, typename E::T* dst) {
+  parallel_for(n, 32768, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = E::store(src[i]);
+  });
+}
+
+}  // namespace
+
+int64_t InnerProductLayer::stored_block_rows() const {
+  // Per row: the input and the input gradient [K], the output or its gradient [N].
+  const int64_t per_row = static_cast<int64_t>(sizeof(float)) * (2 * k_ + num_output_);
+  const int64_t rows = kStoredBlockBytes / per_row;
+  return rows < 1 ? 1 : (rows < m_ ? rows : (m_ > 0 ? m_ : 1));
+}
+
+size_t InnerProductLayer::scratch_bytes() const {
+  if (storage_ == DType::kF32) return 0;
+  ScratchCarver counter;
+  if (device().is_cpu()) {
+    const int64_t rows = stored_block_rows();
+    counter.take({rows, k_});
+    counter.take({rows, num_output_});
+    counter.take({rows, k_});
+  } else {
+    counter.take(param(0).shape(), storage_);  // the weight in the blobs' dtype
+  }
+  return counter.bytes();
+}
+
+void InnerProductLayer::forward_stored_cpu(const Tensor& x, Tensor& y) {
+  if (y.dtype() != x.dtype()) check_same_storage("InnerProduct forward", {&x, &y});  // names both
+  const int64_t rows = stored_block_rows();
+  ScratchCarver carver(scratch(scratch_bytes()));
+  Tensor xb = carver.take({rows, k_});
+  Tensor yb = carver.take({rows, num_output_});
+  const float* w = param(0).data.data<float>();
+  const float* b = bias_ == Bias::kYes ? param(1).data.data<float>() : nullptr;
+  const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
+  const int64_t n = num_output_;
+  with_float_element(x.dtype(), "InnerProduct forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    for (int64_t r0 = 0; r0 < m_; r0 += rows) {
+      const int64_t r = r0 + rows <= m_ ? rows : m_ - r0;
+      widen_rows<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
+      float* yf = yb.data<float>();
+      gemm(Transpose::kNo, tw, r, n, k_, 1.0f, xb.data<float>(), w, 0.0f, yf);
+      if (b) {
+        parallel_for(r, 1 + 16384 / n, [&](int64_t begin, int64_t end) {
+          for (int64_t i = begin; i < end; ++i) {
+            for (int64_t j = 0; j < n; ++j) yf[i * n + j] += b[j];
+          }
+        });
+      }
+      round_rows<E>(yf, r * n, y.data<T>() + r0 * n);
+    }
+  });
+}
+
+void InnerProductLayer::backward_stored_cpu(const Tensor& dy, const Tensor& x, Tensor* dx) {
+  const int64_t rows = stored_block_rows();
+  ScratchCarver carver(scratch(scratch_bytes()));
+  Tensor xb = carver.take({rows, k_});
+  Tensor dyb = carver.take({rows, num_output_});
+  Tensor dxb = carver.take({rows, k_});
+  const float* w = param(0).data.data<float>();
+  float* dw = param(0).diff.data<float>();
+  float* db = bias_ == Bias::kYes ? param(1).diff.data<float>() : nullptr;
+  const int64_t n = num_output_;
+  with_float_element(dy.dtype(), "InnerProduct backward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    for (int64_t r0 = 0; r0 < m_; r0 += rows) {
+      const int64_t r = r0 + rows <= m_ ? rows : m_ - r0;
+      widen_rows<E>(dy.data<T>() + r0 * n, r * n, dyb.data<float>());
+      widen_rows<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
+      const float* g = dyb.data<float>();
+      // The parameter gradients accumulate block by block, in f32.
+      if (layout_ == WeightLayout::kOutputMajor) {
+        gemm(Transpose::kYes, Transpose::kNo, n, k_, r, 1.0f, g, xb.data<float>(), 1.0f, dw);
+      } else {
+        gemm(Transpose::kYes, Transpose::kNo, k_, n, r, 1.0f, xb.data<float>(), g, 1.0f, dw);
+      }
+      if (db) {
+        for (int64_t i = 0; i < r; ++i) {
+          for (int64_t j = 0; j < n; ++j) db[j] += g[i * n + j];
+        }
+      }
+      if (dx) {
+        const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kNo : Transpose::kYes;
+        gemm(Transpose::kNo, tw, r, k_, n, 1.0f, g, w, 0.0f, dxb.data<float>());
+        round_rows<E>(dxb.data<float>(), r * k_, dx->data<T>() + r0 * k_);
+      }
+    }
+  });
 }
 
 STRATA_REGISTER_LAYER("InnerProduct", InnerProductLayer);

@@ -5,14 +5,63 @@
 #include "framework/communicator.h"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
+#include "framework/cuda/stored_math.h"
+#include "framework/scratch.h"
 #include "framework/error.h"
 #include "layers/inner_product.h"
+#include "layers/neuron_layer.h"  // check_same_storage
 
 namespace strata {
+
+// The weight in the blobs' dtype, in this call's scratch (rounded on the device).
+Tensor InnerProductLayer::stored_weight() {
+  ScratchCarver carver(scratch(scratch_bytes()));
+  Tensor w = carver.take(param(0).shape(), storage_);
+  cast_into(w, param(0).data);
+  return w;
+}
+
+void InnerProductLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
+  if (y.dtype() != x.dtype()) check_same_storage("InnerProduct forward", {&x, &y});  // names both
+  const DType st = x.dtype();
+  const Tensor w = stored_weight();
+  const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
+  // The bias laid into the rows first, so the GEMM adds to it (beta 1) and rounds once.
+  float beta = 0.0f;
+  if (bias_ == Bias::kYes) {
+    cuda::fill_rows(m_, num_output_, param(1).data.device_data<float>(), y.raw_data(), st);
+    beta = 1.0f;
+  }
+  cuda::gemm_stored(Transpose::kNo, tw, m_, num_output_, k_, 1.0f, x.raw_data(), w.raw_data(), st, beta, y.raw_data(),
+                    st);
+}
+
+void InnerProductLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx) {
+  const DType st = dy.dtype();
+  // The weight gradient straight into its f32 parameter, accumulated.
+  float* dw = param(0).diff.device_data<float>();
+  if (layout_ == WeightLayout::kOutputMajor) {
+    cuda::gemm_stored(Transpose::kYes, Transpose::kNo, num_output_, k_, m_, 1.0f, dy.raw_data(), x.raw_data(), st,
+                      1.0f, dw, DType::kF32);
+  } else {
+    cuda::gemm_stored(Transpose::kYes, Transpose::kNo, k_, num_output_, m_, 1.0f, x.raw_data(), dy.raw_data(), st,
+                      1.0f, dw, DType::kF32);
+  }
+  if (bias_ == Bias::kYes) {
+    cuda::column_sums_stored(m_, num_output_, dy.raw_data(), st, 1.0f, param(1).diff.device_data<float>());
+  }
+  if (dx) {
+    const Tensor w = stored_weight();
+    const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kNo : Transpose::kYes;
+    cuda::gemm_stored(Transpose::kNo, tw, m_, k_, num_output_, 1.0f, dy.raw_data(), w.raw_data(), st, 0.0f,
+                      dx->raw_data(), st);
+  }
+}
 
 void InnerProductLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   // Every rank of a tensor-parallel group has the same batch, so all return here together.
   if (m_ == 0) return;
+  if (bottom[0]->data.dtype() != DType::kF32) return forward_stored_cuda(bottom[0]->data, top[0]->data);
   const float* x = bottom[0]->data.device_data<float>();
   const float* w = param(0).data.device_data<float>();
   float* y = top[0]->data.device_data<float>();
@@ -27,6 +76,9 @@ void InnerProductLayer::backward_cuda(const BlobVec& top, const std::vector<bool
                                       const BlobVec& bottom) {
   // A zero batch adds nothing to the parameter gradients and has no input gradient.
   if (m_ == 0) return;
+  if (top[0]->diff.dtype() != DType::kF32) {
+    return backward_stored_cuda(top[0]->diff, bottom[0]->data, propagate_down[0] ? &bottom[0]->diff : nullptr);
+  }
   const float* dy = top[0]->diff.device_data<float>();
   const float* x = bottom[0]->data.device_data<float>();
   const float* w = param(0).data.device_data<float>();

@@ -27,6 +27,17 @@ class InnerProductLayer : public Layer {
   static LayerSchema schema();
   // The weight gradient reads the input; nothing reads the output.
   BackwardReads backward_reads() const override { return {true, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are (not with split: the
+  // tensor-parallel sums are in f32). The CPU widens blocks of rows into f32
+  // scratch, multiplies in f32 and rounds each output once; a GPU multiplies
+  // the 16-bit blobs on tensor cores with f32 accumulation, against a 16-bit
+  // copy of the weight made per call in its scratch. Weight and bias and
+  // their gradients stay f32.
+  bool takes_storage(DType dtype) const override {
+    return dtype == DType::kF32 || (is_float_dtype(dtype) && split_ == Split::kNone);
+  }
+  // 16-bit blobs: the CPU's row blocks, or a GPU's weight copy.
+  size_t scratch_bytes() const override;
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
@@ -40,6 +51,16 @@ class InnerProductLayer : public Layer {
   enum class Split { kNone, kColumn, kRow };
 
   int canonical_axis(const Shape& s) const;
+  // The CPU's 16-bit paths (inner_product.cpp), a block of rows at a time.
+  int64_t stored_block_rows() const;
+  void forward_stored_cpu(const Tensor& x, Tensor& y);
+  void backward_stored_cpu(const Tensor& dy, const Tensor& x, Tensor* dx);
+#ifdef STRATA_WITH_CUDA
+  // The GPU's (inner_product.cu).
+  Tensor stored_weight();
+  void forward_stored_cuda(const Tensor& x, Tensor& y);
+  void backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx);
+#endif
 
   int64_t num_output_;  // this rank's outputs (num_output / T for COLUMN)
   int64_t full_output_;
@@ -52,6 +73,7 @@ class InnerProductLayer : public Layer {
   FillerSpec bias_filler_;
   int64_t k_ = 0;  // inputs per sample, fixed at setup
   int64_t m_ = 0;  // samples in the current batch
+  DType storage_ = DType::kF32;  // the blobs' dtype, as of reshape
 };
 
 }  // namespace strata

@@ -3,11 +3,9 @@
 // per thread of a grid-stride loop, on the compute stream. For .cu files only.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cstdint>
 
+#include "framework/cuda/elements.cuh"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
@@ -47,13 +45,8 @@ void neuron_backward_cuda(const Op& op, int64_t n, const float* saved, const flo
 // The Tensor forms (layers/neuron_layer.h): blobs stored in f32, bf16 or f16,
 // each element widened to f32, computed and rounded to the nearest even, as
 // the CPU's Tensor forms do.
-__device__ __forceinline__ float neuron_load(float v) { return v; }
-__device__ __forceinline__ float neuron_load(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float neuron_load(__half v) { return __half2float(v); }
-template <class T> __device__ __forceinline__ T neuron_store(float f);
-template <> __device__ __forceinline__ float neuron_store<float>(float f) { return f; }
-template <> __device__ __forceinline__ __nv_bfloat16 neuron_store<__nv_bfloat16>(float f) { return __float2bfloat16_rn(f); }
-template <> __device__ __forceinline__ __half neuron_store<__half>(float f) { return __float2half_rn(f); }
+template <class T> __device__ __forceinline__ float neuron_load(T v) { return cuda::load_element(v); }
+template <class T> __device__ __forceinline__ T neuron_store(float f) { return cuda::store_element<T>(f); }
 
 template <class Op, class T>
 __global__ void neuron_forward_stored_kernel(Op op, int64_t n, const T* x, T* y) {
@@ -65,17 +58,7 @@ __global__ void neuron_backward_stored_kernel(Op op, int64_t n, const T* saved, 
   STRATA_CUDA_LOOP(i, n) dx[i] = neuron_store<T>(op.backward(neuron_load(saved[i]), neuron_load(dy[i])));
 }
 
-// Calls body(T{}) with the device element type of `dtype`.
-template <class Body>
-void with_device_element(DType dtype, const char* what, const Body& body) {
-  switch (dtype) {
-    case DType::kF32: return body(float{});
-    case DType::kBF16: return body(__nv_bfloat16{});
-    case DType::kF16: return body(__half{});
-    default: break;
-  }
-  fail<Error>(what, ": blobs stored in ", dtype_name(dtype), " (f32, bf16 and f16 only)");
-}
+using cuda::with_device_element;
 
 // y = op.forward(x) on the device; y may be x.
 template <class Op>

@@ -40,7 +40,7 @@ std::vector<StorageCase> storage_cases() {
 }
 
 // The layers whose every example takes both 16-bit dtypes on the CPU and the GPU.
-const char* const kNative16BitLayers[] = {"Concat", "Dropout", "Eltwise", "Flatten", "GELU", "Pooling",
+const char* const kNative16BitLayers[] = {"Concat", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "Pooling",
                                           "ReLU",   "Reshape", "Sigmoid", "Split",   "TanH"};
 
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {

@@ -1,0 +1,154 @@
+#include "framework/cuda/stored_math.h"
+
+#include <limits>
+
+#include "framework/cuda/elements.cuh"
+#include "framework/cuda/runtime.h"
+#include "framework/error.h"
+
+namespace strata::cuda {
+
+namespace {
+
+cudaDataType_t cuda_type(DType dtype, const char* what) {
+  switch (dtype) {
+    case DType::kF32: return CUDA_R_32F;
+    case DType::kBF16: return CUDA_R_16BF;
+    case DType::kF16: return CUDA_R_16F;
+    default: break;
+  }
+  fail<Error>(what, ": operands stored in ", dtype_name(dtype), " (f32, bf16 and f16 only)");
+}
+
+int checked_int(int64_t v, const char* what) {
+  STRATA_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), "cuBLAS ", what, " ", v,
+               " does not fit in an int; split the operation");
+  return static_cast<int>(v);
+}
+
+cublasOperation_t op(Transpose t) { return t == Transpose::kYes ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+template <class T>
+__global__ void fill_rows_kernel(int64_t rows, int64_t cols, const float* b, T* y) {
+  STRATA_CUDA_LOOP(k, rows * cols) y[k] = store_element<T>(b[k % cols]);
+}
+
+// One thread per column, rows summed in order: coalesced across threads.
+template <class T>
+__global__ void column_sums_stored_kernel(int64_t rows, int64_t cols, const T* a, float beta, float* y) {
+  STRATA_CUDA_LOOP(c, cols) {
+    double s = 0.0;
+    for (int64_t r = 0; r < rows; ++r) s += load_element(a[r * cols + c]);
+    y[c] = static_cast<float>(s) + (beta == 0.0f ? 0.0f : beta * y[c]);
+  }
+}
+
+// One block per channel; threads stride over (outer, inner), then a shared-memory tree.
+template <class T>
+__global__ void channel_sums_stored_kernel(int64_t outer, int64_t channels, int64_t inner, const T* x, float beta,
+                                           float* y) {
+  __shared__ double partial[kThreadsPerBlock];
+  const int64_t c = blockIdx.x;
+  const int64_t m = outer * inner;
+  double s = 0.0;
+  for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
+    const int64_t o = k / inner, i = k - o * inner;
+    s += load_element(x[(o * channels + c) * inner + i]);
+  }
+  partial[threadIdx.x] = s;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) y[c] = static_cast<float>(partial[0]) + (beta == 0.0f ? 0.0f : beta * y[c]);
+}
+
+template <class T>
+__global__ void add_channel_bias_kernel(int64_t outer, int64_t channels, int64_t inner, const float* b, T* y) {
+  STRATA_CUDA_LOOP(k, outer * channels * inner) {
+    const int64_t c = (k / inner) % channels;
+    y[k] = store_element<T>(load_element(y[k]) + b[c]);
+  }
+}
+
+}  // namespace
+
+void gemm_stored(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+                 const void* B, DType ab, float beta, void* C, DType c) {
+  if (ab == DType::kF32 && c == DType::kF32) {
+    cuda::gemm(ta, tb, M, N, K, alpha, static_cast<const float*>(A), static_cast<const float*>(B), beta,
+         static_cast<float*>(C));
+    return;
+  }
+  STRATA_CHECK(c == ab || c == DType::kF32, "gemm_stored: operands in ", dtype_name(ab), " and a result in ",
+               dtype_name(c), " (the operands' dtype or f32)");
+  const cudaDataType_t ab_type = cuda_type(ab, "gemm_stored");
+  const cudaDataType_t c_type = cuda_type(c, "gemm_stored");
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // op(A) op(B) is empty: C = beta * C
+    if (c == DType::kF32) {
+      if (beta == 0.0f) cuda::fill(M * N, 0.0f, static_cast<float*>(C));
+      if (beta != 0.0f && beta != 1.0f) cuda::scale(M * N, beta, static_cast<float*>(C));
+      return;
+    }
+    STRATA_CHECK(beta == 0.0f || beta == 1.0f, "gemm_stored: K == 0 with beta ", beta, " on a ", dtype_name(c),
+                 " result (0 or 1 only)");
+    if (beta == 0.0f) {
+      STRATA_CUDA_CHECK(cudaMemsetAsync(C, 0, static_cast<size_t>(M * N) * dtype_size(c), compute_stream()));
+    }
+    return;
+  }
+  const int m = checked_int(M, "M"), n = checked_int(N, "N"), k = checked_int(K, "K");
+  const int lda = ta == Transpose::kNo ? k : m;
+  const int ldb = tb == Transpose::kNo ? n : k;
+  // Row-major C = A B is column-major C^T = B^T A^T: B first.
+  STRATA_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), op(tb), op(ta), n, m, k, &alpha, B, ab_type, ldb, A, ab_type, lda,
+                                   &beta, C, c_type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void fill_rows(int64_t rows, int64_t cols, const float* b, void* y, DType dtype) {
+  if (rows <= 0 || cols <= 0) return;
+  with_device_element(dtype, "fill_rows", [&](auto e) {
+    using T = decltype(e);
+    fill_rows_kernel<T><<<blocks_for(rows * cols), kThreadsPerBlock, 0, compute_stream()>>>(rows, cols, b,
+                                                                                            static_cast<T*>(y));
+    STRATA_KERNEL_CHECK();
+  });
+}
+
+void column_sums_stored(int64_t rows, int64_t cols, const void* A, DType dtype, float beta, float* y) {
+  if (cols <= 0) return;
+  with_device_element(dtype, "column_sums_stored", [&](auto e) {
+    using T = decltype(e);
+    column_sums_stored_kernel<T><<<blocks_for(cols), kThreadsPerBlock, 0, compute_stream()>>>(
+        rows, cols, static_cast<const T*>(A), beta, y);
+    STRATA_KERNEL_CHECK();
+  });
+}
+
+void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, DType dtype, float beta,
+                         float* y) {
+  if (channels <= 0) return;
+  STRATA_CHECK(channels <= std::numeric_limits<int>::max(), "channel_sums_stored: too many channels (", channels,
+               ")");
+  with_device_element(dtype, "channel_sums_stored", [&](auto e) {
+    using T = decltype(e);
+    channel_sums_stored_kernel<T><<<static_cast<unsigned>(channels), kThreadsPerBlock, 0, compute_stream()>>>(
+        outer, channels, inner, static_cast<const T*>(x), beta, y);
+    STRATA_KERNEL_CHECK();
+  });
+}
+
+void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, const float* b, void* y, DType dtype) {
+  const int64_t n = outer * channels * inner;
+  if (n <= 0) return;
+  with_device_element(dtype, "add_channel_bias_stored", [&](auto e) {
+    using T = decltype(e);
+    add_channel_bias_kernel<T><<<blocks_for(n), kThreadsPerBlock, 0, compute_stream()>>>(outer, channels, inner, b,
+                                                                                          static_cast<T*>(y));
+    STRATA_KERNEL_CHECK();
+  });
+}
+
+}  // namespace strata::cuda

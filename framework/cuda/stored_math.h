@@ -1,0 +1,43 @@
+// Math over tensors stored in bf16 or f16 (the Net's storage dtype,
+// framework/net_storage.cpp) beside framework/cuda/math.h's f32 forms: what a
+// layer that takes its storage dtype (Layer::takes_storage) uses on a GPU.
+// Every sum is accumulated in f32 (or double, as the f32 forms), every
+// 16-bit result rounded once to the nearest even. On the compute stream;
+// Error for a dtype other than f32, bf16 and f16.
+#pragma once
+
+#include <cstdint>
+
+#include "framework/cuda/math.h"  // Transpose
+#include "framework/dtype.h"
+
+namespace strata::cuda {
+
+// C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C, row-major. A and B
+// stored in `ab`, C in `c` (`ab` or f32: a 16-bit weight gradient lands in
+// its f32 parameter). 16-bit operands run on tensor cores with f32
+// accumulation (one rounding of C); f32 ones as cuda::gemm, in the current
+// math mode. Nothing when M or N is 0; with K == 0, C is scaled by beta
+// (for a 16-bit C only beta 0 or 1).
+void gemm_stored(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
+                 const void* B, DType ab, float beta, void* C, DType c);
+
+// y[r][c] = b[c] for y [rows, cols] stored in `dtype` (b f32, rounded): a
+// bias laid into every row before a GEMM adds to it with beta 1, so that the
+// sum is rounded once.
+void fill_rows(int64_t rows, int64_t cols, const float* b, void* y, DType dtype);
+
+// y[c] = sum_r A[r][c] + beta * y[c] (beta 0 overwrites, 1 accumulates), A
+// [rows, cols] stored in `dtype`, y f32. Deterministic.
+void column_sums_stored(int64_t rows, int64_t cols, const void* A, DType dtype, float beta, float* y);
+
+// Per-channel sums of x [outer, channels, inner] stored in `dtype`, into f32
+// y[c] = sum_{o,i} x[o][c][i] + beta * y[c]. Deterministic.
+void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, DType dtype, float beta,
+                         float* y);
+
+// y[o][c][i] = round(y[o][c][i] + b[c]), y [outer, channels, inner] stored
+// in `dtype`, b f32: a convolution's bias.
+void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, const float* b, void* y, DType dtype);
+
+}  // namespace strata::cuda
