@@ -60,8 +60,9 @@ std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerE
 // leaves out. A problem naming the dtype when the layer does not take it.
 std::vector<std::string> check_storage(const std::string& type, const LayerExample& example, DType storage,
                                        uint64_t seed = kLayerCheckSeed);
-// Whether the example's layer takes blobs stored in `storage`.
-bool example_takes_storage(const std::string& type, const LayerExample& example, DType storage);
+// Whether the example's layer, built for `device`, takes blobs stored in `storage`.
+bool example_takes_storage(const std::string& type, const LayerExample& example, DType storage,
+                           Device device = Device::cpu());
 // The tolerance of check_storage and of the CPU-against-CUDA check in a 16-bit
 // storage dtype: two units in the last place of a value in [1, 2) (bf16
 // keeps 8 significant bits, f16 11), room for the one rounding of a value the

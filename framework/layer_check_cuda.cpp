@@ -83,6 +83,9 @@ std::vector<std::string> check_cpu_vs_cuda(const std::string& type, const LayerE
   }
   h.setup();
   CudaTwin g = make_cuda_twin(type, ex.config, ex.phase, seed, h, gpu());
+  if (storage != DType::kF32 && !g.layer->takes_storage(storage)) {
+    return {type + " on a GPU does not take blobs stored in " + dtype_name(storage) + " (the Net converts around it)"};
+  }
   g.setup_from(h);
 
   h.forward();

@@ -7,6 +7,7 @@
 #include "framework/error.h"
 #include "framework/layer_check.h"
 #include "framework/layer_harness.h"
+#include "framework/layer_registry.h"
 
 namespace strata {
 
@@ -47,8 +48,14 @@ std::vector<float> nans(int64_t n) { return std::vector<float>(static_cast<size_
 
 }  // namespace
 
-bool example_takes_storage(const std::string& type, const LayerExample& ex, DType storage) {
-  return make_harness(type, ex.config, ex.bottom_shapes, ex.phase).layer->takes_storage(storage);
+bool example_takes_storage(const std::string& type, const LayerExample& ex, DType storage, Device device) {
+  LayerContext ctx;
+  ctx.phase = ex.phase;
+  ctx.device = device;
+  const int bottoms = static_cast<int>(ex.bottom_shapes.size());
+  const LayerRegistration& reg = LayerRegistry::instance().find(type);
+  const int tops = default_num_tops(*reg.create(make_spec(type, ex.config, bottoms, 1), ctx));
+  return reg.create(make_spec(type, ex.config, bottoms, tops), ctx)->takes_storage(storage);
 }
 
 float storage_check_tolerance(DType storage) {

@@ -7,6 +7,7 @@
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
 
@@ -110,33 +111,41 @@ int64_t row_chunk(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int6
 }  // namespace
 
 void LayerNormLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  check_same_storage("LayerNorm forward", {&xt, &yt});
   const float* w = param(0).data.data<float>();
   const float* b = param(1).data.data<float>();
   Kept kept = take_kept();
   float* mean = kept.mean.data<float>();
   float* rstd = kept.rstd.data<float>();
   const int64_t d = d_;
-  parallel_for(rows_, row_chunk(d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* xr = x + r * d;
-      // Two passes in double: exact enough for rows with a large mean.
-      double sum = 0.0;
-      for (int64_t j = 0; j < d; ++j) sum += xr[j];
-      const double mu = sum / static_cast<double>(d);
-      double sq = 0.0;
-      for (int64_t j = 0; j < d; ++j) {
-        const double c = xr[j] - mu;
-        sq += c * c;
+  // f32, or bf16/f16 widened per element: the statistics and the arithmetic in f32 (double sums), y rounded once.
+  with_float_element(xt.dtype(), "LayerNorm forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* x = xt.data<T>();
+    T* y = yt.data<T>();
+    parallel_for(rows_, row_chunk(d), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T* xr = x + r * d;
+        // Two passes in double: exact enough for rows with a large mean.
+        double sum = 0.0;
+        for (int64_t j = 0; j < d; ++j) sum += E::load(xr[j]);
+        const double mu = sum / static_cast<double>(d);
+        double sq = 0.0;
+        for (int64_t j = 0; j < d; ++j) {
+          const double c = E::load(xr[j]) - mu;
+          sq += c * c;
+        }
+        const double inv = 1.0 / std::sqrt(sq / static_cast<double>(d) + eps_);
+        mean[r] = static_cast<float>(mu);
+        rstd[r] = static_cast<float>(inv);
+        const float m = mean[r], is = rstd[r];
+        T* yr = y + r * d;
+        for (int64_t j = 0; j < d; ++j) yr[j] = E::store((E::load(xr[j]) - m) * is * w[j] + b[j]);
       }
-      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(d) + eps_);
-      mean[r] = static_cast<float>(mu);
-      rstd[r] = static_cast<float>(inv);
-      const float m = mean[r], is = rstd[r];
-      float* yr = y + r * d;
-      for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * is * w[j] + b[j];
-    }
+    });
   });
 }
 
@@ -145,8 +154,9 @@ void LayerNormLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
 //   dweight += sum over rows of dy * xhat, dbias += sum over rows of dy.
 void LayerNormLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                   const BlobVec& bottom) {
-  const float* x = bottom[0]->data.data<float>();
-  const float* dy = top[0]->diff.data<float>();
+  const Tensor& xt = bottom[0]->data;
+  const Tensor& dyt = top[0]->diff;
+  check_same_storage("LayerNorm backward", {&xt, &dyt});
   const float* w = param(0).data.data<float>();
   float* dw = param(0).diff.data<float>();
   float* db = param(1).diff.data<float>();
@@ -154,41 +164,48 @@ void LayerNormLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& p
   const float* mean = kept.mean.data<float>();
   const float* rstd = kept.rstd.data<float>();
   const int64_t d = d_, rows = rows_;
+  with_float_element(xt.dtype(), "LayerNorm backward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* x = xt.data<T>();
+    const T* dy = dyt.data<T>();
+    // Parameter gradients: threads own column ranges, so no reduction is needed.
+    parallel_for(d, std::max<int64_t>(16, 16384 / std::max<int64_t>(1, rows)), [&](int64_t jb, int64_t je) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* xr = x + r * d;
+        const T* gr = dy + r * d;
+        const float m = mean[r], is = rstd[r];
+        for (int64_t j = jb; j < je; ++j) {
+          const float g = E::load(gr[j]);
+          dw[j] += g * (E::load(xr[j]) - m) * is;
+          db[j] += g;
+        }
+      }
+    });
 
-  // Parameter gradients: threads own column ranges, so no reduction is needed.
-  parallel_for(d, std::max<int64_t>(16, 16384 / std::max<int64_t>(1, rows)), [&](int64_t jb, int64_t je) {
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * d;
-      const float* gr = dy + r * d;
-      const float m = mean[r], is = rstd[r];
-      for (int64_t j = jb; j < je; ++j) {
-        dw[j] += gr[j] * (xr[j] - m) * is;
-        db[j] += gr[j];
+    if (!propagate_down[0]) return;
+    check_same_storage("LayerNorm backward", {&dyt, &bottom[0]->diff});
+    T* dx = bottom[0]->diff.data<T>();
+    parallel_for(rows, row_chunk(d), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const T* xr = x + r * d;
+        const T* gr = dy + r * d;
+        const float m = mean[r], is = rstd[r];
+        double sum_g = 0.0, sum_gx = 0.0;
+        for (int64_t j = 0; j < d; ++j) {
+          const double g = static_cast<double>(E::load(gr[j])) * w[j];
+          sum_g += g;
+          sum_gx += g * ((E::load(xr[j]) - m) * is);
+        }
+        const float mg = static_cast<float>(sum_g / static_cast<double>(d));
+        const float mgx = static_cast<float>(sum_gx / static_cast<double>(d));
+        T* dxr = dx + r * d;
+        for (int64_t j = 0; j < d; ++j) {
+          const float xhat = (E::load(xr[j]) - m) * is;
+          dxr[j] = E::store(is * (E::load(gr[j]) * w[j] - mg - xhat * mgx));
+        }
       }
-    }
-  });
-
-  if (!propagate_down[0]) return;
-  float* dx = bottom[0]->diff.data<float>();
-  parallel_for(rows, row_chunk(d), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* xr = x + r * d;
-      const float* gr = dy + r * d;
-      const float m = mean[r], is = rstd[r];
-      double sum_g = 0.0, sum_gx = 0.0;
-      for (int64_t j = 0; j < d; ++j) {
-        const double g = static_cast<double>(gr[j]) * w[j];
-        sum_g += g;
-        sum_gx += g * ((xr[j] - m) * is);
-      }
-      const float mg = static_cast<float>(sum_g / static_cast<double>(d));
-      const float mgx = static_cast<float>(sum_gx / static_cast<double>(d));
-      float* dxr = dx + r * d;
-      for (int64_t j = 0; j < d; ++j) {
-        const float xhat = (xr[j] - m) * is;
-        dxr[j] = is * (gr[j] * w[j] - mg - xhat * mgx);
-      }
-    }
+    });
   });
 }
 

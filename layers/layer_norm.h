@@ -17,6 +17,10 @@ class LayerNormLayer : public Layer {
   static LayerSchema schema();
   // What backward reads: the input and the saved mean and 1/std; never the output.
   BackwardReads backward_reads() const override { return {true, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are: each row's
+  // statistics and arithmetic in f32 (sums in double), each output rounded
+  // once. Weight, bias, mean and 1/std stay f32.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;

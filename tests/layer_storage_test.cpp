@@ -15,6 +15,8 @@
 #include "framework/layer_check.h"
 #include "framework/layer_harness.h"
 #include "framework/layer_registry.h"
+#include "framework/cpu/threads.h"
+#include "layers/convolution/convolution.h"
 #include "tests/test_util.h"
 
 namespace strata {
@@ -39,9 +41,13 @@ std::vector<StorageCase> storage_cases() {
   return cases;
 }
 
-// The layers whose every example takes both 16-bit dtypes on the CPU and the GPU.
-const char* const kNative16BitLayers[] = {"Concat", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "Pooling",
-                                          "ReLU",   "Reshape", "Sigmoid", "Split",   "TanH"};
+// The layers whose every example takes both 16-bit dtypes on the CPU.
+const char* const kNative16BitLayers[] = {"Concat",  "Convolution", "Dropout", "Eltwise", "Flatten",
+                                          "GELU",    "InnerProduct", "LayerNorm", "Pooling", "ReLU", "Reshape",
+                                          "Sigmoid", "Split",        "TanH"};
+// The same on a GPU (Convolution converts there: its cuDNN descriptors are f32).
+const char* const kNative16BitLayersOnAGpu[] = {"Concat",  "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "LayerNorm",
+                                                "Pooling", "ReLU",    "Reshape", "Sigmoid", "Split", "TanH"};
 
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
   std::set<std::string> checked;
@@ -58,14 +64,44 @@ TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesTheCpuOnAGpu) {
   const std::string why = cuda_check_unavailable("ReLU");
   if (!why.empty()) GTEST_SKIP() << why << ": the 16-bit CUDA paths are compiled, not run";
+  std::set<std::string> checked;
   for (const StorageCase& c : storage_cases()) {
     if (!cuda_check_unavailable(c.type).empty()) continue;
+    if (!example_takes_storage(c.type, c.example, c.storage, Device::cuda(0))) continue;  // the Net converts
     SCOPED_TRACE(describe_example(c.type, c.example) + " stored in " + dtype_name(c.storage));
     for (const std::string& p :
          check_cpu_vs_cuda(c.type, c.example, storage_check_tolerance(c.storage), kLayerCheckSeed, c.storage)) {
       ADD_FAILURE() << p;
     }
+    checked.insert(c.type);
   }
+  for (const char* type : kNative16BitLayersOnAGpu) {
+    EXPECT_TRUE(checked.count(type)) << type << " no longer takes 16-bit blobs on a GPU";
+  }
+}
+
+// Every CPU path of the convolution (im2col, Winograd, patch packing where
+// the CPU has AVX-512) widens its chunks alike; a batch of several chunks,
+// and several threads, as well. Each example and a larger one, per path.
+TEST(LayerStorage, EveryConvolutionPathTakes16BitBlobs) {
+  std::vector<LayerExample> examples = LayerRegistry::instance().find("Convolution").schema().examples;
+  examples.push_back(layer_example("convolution_param { num_output: 16 kernel_size: 3 pad: 1 bias_term: true }",
+                                   {{5, 16, 6, 7}}));
+  const int saved_threads = num_threads();
+  for (ConvolutionLayer::Algorithm a : {ConvolutionLayer::Algorithm::kIm2col, ConvolutionLayer::Algorithm::kWinograd,
+                                        ConvolutionLayer::Algorithm::kAuto}) {
+    ConvolutionLayer::force_algorithm_for_testing(a);
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      for (const LayerExample& ex : examples) {
+        SCOPED_TRACE(describe_example("Convolution", ex) + ", path " + std::to_string(static_cast<int>(a)) + ", " +
+                     std::to_string(threads) + " thread(s)");
+        for (const std::string& p : check_storage("Convolution", ex, DType::kBF16)) ADD_FAILURE() << p;
+      }
+    }
+  }
+  ConvolutionLayer::force_algorithm_for_testing(ConvolutionLayer::Algorithm::kAuto);
+  set_num_threads(saved_threads);
 }
 
 // Dropout's generic examples are its identity cases; at TRAIN its 16-bit

@@ -11,6 +11,7 @@
 #include "framework/scratch.h"
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 #include "layers/convolution/convolution_patches.h"
 #include "layers/convolution/convolution_winograd.h"
 
@@ -207,6 +208,7 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   num_ = s[0];
   height_ = s[2];
   width_ = s[3];
+  storage_ = bottom[0]->data.dtype();
   const Hw out = output_size(s);
   out_h_ = out.h;
   out_w_ = out.w;
@@ -305,6 +307,12 @@ std::vector<ConvolutionLayer::Workspace> ConvolutionLayer::lay_out_workspaces(Sc
     if (t > 0) {  // backward's private weight- and bias-gradient sums (worker 0 adds into the parameters)
       ws.dw = c.take({wsize});
       if (bias_ == Bias::kYes) ws.db = c.take({num_output_});
+    }
+    if (storage_ != DType::kF32) {
+      const int64_t image = channels_ * height_ * width_;
+      ws.wide_x = c.take({chunk_images_ * image});
+      ws.wide_y = c.take({chunk_images_ * num_output_ * out_h_ * out_w_});
+      ws.wide_dx = c.take({chunk_images_ * image});
     }
     if (use_winograd()) {
       lay_out_winograd_workspace(c, ws);
@@ -453,14 +461,35 @@ void ConvolutionLayer::backward_cpu(const BlobVec& top, const std::vector<bool>&
 
 void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) {
   std::vector<Workspace> workspaces = prepare_workspaces();
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
   if (use_winograd()) {
     winograd_transform_filters(param(0).data.data<float>(), num_output_ / group_, channels_ / group_,
                                workspaces[0].wino_u);
   }
+  if (bottom[0]->data.dtype() != DType::kF32) return forward_stored(bottom[0]->data, top[0]->data, workspaces);
+  const float* x = bottom[0]->data.data<float>();
+  float* y = top[0]->data.data<float>();
   for_each_chunk([&](int64_t i0, int64_t n, int worker) {
     forward_chunk(x, y, i0, n, workspaces[static_cast<size_t>(worker)]);
+  });
+}
+
+void ConvolutionLayer::forward_stored(const Tensor& x, Tensor& y, std::vector<Workspace>& workspaces) {
+  if (y.dtype() != x.dtype()) check_same_storage("Convolution forward", {&x, &y});  // names both
+  const int64_t image = channels_ * height_ * width_;
+  const int64_t out_image = num_output_ * out_h_ * out_w_;
+  with_float_element(x.dtype(), "Convolution forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* xs = x.data<T>();
+    T* ys = y.data<T>();
+    for_each_chunk([&](int64_t i0, int64_t n, int worker) {
+      Workspace& ws = workspaces[static_cast<size_t>(worker)];
+      float* wx = ws.wide_x.data<float>();
+      float* wy = ws.wide_y.data<float>();
+      for (int64_t k = 0; k < n * image; ++k) wx[k] = E::load(xs[i0 * image + k]);
+      forward_chunk(wx, wy, 0, n, ws);  // the chunk's images as images 0..n-1
+      for (int64_t k = 0; k < n * out_image; ++k) ys[i0 * out_image + k] = E::store(wy[k]);
+    });
   });
 }
 
@@ -598,11 +627,9 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
                                       const BlobVec& bottom) {
   if (num_chunks_ == 0) return;
   std::vector<Workspace> workspaces = prepare_workspaces();
-  const float* x = bottom[0]->data.data<float>();
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = propagate_down[0] ? bottom[0]->diff.data<float>() : nullptr;
-  if (dx && (input_grad_as_convolution() || use_winograd())) flip_weights(workspaces[0].flipped);
-  if (dx && use_winograd()) {
+  const bool want_dx = propagate_down[0];
+  if (want_dx && (input_grad_as_convolution() || use_winograd())) flip_weights(workspaces[0].flipped);
+  if (want_dx && use_winograd()) {
     winograd_transform_filters(workspaces[0].flipped.data<float>(), channels_ / group_, num_output_ / group_,
                                workspaces[0].wino_u_flipped);
   }
@@ -612,7 +639,7 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
   // Worker 0 accumulates straight into the parameter gradients; the others
   // into private buffers (their first chunk overwrites), summed at the end.
   std::vector<char> used(workspaces.size(), 0);
-  for_each_chunk([&](int64_t i0, int64_t n, int worker) {
+  auto chunk = [&](const float* x, const float* dy, float* dx, int64_t i0, int64_t n, int worker) {
     Workspace& ws = workspaces[static_cast<size_t>(worker)];
     if (worker == 0) {
       backward_chunk(x, dy, dx, i0, n, wblob.diff.data<float>(), bias_diff, 1.0f, ws);
@@ -621,7 +648,38 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
                      used[worker] ? 1.0f : 0.0f, ws);
     }
     used[worker] = 1;
-  });
+  };
+  const DType st = top[0]->diff.dtype();
+  if (st == DType::kF32) {
+    const float* x = bottom[0]->data.data<float>();
+    const float* dy = top[0]->diff.data<float>();
+    float* dx = want_dx ? bottom[0]->diff.data<float>() : nullptr;
+    for_each_chunk([&](int64_t i0, int64_t n, int worker) { chunk(x, dy, dx, i0, n, worker); });
+  } else {
+    // 16 bits: each chunk widened into its worker's f32 scratch (as images
+    // 0..n-1), its input gradient rounded once.
+    const int64_t image = channels_ * height_ * width_;
+    const int64_t out_image = num_output_ * out_h_ * out_w_;
+    with_float_element(st, "Convolution backward", [&](auto e) {
+      using E = decltype(e);
+      using T = typename E::T;
+      const T* xs = bottom[0]->data.data<T>();
+      const T* dys = top[0]->diff.data<T>();
+      T* dxs = want_dx ? bottom[0]->diff.data<T>() : nullptr;
+      for_each_chunk([&](int64_t i0, int64_t n, int worker) {
+        Workspace& ws = workspaces[static_cast<size_t>(worker)];
+        float* wx = ws.wide_x.data<float>();
+        float* wdy = ws.wide_y.data<float>();
+        float* wdx = ws.wide_dx.data<float>();
+        for (int64_t k = 0; k < n * image; ++k) wx[k] = E::load(xs[i0 * image + k]);
+        for (int64_t k = 0; k < n * out_image; ++k) wdy[k] = E::load(dys[i0 * out_image + k]);
+        chunk(wx, wdy, dxs ? wdx : nullptr, 0, n, worker);
+        if (dxs) {
+          for (int64_t k = 0; k < n * image; ++k) dxs[i0 * image + k] = E::store(wdx[k]);
+        }
+      });
+    });
+  }
   float* dw = wblob.diff.data<float>();
   for (size_t t = 1; t < workspaces.size(); ++t) {
     if (!used[t]) continue;

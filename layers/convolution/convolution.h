@@ -47,6 +47,14 @@ class ConvolutionLayer : public Layer {
   static LayerSchema schema();
   // The weight gradient reads the input; nothing reads the output.
   BackwardReads backward_reads() const override { return {true, false}; }
+  // On the CPU, blobs stored in bf16 or f16 are taken as they are (not with
+  // split: the gathered channels are f32): each chunk of images is widened
+  // into its worker's f32 scratch, convolved as in f32 and rounded once, so
+  // the f32 copies span one chunk, not the batch. A GPU gets the Net's f32
+  // copies (its cuDNN descriptors are f32).
+  bool takes_storage(DType dtype) const override {
+    return dtype == DType::kF32 || (is_float_dtype(dtype) && device().is_cpu() && !tp_.active());
+  }
   static void force_algorithm_for_testing(Algorithm a);
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
@@ -74,6 +82,9 @@ class ConvolutionLayer : public Layer {
     Tensor wino_m;        // Winograd: products, or transformed top gradient [16][out][tiles]
     Tensor wino_du;       // Winograd: weight gradient in the transformed domain [16][out][in]
     Tensor wino_scratch;  // Winograd: one zero-padded plane and row sums
+    // 16-bit blobs: the chunk's images, its output or top gradient, and its
+    // input gradient, in f32.
+    Tensor wide_x, wide_y, wide_dx;
     // The call's filters, the same views in every worker's workspace (made
     // once per call, read by all its chunks):
     Tensor flipped;         // weights of the input-gradient convolution (stride 1, patch and Winograd paths)
@@ -94,6 +105,8 @@ class ConvolutionLayer : public Layer {
 
   // The unsplit computation, into a top of num_output_ channels.
   void forward_local(const BlobVec& bottom, const BlobVec& top);
+  // forward_local over 16-bit blobs: chunk by chunk through the workers' f32 scratch.
+  void forward_stored(const Tensor& x, Tensor& y, std::vector<Workspace>& workspaces);
   void backward_local(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
   void check_bottom(const Shape& s) const;
   // Output height and width for bottom shape `s`; ShapeError when the kernel does not fit.
@@ -148,6 +161,7 @@ class ConvolutionLayer : public Layer {
   // Current shapes (reshape).
   int64_t num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
   int64_t chunk_images_ = 1;  // images per chunk
+  DType storage_ = DType::kF32;  // the blobs' dtype, as of reshape
   int64_t num_chunks_ = 0;
 
 #ifdef STRATA_WITH_CUDA
