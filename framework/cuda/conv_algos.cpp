@@ -45,11 +45,20 @@ constexpr ConvDirection kDirections[kConvDirections] = {kFwd, kBwdData, kBwdFilt
 
 int idx(ConvDirection d) { return static_cast<int>(d); }
 
+// Whether the problem being chosen for has 16-bit data (bf16, f16): set by
+// choose_conv_algos for the length of its call, on its thread. Such data
+// runs on tensor cores in every math mode: FP32 mode's rule below keeps f32
+// data from being rounded, and 16-bit data has nothing left to round.
+thread_local bool t_reduced_data = false;
+
+// FP32 mode's rules apply: f32 data in FP32 math mode.
+bool fp32_rules() { return math_mode() == MathMode::kFP32 && !t_reduced_data; }
+
 // What the descriptor is set to when `math` was measured or chosen. FP32
 // mode always runs FMA math: a candidate reported in DEFAULT math would
 // otherwise be free to use TF32 tensor cores.
 cudnnMathType_t run_math(int math) {
-  return math_mode() == MathMode::kFP32 ? CUDNN_FMA_MATH : static_cast<cudnnMathType_t>(math);
+  return fp32_rules() ? CUDNN_FMA_MATH : static_cast<cudnnMathType_t>(math);
 }
 
 // Tensor-op variants round fp32 inputs (to TF32, or with conversion to
@@ -57,8 +66,17 @@ cudnnMathType_t run_math(int math) {
 // TF32 at most; see docs/config.md, Precision).
 bool math_allowed(int math) {
   if (math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
-  return math_mode() != MathMode::kFP32 || math != CUDNN_TENSOR_OP_MATH;
+  return !fp32_rules() || math != CUDNN_TENSOR_OP_MATH;
 }
+
+// Marks the data of the problem chosen for on this thread as 16-bit (or not) for the scope's length.
+class ReducedDataScope {
+ public:
+  explicit ReducedDataScope(bool reduced) { t_reduced_data = reduced; }
+  ~ReducedDataScope() { t_reduced_data = false; }
+  ReducedDataScope(const ReducedDataScope&) = delete;
+  ReducedDataScope& operator=(const ReducedDataScope&) = delete;
+};
 
 template <typename Perf>
 bool usable(const Perf& p, size_t budget, Determinism det) {
@@ -357,6 +375,7 @@ std::string current_device_key() {
 
 ConvAlgos choose_conv_algos(const ConvProblem& problem, const ConvDescriptors& d, const ConvBuffers& b,
                             const std::string& where) {
+  const ReducedDataScope data(problem.dtype != "f32");
   const ConvAlgoSettings settings = conv_algo_settings();
   const size_t budget = workspace_budget(conv_workspace_limit(settings, b.x_bytes, b.y_bytes));
   ConvProblem p = problem;

@@ -16,8 +16,9 @@
 // the other half stays for the net's arena, taken after a convolution
 // chooses (at its reshape, so that the plan can place the workspace).
 //
-// In FP32 math mode no tensor-op variant is taken (they would round inputs to
-// TF32). With STRATA_CUDNN_DETERMINISTIC=1 only algorithms cuDNN reports as
+// In FP32 math mode no tensor-op variant is taken for f32 data (they would
+// round inputs to TF32); a problem whose dtype is bf16 or f16 runs on tensor
+// cores in every math mode. With STRATA_CUDNN_DETERMINISTIC=1 only algorithms cuDNN reports as
 // deterministic are taken.
 //
 // Only compiled with CUDA (STRATA_WITH_CUDA).

@@ -72,6 +72,11 @@ __global__ void add_channel_bias_kernel(int64_t outer, int64_t channels, int64_t
   }
 }
 
+template <class T>
+__global__ void accumulate_widened_kernel(int64_t n, const T* src, float* dst) {
+  STRATA_CUDA_LOOP(i, n) dst[i] += load_element(src[i]);
+}
+
 }  // namespace
 
 void gemm_stored(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
@@ -147,6 +152,16 @@ void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, con
     using T = decltype(e);
     add_channel_bias_kernel<T><<<blocks_for(n), kThreadsPerBlock, 0, compute_stream()>>>(outer, channels, inner, b,
                                                                                           static_cast<T*>(y));
+    STRATA_KERNEL_CHECK();
+  });
+}
+
+void accumulate_widened(int64_t n, const void* src, DType dtype, float* dst) {
+  if (n <= 0) return;
+  with_device_element(dtype, "accumulate_widened", [&](auto e) {
+    using T = decltype(e);
+    accumulate_widened_kernel<T><<<blocks_for(n), kThreadsPerBlock, 0, compute_stream()>>>(
+        n, static_cast<const T*>(src), dst);
     STRATA_KERNEL_CHECK();
   });
 }

@@ -40,4 +40,9 @@ void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const v
 // in `dtype`, b f32: a convolution's bias.
 void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, const float* b, void* y, DType dtype);
 
+// dst[i] += src[i] for i < n, src stored in `dtype` (widened), dst f32: a
+// 16-bit gradient (cuDNN's weight gradient of 16-bit data) accumulated into
+// its f32 parameter's.
+void accumulate_widened(int64_t n, const void* src, DType dtype, float* dst);
+
 }  // namespace strata::cuda

@@ -272,7 +272,9 @@ bool ConvolutionLayer::input_grad_as_convolution() const {
 size_t ConvolutionLayer::scratch_bytes() const {
   if (!device().is_cpu()) {
 #ifdef STRATA_WITH_CUDA
-    return cudnn_workspace_bytes();  // cuDNN's workspace
+    ScratchCarver counter;  // cuDNN's workspace, after the 16-bit weight copies
+    lay_out_cuda_scratch(counter, cudnn_workspace_bytes());
+    return counter.bytes();
 #else
     return 0;
 #endif

@@ -6,7 +6,9 @@
 // memory, so the workspace they take is scratch (Layer::scratch_bytes) that
 // the plan places by step in the net's arena, where the bytes are free at
 // that layer's call. cuDNN handles groups itself (group count on the
-// convolution descriptor).
+// convolution descriptor). Blobs stored in bf16 or f16 get descriptors of
+// that type (f32 compute) and a 16-bit copy of the weight per call
+// (forward_stored_cuda, backward_stored_cuda).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -16,6 +18,7 @@
 #include "framework/cuda/conv_algos.h"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
+#include "framework/cuda/stored_math.h"
 #include "framework/error.h"
 #include "framework/scratch.h"
 #include "layers/convolution/convolution.h"
@@ -39,16 +42,27 @@ void* workspace_in(const Tensor& block, size_t bytes) {
   return ws.device_data<uint8_t>();  // the block outlives the call
 }
 
+// cuDNN's data type for blobs stored in `dtype`.
+cudnnDataType_t cudnn_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return CUDNN_DATA_FLOAT;
+    case DType::kBF16: return CUDNN_DATA_BFLOAT16;
+    case DType::kF16: return CUDNN_DATA_HALF;
+    default: break;
+  }
+  fail<Error>("Convolution: blobs stored in ", dtype_name(dtype), " (f32, bf16 and f16 only)");
+}
+
 }  // namespace
 
 struct ConvolutionLayer::CudaState {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int>;  // N, H, W, math mode
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int>;  // N, H, W, math mode, storage dtype
 
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   // One per direction, same geometry: each in its algorithm's math type.
   cudnnConvolutionDescriptor_t conv = nullptr, conv_bwd_data = nullptr, conv_bwd_filter = nullptr;
-  Key current{-1, -1, -1, -1};  // shape the descriptors describe
+  Key current{-1, -1, -1, -1, -1};  // shape the descriptors describe
   std::map<Key, cuda::ConvAlgos> cache;
   const cuda::ConvAlgos* algos = nullptr;
 
@@ -101,11 +115,7 @@ void ConvolutionLayer::prepare_cudnn() {
   const cuda::DeviceGuard on_device(device().index);
   if (!cuda_) {
     cuda_ = std::make_shared<CudaState>();
-    // Shape-independent parts.
-    STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(cuda_->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                  to_int(num_output_, "num_output"),
-                                                  to_int(channels_ / group_, "channels per group"),
-                                                  to_int(kernel_.h, "kernel_h"), to_int(kernel_.w, "kernel_w")));
+    // Shape-independent parts (the convolution computes in f32 for every data type).
     for (cudnnConvolutionDescriptor_t c : {cuda_->conv, cuda_->conv_bwd_data, cuda_->conv_bwd_filter}) {
       STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
           c, to_int(pad_.h, "pad_h"), to_int(pad_.w, "pad_w"), to_int(stride_.h, "stride_h"),
@@ -117,18 +127,24 @@ void ConvolutionLayer::prepare_cudnn() {
                                                   to_int(num_output_, "num_output"), 1, 1));
   }
   CudaState& st = *cuda_;
-  const CudaState::Key key{num_, height_, width_, static_cast<int>(cuda::math_mode())};
+  const CudaState::Key key{num_, height_, width_, static_cast<int>(cuda::math_mode()), static_cast<int>(storage_)};
   if (key == st.current) return;
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(num_, "batch"),
+  const cudnnDataType_t data = cudnn_data_type(storage_);
+  const bool reduced = storage_ != DType::kF32;
+  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(st.w, data, CUDNN_TENSOR_NCHW, to_int(num_output_, "num_output"),
+                                                to_int(channels_ / group_, "channels per group"),
+                                                to_int(kernel_.h, "kernel_h"), to_int(kernel_.w, "kernel_w")));
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.x, CUDNN_TENSOR_NCHW, data, to_int(num_, "batch"),
                                                 to_int(channels_, "channels"), to_int(height_, "height"),
                                                 to_int(width_, "width")));
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(num_, "batch"),
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.y, CUDNN_TENSOR_NCHW, data, to_int(num_, "batch"),
                                                 to_int(num_output_, "num_output"), to_int(out_h_, "out_h"),
                                                 to_int(out_w_, "out_w")));
   auto found = st.cache.find(key);
   if (found == st.cache.end()) {
     // The math type asked for; the choice may run a direction in another.
-    const cudnnMathType_t math = cuda::cudnn_math_type();
+    // 16-bit data: tensor cores in every math mode (conv_algos.h).
+    const cudnnMathType_t math = reduced ? CUDNN_DEFAULT_MATH : cuda::cudnn_math_type();
     for (cudnnConvolutionDescriptor_t c : {st.conv, st.conv_bwd_data, st.conv_bwd_filter}) {
       STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(c, math));
     }
@@ -147,13 +163,14 @@ void ConvolutionLayer::prepare_cudnn() {
     p.dilation_h = dilation_.h;
     p.dilation_w = dilation_.w;
     p.group = group_;
-    p.dtype = "f32";
+    p.dtype = dtype_name(storage_);
     p.layout = "NCHW";
     p.math = static_cast<int>(math);
     cuda::ConvBuffers b;  // x and w null: timed on zeroed buffers
-    b.x_bytes = static_cast<size_t>(num_ * channels_ * height_ * width_) * sizeof(float);
-    b.y_bytes = static_cast<size_t>(num_ * num_output_ * out_h_ * out_w_) * sizeof(float);
-    b.w_bytes = static_cast<size_t>(param(0).numel()) * sizeof(float);
+    const size_t elem = dtype_size(storage_);
+    b.x_bytes = static_cast<size_t>(num_ * channels_ * height_ * width_) * elem;
+    b.y_bytes = static_cast<size_t>(num_ * num_output_ * out_h_ * out_w_) * elem;
+    b.w_bytes = static_cast<size_t>(param(0).numel()) * elem;
     found = st.cache.emplace(key, cuda::choose_conv_algos(p, st.descriptors(), b, where())).first;
   } else {
     st.set_math(found->second);
@@ -167,6 +184,66 @@ size_t ConvolutionLayer::cudnn_workspace_bytes() const {
   const cuda::ConvAlgos& a = *cuda_->algos;
   if (phase() == Phase::kTest) return a.fwd_bytes;  // a TEST net runs forward only
   return std::max({a.fwd_bytes, a.bwd_data_bytes, a.bwd_filter_bytes});
+}
+
+ConvolutionLayer::CudaScratch ConvolutionLayer::lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const {
+  CudaScratch s;
+  if (storage_ != DType::kF32) {
+    s.weight = c.take(param(0).shape(), storage_);
+    if (phase() == Phase::kTrain) s.weight_grad = c.take(param(0).shape(), storage_);
+  }
+  if (workspace_bytes > 0) s.workspace = c.take({static_cast<int64_t>(workspace_bytes)}, DType::kU8);
+  return s;
+}
+
+void ConvolutionLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
+  if (y.dtype() != x.dtype() || x.dtype() != storage_) {
+    fail<ShapeError>(where(), ": bottom ", dtype_name(x.dtype()), ", top ", dtype_name(y.dtype()),
+                     " as of the last reshape ", dtype_name(storage_), "; one call's blobs must be of one dtype");
+  }
+  CudaState& st = *cuda_;
+  cudnnHandle_t h = cuda::cudnn_handle();
+  const float one = 1.0f, zero = 0.0f;
+  ScratchCarver counter;
+  lay_out_cuda_scratch(counter, st.algos->fwd_bytes);
+  ScratchCarver carver(scratch(counter.bytes()));
+  CudaScratch s = lay_out_cuda_scratch(carver, st.algos->fwd_bytes);
+  cast_into(s.weight, param(0).data);  // rounded on the device, on the compute stream
+  STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, st.x, x.raw_data(), st.w, s.weight.raw_data(), st.conv,
+                                             st.algos->fwd, s.workspace.raw_data(), st.algos->fwd_bytes, &zero, st.y,
+                                             y.raw_data()));
+  if (bias_ == Bias::kYes) {
+    cuda::add_channel_bias_stored(num_, num_output_, out_h_ * out_w_, param(1).data.device_data<float>(),
+                                  y.raw_data(), storage_);
+  }
+}
+
+void ConvolutionLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx) {
+  CudaState& st = *cuda_;
+  cudnnHandle_t h = cuda::cudnn_handle();
+  const float one = 1.0f, zero = 0.0f;
+  const size_t ws_bytes = std::max(st.algos->bwd_filter_bytes, st.algos->bwd_data_bytes);
+  ScratchCarver counter;
+  lay_out_cuda_scratch(counter, ws_bytes);
+  ScratchCarver carver(scratch(counter.bytes()));
+  CudaScratch s = lay_out_cuda_scratch(carver, ws_bytes);
+  // Parameter gradients accumulate, in f32: the bias's summed from the
+  // 16-bit top gradient, the weight's computed in 16 bits and added.
+  if (bias_ == Bias::kYes) {
+    cuda::channel_sums_stored(num_, num_output_, out_h_ * out_w_, dy.raw_data(), storage_, 1.0f,
+                              param(1).diff.device_data<float>());
+  }
+  STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, x.raw_data(), st.y, dy.raw_data(),
+                                                    st.conv_bwd_filter, st.algos->bwd_filter, s.workspace.raw_data(),
+                                                    st.algos->bwd_filter_bytes, &zero, st.w,
+                                                    s.weight_grad.raw_data()));
+  cuda::accumulate_widened(param(0).numel(), s.weight_grad.raw_data(), storage_, param(0).diff.device_data<float>());
+  if (dx) {
+    cast_into(s.weight, param(0).data);
+    STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, s.weight.raw_data(), st.y, dy.raw_data(),
+                                                    st.conv_bwd_data, st.algos->bwd_data, s.workspace.raw_data(),
+                                                    st.algos->bwd_data_bytes, &zero, st.x, dx->raw_data()));
+  }
 }
 
 std::string ConvolutionLayer::describe_runtime() const {
@@ -186,6 +263,7 @@ void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   }
   if (num_ == 0) return;  // cuDNN rejects empty tensors; the top is empty too
   prepare_cudnn();
+  if (bottom[0]->data.dtype() != DType::kF32) return forward_stored_cuda(bottom[0]->data, top[0]->data);
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
@@ -213,6 +291,9 @@ void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>
   }
   if (num_ == 0) return;  // nothing to add to the parameter gradients, no input gradient
   prepare_cudnn();
+  if (top[0]->diff.dtype() != DType::kF32) {
+    return backward_stored_cuda(top[0]->diff, bottom[0]->data, propagate_down[0] ? &bottom[0]->diff : nullptr);
+  }
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;

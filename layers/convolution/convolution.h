@@ -47,13 +47,15 @@ class ConvolutionLayer : public Layer {
   static LayerSchema schema();
   // The weight gradient reads the input; nothing reads the output.
   BackwardReads backward_reads() const override { return {true, false}; }
-  // On the CPU, blobs stored in bf16 or f16 are taken as they are (not with
-  // split: the gathered channels are f32): each chunk of images is widened
+  // Blobs stored in bf16 or f16 are taken as they are (not with split: the
+  // gathered channels are f32). On the CPU each chunk of images is widened
   // into its worker's f32 scratch, convolved as in f32 and rounded once, so
-  // the f32 copies span one chunk, not the batch. A GPU gets the Net's f32
-  // copies (its cuDNN descriptors are f32).
+  // the f32 copies span one chunk, not the batch. On a GPU cuDNN convolves
+  // the 16-bit tensors on tensor cores (f32 accumulation) with a 16-bit copy
+  // of the weight made per call; the weight gradient comes out in 16 bits
+  // and is added to the f32 one, as under autocast.
   bool takes_storage(DType dtype) const override {
-    return dtype == DType::kF32 || (is_float_dtype(dtype) && device().is_cpu() && !tp_.active());
+    return dtype == DType::kF32 || (is_float_dtype(dtype) && !tp_.active());
   }
   static void force_algorithm_for_testing(Algorithm a);
 
@@ -180,6 +182,14 @@ class ConvolutionLayer : public Layer {
   // The most workspace one call of the chosen algorithms takes (TEST:
   // forward's); 0 before they are chosen.
   size_t cudnn_workspace_bytes() const;
+  // A call's scratch on a GPU: with 16-bit blobs the weight's 16-bit copy
+  // and (TRAIN) its 16-bit gradient, then cuDNN's workspace.
+  struct CudaScratch {
+    Tensor weight, weight_grad, workspace;
+  };
+  CudaScratch lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const;
+  void forward_stored_cuda(const Tensor& x, Tensor& y);
+  void backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx);
 #endif
 };
 

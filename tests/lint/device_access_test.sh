@@ -55,11 +55,14 @@ h = h[:start] + ("  const float* saved_input(const BlobVec& top, const BlobVec& 
                  "    return top[0] == bottom[0] ? input_copy_.data<float>() : bottom[0]->data.data<float>();\n"
                  "  }\n") + h[end:]
 open(f"{root}/layers/gelu.h", "w").write(h)
-for f, old in (("gelu.cu", ".device_data<float>()"), ("gelu.cpp", ".data<float>()")):
+# The layer now passes Tensors (it takes 16-bit blobs); the planted helper
+# hands out a float pointer, taken beside the Tensor the call goes on with.
+for f in ("gelu.cu", "gelu.cpp"):
     t = open(f"{root}/layers/{f}").read()
-    call = "saved_input(top, bottom)" + old
+    call = "const Tensor& x = saved_input(top, bottom);"
     assert call in t, (f, call)
-    open(f"{root}/layers/{f}", "w").write(t.replace(call, "saved_input(top, bottom)"))
+    open(f"{root}/layers/{f}", "w").write(t.replace(
+        call, "const float* xp = saved_input(top, bottom);\n  (void)xp;\n  const Tensor& x = bottom[0]->data;"))
 PY
 expect_found "$work/a" "A" "layers/gelu.cu:" "GELULayer::backward_cuda" "GELULayer::saved_input (layers/gelu.h:" \
   "device_data<T>()"
@@ -91,15 +94,16 @@ c = c.replace("STRATA_REGISTER_LAYER(", "const float* GELULayer::input_for_backw
               "  return bottom[0]->data.data<float>();\n}\n\nSTRATA_REGISTER_LAYER(", 1)
 open(f"{root}/layers/gelu.cpp", "w").write(c)
 u = open(f"{root}/layers/gelu.cu").read()
-old = "saved_input(top, bottom).device_data<float>()"
+old = "const Tensor& x = saved_input(top, bottom);"
 assert old in u
-open(f"{root}/layers/gelu.cu", "w").write(u.replace(old, "input_for_backward(bottom)"))
+open(f"{root}/layers/gelu.cu", "w").write(u.replace(
+    old, "const float* xp = input_for_backward(bottom);\n  (void)xp;\n  const Tensor& x = bottom[0]->data;"))
 PY
 expect_found "$work/b" "B" "layers/gelu.cu:" "GELULayer::backward_cuda" "GELULayer::input_for_backward (layers/gelu.cpp:"
 
 echo "== C: data<float>() in the .cu itself"
 fresh_copy "$work/c"
-sed -i 's/const float\* dy = top\[0\]->diff.device_data<float>();/const float* dy = top[0]->diff.data<float>();/' \
+sed -i 's/const Tensor& dy = top\[0\]->diff;/const float* dyp = top[0]->diff.data<float>();\n  (void)dyp;\n  const Tensor\& dy = top[0]->diff;/' \
   "$work/c/layers/gelu.cu"
 grep -q 'diff.data<float>()' "$work/c/layers/gelu.cu" || fail "could not plant the mistake in gelu.cu"
 expect_found "$work/c" "C" "layers/gelu.cu:" "GELULayer::backward_cuda" "data<T>() at layers/gelu.cu:"
