@@ -53,6 +53,16 @@ const Tensor& Layer::kept(size_t bytes) {
 
 std::string Layer::where() const { return "layer '" + spec_.name + "' (" + spec_.type + ")"; }
 
+void Layer::check_call_dtype(std::initializer_list<const Tensor*> tensors) const {
+  for (const Tensor* t : tensors) {
+    if (t->dtype() != call_dtype_) {
+      fail<ShapeError>(where(), ": a blob stored in ", dtype_name(t->dtype()), " where its calls take ",
+                       dtype_name(call_dtype_), " (Layer::call_dtype, set by the net: a layer run without one "
+                       "sets it with set_call_dtype)");
+    }
+  }
+}
+
 std::string Layer::where_at() const { return where() + " at " + spec_.node.loc().str(); }
 
 void Layer::shape_error(const std::string& what) const {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -233,6 +234,17 @@ class Layer {
   // reduced dtype between calls (framework/net_storage.cpp). f32 alone,
   // unless a layer says more.
   virtual bool takes_storage(DType dtype) const { return dtype == DType::kF32; }
+  // The dtype this layer's calls get their blobs in: the net's storage dtype
+  // when the layer takes it and the net stores any blob reduced, else f32
+  // (framework/net_storage.cpp). Set before setup(), so that what a layer
+  // sizes (scratch_bytes, kept_bytes, a GPU library's descriptors) can
+  // follow it; a call dispatches on its tensors' own dtype. f32 unless a Net
+  // (or code that runs a layer without one, framework/layer_harness.h) says.
+  DType call_dtype() const { return call_dtype_; }
+  void set_call_dtype(DType dtype) { call_dtype_ = dtype; }
+  // For a layer that sizes by call_dtype(): ShapeError naming the layer when
+  // one of a call's tensors is stored otherwise.
+  void check_call_dtype(std::initializer_list<const Tensor*> tensors) const;
 
   // Once: check bottom shapes, create parameters with add_param(). Nothing
   // by default (a layer without parameters may need only reshape()).
@@ -349,6 +361,7 @@ class Layer {
   Tensor scratch_place_;  // the Net's place for this call's scratch(), set only during the call
   Tensor kept_place_;  // the Net's place for kept(), when it has planned one
   Tensor own_kept_;    // otherwise
+  DType call_dtype_ = DType::kF32;
 };
 
 }  // namespace strata

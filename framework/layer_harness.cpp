@@ -201,6 +201,7 @@ void store_rounded(Tensor& t, const std::vector<float>& v) {
 }
 
 void store_blobs_as(LayerHarness& h, DType storage) {
+  h.layer->set_call_dtype(storage);  // as a Net storing in `storage` would set it
   auto restore = [&](Tensor& t) {
     const std::vector<float> values = t.defined() && t.numel() > 0 ? widened(t) : std::vector<float>{};
     Tensor stored(t.numel() > 0 || !t.shape().empty() ? t.shape() : Shape{0}, storage, t.device());
@@ -244,6 +245,7 @@ CudaTwin make_cuda_twin(const std::string& type, const std::string& config, Phas
   ctx.device = device;
   g.layer = LayerRegistry::instance().find(type).create(
       make_spec(type, config, static_cast<int>(cpu.bottom.size()), static_cast<int>(cpu.top.size())), ctx);
+  g.layer->set_call_dtype(cpu.layer->call_dtype());
   // Each blob in the CPU twin's dtype (store_blobs_as).
   auto device_blob = [&](const Shape& shape, DType dtype) {
     auto b = std::make_unique<Blob>();

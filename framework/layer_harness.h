@@ -110,7 +110,8 @@ std::vector<float> widened(const Tensor& t);
 void store_rounded(Tensor& t, const std::vector<float>& v);
 // Every bottom and top blob of `h` (data and diff) stored in `storage`, its
 // values rounded to it: the harness as a Net whose storage dtype it is would
-// hand the layer its blobs (framework/net_storage.cpp). Parameters stay f32.
+// hand the layer its blobs (framework/net_storage.cpp), and the layer's
+// call_dtype set to it. Parameters stay f32.
 void store_blobs_as(LayerHarness& h, DType storage);
 
 // Which bottoms a check takes a gradient for: those the layer can backward

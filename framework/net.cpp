@@ -113,6 +113,8 @@ void Net::build(const ConfigNode& root) {
                         " layer(s) have no CUDA implementation: ", join(missing), "; run it with --device cpu");
     }
   }
+  // What dtype each layer's calls will see, before the layers size anything.
+  assign_call_dtypes(options_.storage_dtype != DType::kF32);
   // Shapes first, memory after: blobs and layer scratch created while the
   // plan is open are only sized, so the total can be checked before any of
   // it is taken (framework/memory_plan.h).

@@ -323,6 +323,11 @@ class Net {
   // ones code outside the layers touches), their tensors converted to it
   // (net_storage.cpp). Called by every plan, as keep_blobs changes the set.
   void choose_storage();
+  // Each layer's call_dtype: the storage dtype for a layer that takes it,
+  // f32 for the others, and for all when no blob is stored reduced. Before
+  // setup (assuming some blob will be), so what layers size follows it; then
+  // by every choose_storage.
+  void assign_call_dtypes(bool any_reduced);
   // One blob tensor a call of layer i reads or writes in f32 while it is
   // stored reduced: converted in before the call, out after.
   struct CastSlot {

@@ -54,6 +54,12 @@ std::string StorageReport::str() const {
   return os.str();
 }
 
+void Net::assign_call_dtypes(bool any_reduced) {
+  for (auto& l : layers_) {
+    l->set_call_dtype(any_reduced ? compute_dtype(*l, options_.storage_dtype) : DType::kF32);
+  }
+}
+
 void Net::choose_storage() {
   const DType dtype = options_.storage_dtype;
   if (!is_float_dtype(dtype)) {
@@ -66,6 +72,7 @@ void Net::choose_storage() {
   if (dtype == DType::kF32 && std::all_of(blobs_.begin(), blobs_.end(), [](const auto& kv) {
         return kv.second->data.dtype() == DType::kF32 && kv.second->diff.dtype() == DType::kF32;
       })) {
+    assign_call_dtypes(false);
     return;
   }
   std::set<std::string> read;
@@ -92,6 +99,8 @@ void Net::choose_storage() {
       if (t->dtype() != want) *t = Tensor(t->shape(), want, options_.device);
     }
   }
+  // Only a net that stores some blob reduced hands its layers copies.
+  assign_call_dtypes(!reduced_.empty());
 }
 
 std::vector<Net::CastSlot> Net::cast_slots(int i, Call call) const {

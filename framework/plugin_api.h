@@ -32,8 +32,9 @@
 // functions or members change, so that a library built before is refused
 // instead of calling through a different table (2: scratch_bytes and
 // kept_bytes, 2026-11-27; 3: the planned scratch place, 2026-11-28;
-// 4: takes_storage, the blobs' storage dtype, 2026-11-28).
-#define STRATA_LAYER_INTERFACE "4"
+// 4: takes_storage, the blobs' storage dtype, 2026-11-28; 5: call_dtype,
+// 2026-11-28).
+#define STRATA_LAYER_INTERFACE "5"
 #define STRATA_PLUGIN_ABI                                                                         \
   "strata " STRATA_VERSION ", layer interface " STRATA_LAYER_INTERFACE ", g++ " STRATA_PLUGIN_STR( \
       __GNUC__) ", cxx11 abi " STRATA_PLUGIN_STR(_GLIBCXX_USE_CXX11_ABI)

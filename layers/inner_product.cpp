@@ -104,14 +104,16 @@ void InnerProductLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
                 std::to_string(k) + "; the weight is fixed at setup, so keep the per-sample shape constant");
   }
   m_ = bottom[0]->data.count(0, axis);
-  storage_ = bottom[0]->data.dtype();
   Shape out(s.begin(), s.begin() + axis);
   out.push_back(num_output_);
   top[0]->resize(out);
 }
 
 void InnerProductLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  if (bottom[0]->data.dtype() != DType::kF32) return forward_stored_cpu(bottom[0]->data, top[0]->data);
+  if (call_dtype() != DType::kF32 || bottom[0]->data.dtype() != DType::kF32) {
+    check_call_dtype({&bottom[0]->data, &top[0]->data});  // the scratch follows it
+    return forward_stored_cpu(bottom[0]->data, top[0]->data);
+  }
   const float* x = bottom[0]->data.data<float>();
   const float* w = param(0).data.data<float>();
   float* y = top[0]->data.data<float>();
@@ -133,7 +135,8 @@ void InnerProductLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
 
 void InnerProductLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                      const BlobVec& bottom) {
-  if (top[0]->diff.dtype() != DType::kF32) {
+  if (call_dtype() != DType::kF32 || top[0]->diff.dtype() != DType::kF32) {
+    check_call_dtype({&top[0]->diff, &bottom[0]->data, &bottom[0]->diff});
     return backward_stored_cpu(top[0]->diff, bottom[0]->data, propagate_down[0] ? &bottom[0]->diff : nullptr);
   }
   const float* dy = top[0]->diff.data<float>();
@@ -192,7 +195,7 @@ int64_t InnerProductLayer::stored_block_rows() const {
 }
 
 size_t InnerProductLayer::scratch_bytes() const {
-  if (storage_ == DType::kF32) return 0;
+  if (call_dtype() == DType::kF32) return 0;
   ScratchCarver counter;
   if (device().is_cpu()) {
     const int64_t rows = stored_block_rows();
@@ -200,13 +203,12 @@ size_t InnerProductLayer::scratch_bytes() const {
     counter.take({rows, num_output_});
     counter.take({rows, k_});
   } else {
-    counter.take(param(0).shape(), storage_);  // the weight in the blobs' dtype
+    counter.take(param(0).shape(), call_dtype());  // the weight in the blobs' dtype
   }
   return counter.bytes();
 }
 
 void InnerProductLayer::forward_stored_cpu(const Tensor& x, Tensor& y) {
-  if (y.dtype() != x.dtype()) check_same_storage("InnerProduct forward", {&x, &y});  // names both
   const int64_t rows = stored_block_rows();
   ScratchCarver carver(scratch(scratch_bytes()));
   Tensor xb = carver.take({rows, k_});

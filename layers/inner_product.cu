@@ -9,20 +9,18 @@
 #include "framework/scratch.h"
 #include "framework/error.h"
 #include "layers/inner_product.h"
-#include "layers/neuron_layer.h"  // check_same_storage
 
 namespace strata {
 
 // The weight in the blobs' dtype, in this call's scratch (rounded on the device).
 Tensor InnerProductLayer::stored_weight() {
   ScratchCarver carver(scratch(scratch_bytes()));
-  Tensor w = carver.take(param(0).shape(), storage_);
+  Tensor w = carver.take(param(0).shape(), call_dtype());
   cast_into(w, param(0).data);
   return w;
 }
 
 void InnerProductLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
-  if (y.dtype() != x.dtype()) check_same_storage("InnerProduct forward", {&x, &y});  // names both
   const DType st = x.dtype();
   const Tensor w = stored_weight();
   const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
@@ -61,7 +59,10 @@ void InnerProductLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, 
 void InnerProductLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   // Every rank of a tensor-parallel group has the same batch, so all return here together.
   if (m_ == 0) return;
-  if (bottom[0]->data.dtype() != DType::kF32) return forward_stored_cuda(bottom[0]->data, top[0]->data);
+  if (call_dtype() != DType::kF32 || bottom[0]->data.dtype() != DType::kF32) {
+    check_call_dtype({&bottom[0]->data, &top[0]->data});  // the scratch follows it
+    return forward_stored_cuda(bottom[0]->data, top[0]->data);
+  }
   const float* x = bottom[0]->data.device_data<float>();
   const float* w = param(0).data.device_data<float>();
   float* y = top[0]->data.device_data<float>();
@@ -76,7 +77,8 @@ void InnerProductLayer::backward_cuda(const BlobVec& top, const std::vector<bool
                                       const BlobVec& bottom) {
   // A zero batch adds nothing to the parameter gradients and has no input gradient.
   if (m_ == 0) return;
-  if (top[0]->diff.dtype() != DType::kF32) {
+  if (call_dtype() != DType::kF32 || top[0]->diff.dtype() != DType::kF32) {
+    check_call_dtype({&top[0]->diff, &bottom[0]->data, &bottom[0]->diff});
     return backward_stored_cuda(top[0]->diff, bottom[0]->data, propagate_down[0] ? &bottom[0]->diff : nullptr);
   }
   const float* dy = top[0]->diff.device_data<float>();

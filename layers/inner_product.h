@@ -73,7 +73,6 @@ class InnerProductLayer : public Layer {
   FillerSpec bias_filler_;
   int64_t k_ = 0;  // inputs per sample, fixed at setup
   int64_t m_ = 0;  // samples in the current batch
-  DType storage_ = DType::kF32;  // the blobs' dtype, as of reshape
 };
 
 }  // namespace strata

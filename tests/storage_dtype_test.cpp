@@ -293,6 +293,37 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "h" bottom: "y" top: "loss" }
   EXPECT_EQ(net->storage_report().cast_layers, 2) << net->storage_report().str();
 }
 
+// A layer that takes 16 bits sizes its scratch by its call dtype, which the
+// net sets before it plans: the convolution's f32 chunk buffers and the
+// InnerProducts' row blocks get their places in the arena (no call grows the
+// shared buffer), also for conv1 and ip1, whose inputs are f32 blobs handed
+// to them as 16-bit copies.
+TEST(StorageDtype, The16BitCallsScratchIsPlanned) {
+  const std::string text = R"(
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 2 dim: 3 dim: 10 dim: 10 } shape { dim: 2 dim: 5 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1" convolution_param { num_output: 8 kernel_size: 3 weight_filler { type: "xavier" } } }
+layer { name: "conv2" type: "Convolution" bottom: "c1" top: "c2" convolution_param { num_output: 8 kernel_size: 3 weight_filler { type: "xavier" } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "c2" top: "h" inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "h" bottom: "y" top: "loss" }
+)";
+  for (DType storage : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    auto net = make_net(storage, BlobMemory::kByLifetimeChecked, text);
+    auto call_dtype = [&](const char* layer) { return net->layer(net->layer_index(layer)).call_dtype(); };
+    for (const char* layer : {"conv1", "conv2", "ip1"}) EXPECT_EQ(call_dtype(layer), storage) << layer;
+    EXPECT_EQ(call_dtype("loss"), DType::kF32);
+    const size_t planned = net->blob_plan().peak_bytes;
+    fill_inputs(*net, 3);
+    net->forward();
+    net->backward();
+    EXPECT_EQ(net->memory_report().workspace_bytes, 0u) << "a 16-bit call took the shared scratch: sized for f32";
+    EXPECT_EQ(net->blob_plan().peak_bytes, planned) << "the first step planned again";
+  }
+  // An f32 net's layers call in f32.
+  auto f32 = make_net(DType::kF32, BlobMemory::kByLifetime, text);
+  EXPECT_EQ(f32->layer(f32->layer_index("conv2")).call_dtype(), DType::kF32);
+}
+
 // -------------------------------------------------------------- training ----
 
 SolverConfig small_solver(const std::string& precision, const std::string& memory, bool recompute = false) {

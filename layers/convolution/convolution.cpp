@@ -208,7 +208,6 @@ void ConvolutionLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   num_ = s[0];
   height_ = s[2];
   width_ = s[3];
-  storage_ = bottom[0]->data.dtype();
   const Hw out = output_size(s);
   out_h_ = out.h;
   out_w_ = out.w;
@@ -310,7 +309,7 @@ std::vector<ConvolutionLayer::Workspace> ConvolutionLayer::lay_out_workspaces(Sc
       ws.dw = c.take({wsize});
       if (bias_ == Bias::kYes) ws.db = c.take({num_output_});
     }
-    if (storage_ != DType::kF32) {
+    if (call_dtype() != DType::kF32) {
       const int64_t image = channels_ * height_ * width_;
       ws.wide_x = c.take({chunk_images_ * image});
       ws.wide_y = c.take({chunk_images_ * num_output_ * out_h_ * out_w_});
@@ -467,7 +466,10 @@ void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) 
     winograd_transform_filters(param(0).data.data<float>(), num_output_ / group_, channels_ / group_,
                                workspaces[0].wino_u);
   }
-  if (bottom[0]->data.dtype() != DType::kF32) return forward_stored(bottom[0]->data, top[0]->data, workspaces);
+  if (call_dtype() != DType::kF32 || bottom[0]->data.dtype() != DType::kF32) {
+    check_call_dtype({&bottom[0]->data, &top[0]->data});  // the workspaces follow it
+    return forward_stored(bottom[0]->data, top[0]->data, workspaces);
+  }
   const float* x = bottom[0]->data.data<float>();
   float* y = top[0]->data.data<float>();
   for_each_chunk([&](int64_t i0, int64_t n, int worker) {
@@ -476,7 +478,6 @@ void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) 
 }
 
 void ConvolutionLayer::forward_stored(const Tensor& x, Tensor& y, std::vector<Workspace>& workspaces) {
-  if (y.dtype() != x.dtype()) check_same_storage("Convolution forward", {&x, &y});  // names both
   const int64_t image = channels_ * height_ * width_;
   const int64_t out_image = num_output_ * out_h_ * out_w_;
   with_float_element(x.dtype(), "Convolution forward", [&](auto e) {
@@ -651,7 +652,9 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
     }
     used[worker] = 1;
   };
-  const DType st = top[0]->diff.dtype();
+  const DType st = call_dtype();
+  check_call_dtype({&top[0]->diff, &bottom[0]->data});  // the workspaces follow it
+  if (want_dx) check_call_dtype({&bottom[0]->diff});
   if (st == DType::kF32) {
     const float* x = bottom[0]->data.data<float>();
     const float* dy = top[0]->diff.data<float>();

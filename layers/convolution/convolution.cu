@@ -127,10 +127,10 @@ void ConvolutionLayer::prepare_cudnn() {
                                                   to_int(num_output_, "num_output"), 1, 1));
   }
   CudaState& st = *cuda_;
-  const CudaState::Key key{num_, height_, width_, static_cast<int>(cuda::math_mode()), static_cast<int>(storage_)};
+  const CudaState::Key key{num_, height_, width_, static_cast<int>(cuda::math_mode()), static_cast<int>(call_dtype())};
   if (key == st.current) return;
-  const cudnnDataType_t data = cudnn_data_type(storage_);
-  const bool reduced = storage_ != DType::kF32;
+  const cudnnDataType_t data = cudnn_data_type(call_dtype());
+  const bool reduced = call_dtype() != DType::kF32;
   STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(st.w, data, CUDNN_TENSOR_NCHW, to_int(num_output_, "num_output"),
                                                 to_int(channels_ / group_, "channels per group"),
                                                 to_int(kernel_.h, "kernel_h"), to_int(kernel_.w, "kernel_w")));
@@ -163,11 +163,11 @@ void ConvolutionLayer::prepare_cudnn() {
     p.dilation_h = dilation_.h;
     p.dilation_w = dilation_.w;
     p.group = group_;
-    p.dtype = dtype_name(storage_);
+    p.dtype = dtype_name(call_dtype());
     p.layout = "NCHW";
     p.math = static_cast<int>(math);
     cuda::ConvBuffers b;  // x and w null: timed on zeroed buffers
-    const size_t elem = dtype_size(storage_);
+    const size_t elem = dtype_size(call_dtype());
     b.x_bytes = static_cast<size_t>(num_ * channels_ * height_ * width_) * elem;
     b.y_bytes = static_cast<size_t>(num_ * num_output_ * out_h_ * out_w_) * elem;
     b.w_bytes = static_cast<size_t>(param(0).numel()) * elem;
@@ -188,19 +188,15 @@ size_t ConvolutionLayer::cudnn_workspace_bytes() const {
 
 ConvolutionLayer::CudaScratch ConvolutionLayer::lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const {
   CudaScratch s;
-  if (storage_ != DType::kF32) {
-    s.weight = c.take(param(0).shape(), storage_);
-    if (phase() == Phase::kTrain) s.weight_grad = c.take(param(0).shape(), storage_);
+  if (call_dtype() != DType::kF32) {
+    s.weight = c.take(param(0).shape(), call_dtype());
+    if (phase() == Phase::kTrain) s.weight_grad = c.take(param(0).shape(), call_dtype());
   }
   if (workspace_bytes > 0) s.workspace = c.take({static_cast<int64_t>(workspace_bytes)}, DType::kU8);
   return s;
 }
 
 void ConvolutionLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
-  if (y.dtype() != x.dtype() || x.dtype() != storage_) {
-    fail<ShapeError>(where(), ": bottom ", dtype_name(x.dtype()), ", top ", dtype_name(y.dtype()),
-                     " as of the last reshape ", dtype_name(storage_), "; one call's blobs must be of one dtype");
-  }
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
@@ -214,7 +210,7 @@ void ConvolutionLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
                                              y.raw_data()));
   if (bias_ == Bias::kYes) {
     cuda::add_channel_bias_stored(num_, num_output_, out_h_ * out_w_, param(1).data.device_data<float>(),
-                                  y.raw_data(), storage_);
+                                  y.raw_data(), call_dtype());
   }
 }
 
@@ -230,14 +226,14 @@ void ConvolutionLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, T
   // Parameter gradients accumulate, in f32: the bias's summed from the
   // 16-bit top gradient, the weight's computed in 16 bits and added.
   if (bias_ == Bias::kYes) {
-    cuda::channel_sums_stored(num_, num_output_, out_h_ * out_w_, dy.raw_data(), storage_, 1.0f,
+    cuda::channel_sums_stored(num_, num_output_, out_h_ * out_w_, dy.raw_data(), call_dtype(), 1.0f,
                               param(1).diff.device_data<float>());
   }
   STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, x.raw_data(), st.y, dy.raw_data(),
                                                     st.conv_bwd_filter, st.algos->bwd_filter, s.workspace.raw_data(),
                                                     st.algos->bwd_filter_bytes, &zero, st.w,
                                                     s.weight_grad.raw_data()));
-  cuda::accumulate_widened(param(0).numel(), s.weight_grad.raw_data(), storage_, param(0).diff.device_data<float>());
+  cuda::accumulate_widened(param(0).numel(), s.weight_grad.raw_data(), call_dtype(), param(0).diff.device_data<float>());
   if (dx) {
     cast_into(s.weight, param(0).data);
     STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, s.weight.raw_data(), st.y, dy.raw_data(),
@@ -263,7 +259,8 @@ void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   }
   if (num_ == 0) return;  // cuDNN rejects empty tensors; the top is empty too
   prepare_cudnn();
-  if (bottom[0]->data.dtype() != DType::kF32) return forward_stored_cuda(bottom[0]->data, top[0]->data);
+  check_call_dtype({&bottom[0]->data, &top[0]->data});  // the descriptors' type
+  if (call_dtype() != DType::kF32) return forward_stored_cuda(bottom[0]->data, top[0]->data);
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
@@ -291,7 +288,8 @@ void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>
   }
   if (num_ == 0) return;  // nothing to add to the parameter gradients, no input gradient
   prepare_cudnn();
-  if (top[0]->diff.dtype() != DType::kF32) {
+  check_call_dtype({&top[0]->diff, &bottom[0]->data, &bottom[0]->diff});
+  if (call_dtype() != DType::kF32) {
     return backward_stored_cuda(top[0]->diff, bottom[0]->data, propagate_down[0] ? &bottom[0]->diff : nullptr);
   }
   CudaState& st = *cuda_;

@@ -163,7 +163,6 @@ class ConvolutionLayer : public Layer {
   // Current shapes (reshape).
   int64_t num_ = 0, height_ = 0, width_ = 0, out_h_ = 0, out_w_ = 0;
   int64_t chunk_images_ = 1;  // images per chunk
-  DType storage_ = DType::kF32;  // the blobs' dtype, as of reshape
   int64_t num_chunks_ = 0;
 
 #ifdef STRATA_WITH_CUDA
