@@ -2,10 +2,8 @@
 // and on GPU 0, compared. Host code only: the GPU twin is driven through
 // the Layer interface and Tensor copies, so this file compiles in every
 // build and checks only where a CUDA build finds a GPU.
-#include <algorithm>
 #include <cmath>
 #include <memory>
-#include <sstream>
 
 #include "framework/layer_check.h"
 #include "framework/layer_harness.h"
@@ -52,22 +50,7 @@ std::vector<float> nans(int64_t n) { return std::vector<float>(static_cast<size_
 
 void compare(Problems& out, const std::string& what, const std::vector<float>& cpu, const std::vector<float>& gpu_v,
              float tolerance) {
-  if (cpu.size() != gpu_v.size()) {
-    out.push_back(what + ": CPU " + std::to_string(cpu.size()) + " values, CUDA " + std::to_string(gpu_v.size()));
-    return;
-  }
-  int reported = 0;
-  for (size_t i = 0; i < cpu.size(); ++i) {
-    const double a = cpu[i], b = gpu_v[i];
-    const double scale = std::max({std::fabs(a), std::fabs(b), 1.0});
-    if (!(std::fabs(a - b) <= tolerance * scale) && reported++ < 5) {
-      std::ostringstream os;
-      os << what << " element " << i << ": CPU " << a << " vs CUDA " << b << " (tolerance " << tolerance << " x "
-         << scale << ")";
-      out.push_back(os.str());
-    }
-  }
-  if (reported > 5) out.push_back(what + ": " + std::to_string(reported) + " mismatches in all");
+  compare_values(out, what, "CPU", cpu, "CUDA", gpu_v, tolerance);
 }
 
 }  // namespace

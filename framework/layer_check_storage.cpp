@@ -1,8 +1,6 @@
 // check_storage (framework/layer_check.h): a layer's 16-bit path on the CPU
 // against its f32 path on the same (rounded) inputs.
-#include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "framework/error.h"
 #include "framework/layer_check.h"
@@ -25,23 +23,7 @@ std::vector<float> rounded(const std::vector<float>& v, DType storage) {
 
 void compare(Problems& out, const std::string& what, const std::vector<float>& f32_path,
              const std::vector<float>& reduced_path, float tolerance) {
-  if (f32_path.size() != reduced_path.size()) {
-    out.push_back(what + ": f32 " + std::to_string(f32_path.size()) + " values, 16-bit " +
-                  std::to_string(reduced_path.size()));
-    return;
-  }
-  int reported = 0;
-  for (size_t i = 0; i < f32_path.size(); ++i) {
-    const double a = f32_path[i], b = reduced_path[i];
-    const double scale = std::max({std::fabs(a), std::fabs(b), 1.0});
-    if (!(std::fabs(a - b) <= tolerance * scale) && reported++ < 5) {
-      std::ostringstream os;
-      os << what << " element " << i << ": f32 path " << a << " (rounded) vs 16-bit path " << b << " (tolerance "
-         << tolerance << " x " << scale << ")";
-      out.push_back(os.str());
-    }
-  }
-  if (reported > 5) out.push_back(what + ": " + std::to_string(reported) + " mismatches in all");
+  compare_values(out, what, "f32 path (rounded)", f32_path, "16-bit path", reduced_path, tolerance);
 }
 
 std::vector<float> nans(int64_t n) { return std::vector<float>(static_cast<size_t>(n), std::nanf("")); }

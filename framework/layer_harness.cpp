@@ -1,6 +1,8 @@
 #include "framework/layer_harness.h"
 
 #include <algorithm>
+#include <cmath>
+#include <sstream>
 #include <utility>
 
 #include "framework/config/config.h"
@@ -216,6 +218,28 @@ void store_blobs_as(LayerHarness& h, DType storage) {
     restore(b->data);
     restore(b->diff);
   }
+}
+
+void compare_values(std::vector<std::string>& out, const std::string& what, const std::string& a_name,
+                    const std::vector<float>& a, const std::string& b_name, const std::vector<float>& b,
+                    float tolerance) {
+  if (a.size() != b.size()) {
+    out.push_back(what + ": " + a_name + " " + std::to_string(a.size()) + " values, " + b_name + " " +
+                  std::to_string(b.size()));
+    return;
+  }
+  int reported = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i], y = b[i];
+    const double scale = std::max({std::fabs(x), std::fabs(y), 1.0});
+    if (!(std::fabs(x - y) <= tolerance * scale) && reported++ < 5) {
+      std::ostringstream os;
+      os << what << " element " << i << ": " << a_name << " " << x << " vs " << b_name << " " << y << " (tolerance "
+         << tolerance << " x " << scale << ")";
+      out.push_back(os.str());
+    }
+  }
+  if (reported > 5) out.push_back(what + ": " + std::to_string(reported) + " mismatches in all");
 }
 
 std::vector<bool> gradient_targets(const LayerHarness& h, const LayerExample& ex) {

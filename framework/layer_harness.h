@@ -114,6 +114,14 @@ void store_rounded(Tensor& t, const std::vector<float>& v);
 // call_dtype set to it. Parameters stay f32.
 void store_blobs_as(LayerHarness& h, DType storage);
 
+// Appends to `out` the elements where |a - b| > tolerance * max(1, |a|,
+// |b|) (NaN counts), as "WHAT element I: A_NAME a vs B_NAME b (tolerance
+// ...)", at most five, then a count; a size mismatch as one line. What the
+// CPU-against-CUDA and the 16-bit checks report.
+void compare_values(std::vector<std::string>& out, const std::string& what, const std::string& a_name,
+                    const std::vector<float>& a, const std::string& b_name, const std::vector<float>& b,
+                    float tolerance);
+
 // Which bottoms a check takes a gradient for: those the layer can backward
 // to, never labels.
 std::vector<bool> gradient_targets(const LayerHarness& h, const LayerExample& example);
