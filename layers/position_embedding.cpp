@@ -7,6 +7,7 @@
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
 
@@ -61,49 +62,63 @@ void PositionEmbeddingLayer::reshape(const BlobVec& bottom, const BlobVec& top) 
 }
 
 void PositionEmbeddingLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  if (xt.dtype() != yt.dtype()) check_same_storage("PositionEmbedding forward", {&xt, &yt});  // names both
   const float* pos = pos_embedding().data.data<float>();
   const float* cls = class_token_ == ClassToken::kYes ? param(0).data.data<float>() : nullptr;
   const int64_t T = t_, D = d_, E = extra(), out_t = T + E;
-  parallel_for(n_, std::max<int64_t>(1, 16384 / (out_t * D)), [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) {
-      float* yn = y + n * out_t * D;
-      if (cls) {
-        for (int64_t j = 0; j < D; ++j) yn[j] = cls[j] + pos[j];
+  // f32, or bf16/f16 widened per element: each sum in f32, rounded once.
+  with_float_element(xt.dtype(), "PositionEmbedding forward", [&](auto e) {
+    using El = decltype(e);
+    using V = typename El::T;
+    const V* x = xt.data<V>();
+    V* y = yt.data<V>();
+    parallel_for(n_, std::max<int64_t>(1, 16384 / (out_t * D)), [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        V* yn = y + n * out_t * D;
+        if (cls) {
+          for (int64_t j = 0; j < D; ++j) yn[j] = El::store(cls[j] + pos[j]);
+        }
+        const V* xn = x + n * T * D;
+        const float* pn = pos + E * D;
+        V* yt_n = yn + E * D;
+        for (int64_t i = 0; i < T * D; ++i) yt_n[i] = El::store(El::load(xn[i]) + pn[i]);
       }
-      const float* xn = x + n * T * D;
-      const float* pn = pos + E * D;
-      float* yt = yn + E * D;
-      for (int64_t i = 0; i < T * D; ++i) yt[i] = xn[i] + pn[i];
-    }
+    });
   });
 }
 
 void PositionEmbeddingLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                           const BlobVec& bottom) {
-  const float* dy = top[0]->diff.data<float>();
+  const Tensor& dyt = top[0]->diff;
   const int64_t T = t_, D = d_, E = extra(), out_t = T + E;
-  // Both parameters are shared by every sample: sum over the batch. Threads
-  // own ranges of the [T + E, D] embedding.
-  float* dpos = pos_embedding().diff.data<float>();
   const int64_t per = out_t * D;
-  parallel_for(per, std::max<int64_t>(256, 16384 / std::max<int64_t>(1, n_)), [&](int64_t begin, int64_t end) {
-    for (int64_t n = 0; n < n_; ++n) {
-      const float* dn = dy + n * per;
-      for (int64_t i = begin; i < end; ++i) dpos[i] += dn[i];
+  with_float_element(dyt.dtype(), "PositionEmbedding backward", [&](auto e) {
+    using El = decltype(e);
+    using V = typename El::T;
+    const V* dy = dyt.data<V>();
+    // Both parameters are shared by every sample: sum over the batch. Threads
+    // own ranges of the [T + E, D] embedding.
+    float* dpos = pos_embedding().diff.data<float>();
+    parallel_for(per, std::max<int64_t>(256, 16384 / std::max<int64_t>(1, n_)), [&](int64_t begin, int64_t end) {
+      for (int64_t n = 0; n < n_; ++n) {
+        const V* dn = dy + n * per;
+        for (int64_t i = begin; i < end; ++i) dpos[i] += El::load(dn[i]);
+      }
+    });
+    if (class_token_ == ClassToken::kYes) {
+      float* dcls = param(0).diff.data<float>();
+      for (int64_t n = 0; n < n_; ++n) {
+        for (int64_t j = 0; j < D; ++j) dcls[j] += El::load(dy[n * per + j]);
+      }
     }
-  });
-  if (class_token_ == ClassToken::kYes) {
-    float* dcls = param(0).diff.data<float>();
-    for (int64_t n = 0; n < n_; ++n) {
-      for (int64_t j = 0; j < D; ++j) dcls[j] += dy[n * per + j];
-    }
-  }
-  if (!propagate_down[0]) return;
-  float* dx = bottom[0]->diff.data<float>();
-  parallel_for(n_, std::max<int64_t>(1, 16384 / per), [&](int64_t begin, int64_t end) {
-    for (int64_t n = begin; n < end; ++n) std::memcpy(dx + n * T * D, dy + n * per + E * D, sizeof(float) * T * D);
+    if (!propagate_down[0]) return;
+    if (bottom[0]->diff.dtype() != dyt.dtype()) check_same_storage("PositionEmbedding backward", {&dyt, &bottom[0]->diff});
+    V* dx = bottom[0]->diff.data<V>();
+    parallel_for(n_, std::max<int64_t>(1, 16384 / per), [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) std::memcpy(dx + n * T * D, dy + n * per + E * D, sizeof(V) * T * D);
+    });
   });
 }
 

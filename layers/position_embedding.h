@@ -18,6 +18,9 @@ class PositionEmbeddingLayer : public Layer {
   static LayerSchema schema();
   // What backward reads: the gradient passes through and sums; no values.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are: each sum in f32,
+  // rounded once; the parameters and their gradients stay f32.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
