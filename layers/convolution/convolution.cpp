@@ -11,7 +11,6 @@
 #include "framework/scratch.h"
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
-#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 #include "layers/convolution/convolution_patches.h"
 #include "layers/convolution/convolution_winograd.h"
 
@@ -351,8 +350,7 @@ std::vector<ConvolutionLayer::Workspace> ConvolutionLayer::lay_out_workspaces(Sc
   return out;
 }
 
-template <typename Body>
-void ConvolutionLayer::for_each_chunk(const Body& body) const {
+void ConvolutionLayer::for_each_chunk(const ChunkBody& body) const {
   const int64_t n_img = chunk_images_;
   const int64_t num = num_;
   // gemm() runs on the calling thread inside a parallel region on every CPU
@@ -474,25 +472,6 @@ void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) 
   float* y = top[0]->data.data<float>();
   for_each_chunk([&](int64_t i0, int64_t n, int worker) {
     forward_chunk(x, y, i0, n, workspaces[static_cast<size_t>(worker)]);
-  });
-}
-
-void ConvolutionLayer::forward_stored(const Tensor& x, Tensor& y, std::vector<Workspace>& workspaces) {
-  const int64_t image = channels_ * height_ * width_;
-  const int64_t out_image = num_output_ * out_h_ * out_w_;
-  with_float_element(x.dtype(), "Convolution forward", [&](auto e) {
-    using E = decltype(e);
-    using T = typename E::T;
-    const T* xs = x.data<T>();
-    T* ys = y.data<T>();
-    for_each_chunk([&](int64_t i0, int64_t n, int worker) {
-      Workspace& ws = workspaces[static_cast<size_t>(worker)];
-      float* wx = ws.wide_x.data<float>();
-      float* wy = ws.wide_y.data<float>();
-      for (int64_t k = 0; k < n * image; ++k) wx[k] = E::load(xs[i0 * image + k]);
-      forward_chunk(wx, wy, 0, n, ws);  // the chunk's images as images 0..n-1
-      for (int64_t k = 0; k < n * out_image; ++k) ys[i0 * out_image + k] = E::store(wy[k]);
-    });
   });
 }
 
@@ -661,29 +640,7 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
     float* dx = want_dx ? bottom[0]->diff.data<float>() : nullptr;
     for_each_chunk([&](int64_t i0, int64_t n, int worker) { chunk(x, dy, dx, i0, n, worker); });
   } else {
-    // 16 bits: each chunk widened into its worker's f32 scratch (as images
-    // 0..n-1), its input gradient rounded once.
-    const int64_t image = channels_ * height_ * width_;
-    const int64_t out_image = num_output_ * out_h_ * out_w_;
-    with_float_element(st, "Convolution backward", [&](auto e) {
-      using E = decltype(e);
-      using T = typename E::T;
-      const T* xs = bottom[0]->data.data<T>();
-      const T* dys = top[0]->diff.data<T>();
-      T* dxs = want_dx ? bottom[0]->diff.data<T>() : nullptr;
-      for_each_chunk([&](int64_t i0, int64_t n, int worker) {
-        Workspace& ws = workspaces[static_cast<size_t>(worker)];
-        float* wx = ws.wide_x.data<float>();
-        float* wdy = ws.wide_y.data<float>();
-        float* wdx = ws.wide_dx.data<float>();
-        for (int64_t k = 0; k < n * image; ++k) wx[k] = E::load(xs[i0 * image + k]);
-        for (int64_t k = 0; k < n * out_image; ++k) wdy[k] = E::load(dys[i0 * out_image + k]);
-        chunk(wx, wdy, dxs ? wdx : nullptr, 0, n, worker);
-        if (dxs) {
-          for (int64_t k = 0; k < n * image; ++k) dxs[i0 * image + k] = E::store(wdx[k]);
-        }
-      });
-    });
+    backward_stored(bottom[0]->data, top[0]->diff, want_dx ? &bottom[0]->diff : nullptr, workspaces, chunk);
   }
   float* dw = wblob.diff.data<float>();
   for (size_t t = 1; t < workspaces.size(); ++t) {

@@ -24,6 +24,7 @@
 // channels of the top gradient and allreduces the input gradient.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "framework/filler.h"
@@ -107,7 +108,7 @@ class ConvolutionLayer : public Layer {
 
   // The unsplit computation, into a top of num_output_ channels.
   void forward_local(const BlobVec& bottom, const BlobVec& top);
-  // forward_local over 16-bit blobs: chunk by chunk through the workers' f32 scratch.
+  // forward_local over 16-bit blobs (convolution_stored_path.cpp).
   void forward_stored(const Tensor& x, Tensor& y, std::vector<Workspace>& workspaces);
   void backward_local(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom);
   void check_bottom(const Shape& s) const;
@@ -143,9 +144,17 @@ class ConvolutionLayer : public Layer {
   void backward_chunk(const float* x, const float* dy, float* dx, int64_t i0, int64_t n,
                       float* dw, float* db, float dw_beta, Workspace& ws) const;
   // Runs body(i0, n, worker) over the image chunks; a worker is one thread,
-  // so its workspace needs no locking.
-  template <typename Body>
-  void for_each_chunk(const Body& body) const;
+  // so its workspace needs no locking. Called once per chunk.
+  using ChunkBody = std::function<void(int64_t i0, int64_t n, int worker)>;
+  void for_each_chunk(const ChunkBody& body) const;
+  // 16-bit blobs (layers/convolution/convolution_stored_path.cpp): each
+  // chunk widened into its worker's f32 scratch (as images 0..n-1), run by
+  // the f32 code, its outputs rounded once. backward_stored hands each
+  // chunk to `chunk` (backward_chunk with the worker's gradient sums).
+  using BackwardChunk =
+      std::function<void(const float* x, const float* dy, float* dx, int64_t i0, int64_t n, int worker)>;
+  void backward_stored(const Tensor& x, const Tensor& dy, Tensor* dx, std::vector<Workspace>& workspaces,
+                       const BackwardChunk& chunk);
 
   int64_t num_output_;  // this rank's output channels (num_output / T when split)
   int64_t full_output_;
