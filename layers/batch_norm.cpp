@@ -5,6 +5,7 @@
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
 
@@ -67,16 +68,33 @@ void BatchNormLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   mean_.resize({channels_});
   var_.resize({channels_});
   inv_std_.resize({channels_});
-  if (stats_ == Stats::kBatch) {
-    x_norm_.resize(s);
-    grad_means_.resize({2, channels_});
-  }
+  if (stats_ == Stats::kBatch) grad_means_.resize({2, channels_});
   top[0]->resize(s);
+}
+
+BatchNormLayer::Kept BatchNormLayer::lay_out_kept(ScratchCarver& c) const {
+  Kept k;
+  if (stats_ == Stats::kBatch) k.x_norm = c.take({num_, channels_, spatial_}, call_dtype());
+  return k;
+}
+
+size_t BatchNormLayer::kept_bytes() const {
+  ScratchCarver counter;
+  lay_out_kept(counter);
+  return counter.bytes();
+}
+
+BatchNormLayer::Kept BatchNormLayer::take_kept() {
+  const size_t bytes = kept_bytes();
+  if (bytes == 0) return Kept{};
+  ScratchCarver carver(kept(bytes));
+  return lay_out_kept(carver);
 }
 
 // Two passes per channel in double: the mean, then the squared deviations,
 // which stays accurate when |mean| >> std.
-void BatchNormLayer::compute_batch_stats(const float* x) {
+template <class E>
+void BatchNormLayer::compute_batch_stats(const typename E::T* x) {
   const int64_t m = num_ * spatial_;
   float* mean = mean_.data<float>();
   float* var = var_.data<float>();
@@ -84,15 +102,15 @@ void BatchNormLayer::compute_batch_stats(const float* x) {
     for (int64_t c = cb; c < ce; ++c) {
       double sum = 0.0;
       for (int64_t n = 0; n < num_; ++n) {
-        const float* p = x + (n * channels_ + c) * spatial_;
-        for (int64_t i = 0; i < spatial_; ++i) sum += p[i];
+        const typename E::T* p = x + (n * channels_ + c) * spatial_;
+        for (int64_t i = 0; i < spatial_; ++i) sum += E::load(p[i]);
       }
       const double mu = m > 0 ? sum / static_cast<double>(m) : 0.0;
       double sq = 0.0;
       for (int64_t n = 0; n < num_; ++n) {
-        const float* p = x + (n * channels_ + c) * spatial_;
+        const typename E::T* p = x + (n * channels_ + c) * spatial_;
         for (int64_t i = 0; i < spatial_; ++i) {
-          const double d = p[i] - mu;
+          const double d = E::load(p[i]) - mu;
           sq += d * d;
         }
       }
@@ -103,105 +121,123 @@ void BatchNormLayer::compute_batch_stats(const float* x) {
 }
 
 void BatchNormLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  check_same_storage("BatchNorm forward", {&xt, &yt});
   float* mean = mean_.data<float>();
   float* inv_std = inv_std_.data<float>();
   const int64_t m = num_ * spatial_;
+  Kept kept = take_kept();
 
-  if (stats_ == Stats::kGlobal) {
-    const float* rm = param(0).data.data<float>();
-    const float* rv = param(1).data.data<float>();
-    for (int64_t c = 0; c < channels_; ++c) {
-      mean[c] = rm[c];
-      inv_std[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(rv[c]) + eps_));
-    }
-  } else {
-    if (m == 1 && phase() == Phase::kTrain) {
-      shape_error("batch statistics need more than one value per channel, got bottom " +
-                  shape_str(bottom[0]->shape()) +
-                  "; use a larger batch or batch_norm_param { use_global_stats: true }");
-    }
-    compute_batch_stats(x);
-    const float* var = var_.data<float>();
-    for (int64_t c = 0; c < channels_; ++c) {
-      inv_std[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[c]) + eps_));
-    }
-    // Only TRAIN updates the running statistics: a TEST net computing batch
-    // statistics must not disturb the weights it shares with training.
-    if (phase() == Phase::kTrain && m > 1) {
-      float* rm = param(0).data.data<float>();
-      float* rv = param(1).data.data<float>();
-      const double f = moving_average_fraction_;
-      const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
+  // f32, or bf16/f16 widened per element: statistics and arithmetic in f32 (double sums), y rounded once.
+  with_float_element(xt.dtype(), "BatchNorm forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* x = xt.data<T>();
+    T* y = yt.data<T>();
+    if (stats_ == Stats::kGlobal) {
+      const float* rm = param(0).data.data<float>();
+      const float* rv = param(1).data.data<float>();
       for (int64_t c = 0; c < channels_; ++c) {
-        rm[c] = static_cast<float>(f * rm[c] + (1.0 - f) * mean[c]);
-        rv[c] = static_cast<float>(f * rv[c] + (1.0 - f) * var[c] * unbias);
+        mean[c] = rm[c];
+        inv_std[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(rv[c]) + eps_));
+      }
+    } else {
+      if (m == 1 && phase() == Phase::kTrain) {
+        shape_error("batch statistics need more than one value per channel, got bottom " +
+                    shape_str(bottom[0]->shape()) +
+                    "; use a larger batch or batch_norm_param { use_global_stats: true }");
+      }
+      compute_batch_stats<E>(x);
+      const float* var = var_.data<float>();
+      for (int64_t c = 0; c < channels_; ++c) {
+        inv_std[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[c]) + eps_));
+      }
+      // Only TRAIN updates the running statistics: a TEST net computing batch
+      // statistics must not disturb the weights it shares with training.
+      if (phase() == Phase::kTrain && m > 1) {
+        float* rm = param(0).data.data<float>();
+        float* rv = param(1).data.data<float>();
+        const double f = moving_average_fraction_;
+        const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
+        for (int64_t c = 0; c < channels_; ++c) {
+          rm[c] = static_cast<float>(f * rm[c] + (1.0 - f) * mean[c]);
+          rv[c] = static_cast<float>(f * rv[c] + (1.0 - f) * var[c] * unbias);
+        }
       }
     }
-  }
-
-  float* xn = stats_ == Stats::kBatch ? x_norm_.data<float>() : nullptr;
-  parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
-    for (int64_t plane = b; plane < e; ++plane) {
-      const int64_t c = plane % channels_;
-      const float mu = mean[c];
-      const float is = inv_std[c];
-      const int64_t off = plane * spatial_;
-      for (int64_t i = 0; i < spatial_; ++i) {
-        const float v = (x[off + i] - mu) * is;
-        if (xn) xn[off + i] = v;
-        y[off + i] = v;
+    // x_norm is y as stored (y may be x's memory: in place).
+    T* xn = stats_ == Stats::kBatch ? kept.x_norm.data<T>() : nullptr;
+    parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
+      for (int64_t plane = b; plane < e; ++plane) {
+        const int64_t c = plane % channels_;
+        const float mu = mean[c];
+        const float is = inv_std[c];
+        const int64_t off = plane * spatial_;
+        for (int64_t i = 0; i < spatial_; ++i) {
+          const T v = E::store((E::load(x[off + i]) - mu) * is);
+          if (xn) xn[off + i] = v;
+          y[off + i] = v;
+        }
       }
-    }
+    });
   });
 }
 
 void BatchNormLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                   const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = bottom[0]->diff.data<float>();  // may be dy itself when in place
+  const Tensor& dyt = top[0]->diff;
+  Tensor& dxt = bottom[0]->diff;  // may be dy itself when in place
+  check_same_storage("BatchNorm backward", {&dyt, &dxt});
   const float* inv_std = inv_std_.data<float>();
-
-  if (stats_ == Stats::kGlobal) {
-    parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
-      for (int64_t plane = b; plane < e; ++plane) {
-        const float is = inv_std[plane % channels_];
-        const int64_t off = plane * spatial_;
-        for (int64_t i = 0; i < spatial_; ++i) dx[off + i] = dy[off + i] * is;
+  const Kept kept = take_kept();  // as forward left it
+  with_float_element(dyt.dtype(), "BatchNorm backward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* dy = dyt.data<T>();
+    T* dx = dxt.data<T>();
+    if (stats_ == Stats::kGlobal) {
+      parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
+        for (int64_t plane = b; plane < e; ++plane) {
+          const float is = inv_std[plane % channels_];
+          const int64_t off = plane * spatial_;
+          for (int64_t i = 0; i < spatial_; ++i) dx[off + i] = E::store(E::load(dy[off + i]) * is);
+        }
+      });
+      return;
+    }
+    // dx = inv_std * (dy - mean(dy) - x_norm * mean(dy * x_norm)), means per
+    // channel; both sums are taken before dx (possibly dy's memory) is written.
+    const T* xn = kept.x_norm.data<T>();
+    const int64_t m = num_ * spatial_;
+    float* mean_dy = grad_means_.data<float>();
+    float* mean_dy_xn = mean_dy + channels_;
+    parallel_for(channels_, 1, [&](int64_t cb, int64_t ce) {
+      for (int64_t c = cb; c < ce; ++c) {
+        double s1 = 0.0, s2 = 0.0;
+        for (int64_t n = 0; n < num_; ++n) {
+          const int64_t off = (n * channels_ + c) * spatial_;
+          for (int64_t i = 0; i < spatial_; ++i) {
+            const float g = E::load(dy[off + i]);
+            s1 += g;
+            s2 += static_cast<double>(g) * E::load(xn[off + i]);
+          }
+        }
+        mean_dy[c] = m > 0 ? static_cast<float>(s1 / static_cast<double>(m)) : 0.0f;
+        mean_dy_xn[c] = m > 0 ? static_cast<float>(s2 / static_cast<double>(m)) : 0.0f;
       }
     });
-    return;
-  }
-
-  // dx = inv_std * (dy - mean(dy) - x_norm * mean(dy * x_norm)), means per
-  // channel; both sums are taken before dx (possibly dy's memory) is written.
-  const float* xn = x_norm_.data<float>();
-  const int64_t m = num_ * spatial_;
-  float* mean_dy = grad_means_.data<float>();
-  float* mean_dy_xn = mean_dy + channels_;
-  parallel_for(channels_, 1, [&](int64_t cb, int64_t ce) {
-    for (int64_t c = cb; c < ce; ++c) {
-      double s1 = 0.0, s2 = 0.0;
-      for (int64_t n = 0; n < num_; ++n) {
-        const int64_t off = (n * channels_ + c) * spatial_;
+    parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
+      for (int64_t plane = b; plane < e; ++plane) {
+        const int64_t c = plane % channels_;
+        const float is = inv_std[c], a = mean_dy[c], g = mean_dy_xn[c];
+        const int64_t off = plane * spatial_;
         for (int64_t i = 0; i < spatial_; ++i) {
-          s1 += dy[off + i];
-          s2 += static_cast<double>(dy[off + i]) * xn[off + i];
+          dx[off + i] = E::store(is * (E::load(dy[off + i]) - a - E::load(xn[off + i]) * g));
         }
       }
-      mean_dy[c] = m > 0 ? static_cast<float>(s1 / static_cast<double>(m)) : 0.0f;
-      mean_dy_xn[c] = m > 0 ? static_cast<float>(s2 / static_cast<double>(m)) : 0.0f;
-    }
-  });
-  parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
-    for (int64_t plane = b; plane < e; ++plane) {
-      const int64_t c = plane % channels_;
-      const float is = inv_std[c], a = mean_dy[c], g = mean_dy_xn[c];
-      const int64_t off = plane * spatial_;
-      for (int64_t i = 0; i < spatial_; ++i) dx[off + i] = is * (dy[off + i] - a - xn[off + i] * g);
-    }
+    });
   });
 }
 

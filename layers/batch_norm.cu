@@ -1,8 +1,10 @@
 #include <cmath>
 
+#include "framework/cuda/elements.cuh"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
 #include "layers/batch_norm.h"
+#include "layers/neuron_layer.h"  // check_same_storage
 
 namespace strata {
 
@@ -13,7 +15,8 @@ constexpr int kStatThreads = 256;
 // One block per channel, two passes in double as on the CPU (the mean, then
 // squared deviations); thread 0 then writes mean, biased variance, inv_std
 // and (TRAIN, m > 1) updates the running statistics.
-__global__ void batch_stats_kernel(int64_t num, int64_t channels, int64_t spatial, const float* x, float eps,
+template <class T>
+__global__ void batch_stats_kernel(int64_t num, int64_t channels, int64_t spatial, const T* x, float eps,
                                    int update_running, float fraction, float* mean, float* var, float* inv_std,
                                    float* running_mean, float* running_var) {
   const int64_t c = blockIdx.x;
@@ -21,14 +24,14 @@ __global__ void batch_stats_kernel(int64_t num, int64_t channels, int64_t spatia
   double sum = 0.0;
   for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
     const int64_t n = k / spatial, i = k - n * spatial;
-    sum += x[(n * channels + c) * spatial + i];
+    sum += cuda::load_element(x[(n * channels + c) * spatial + i]);
   }
   sum = cuda::block_sum(sum);
   const double mu = m > 0 ? sum / static_cast<double>(m) : 0.0;
   double sq = 0.0;
   for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
     const int64_t n = k / spatial, i = k - n * spatial;
-    const double d = x[(n * channels + c) * spatial + i] - mu;
+    const double d = cuda::load_element(x[(n * channels + c) * spatial + i]) - mu;
     sq += d * d;
   }
   sq = cuda::block_sum(sq);
@@ -56,18 +59,21 @@ __global__ void global_stats_kernel(int64_t channels, const float* running_mean,
 }
 
 // y may equal x: each element is read before the same thread writes it.
-__global__ void normalize_kernel(int64_t total, int64_t channels, int64_t spatial, const float* x, const float* mean,
-                                 const float* inv_std, float* x_norm, float* y) {
+// x_norm is y as stored (rounded once).
+template <class T>
+__global__ void normalize_kernel(int64_t total, int64_t channels, int64_t spatial, const T* x, const float* mean,
+                                 const float* inv_std, T* x_norm, T* y) {
   STRATA_CUDA_LOOP(k, total) {
     const int64_t c = (k / spatial) % channels;
-    const float v = (x[k] - mean[c]) * inv_std[c];
+    const T v = cuda::store_element<T>((cuda::load_element(x[k]) - mean[c]) * inv_std[c]);
     if (x_norm) x_norm[k] = v;
     y[k] = v;
   }
 }
 
 // Per channel: mean(dy) and mean(dy * x_norm), in double.
-__global__ void grad_means_kernel(int64_t num, int64_t channels, int64_t spatial, const float* dy, const float* xn,
+template <class T>
+__global__ void grad_means_kernel(int64_t num, int64_t channels, int64_t spatial, const T* dy, const T* xn,
                                   float* mean_dy, float* mean_dy_xn) {
   const int64_t c = blockIdx.x;
   const int64_t m = num * spatial;
@@ -75,8 +81,9 @@ __global__ void grad_means_kernel(int64_t num, int64_t channels, int64_t spatial
   for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
     const int64_t n = k / spatial, i = k - n * spatial;
     const int64_t at = (n * channels + c) * spatial + i;
-    s1 += dy[at];
-    s2 += static_cast<double>(dy[at]) * xn[at];
+    const float g = cuda::load_element(dy[at]);
+    s1 += g;
+    s2 += static_cast<double>(g) * cuda::load_element(xn[at]);
   }
   s1 = cuda::block_sum(s1);
   s2 = cuda::block_sum(s2);
@@ -87,17 +94,20 @@ __global__ void grad_means_kernel(int64_t num, int64_t channels, int64_t spatial
 }
 
 // dx may equal dy (in place): each element is read before it is written.
-__global__ void batch_grad_kernel(int64_t total, int64_t channels, int64_t spatial, const float* dy, const float* xn,
-                                  const float* inv_std, const float* mean_dy, const float* mean_dy_xn, float* dx) {
+template <class T>
+__global__ void batch_grad_kernel(int64_t total, int64_t channels, int64_t spatial, const T* dy, const T* xn,
+                                  const float* inv_std, const float* mean_dy, const float* mean_dy_xn, T* dx) {
   STRATA_CUDA_LOOP(k, total) {
     const int64_t c = (k / spatial) % channels;
-    dx[k] = inv_std[c] * (dy[k] - mean_dy[c] - xn[k] * mean_dy_xn[c]);
+    dx[k] = cuda::store_element<T>(inv_std[c] * (cuda::load_element(dy[k]) - mean_dy[c] -
+                                                 cuda::load_element(xn[k]) * mean_dy_xn[c]));
   }
 }
 
-__global__ void global_grad_kernel(int64_t total, int64_t channels, int64_t spatial, const float* dy,
-                                   const float* inv_std, float* dx) {
-  STRATA_CUDA_LOOP(k, total) dx[k] = dy[k] * inv_std[(k / spatial) % channels];
+template <class T>
+__global__ void global_grad_kernel(int64_t total, int64_t channels, int64_t spatial, const T* dy,
+                                   const float* inv_std, T* dx) {
+  STRATA_CUDA_LOOP(k, total) dx[k] = cuda::store_element<T>(cuda::load_element(dy[k]) * inv_std[(k / spatial) % channels]);
 }
 
 }  // namespace
@@ -109,36 +119,40 @@ void BatchNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   cuda::ensure_on_device(inv_std_, {channels_}, DType::kF32, dev);
   const int64_t m = num_ * spatial_;
   const int64_t total = num_ * channels_ * spatial_;
-  const float* x = bottom[0]->data.device_data<float>();
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  check_same_storage("BatchNorm forward", {&xt, &yt});
   cudaStream_t s = cuda::compute_stream();
   if (channels_ == 0) return;
-
-  if (stats_ == Stats::kGlobal) {
-    global_stats_kernel<<<cuda::blocks_for(channels_), cuda::kThreadsPerBlock, 0, s>>>(
-        channels_, param(0).data.device_data<float>(), param(1).data.device_data<float>(), eps_,
-        mean_.device_data<float>(), inv_std_.device_data<float>());
-    STRATA_KERNEL_CHECK();
-  } else {
-    if (m == 1 && phase() == Phase::kTrain) {
-      shape_error("batch statistics need more than one value per channel, got bottom " +
-                  shape_str(bottom[0]->shape()) +
-                  "; use a larger batch or batch_norm_param { use_global_stats: true }");
-    }
-    cuda::ensure_on_device(x_norm_, bottom[0]->shape(), DType::kF32, dev);
-    // Only TRAIN updates the running statistics (see forward_cpu).
-    const int update = phase() == Phase::kTrain && m > 1 ? 1 : 0;
-    batch_stats_kernel<<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(
-        num_, channels_, spatial_, x, eps_, update, moving_average_fraction_, mean_.device_data<float>(),
-        var_.device_data<float>(), inv_std_.device_data<float>(), param(0).data.device_data<float>(),
-        param(1).data.device_data<float>());
-    STRATA_KERNEL_CHECK();
+  if (stats_ == Stats::kBatch && m == 1 && phase() == Phase::kTrain) {
+    shape_error("batch statistics need more than one value per channel, got bottom " + shape_str(bottom[0]->shape()) +
+                "; use a larger batch or batch_norm_param { use_global_stats: true }");
   }
-  if (total == 0) return;
-  float* xn = stats_ == Stats::kBatch ? x_norm_.device_data<float>() : nullptr;
-  normalize_kernel<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
-      total, channels_, spatial_, x, mean_.device_data<float>(), inv_std_.device_data<float>(), xn,
-      top[0]->data.device_data<float>());
-  STRATA_KERNEL_CHECK();
+  Kept kept = take_kept();
+  cuda::with_device_element(xt.dtype(), "BatchNorm forward", [&](auto e) {
+    using T = decltype(e);
+    const T* x = static_cast<const T*>(xt.raw_data());
+    if (stats_ == Stats::kGlobal) {
+      global_stats_kernel<<<cuda::blocks_for(channels_), cuda::kThreadsPerBlock, 0, s>>>(
+          channels_, param(0).data.device_data<float>(), param(1).data.device_data<float>(), eps_,
+          mean_.device_data<float>(), inv_std_.device_data<float>());
+      STRATA_KERNEL_CHECK();
+    } else {
+      // Only TRAIN updates the running statistics (see forward_cpu).
+      const int update = phase() == Phase::kTrain && m > 1 ? 1 : 0;
+      batch_stats_kernel<T><<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(
+          num_, channels_, spatial_, x, eps_, update, moving_average_fraction_, mean_.device_data<float>(),
+          var_.device_data<float>(), inv_std_.device_data<float>(), param(0).data.device_data<float>(),
+          param(1).data.device_data<float>());
+      STRATA_KERNEL_CHECK();
+    }
+    if (total == 0) return;
+    T* xn = stats_ == Stats::kBatch ? static_cast<T*>(kept.x_norm.raw_data()) : nullptr;
+    normalize_kernel<T><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
+        total, channels_, spatial_, x, mean_.device_data<float>(), inv_std_.device_data<float>(), xn,
+        static_cast<T*>(yt.raw_data()));
+    STRATA_KERNEL_CHECK();
+  });
 }
 
 void BatchNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -146,27 +160,34 @@ void BatchNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& 
   if (!propagate_down[0]) return;
   const int64_t total = num_ * channels_ * spatial_;
   if (total == 0) return;
-  const float* dy = top[0]->diff.device_data<float>();
-  float* dx = bottom[0]->diff.device_data<float>();  // may be dy itself when in place
+  const Tensor& dyt = top[0]->diff;
+  Tensor& dxt = bottom[0]->diff;  // may be dy itself when in place
+  check_same_storage("BatchNorm backward", {&dyt, &dxt});
   const float* inv_std = inv_std_.device_data<float>();
   cudaStream_t s = cuda::compute_stream();
-  if (stats_ == Stats::kGlobal) {
-    global_grad_kernel<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(total, channels_, spatial_, dy,
-                                                                                  inv_std, dx);
+  const Kept kept = take_kept();  // as forward left it
+  cuda::with_device_element(dyt.dtype(), "BatchNorm backward", [&](auto e) {
+    using T = decltype(e);
+    const T* dy = static_cast<const T*>(dyt.raw_data());
+    T* dx = static_cast<T*>(dxt.raw_data());
+    if (stats_ == Stats::kGlobal) {
+      global_grad_kernel<T><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(total, channels_, spatial_,
+                                                                                     dy, inv_std, dx);
+      STRATA_KERNEL_CHECK();
+      return;
+    }
+    cuda::ensure_on_device(grad_means_, {2, channels_}, DType::kF32, device());
+    float* mean_dy = grad_means_.device_data<float>();
+    float* mean_dy_xn = mean_dy + channels_;
+    const T* xn = static_cast<const T*>(kept.x_norm.raw_data());
+    // Both means are complete before dx (possibly dy's memory) is written.
+    grad_means_kernel<T><<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(num_, channels_, spatial_, dy,
+                                                                                   xn, mean_dy, mean_dy_xn);
     STRATA_KERNEL_CHECK();
-    return;
-  }
-  cuda::ensure_on_device(grad_means_, {2, channels_}, DType::kF32, device());
-  float* mean_dy = grad_means_.device_data<float>();
-  float* mean_dy_xn = mean_dy + channels_;
-  const float* xn = x_norm_.device_data<float>();
-  // Both means are complete before dx (possibly dy's memory) is written.
-  grad_means_kernel<<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(num_, channels_, spatial_, dy, xn,
-                                                                              mean_dy, mean_dy_xn);
-  STRATA_KERNEL_CHECK();
-  batch_grad_kernel<<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(total, channels_, spatial_, dy, xn,
-                                                                               inv_std, mean_dy, mean_dy_xn, dx);
-  STRATA_KERNEL_CHECK();
+    batch_grad_kernel<T><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
+        total, channels_, spatial_, dy, xn, inv_std, mean_dy, mean_dy_xn, dx);
+    STRATA_KERNEL_CHECK();
+  });
 }
 
 }  // namespace strata

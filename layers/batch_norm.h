@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "framework/layer.h"
+#include "framework/scratch.h"
 
 namespace strata {
 
@@ -22,6 +23,14 @@ class BatchNormLayer : public Layer {
   static LayerSchema schema();
   // What backward reads: its own normalized input and 1/std; neither blob's values.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are: the statistics and
+  // the arithmetic in f32 (sums in double), each output rounded once; the
+  // normalised input kept for backward is what the top holds, in the same
+  // dtype. The statistics stay f32.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
+  // With batch statistics: the normalised input (in the call dtype), from
+  // forward to backward (Kept); the top may be overwritten in place.
+  size_t kept_bytes() const override;
 
   bool supports_in_place() const override { return true; }
   // Frozen BatchNorm (fine-tuning): normalise with the running statistics in
@@ -39,17 +48,25 @@ class BatchNormLayer : public Layer {
 
  private:
   void check_shape(const Shape& s) const;
-  void compute_batch_stats(const float* x);
+  // What forward keeps for backward (batch statistics only): x_norm, the
+  // normalised input, in the call dtype. Placed by the net's plan.
+  struct Kept {
+    Tensor x_norm;
+  };
+  Kept lay_out_kept(ScratchCarver& c) const;
+  Kept take_kept();
+  // mean_ and var_ (biased) of x per channel; x stored as T, widened by E.
+  template <class E>
+  void compute_batch_stats(const typename E::T* x);
 
   Stats stats_;
   float moving_average_fraction_;
   float eps_;
   int64_t num_ = 0, channels_ = 0, spatial_ = 0;  // bottom as [N, C, spatial]
-  // Kept by forward for backward (the top may be overwritten in place).
+  // Per channel, from forward to backward.
   Tensor mean_;     // [C] mean used to normalise
   Tensor var_;      // [C] biased batch variance (batch mode)
   Tensor inv_std_;  // [C] 1 / sqrt(var + eps)
-  Tensor x_norm_;   // normalised values (batch mode)
   Tensor grad_means_;  // [2, C] backward scratch: mean(dy), mean(dy * x_norm)
 };
 

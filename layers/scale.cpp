@@ -5,6 +5,8 @@
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/cpu/threads.h"
+#include "framework/scratch.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
 
@@ -81,32 +83,54 @@ void ScaleLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   dim_ = bottom[0]->data.count(static_cast<int>(a), static_cast<int>(e));
   inner_ = bottom[0]->data.count(static_cast<int>(e));
   top[0]->resize(s);
-  if (top[0] == bottom[0]) x_copy_.resize(s);
+  in_place_ = top[0] == bottom[0];
+}
+
+size_t ScaleLayer::kept_bytes() const {
+  if (!in_place_) return 0;
+  ScratchCarver counter;
+  counter.take({outer_ * dim_ * inner_}, call_dtype());
+  return counter.bytes();
+}
+
+Tensor ScaleLayer::take_x_copy() {
+  const size_t bytes = kept_bytes();
+  if (bytes == 0) return Tensor();
+  ScratchCarver carver(kept(bytes));
+  return carver.take({outer_ * dim_ * inner_}, call_dtype());
 }
 
 void ScaleLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  if (top[0] == bottom[0]) x_copy_.copy_from(bottom[0]->data);
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
-  const float* sc = scale_blob(bottom).data.data<float>();
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  check_same_storage("Scale forward", {&xt, &yt});
+  if (in_place_) take_x_copy().copy_from(xt);
   const Blob* bias = bias_blob();
   const float* bi = bias ? bias->data.data<float>() : nullptr;
-  parallel_for(outer_ * dim_, 16, [&](int64_t b, int64_t e) {
-    for (int64_t row = b; row < e; ++row) {
-      const int64_t c = row % dim_;
-      const float s = sc[c];
-      const float t = bi ? bi[c] : 0.0f;
-      const int64_t off = row * inner_;
-      for (int64_t i = 0; i < inner_; ++i) y[off + i] = x[off + i] * s + t;
-    }
+  // f32, or bf16/f16 widened per element (one bottom: the scale is an f32 parameter), y rounded once.
+  with_float_element(xt.dtype(), "Scale forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* x = xt.data<T>();
+    T* y = yt.data<T>();
+    const float* sc = scale_blob(bottom).data.data<float>();
+    parallel_for(outer_ * dim_, 16, [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        const int64_t c = row % dim_;
+        const float s = sc[c];
+        const float t = bi ? bi[c] : 0.0f;
+        const int64_t off = row * inner_;
+        for (int64_t i = 0; i < inner_; ++i) y[off + i] = E::store(E::load(x[off + i]) * s + t);
+      }
+    });
   });
 }
 
 void ScaleLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                               const BlobVec& bottom) {
-  const bool in_place = top[0] == bottom[0];
-  const float* dy = top[0]->diff.data<float>();
-  const float* x = in_place ? x_copy_.data<float>() : bottom[0]->data.data<float>();
+  const Tensor& dyt = top[0]->diff;
+  const Tensor xt = in_place_ ? take_x_copy() : bottom[0]->data;
+  check_same_storage("Scale backward", {&dyt, &xt});
   const bool two_bottoms = bottom.size() > 1;
 
   // Scale and bias gradients first: when in place, dx below overwrites dy.
@@ -122,34 +146,40 @@ void ScaleLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propa
   }
   Blob* bias = bias_blob();
   float* dbias = bias ? bias->diff.data<float>() : nullptr;
-  if (dscale || dbias) {
-    parallel_for(dim_, 1, [&](int64_t cb, int64_t ce) {
-      for (int64_t c = cb; c < ce; ++c) {
-        double gs = 0.0, gb = 0.0;
-        for (int64_t o = 0; o < outer_; ++o) {
-          const int64_t off = (o * dim_ + c) * inner_;
-          for (int64_t i = 0; i < inner_; ++i) {
-            gs += static_cast<double>(dy[off + i]) * x[off + i];
-            gb += dy[off + i];
+  with_float_element(dyt.dtype(), "Scale backward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* dy = dyt.data<T>();
+    const T* x = xt.data<T>();
+    if (dscale || dbias) {
+      parallel_for(dim_, 1, [&](int64_t cb, int64_t ce) {
+        for (int64_t c = cb; c < ce; ++c) {
+          double gs = 0.0, gb = 0.0;
+          for (int64_t o = 0; o < outer_; ++o) {
+            const int64_t off = (o * dim_ + c) * inner_;
+            for (int64_t i = 0; i < inner_; ++i) {
+              const float g = E::load(dy[off + i]);
+              gs += static_cast<double>(g) * E::load(x[off + i]);
+              gb += g;
+            }
           }
+          if (dscale) dscale[c] = static_cast<float>(gs) + (accumulate ? dscale[c] : 0.0f);
+          if (dbias) dbias[c] += static_cast<float>(gb);
         }
-        if (dscale) dscale[c] = static_cast<float>(gs) + (accumulate ? dscale[c] : 0.0f);
-        if (dbias) dbias[c] += static_cast<float>(gb);
-      }
-    });
-  }
-
-  if (propagate_down[0]) {
-    float* dx = bottom[0]->diff.data<float>();
+      });
+    }
+    if (!propagate_down[0]) return;
+    check_same_storage("Scale backward", {&dyt, &bottom[0]->diff});
+    T* dx = bottom[0]->diff.data<T>();
     const float* sc = scale_blob(bottom).data.data<float>();
     parallel_for(outer_ * dim_, 16, [&](int64_t b, int64_t e) {
       for (int64_t row = b; row < e; ++row) {
         const float s = sc[row % dim_];
         const int64_t off = row * inner_;
-        for (int64_t i = 0; i < inner_; ++i) dx[off + i] = dy[off + i] * s;
+        for (int64_t i = 0; i < inner_; ++i) dx[off + i] = E::store(E::load(dy[off + i]) * s);
       }
     });
-  }
+  });
 }
 
 STRATA_REGISTER_LAYER("Scale", ScaleLayer);

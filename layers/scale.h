@@ -21,6 +21,13 @@ class ScaleLayer : public Layer {
 
   int max_bottoms() const override { return 2; }
   bool supports_in_place() const override { return true; }
+  // With one bottom, blobs stored in bf16 or f16 are taken as they are: each
+  // output rounded once, the parameter gradients summed in double into the
+  // f32 gradients. The two-bottom form computes in f32 (the net copies).
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype) && spec_.bottoms.size() == 1; }
+  // In place: the input the top overwrites (the scale gradient needs it), in
+  // the call dtype, from forward to backward (Kept).
+  size_t kept_bytes() const override;
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
@@ -39,7 +46,9 @@ class ScaleLayer : public Layer {
   FillerSpec filler_;
   FillerSpec bias_filler_;
   int64_t outer_ = 0, dim_ = 0, inner_ = 0;  // bottom[0] as [outer, dim (scale), inner]
-  Tensor x_copy_;  // bottom data saved when in place (the scale gradient needs it)
+  bool in_place_ = false;                     // top 0 is bottom 0 (at the last reshape)
+  // Forward's copy of the input when in place; empty otherwise.
+  Tensor take_x_copy();
 };
 
 }  // namespace strata

@@ -43,12 +43,12 @@ std::vector<StorageCase> storage_cases() {
 
 // The layers whose every example takes both 16-bit dtypes on the CPU.
 const char* const kNative16BitLayers[] = {
-    "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "LayerNorm",
-    "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Sigmoid", "Split", "TanH"};
+    "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "LayerNorm",
+    "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Split", "TanH"};
 // The same on a GPU.
 const char* const kNative16BitLayersOnAGpu[] = {
-    "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "LayerNorm",
-    "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Sigmoid", "Split", "TanH"};
+    "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "LayerNorm",
+    "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Split", "TanH"};
 
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
   std::set<std::string> checked;

@@ -324,6 +324,64 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "h" bottom: "y" top: "loss" }
   EXPECT_EQ(f32->layer(f32->layer_index("conv2")).call_dtype(), DType::kF32);
 }
 
+// BatchNorm and Scale take 16-bit blobs in place too, as Caffe's nets use
+// them (conv -> BatchNorm -> Scale -> ReLU on one blob): what they keep for
+// backward (BatchNorm's normalised input, Scale's copy of the input it
+// overwrites) is stored in the call dtype and placed by the plan, and the
+// in-place net gives the same bits as the same layers out of place (whose
+// 16-bit paths LayerStorage checks against the f32 ones).
+TEST(StorageDtype, BatchNormAndScaleInPlaceGiveTheBitsOfOutOfPlace) {
+  const std::string head = R"(
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 3 dim: 2 dim: 6 dim: 6 } shape { dim: 3 dim: 5 } } }
+layer { name: "conv" type: "Convolution" bottom: "x" top: "c" convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "gaussian" std: 0.4 } } }
+)";
+  const std::string tail = R"(
+layer { name: "ip" type: "InnerProduct" bottom: "r" top: "h" inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "h" bottom: "y" top: "loss" }
+)";
+  const std::string scale = R"(scale_param { bias_term: true filler { type: "gaussian" mean: 1 std: 0.5 } bias_filler { type: "gaussian" std: 0.5 } })";
+  const std::string in_place = head + R"(
+layer { name: "bn" type: "BatchNorm" bottom: "c" top: "c" }
+layer { name: "scale" type: "Scale" bottom: "c" top: "c" )" + scale + R"( }
+layer { name: "relu" type: "ReLU" bottom: "c" top: "c" }
+layer { name: "id" type: "Reshape" bottom: "c" top: "r" reshape_param { shape { dim: 0 dim: -1 } } }
+)" + tail;
+  const std::string apart = head + R"(
+layer { name: "bn" type: "BatchNorm" bottom: "c" top: "b" }
+layer { name: "scale" type: "Scale" bottom: "b" top: "s" )" + scale + R"( }
+layer { name: "relu" type: "ReLU" bottom: "s" top: "t" }
+layer { name: "id" type: "Reshape" bottom: "t" top: "r" reshape_param { shape { dim: 0 dim: -1 } } }
+)" + tail;
+  for (DType storage : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    auto a = make_net(storage, BlobMemory::kByLifetimeChecked, in_place);
+    auto b = make_net(storage, BlobMemory::kByLifetimeChecked, apart);
+    for (const char* layer : {"bn", "scale"}) {
+      EXPECT_EQ(a->layer(a->layer_index(layer)).call_dtype(), storage) << layer;
+    }
+    EXPECT_EQ(a->blob("c").data.dtype(), storage);
+    ASSERT_EQ(a->params().size(), b->params().size());
+    for (size_t p = 0; p < a->params().size(); ++p) b->params()[p].blob->data.copy_from(a->params()[p].blob->data);
+    fill_inputs(*a, 5);
+    fill_inputs(*b, 5);
+    for (int step = 0; step < 2; ++step) {  // the second step: running statistics updated once already
+      const float la = a->forward(), lb = b->forward();
+      EXPECT_EQ(bits_of(la), bits_of(lb));
+      EXPECT_TRUE(std::isfinite(la));
+      a->zero_param_diffs();
+      b->zero_param_diffs();
+      a->backward();
+      b->backward();
+      for (size_t p = 0; p < a->params().size(); ++p) {
+        EXPECT_EQ(test::values(a->params()[p].blob->diff), test::values(b->params()[p].blob->diff))
+            << a->params()[p].name;
+        EXPECT_EQ(test::values(a->params()[p].blob->data), test::values(b->params()[p].blob->data))
+            << a->params()[p].name;
+      }
+    }
+  }
+}
+
 // -------------------------------------------------------------- training ----
 
 SolverConfig small_solver(const std::string& precision, const std::string& memory, bool recompute = false) {

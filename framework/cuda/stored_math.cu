@@ -45,15 +45,16 @@ __global__ void column_sums_stored_kernel(int64_t rows, int64_t cols, const T* a
 
 // One block per channel; threads stride over (outer, inner), then a shared-memory tree.
 template <class T>
-__global__ void channel_sums_stored_kernel(int64_t outer, int64_t channels, int64_t inner, const T* x, float beta,
-                                           float* y) {
+__global__ void channel_sums_stored_kernel(int64_t outer, int64_t channels, int64_t inner, const T* x, const T* w,
+                                           float beta, float* y) {
   __shared__ double partial[kThreadsPerBlock];
   const int64_t c = blockIdx.x;
   const int64_t m = outer * inner;
   double s = 0.0;
   for (int64_t k = threadIdx.x; k < m; k += blockDim.x) {
     const int64_t o = k / inner, i = k - o * inner;
-    s += load_element(x[(o * channels + c) * inner + i]);
+    const int64_t at = (o * channels + c) * inner + i;
+    s += w ? static_cast<double>(load_element(x[at])) * load_element(w[at]) : static_cast<double>(load_element(x[at]));
   }
   partial[threadIdx.x] = s;
   __syncthreads();
@@ -132,15 +133,15 @@ void column_sums_stored(int64_t rows, int64_t cols, const void* A, DType dtype, 
   });
 }
 
-void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, DType dtype, float beta,
-                         float* y) {
+void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, const void* w, DType dtype,
+                         float beta, float* y) {
   if (channels <= 0) return;
   STRATA_CHECK(channels <= std::numeric_limits<int>::max(), "channel_sums_stored: too many channels (", channels,
                ")");
   with_device_element(dtype, "channel_sums_stored", [&](auto e) {
     using T = decltype(e);
     channel_sums_stored_kernel<T><<<static_cast<unsigned>(channels), kThreadsPerBlock, 0, compute_stream()>>>(
-        outer, channels, inner, static_cast<const T*>(x), beta, y);
+        outer, channels, inner, static_cast<const T*>(x), static_cast<const T*>(w), beta, y);
     STRATA_KERNEL_CHECK();
   });
 }

@@ -32,9 +32,10 @@ void fill_rows(int64_t rows, int64_t cols, const float* b, void* y, DType dtype)
 void column_sums_stored(int64_t rows, int64_t cols, const void* A, DType dtype, float beta, float* y);
 
 // Per-channel sums of x [outer, channels, inner] stored in `dtype`, into f32
-// y[c] = sum_{o,i} x[o][c][i] + beta * y[c]. Deterministic.
-void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, DType dtype, float beta,
-                         float* y);
+// y[c] = sum_{o,i} x[o][c][i] * w[o][c][i] + beta * y[c] (w of x's shape and
+// dtype, or nullptr for 1), in double. Deterministic.
+void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, const void* w, DType dtype,
+                         float beta, float* y);
 
 // y[o][c][i] = round(y[o][c][i] + b[c]), y [outer, channels, inner] stored
 // in `dtype`, b f32: a convolution's bias.

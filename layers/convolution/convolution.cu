@@ -226,7 +226,7 @@ void ConvolutionLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, T
   // Parameter gradients accumulate, in f32: the bias's summed from the
   // 16-bit top gradient, the weight's computed in 16 bits and added.
   if (bias_ == Bias::kYes) {
-    cuda::channel_sums_stored(num_, num_output_, out_h_ * out_w_, dy.raw_data(), call_dtype(), 1.0f,
+    cuda::channel_sums_stored(num_, num_output_, out_h_ * out_w_, dy.raw_data(), nullptr, call_dtype(), 1.0f,
                               param(1).diff.device_data<float>());
   }
   STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, x.raw_data(), st.y, dy.raw_data(),

@@ -21,7 +21,7 @@ const char* ps_op_name(uint32_t op) {
 
 uint64_t ps_token_hash(const std::string& token) { return fnv1a("strata parameter server\n" + token); }
 
-void send_ps_message(Transport& t, int peer, const PsHeader& h, const void* payload) {
+void send_ps_header(Transport& t, int peer, const PsHeader& h) {
   char head[kPsHeaderBytes];
   wire::store_u32(head, kPsMagic);
   wire::store_u32(head + 4, h.op);
@@ -30,7 +30,21 @@ void send_ps_message(Transport& t, int peer, const PsHeader& h, const void* payl
   wire::store_u64(head + 24, static_cast<uint64_t>(h.b));
   wire::store_u64(head + 32, h.bytes);
   t.send(peer, head, sizeof head);
+}
+
+void send_ps_message(Transport& t, int peer, const PsHeader& h, const void* payload) {
+  send_ps_header(t, peer, h);
   if (h.bytes > 0) t.send(peer, payload, h.bytes);
+}
+
+void send_segments(Transport& t, int peer, const std::vector<Segment>& segs, size_t element_bytes,
+                   const std::function<const void*(size_t k)>& at) {
+  for (size_t k = 0; k < segs.size(); ++k) t.send(peer, at(k), static_cast<size_t>(segs[k].size()) * element_bytes);
+}
+
+void recv_segments(Transport& t, int peer, const std::vector<Segment>& segs, size_t element_bytes,
+                   const std::function<void*(size_t k)>& at) {
+  for (size_t k = 0; k < segs.size(); ++k) t.recv(peer, at(k), static_cast<size_t>(segs[k].size()) * element_bytes);
 }
 
 PsHeader recv_ps_header(Transport& t, int peer, uint64_t token, const std::string& peer_desc) {

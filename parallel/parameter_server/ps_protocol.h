@@ -11,6 +11,8 @@
 //         ◄──────────────────────  PULL|REPLY  a = version, b = step; values (+ statics on shard 0)
 //   PUSH  a = clock, b = version ►  (SYNC/SSP: held until the step's bound allows)
 //         ◄──────────────────────  PUSH|REPLY  a = version, b = step; values
+//         (both payloads in pieces, one transfer per segment of the shard:
+//          see send_segments below)
 //   FETCH (a snapshot) ─────────►
 //         ◄──────────────────────  FETCH|REPLY a = step, b = optimizer steps; values, history, statics
 //   STATS ──────────────────────►
@@ -24,8 +26,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "parallel/parameter_server/key_layout.h"
 #include "parallel/socket/socket.h"
 #include "parallel/transport/transport.h"
 
@@ -65,6 +70,21 @@ struct PsHeader {
 uint64_t ps_token_hash(const std::string& token);
 
 void send_ps_message(Transport& t, int peer, const PsHeader& h, const void* payload);
+// The header alone, for a payload sent in pieces.
+void send_ps_header(Transport& t, int peer, const PsHeader& h);
+
+// A push's gradients and the weights of its reply travel as one transfer per
+// segment of the shard, in the layout's order, of segment size x
+// `element_bytes` (4 for f32, 2 for a compressed gradient). Both ends cut
+// them so (a transport may match transfers by size: libfabric's), and a
+// worker whose parameters live in host memory sends its gradients from, and
+// takes the weights into, the parameters themselves (the flat gradient
+// buffer's views), with no message buffer between. `at(k)` is where segment
+// k's elements are.
+void send_segments(Transport& t, int peer, const std::vector<Segment>& segs, size_t element_bytes,
+                   const std::function<const void*(size_t k)>& at);
+void recv_segments(Transport& t, int peer, const std::vector<Segment>& segs, size_t element_bytes,
+                   const std::function<void*(size_t k)>& at);
 // Receives a header and checks its magic and token. `peer_desc` ("worker 2
 // (rank 2 on host-a)") names the sender in errors.
 PsHeader recv_ps_header(Transport& t, int peer, uint64_t token, const std::string& peer_desc);

@@ -63,7 +63,7 @@ uint64_t ShardServer::state_bytes() const {
 
 void ShardServer::serve(int worker, Transport& t, const std::string& desc) {
   Timeline::name_this_thread(o_.who + " serving " + desc);
-  std::vector<char> buf;
+  std::vector<char> buf, out;  // this worker's message buffers, kept from one message to the next
   try {
     for (;;) {
       const PsHeader h = recv_ps_header(t, kWorkerPeer, o_.token, desc);
@@ -75,7 +75,7 @@ void ShardServer::serve(int worker, Transport& t, const std::string& desc) {
         cv_.notify_all();
         return;
       }
-      handle(worker, t, desc, h, buf);
+      handle(worker, t, desc, h, buf, out);
     }
   } catch (const PsProtocolError& e) {
     lose(worker, desc, e.what());
@@ -110,11 +110,11 @@ void ShardServer::lose(int worker, const std::string& desc, const std::string& w
 }
 
 void ShardServer::handle(int worker, Transport& t, const std::string& desc, const PsHeader& h,
-                         std::vector<char>& buf) {
+                         std::vector<char>& buf, std::vector<char>& out) {
   PsHeader reply;
   reply.op = h.op | kPsReply;
   reply.token = o_.token;
-  std::vector<char> out;
+  out.clear();
   switch (static_cast<PsOp>(h.op)) {
     case PsOp::kInit: {
       if (worker != 0) fail<PsProtocolError>("parameter server: ", desc, " sent INIT, which only worker 0 may send");
@@ -144,17 +144,26 @@ void ShardServer::handle(int worker, Transport& t, const std::string& desc, cons
       const TimelineScope event("ps", Timeline::on() ? "push of step " + std::to_string(h.a + 1) : std::string());
       expect_ps_bytes(h, push_bytes(), desc);
       buf.resize(h.bytes);
-      t.recv(kWorkerPeer, buf.data(), buf.size());
-      std::unique_lock<std::mutex> lock(mu_);
-      wait_for_init(lock, desc);
-      bytes_in_ += h.bytes;
-      on_push(worker, h, buf, desc, lock);
-      out.resize(values_bytes());
-      std::memcpy(out.data(), values_.data(), values_bytes());
-      reply.a = version_;
-      reply.b = step();
-      bytes_out_ += out.size();
-      break;
+      const std::vector<Segment>& segs = layout_.segments(shard_);
+      const size_t wire_bytes = o_.compression == GradCompression::kNone ? 4 : 2;
+      recv_segments(t, kWorkerPeer, segs, wire_bytes,
+                    [&](size_t k) { return buf.data() + static_cast<size_t>(segs[k].offset) * wire_bytes; });
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wait_for_init(lock, desc);
+        bytes_in_ += h.bytes;
+        on_push(worker, h, buf, desc, lock);
+        out.resize(values_bytes());
+        std::memcpy(out.data(), values_.data(), values_bytes());
+        reply.a = version_;
+        reply.b = step();
+        bytes_out_ += out.size();
+      }
+      reply.bytes = out.size();
+      send_ps_header(t, kWorkerPeer, reply);
+      send_segments(t, kWorkerPeer, segs, 4,
+                    [&](size_t k) { return out.data() + static_cast<size_t>(segs[k].offset) * 4; });
+      return;
     }
     case PsOp::kFetch: {
       expect_ps_bytes(h, 0, desc);

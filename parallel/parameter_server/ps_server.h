@@ -82,7 +82,8 @@ class ShardServer {
   int lost_workers() const;
 
  private:
-  void handle(int worker, Transport& t, const std::string& desc, const PsHeader& h, std::vector<char>& buf);
+  void handle(int worker, Transport& t, const std::string& desc, const PsHeader& h, std::vector<char>& buf,
+              std::vector<char>& out);
   void on_init(const PsHeader& h, const std::vector<char>& payload);
   void on_push(int worker, const PsHeader& h, const std::vector<char>& payload, const std::string& desc,
                std::unique_lock<std::mutex>& lock);

@@ -54,10 +54,16 @@ ParameterServerWorker::ParameterServerWorker(Solver& solver, Store& store, const
     }
   }
   layout_ = std::make_unique<KeyLayout>(mine, roles_.shards);
+  // Parameters in host memory are sent from and received into where they
+  // are; a GPU's go through a host buffer per shard.
+  in_place_ = true;
+  for (const NetParam& p : solver_.net().params()) {
+    in_place_ = in_place_ && p.blob->data.device().is_cpu() && p.blob->diff.device().is_cpu();
+  }
   for (int s = 0; s < roles_.shards; ++s) {
     links_.push_back(connect_ps_pair(store, s, worker_, 1, env_, config_.transport));
-    values_.emplace_back(Shape{std::max<int64_t>(1, layout_->count(s))});
-    wire_.emplace_back(static_cast<size_t>(layout_->count(s)) * 2);
+    if (!in_place_) values_.emplace_back(Shape{std::max<int64_t>(1, layout_->count(s))});
+    if (config_.compression != GradCompression::kNone) wire_.emplace_back(static_cast<size_t>(layout_->count(s)) * 2);
   }
   version_.assign(static_cast<size_t>(roles_.shards), 0);
   shards_of_param_.resize(layout_->params().size());
@@ -213,11 +219,18 @@ bool ParameterServerWorker::push(int s, bool only_if_finite) {
   const TimelineScope event("ps", Timeline::on() ? "push to server " + std::to_string(s) : std::string());
   const size_t i = static_cast<size_t>(s);
   const int64_t n = layout_->count(s);
-  gather_segments(solver_.net(), layout_->segments(s), ParamPart::kGradient, values_[i]);
-  const float* g = values_[i].data<float>();
+  const std::vector<Segment>& segs = layout_->segments(s);
+  if (!in_place_) gather_segments(solver_.net(), segs, ParamPart::kGradient, values_[i]);
+  const auto grads = [&](size_t k) -> const float* {
+    if (!in_place_) return values_[i].data<float>() + segs[k].offset;
+    return solver_.net().params()[static_cast<size_t>(segs[k].param)].blob->diff.data<float>() + segs[k].begin;
+  };
   if (only_if_finite) {
-    for (int64_t k = 0; k < n; ++k) {
-      if (!std::isfinite(g[k])) return false;  // the Solver's check names it and stops
+    for (size_t k = 0; k < segs.size(); ++k) {
+      const float* g = grads(k);
+      for (int64_t e = 0; e < segs[k].size(); ++e) {
+        if (!std::isfinite(g[e])) return false;  // the Solver's check names it and stops
+      }
     }
   }
   PsHeader h;
@@ -225,16 +238,21 @@ bool ParameterServerWorker::push(int s, bool only_if_finite) {
   h.token = token_;
   h.a = clock_;
   h.b = version_[i];
-  const void* payload = g;
-  if (config_.compression == GradCompression::kNone) {
-    h.bytes = static_cast<uint64_t>(n) * 4;
-  } else {
-    encode_gradients(g, n, 1.0f, config_.compression, wire_[i].data());
-    payload = wire_[i].data();
-    h.bytes = static_cast<uint64_t>(n) * 2;
+  const bool compressed = config_.compression != GradCompression::kNone;
+  const size_t wire_bytes = compressed ? 2 : 4;
+  h.bytes = static_cast<uint64_t>(n) * wire_bytes;
+  if (compressed) {
+    for (size_t k = 0; k < segs.size(); ++k) {
+      encode_gradients(grads(k), segs[k].size(), 1.0f, config_.compression,
+                       wire_[i].data() + static_cast<size_t>(segs[k].offset) * 2);
+    }
   }
   try {
-    send_ps_message(*links_[i], kServerPeer, h, payload);
+    send_ps_header(*links_[i], kServerPeer, h);
+    send_segments(*links_[i], kServerPeer, segs, wire_bytes, [&](size_t k) -> const void* {
+      return compressed ? static_cast<const void*>(wire_[i].data() + static_cast<size_t>(segs[k].offset) * 2)
+                        : static_cast<const void*>(grads(k));
+    });
   } catch (const NetworkError& e) {
     broken_ = true;
     fail<NetworkError>("parameter server: worker ", worker_, " lost ", shard_desc(s), " during step ",
@@ -256,8 +274,12 @@ double ParameterServerWorker::run_update(Net& net) {
       const int64_t n = layout_->count(s);
       const TimelineScope event("ps", Timeline::on() ? "pull from server " + std::to_string(s) : std::string());
       const PsHeader h = recv_reply(s, PsOp::kPush, static_cast<uint64_t>(n) * 4);
-      if (n > 0) links_[i]->recv(kServerPeer, values_[i].data<float>(), static_cast<size_t>(n) * 4);
-      scatter_segments(values_[i], layout_->segments(s), ParamPart::kValue, net);
+      const std::vector<Segment>& segs = layout_->segments(s);
+      recv_segments(*links_[i], kServerPeer, segs, 4, [&](size_t k) -> void* {
+        if (!in_place_) return values_[i].data<float>() + segs[k].offset;
+        return net.params()[static_cast<size_t>(segs[k].param)].blob->data.data<float>() + segs[k].begin;
+      });
+      if (!in_place_) scatter_segments(values_[i], segs, ParamPart::kValue, net);
       version_[i] = h.a;
       if (s == 0) server_step_ = h.b;
     }

@@ -108,8 +108,9 @@ class ParameterServerWorker final : public TrainingStrategy {
   uint64_t token_;
   std::unique_ptr<KeyLayout> layout_;
   std::vector<std::unique_ptr<Transport>> links_;  // per shard
-  std::vector<Tensor> values_;                     // per shard: host f32 buffer of its segments
-  std::vector<std::vector<char>> wire_;            // per shard: compressed gradients
+  bool in_place_ = true;                           // the parameters are in host memory: no buffers below
+  std::vector<Tensor> values_;                     // per shard (not in place): host f32 buffer of its segments
+  std::vector<std::vector<char>> wire_;            // per shard (compression only): compressed gradients
   std::vector<int64_t> version_;                   // per shard: version of the weights last pulled
   int64_t clock_ = 0;                              // steps pushed in this run
   int64_t server_step_ = 0;                        // shard 0's step count at the last answer

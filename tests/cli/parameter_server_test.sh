@@ -13,6 +13,8 @@
 #  4. The server killed mid-run: every process ends within the timeout
 #     naming the server, and the last snapshot resumes.
 #  5. A worker whose net differs from worker 0's is refused naming the parameter.
+# And SYNC over the rdma transport: one server, and 2 sharded ones with BF16
+# gradients on the wire (within 1e-3 of the single process).
 # Usage: parameter_server_test.sh STRATA_BINARY SOURCE_DIR
 set -euo pipefail
 strata="$1"
@@ -74,6 +76,16 @@ if STRATA_FABRIC_PROVIDER=tcp "$strata" launch --nproc 2 --servers 1 -- "$strata
   grep -q '^\[rank 0\] parameter server: .*, over rdma (' "$work/ps_rdma.txt" ||
     { cat "$work/ps_rdma.txt"; fail "the pairs did not go over the rdma transport"; }
   compare_weights "$want" "$dir/ps/digits_iter_8.safetensors" 1e-4
+  # A push moves one transfer per segment, which both ends must cut alike
+  # (libfabric matches transfers by size): 2 shards cut fc1.weight, and BF16
+  # gradients on the wire move 2 bytes per element.
+  echo "== SYNC over rdma, 2 sharded servers, BF16 gradients on the wire"
+  rm -rf "$dir/ps"
+  STRATA_FABRIC_PROVIDER=tcp "$strata" launch --nproc 2 --servers 2 -- "$strata" train --solver "$dir/ps.prototxt" \
+    --ps-mode SYNC --ps-placement SHARDED --ps-compression BF16 --dp-transport rdma > "$work/ps_rdma2.txt" 2>&1 ||
+    { cat "$work/ps_rdma2.txt"; fail "the sharded parameter server over rdma failed"; }
+  grep -q 'fc1.weight\[' "$work/ps_rdma2.txt" || { cat "$work/ps_rdma2.txt"; fail "no shard cuts a tensor"; }
+  compare_weights "$want" "$dir/ps/digits_iter_8.safetensors" 1e-3
 elif grep -q 'built without libfabric' "$work/ps_rdma.txt"; then
   echo "  SKIP: this strata was built without libfabric"
 else
