@@ -169,6 +169,13 @@ struct LayerSchema {
   // weights made for another image size are interpolated to this net's grid
   // on load (transfer/pretrained.cpp).
   std::vector<std::string> grid_params;
+  // How many times the layer's 16-bit path (Layer::takes_storage) rounds
+  // between its inputs and an output: 1 for a layer that computes in f32
+  // and rounds each output once; more for one that also stores what it
+  // computes on the way in 16 bits (attention keeps q, k, v and its context
+  // in the blobs' dtype, as autocast does: 3). The 16-bit checks allow
+  // 2 ulp per rounding (storage_check_tolerance).
+  int storage_roundings = 1;
 };
 
 // The three CPU overrides most layers have (reshape, forward_cpu,

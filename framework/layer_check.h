@@ -66,8 +66,11 @@ bool example_takes_storage(const std::string& type, const LayerExample& example,
 // The tolerance of check_storage and of the CPU-against-CUDA check in a 16-bit
 // storage dtype: two units in the last place of a value in [1, 2) (bf16
 // keeps 8 significant bits, f16 11), room for the one rounding of a value the
-// 16-bit path stores and the f32 path does not (a top backward reads).
-float storage_check_tolerance(DType storage);
+// 16-bit path stores and the f32 path does not (a top backward reads), times
+// the roundings the layer's 16-bit path makes (LayerSchema::storage_roundings).
+float storage_check_tolerance(DType storage, int roundings = 1);
+// The same for a registered layer type, by its schema's storage_roundings.
+float storage_check_tolerance(const std::string& type, DType storage);
 
 // Why check_cpu_vs_cuda cannot run for `type` here ("this build has no
 // CUDA", "no GPU on this machine", "the layer has no CUDA code"), or empty.

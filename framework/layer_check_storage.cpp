@@ -1,5 +1,6 @@
 // check_storage (framework/layer_check.h): a layer's 16-bit path on the CPU
 // against its f32 path on the same (rounded) inputs.
+#include <algorithm>
 #include <cmath>
 
 #include "framework/error.h"
@@ -40,12 +41,19 @@ bool example_takes_storage(const std::string& type, const LayerExample& ex, DTyp
   return reg.create(make_spec(type, ex.config, bottoms, tops), ctx)->takes_storage(storage);
 }
 
-float storage_check_tolerance(DType storage) {
-  switch (storage) {
-    case DType::kBF16: return 1.6e-2f;  // 2 x 2^-7
-    case DType::kF16: return 2e-3f;     // 2 x 2^-10
-    default: return 0.0f;
-  }
+float storage_check_tolerance(DType storage, int roundings) {
+  const float per_rounding = [&] {
+    switch (storage) {
+      case DType::kBF16: return 1.6e-2f;  // 2 x 2^-7
+      case DType::kF16: return 2e-3f;     // 2 x 2^-10
+      default: return 0.0f;
+    }
+  }();
+  return per_rounding * static_cast<float>(std::max(1, roundings));
+}
+
+float storage_check_tolerance(const std::string& type, DType storage) {
+  return storage_check_tolerance(storage, LayerRegistry::instance().find(type).schema().storage_roundings);
 }
 
 std::vector<std::string> check_storage(const std::string& type, const LayerExample& ex, DType storage,
@@ -53,7 +61,7 @@ std::vector<std::string> check_storage(const std::string& type, const LayerExamp
   if (storage != DType::kBF16 && storage != DType::kF16) {
     fail<Error>("check_storage: ", dtype_name(storage), " is not a 16-bit storage dtype (bf16, f16)");
   }
-  const float tolerance = storage_check_tolerance(storage);
+  const float tolerance = storage_check_tolerance(type, storage);
   Problems out;
   LayerHarness ref = make_harness(type, ex, seed);  // f32 blobs
   LayerHarness h = make_harness(type, ex, seed);    // the same inputs, stored in `storage`

@@ -11,6 +11,7 @@
 #include "framework/scratch.h"
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element), check_same_storage
 
 namespace strata {
 namespace {
@@ -37,14 +38,70 @@ void add_column_sums(int64_t rows, int64_t width, const float* dy, float* db) {
   });
 }
 
-// Copies a [rows, cols] block with row stride `src_ld` into a dense [rows, cols].
-void gather(int64_t rows, int64_t cols, const float* src, int64_t src_ld, float* dst) {
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * cols, src + r * src_ld, sizeof(float) * cols);
+// Copies a [rows, cols] block with row stride `src_ld` into a dense f32
+// [rows, cols], widening 16-bit elements (E: framework/cpu's element forms).
+template <class E>
+void gather(int64_t rows, int64_t cols, const typename E::T* src, int64_t src_ld, float* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const typename E::T* s = src + r * src_ld;
+    float* d = dst + r * cols;
+    if constexpr (E::kIsF32) {
+      std::memcpy(d, s, sizeof(float) * cols);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) d[j] = E::load(s[j]);
+    }
+  }
 }
 
-// The inverse: a dense [rows, cols] into a block with row stride `dst_ld`.
-void scatter(int64_t rows, int64_t cols, const float* src, float* dst, int64_t dst_ld) {
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * dst_ld, src + r * cols, sizeof(float) * cols);
+// The inverse: a dense f32 [rows, cols] into a block with row stride
+// `dst_ld`, each element rounded once to E's type.
+template <class E>
+void scatter(int64_t rows, int64_t cols, const float* src, typename E::T* dst, int64_t dst_ld) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* s = src + r * cols;
+    typename E::T* d = dst + r * dst_ld;
+    if constexpr (E::kIsF32) {
+      std::memcpy(d, s, sizeof(float) * cols);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) d[j] = E::store(s[j]);
+    }
+  }
+}
+
+// Rows [r0, r0 + rows) of a [*, width] tensor of E's type as f32: a pointer
+// into it for f32, else widened into `wide` (on the threads).
+template <class E>
+const float* rows_as_f32(const typename E::T* src, int64_t r0, int64_t rows, int64_t width, float* wide) {
+  const typename E::T* from = src + r0 * width;
+  if constexpr (E::kIsF32) {
+    return from;
+  } else {
+    parallel_for(rows, rows_chunk(width), [&](int64_t b, int64_t e) {
+      for (int64_t i = b * width; i < e * width; ++i) wide[i] = E::load(from[i]);
+    });
+    return wide;
+  }
+}
+
+// Where f32 results for rows [r0, ...) of a [*, width] tensor of E's type
+// go: the tensor itself for f32, else `wide` (then round_rows stores them).
+template <class E>
+float* rows_out_f32(typename E::T* dst, int64_t r0, int64_t width, float* wide) {
+  if constexpr (E::kIsF32) {
+    return dst + r0 * width;
+  } else {
+    return wide;
+  }
+}
+
+template <class E>
+void round_rows(const float* wide, int64_t r0, int64_t rows, int64_t width, typename E::T* dst) {
+  if constexpr (!E::kIsF32) {
+    typename E::T* to = dst + r0 * width;
+    parallel_for(rows, rows_chunk(width), [&](int64_t b, int64_t e) {
+      for (int64_t i = b * width; i < e * width; ++i) to[i] = E::store(wide[i]);
+    });
+  }
 }
 
 // Row-wise softmax of s [rows, cols] in place, max-subtracted.
@@ -108,6 +165,8 @@ LayerSchema MultiHeadAttentionLayer::schema() {
       layer_example("attention_param { num_heads: 2 bias_filler { type: 'gaussian' std: 0.5 } }", {{2, 3, 4}}),
       layer_example("attention_param { num_heads: 1 bias_term: false }", {{2, 4, 3}}),
   };
+  // With 16-bit blobs q, k, v and the context are kept rounded, then y.
+  s.storage_roundings = 3;
   return s;
 }
 
@@ -168,6 +227,13 @@ void MultiHeadAttentionLayer::reshape(const BlobVec& bottom, const BlobVec& top)
 
 int64_t MultiHeadAttentionLayer::item_workers() const { return std::max(1, num_threads()); }
 
+int64_t MultiHeadAttentionLayer::block_rows() const {
+  const int64_t m = n_ * t_;
+  if (call_dtype() == DType::kF32) return m;
+  constexpr int64_t kWideFloats = int64_t{1} << 20;  // 4 MiB for wide_b
+  return std::max<int64_t>(1, std::min(m, kWideFloats / std::max<int64_t>(1, 3 * d_)));
+}
+
 MultiHeadAttentionLayer::CpuScratch MultiHeadAttentionLayer::lay_out_scratch(ScratchCarver& c, bool backward) const {
   CpuScratch s;
   s.items = c.take({item_workers() * scratch_floats_});
@@ -175,6 +241,10 @@ MultiHeadAttentionLayer::CpuScratch MultiHeadAttentionLayer::lay_out_scratch(Scr
     const int64_t dl = local_heads() * dh_;
     s.dctx = c.take({n_, t_, dl});
     s.dqkv = c.take({n_, t_, 3 * dl});
+  }
+  if (call_dtype() != DType::kF32) {
+    s.wide_a = c.take({block_rows(), d_});
+    s.wide_b = c.take({block_rows(), 3 * d_});
   }
   return s;
 }
@@ -184,6 +254,17 @@ MultiHeadAttentionLayer::GpuScratch MultiHeadAttentionLayer::lay_out_gpu_scratch
   const int64_t lh = local_heads(), dl = lh * dh_;
   GpuScratch s;
   s.probs = c.take({n_, lh, t_, t_});
+  if (call_dtype() != DType::kF32) {
+    s.wide_x = c.take({n_, t_, d_});
+    s.wide_heads = c.take({3, n_, lh, t_, dh_});
+    s.wide_ctx = c.take({n_, t_, dl});
+    if (!backward) {
+      s.wide_y = c.take({n_, t_, d_});
+    } else {
+      s.wide_dy = c.take({n_, t_, d_});
+      s.wide_dx = c.take({n_, t_, d_});
+    }
+  }
   if (!backward) {
     s.qkv = c.take({n_, t_, 3 * dl});
     s.o = c.take({n_, lh, t_, dh_});
@@ -207,8 +288,8 @@ MultiHeadAttentionLayer::GpuScratch MultiHeadAttentionLayer::take_gpu_scratch(bo
 MultiHeadAttentionLayer::Kept MultiHeadAttentionLayer::lay_out_kept(ScratchCarver& c) const {
   const int64_t dl = local_heads() * dh_;
   Kept k;
-  k.qkv = c.take({n_, t_, 3 * dl});
-  k.ctx = c.take({n_, t_, dl});
+  k.qkv = c.take({n_, t_, 3 * dl}, call_dtype());
+  k.ctx = c.take({n_, t_, dl}, call_dtype());
   return k;
 }
 
@@ -264,41 +345,71 @@ void MultiHeadAttentionLayer::for_each_item(const Body& body) {
 }
 
 void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
-  const int64_t dl = lh * dh, width = 3 * dl;
-  const float* x = bottom[0]->data.data<float>();
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  check_same_storage("MultiHeadAttention forward", {&xt, &yt});
+  // f32, or bf16/f16: rows widened in blocks, q k v and the context kept rounded, y rounded once.
+  with_float_element(xt.dtype(), "MultiHeadAttention forward", [&](auto e) { forward_cpu_as<decltype(e)>(xt, yt); });
+}
+
+template <class E>
+void MultiHeadAttentionLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
+  using T = typename E::T;
+  const int64_t m = n_ * t_, T_ = t_, dh = dh_, lh = local_heads();
+  const int64_t dl = lh * dh, width = 3 * dl, rows = block_rows();
+  const T* x = xt.data<T>();
+  T* y = yt.data<T>();
   Kept k = take_kept();
-  float* qkv = k.qkv.data<float>();
-  float* ctx = k.ctx.data<float>();
+  T* qkv = k.qkv.data<T>();
+  T* ctx = k.ctx.data<T>();
   CpuScratch cpu = take_scratch(false);
   float* items = cpu.items.data<float>();
+  float* wide_a = E::kIsF32 ? nullptr : cpu.wide_a.data<float>();
+  float* wide_b = E::kIsF32 ? nullptr : cpu.wide_b.data<float>();
 
-  // Input projection of all local heads at once. With every head local the
+  // Input projection of all local heads at once, a block of rows at a time
+  // (f32: one block, the blobs themselves). With every head local the
   // weight rows are [q; k; v] as stored.
-  gemm(Transpose::kNo, Transpose::kYes, m, width, d_, 1.0f, x, param(in_w_).data.data<float>(), 0.0f, qkv);
-  if (in_b_ >= 0) add_bias(m, width, param(in_b_).data.data<float>(), qkv);
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t r = std::min(rows, m - r0);
+    const float* xb = rows_as_f32<E>(x, r0, r, d_, wide_a);
+    float* qb = rows_out_f32<E>(qkv, r0, width, wide_b);
+    gemm(Transpose::kNo, Transpose::kYes, r, width, d_, 1.0f, xb, param(in_w_).data.data<float>(), 0.0f, qb);
+    if (in_b_ >= 0) add_bias(r, width, param(in_b_).data.data<float>(), qb);
+    round_rows<E>(qb, r0, r, width, qkv);
+  }
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   for_each_item([&](int64_t item, int worker) {
     const int64_t n = item / lh, hl = item % lh;  // hl: local head index
     float* q = items + worker * scratch_floats_;
-    float* k = q + T * dh;
-    float* v = k + T * dh;
-    float* o = v + T * dh;
-    float* p = o + 2 * T * dh;  // [T, T]
-    const float* base = qkv + n * T * width + hl * dh;
-    gather(T, dh, base, width, q);
-    gather(T, dh, base + dl, width, k);
-    gather(T, dh, base + 2 * dl, width, v);
-    head_probs(T, dh, scale, q, k, p);
-    gemm(Transpose::kNo, Transpose::kNo, T, dh, T, 1.0f, p, v, 0.0f, o);
-    scatter(T, dh, o, ctx + n * T * dl + hl * dh, dl);
+    float* k = q + T_ * dh;
+    float* v = k + T_ * dh;
+    float* o = v + T_ * dh;
+    float* p = o + 2 * T_ * dh;  // [T, T]
+    const T* base = qkv + n * T_ * width + hl * dh;
+    gather<E>(T_, dh, base, width, q);
+    gather<E>(T_, dh, base + dl, width, k);
+    gather<E>(T_, dh, base + 2 * dl, width, v);
+    head_probs(T_, dh, scale, q, k, p);
+    gemm(Transpose::kNo, Transpose::kNo, T_, dh, T_, 1.0f, p, v, 0.0f, o);
+    scatter<E>(T_, dh, o, ctx + n * T_ * dl + hl * dh, dl);
   });
 
-  float* y = top[0]->data.data<float>();
-  gemm(Transpose::kNo, Transpose::kYes, m, d_, dl, 1.0f, ctx, param(out_w_).data.data<float>(), 0.0f, y);
-  if (tp_.active()) tp_.comm->allreduce(top[0]->data, ReduceOp::kSum);  // every rank's heads
-  if (out_b_ >= 0) add_bias(m, d_, param(out_b_).data.data<float>(), y);
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t r = std::min(rows, m - r0);
+    const float* cb = rows_as_f32<E>(ctx, r0, r, dl, wide_b);
+    float* yb = rows_out_f32<E>(y, r0, d_, wide_a);
+    gemm(Transpose::kNo, Transpose::kYes, r, d_, dl, 1.0f, cb, param(out_w_).data.data<float>(), 0.0f, yb);
+    if (!tp_.active()) {
+      if (out_b_ >= 0) add_bias(r, d_, param(out_b_).data.data<float>(), yb);
+      round_rows<E>(yb, r0, r, d_, y);
+    }
+  }
+  if (tp_.active()) {  // f32 only (takes_storage), one block: every rank's heads, then the bias once
+    tp_.comm->allreduce(yt, ReduceOp::kSum);
+    if (out_b_ >= 0) add_bias(m, d_, param(out_b_).data.data<float>(), yt.data<float>());
+  }
 }
 
 // Per (sample, head), with dO the head's slice of d ctx and P recomputed
@@ -307,66 +418,92 @@ void MultiHeadAttentionLayer::forward_cpu(const BlobVec& bottom, const BlobVec& 
 //   dQ = dS K,  dK = dS^T Q.
 void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                            const BlobVec& bottom) {
-  const int64_t m = n_ * t_, T = t_, dh = dh_, lh = local_heads();
-  const int64_t dl = lh * dh, width = 3 * dl;
-  const float* dy = top[0]->diff.data<float>();
-  const float* x = bottom[0]->data.data<float>();
+  const Tensor& dyt = top[0]->diff;
+  const Tensor& xt = bottom[0]->data;
+  check_same_storage("MultiHeadAttention backward", {&dyt, &xt});
+  with_float_element(dyt.dtype(), "MultiHeadAttention backward",
+                     [&](auto e) { backward_cpu_as<decltype(e)>(dyt, xt, propagate_down[0], bottom[0]->diff); });
+}
+
+template <class E>
+void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& xt, bool propagate, Tensor& dxt) {
+  using T = typename E::T;
+  const int64_t m = n_ * t_, T_ = t_, dh = dh_, lh = local_heads();
+  const int64_t dl = lh * dh, width = 3 * dl, rows = block_rows();
+  const T* dy = dyt.data<T>();
+  const T* x = xt.data<T>();
   const Kept k = take_kept();
-  const float* qkv = k.qkv.data<float>();
-  const float* ctx = k.ctx.data<float>();
+  const T* qkv = k.qkv.data<T>();
+  const T* ctx = k.ctx.data<T>();
   CpuScratch cpu = take_scratch(true);
   float* items = cpu.items.data<float>();
   float* dctx = cpu.dctx.data<float>();
   float* dqkv = cpu.dqkv.data<float>();
+  float* wide_a = E::kIsF32 ? nullptr : cpu.wide_a.data<float>();
+  float* wide_b = E::kIsF32 ? nullptr : cpu.wide_b.data<float>();
 
-  // Output projection.
-  gemm(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dy, ctx, 1.0f, param(out_w_).diff.data<float>());
-  if (out_b_ >= 0) add_column_sums(m, d_, dy, param(out_b_).diff.data<float>());
-  gemm(Transpose::kNo, Transpose::kNo, m, dl, d_, 1.0f, dy, param(out_w_).data.data<float>(), 0.0f, dctx);
+  // Output projection, a block of rows at a time.
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t r = std::min(rows, m - r0);
+    const float* dyb = rows_as_f32<E>(dy, r0, r, d_, wide_a);
+    const float* cb = rows_as_f32<E>(ctx, r0, r, dl, wide_b);
+    gemm(Transpose::kYes, Transpose::kNo, d_, dl, r, 1.0f, dyb, cb, 1.0f, param(out_w_).diff.data<float>());
+    if (out_b_ >= 0) add_column_sums(r, d_, dyb, param(out_b_).diff.data<float>());
+    gemm(Transpose::kNo, Transpose::kNo, r, dl, d_, 1.0f, dyb, param(out_w_).data.data<float>(), 0.0f,
+         dctx + r0 * dl);
+  }
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
   for_each_item([&](int64_t item, int worker) {
     const int64_t n = item / lh, hl = item % lh;
     float* q = items + worker * scratch_floats_;
-    float* k = q + T * dh;
-    float* v = k + T * dh;
-    float* g = v + T * dh;    // a gradient [T, dh] on its way to dqkv
-    float* dout = g + T * dh;
-    float* p = dout + T * dh;  // [T, T]
-    float* dp = p + T * T;     // [T, T]
-    const float* base = qkv + n * T * width + hl * dh;
-    float* dbase = dqkv + n * T * width + hl * dh;
-    gather(T, dh, base, width, q);
-    gather(T, dh, base + dl, width, k);
-    gather(T, dh, base + 2 * dl, width, v);
-    gather(T, dh, dctx + n * T * dl + hl * dh, dl, dout);
-    head_probs(T, dh, scale, q, k, p);
+    float* k = q + T_ * dh;
+    float* v = k + T_ * dh;
+    float* g = v + T_ * dh;    // a gradient [T, dh] on its way to dqkv
+    float* dout = g + T_ * dh;
+    float* p = dout + T_ * dh;  // [T, T]
+    float* dp = p + T_ * T_;    // [T, T]
+    const T* base = qkv + n * T_ * width + hl * dh;
+    float* dbase = dqkv + n * T_ * width + hl * dh;
+    gather<E>(T_, dh, base, width, q);
+    gather<E>(T_, dh, base + dl, width, k);
+    gather<E>(T_, dh, base + 2 * dl, width, v);
+    gather<F32Element>(T_, dh, dctx + n * T_ * dl + hl * dh, dl, dout);
+    head_probs(T_, dh, scale, q, k, p);
 
-    gemm(Transpose::kYes, Transpose::kNo, T, dh, T, 1.0f, p, dout, 0.0f, g);  // dV
-    scatter(T, dh, g, dbase + 2 * dl, width);
-    gemm(Transpose::kNo, Transpose::kYes, T, T, dh, 1.0f, dout, v, 0.0f, dp);
-    for (int64_t i = 0; i < T; ++i) {
-      const float* pr = p + i * T;
-      float* dr = dp + i * T;
+    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, 1.0f, p, dout, 0.0f, g);  // dV
+    scatter<F32Element>(T_, dh, g, dbase + 2 * dl, width);
+    gemm(Transpose::kNo, Transpose::kYes, T_, T_, dh, 1.0f, dout, v, 0.0f, dp);
+    for (int64_t i = 0; i < T_; ++i) {
+      const float* pr = p + i * T_;
+      float* dr = dp + i * T_;
       double dot = 0.0;
-      for (int64_t j = 0; j < T; ++j) dot += static_cast<double>(dr[j]) * pr[j];
+      for (int64_t j = 0; j < T_; ++j) dot += static_cast<double>(dr[j]) * pr[j];
       const float d = static_cast<float>(dot);
-      for (int64_t j = 0; j < T; ++j) dr[j] = pr[j] * (dr[j] - d) * scale;
+      for (int64_t j = 0; j < T_; ++j) dr[j] = pr[j] * (dr[j] - d) * scale;
     }
-    gemm(Transpose::kNo, Transpose::kNo, T, dh, T, 1.0f, dp, k, 0.0f, g);  // dQ
-    scatter(T, dh, g, dbase, width);
-    gemm(Transpose::kYes, Transpose::kNo, T, dh, T, 1.0f, dp, q, 0.0f, g);  // dK
-    scatter(T, dh, g, dbase + dl, width);
+    gemm(Transpose::kNo, Transpose::kNo, T_, dh, T_, 1.0f, dp, k, 0.0f, g);  // dQ
+    scatter<F32Element>(T_, dh, g, dbase, width);
+    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, 1.0f, dp, q, 0.0f, g);  // dK
+    scatter<F32Element>(T_, dh, g, dbase + dl, width);
   });
 
-  // Input projection.
-  gemm(Transpose::kYes, Transpose::kNo, width, d_, m, 1.0f, dqkv, x, 1.0f, param(in_w_).diff.data<float>());
+  // Input projection, a block of rows at a time.
   if (in_b_ >= 0) add_column_sums(m, width, dqkv, param(in_b_).diff.data<float>());
-  if (propagate_down[0]) {
-    gemm(Transpose::kNo, Transpose::kNo, m, d_, width, 1.0f, dqkv, param(in_w_).data.data<float>(), 0.0f,
-         bottom[0]->diff.data<float>());
-    if (tp_.active()) tp_.comm->allreduce(bottom[0]->diff, ReduceOp::kSum);  // every rank's heads
+  if (propagate) check_same_storage("MultiHeadAttention backward", {&dyt, &dxt});
+  T* dx = propagate ? dxt.data<T>() : nullptr;
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t r = std::min(rows, m - r0);
+    const float* xb = rows_as_f32<E>(x, r0, r, d_, wide_a);
+    gemm(Transpose::kYes, Transpose::kNo, width, d_, r, 1.0f, dqkv + r0 * width, xb, 1.0f,
+         param(in_w_).diff.data<float>());
+    if (!propagate) continue;
+    float* dxb = rows_out_f32<E>(dx, r0, d_, wide_b);
+    gemm(Transpose::kNo, Transpose::kNo, r, d_, width, 1.0f, dqkv + r0 * width, param(in_w_).data.data<float>(),
+         0.0f, dxb);
+    round_rows<E>(dxb, r0, r, d_, dx);
   }
+  if (propagate && tp_.active()) tp_.comm->allreduce(dxt, ReduceOp::kSum);  // f32 only: every rank's heads
 }
 
 ParamShard MultiHeadAttentionLayer::param_shard(size_t param_index) const {

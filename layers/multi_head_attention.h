@@ -30,6 +30,17 @@ class MultiHeadAttentionLayer : public Layer {
   static LayerSchema schema();
   // What backward reads: the input (the weight gradients) and its own q, k, v and context; never the output.
   BackwardReads backward_reads() const override { return {true, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are (not with split: the
+  // tensor-parallel sums are in f32), and what forward keeps (q, k, v and
+  // the context) is stored in that dtype too, as autocast keeps its
+  // projections: rounded once after the input projection and its bias, and
+  // once after the weighted sum of V. Everything else is f32: each call
+  // widens what it reads (the CPU in blocks of rows and per head, a GPU
+  // whole tensors into its scratch), multiplies in f32, and rounds each
+  // output once. The weights and their gradients stay f32.
+  bool takes_storage(DType dtype) const override {
+    return dtype == DType::kF32 || (is_float_dtype(dtype) && !tp_.active());
+  }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   // The projections, plus QK^T and the weighted sum of V (2 N T T D each).
@@ -58,6 +69,11 @@ class MultiHeadAttentionLayer : public Layer {
   int64_t local_heads() const { return head_end() - head_begin(); }
 
   void check_bottom(const Shape& s) const;
+  // The CPU calls for blobs whose elements E describes (layers/neuron_layer.h).
+  template <class E>
+  void forward_cpu_as(const Tensor& x, Tensor& y);
+  template <class E>
+  void backward_cpu_as(const Tensor& dy, const Tensor& x, bool propagate, Tensor& dx);
   // Runs body(item, worker) for every (sample, local head) item, item =
   // n * local_heads() + (h - head_begin()), on the threads when gemm() can
   // run single-threaded inside them; worker < item_workers().
@@ -67,13 +83,22 @@ class MultiHeadAttentionLayer : public Layer {
   // The CPU scratch of one call (framework/scratch.h): per worker q, k, v,
   // o, do [T, dh] each, then P and dP [T, T]; in backward also the gradients
   // of the heads' outputs [N, T, D] and of the projection [N, T, 3D].
+  // With 16-bit blobs also two f32 buffers for blocks of block_rows() rows:
+  // wide_a [rows, D] and wide_b [rows, 3D] (the input, the context, the
+  // output and their gradients, widened or before rounding).
   struct CpuScratch {
     Tensor items, dctx, dqkv;
+    Tensor wide_a, wide_b;
   };
+  // The rows of [N * T, ...] a CPU call handles at once: all of them in
+  // f32 (pointers into the blobs themselves); with 16-bit blobs as many as
+  // keep wide_b within 4 MiB.
+  int64_t block_rows() const;
   CpuScratch lay_out_scratch(ScratchCarver& c, bool backward) const;
-  // What forward keeps for backward (Layer::kept): the input projection
-  // [N, T, 3D] (on a GPU the same values head-major, [3, N, H, T, dh]: q, k,
-  // v) and the heads' outputs side by side [N, T, D], the input of out_proj.
+  // What forward keeps for backward (Layer::kept), in the call dtype: the
+  // input projection [N, T, 3D] (on a GPU the same values head-major,
+  // [3, N, H, T, dh]: q, k, v) and the heads' outputs side by side
+  // [N, T, D], the input of out_proj.
   // Not the probabilities [N, H, T, T]: backward computes them again from q
   // and k with forward's own calls (the same bits), as PyTorch's
   // scaled-dot-product attention does; on ViT-B/16 they were 45% of a
@@ -89,10 +114,13 @@ class MultiHeadAttentionLayer : public Layer {
   // probabilities P [N, H, T, T] and the heads' outputs head-major
   // [N, H, T, dh]. Backward: P again, d ctx [N, T, D], its heads
   // [N, H, T, dh], dP [N, H, T, T], dQ dK dV head-major [3, N, H, T, dh]
-  // (one block) and the same in rows [N, T, 3D].
+  // (one block) and the same in rows [N, T, 3D]. With 16-bit blobs also
+  // f32 copies: of the input x [N, T, D], q k v head-major, the context
+  // [N, T, dl], and the output y (forward) or dy and dx (backward).
   struct GpuScratch {
     Tensor qkv, probs, o;                        // forward (probs in both)
     Tensor dctx, dout, dp, dheads, dqkv;         // backward
+    Tensor wide_x, wide_heads, wide_ctx, wide_y, wide_dy, wide_dx;  // 16-bit blobs only
   };
   GpuScratch lay_out_gpu_scratch(ScratchCarver& c, bool backward) const;
   GpuScratch take_gpu_scratch(bool backward);

@@ -99,16 +99,19 @@ void neuron_backward_cpu(const Op& op, int64_t n, const float* saved, const floa
 // raw bits) widened on load and rounded to the nearest even on store.
 struct F32Element {
   using T = float;
+  static constexpr bool kIsF32 = true;
   static float load(T v) { return v; }
   static T store(float f) { return f; }
 };
 struct Bf16Element {
   using T = uint16_t;
+  static constexpr bool kIsF32 = false;
   static float load(T v) { return bf16_to_float(v); }
   static T store(float f) { return float_to_bf16(f); }
 };
 struct F16Element {
   using T = uint16_t;
+  static constexpr bool kIsF32 = false;
   static float load(T v) { return f16_to_float(v); }
   static T store(float f) { return float_to_f16(f); }
 };

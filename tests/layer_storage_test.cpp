@@ -41,14 +41,14 @@ std::vector<StorageCase> storage_cases() {
   return cases;
 }
 
-// The layers whose every example takes both 16-bit dtypes on the CPU.
+// The layers that take both 16-bit dtypes on the CPU (Scale with one bottom).
 const char* const kNative16BitLayers[] = {
     "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "LayerNorm",
-    "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Split", "TanH"};
+    "MultiHeadAttention", "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Split", "TanH"};
 // The same on a GPU.
 const char* const kNative16BitLayersOnAGpu[] = {
     "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "LayerNorm",
-    "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Split", "TanH"};
+    "MultiHeadAttention", "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Split", "TanH"};
 
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
   std::set<std::string> checked;
@@ -71,7 +71,7 @@ TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesTheCpuOnAGpu) {
     if (!example_takes_storage(c.type, c.example, c.storage, Device::cuda(0))) continue;  // the Net converts
     SCOPED_TRACE(describe_example(c.type, c.example) + " stored in " + dtype_name(c.storage));
     for (const std::string& p :
-         check_cpu_vs_cuda(c.type, c.example, storage_check_tolerance(c.storage), kLayerCheckSeed, c.storage)) {
+         check_cpu_vs_cuda(c.type, c.example, storage_check_tolerance(c.type, c.storage), kLayerCheckSeed, c.storage)) {
       ADD_FAILURE() << p;
     }
     checked.insert(c.type);
@@ -102,6 +102,31 @@ TEST(LayerStorage, EveryConvolutionPathTakes16BitBlobs) {
     }
   }
   ConvolutionLayer::force_algorithm_for_testing(ConvolutionLayer::Algorithm::kAuto);
+  set_num_threads(saved_threads);
+}
+
+// Attention's CPU path widens the input, the context and the gradients in
+// blocks of rows (block_rows(): 4 MiB of f32 for the widest); a net of
+// embedding dim 1024 over 400 tokens takes two blocks, at 1 and 2 threads.
+// Inputs and weights of a transformer's scale (N(0, 1) tokens, ViT's
+// initial std 0.02): the harness spreads its inputs apart by 2 x step for
+// finite differences, which over 400 K values would make them thousands and
+// saturate the softmax, where rounding q and k moves the largest score and
+// no tolerance means anything.
+TEST(LayerStorage, AttentionTakes16BitBlobsInSeveralBlocksOfRows) {
+  LayerExample ex = layer_example(
+      "attention_param { num_heads: 16 weight_filler { type: 'gaussian' std: 0.02 } "
+      "bias_filler { type: 'gaussian' std: 0.1 } }",
+      {{2, 200, 1024}});
+  ex.step = 1e-7f;
+  const int saved_threads = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (DType storage : {DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(std::string(dtype_name(storage)) + ", " + std::to_string(threads) + " thread(s)");
+      for (const std::string& p : check_storage("MultiHeadAttention", ex, storage)) ADD_FAILURE() << p;
+    }
+  }
   set_num_threads(saved_threads);
 }
 

@@ -164,6 +164,9 @@ STRATA_AVX512 void transform_output_grad_avx512(const float* dy, int64_t out, in
   const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   const __m512 zero = _mm512_setzero_ps();
+  // -x as the portable loops' unary minus gives it, signed zeros included
+  // (0 - x would turn -(+0) into +0): -0 - x.
+  const __m512 minus_zero = _mm512_set1_ps(-0.0f);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t o = 0; o < out; ++o) {
       const float* g = dy + i * image_stride + o * out_h * out_w;
@@ -189,14 +192,14 @@ STRATA_AVX512 void transform_output_grad_avx512(const float* dy, int64_t out, in
           const __m512 r[4][2] = {{a, b},
                                   {_mm512_add_ps(a, c), _mm512_add_ps(b, e)},
                                   {_mm512_sub_ps(a, c), _mm512_sub_ps(b, e)},
-                                  {_mm512_sub_ps(zero, c), _mm512_sub_ps(zero, e)}};
+                                  {_mm512_sub_ps(minus_zero, c), _mm512_sub_ps(minus_zero, e)}};
           float* dt = d + ty * tw + tx;
           for (int k = 0; k < 4; ++k) {
             float* q = dt + 4 * k * xs;
             _mm512_mask_storeu_ps(q, lanes, r[k][0]);
             _mm512_mask_storeu_ps(q + xs, lanes, _mm512_add_ps(r[k][0], r[k][1]));
             _mm512_mask_storeu_ps(q + 2 * xs, lanes, _mm512_sub_ps(r[k][0], r[k][1]));
-            _mm512_mask_storeu_ps(q + 3 * xs, lanes, _mm512_sub_ps(zero, r[k][1]));
+            _mm512_mask_storeu_ps(q + 3 * xs, lanes, _mm512_sub_ps(minus_zero, r[k][1]));
           }
         }
       }
