@@ -236,8 +236,6 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
   // Under a pipeline every stage's memory, gathered to rank 0.
   const std::string net_memory =
       mp.pipe ? pipeline_memory_summary(mp, *world) : memory_report({&solver.net(), solver.test_net()}).str();
-  // What the start line's plan totals, for the measured peak at the end (one net, not a pipeline stage).
-  const size_t planned_total = mp.pipe ? 0 : memory_report({&solver.net(), solver.test_net()}).total();
   if (lead) {
     std::printf("strata train: %s, %d threads (CPU kernels: %s), net '%s' (%s)\n", config.source.c_str(),
                 num_threads(), cpu_isa_name(cpu_isa()), solver.net().name().c_str(), net_memory.c_str());
@@ -351,13 +349,6 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
     if (solver.nonfinite_skipped() > 0) {
       std::printf("%lld update(s) skipped for a non-finite loss or gradient (nonfinite: SKIP)\n",
                   static_cast<long long>(solver.nonfinite_skipped()));
-    }
-    if (device.is_cpu()) {
-      // Every tensor this process held at once (weights, optimizer state,
-      // the arena, data buffers), against the start line's plan.
-      std::printf("tensor memory: peak %s", format_bytes(memory_peak()).c_str());
-      if (planned_total > 0) std::printf(" (planned at the start: %s)", format_bytes(planned_total).c_str());
-      std::printf("\n");
     }
 #ifdef STRATA_WITH_CUDA
     if (!device.is_cpu()) {
