@@ -4,10 +4,12 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
 namespace {
@@ -63,74 +65,94 @@ void AdaptivePoolingLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void AdaptivePoolingLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const float* x = bottom[0]->data.data<float>();
-  float* y = top[0]->data.data<float>();
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  if (xt.dtype() != yt.dtype()) check_same_storage("AdaptivePooling forward", {&xt, &yt});  // names both dtypes
   int32_t* arg = pool_ == Pool::kMax ? argmax_.data<int32_t>() : nullptr;
   const int64_t H = h_, W = w_, OH = out_h_, OW = out_w_;
-  parallel_for(n_ * c_, std::max<int64_t>(1, 16384 / (H * W)), [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const float* xp = x + plane * H * W;
-      float* yp = y + plane * OH * OW;
-      for (int64_t i = 0; i < OH; ++i) {
-        const int64_t h0 = bin_start(i, H, OH), h1 = bin_end(i, H, OH);
-        for (int64_t j = 0; j < OW; ++j) {
-          const int64_t w0 = bin_start(j, W, OW), w1 = bin_end(j, W, OW);
-          if (arg) {
-            float best = -std::numeric_limits<float>::infinity();
-            int64_t best_at = h0 * W + w0;
-            for (int64_t h = h0; h < h1; ++h) {
-              for (int64_t w = w0; w < w1; ++w) {
-                const float v = xp[h * W + w];
-                if (v > best || std::isnan(v)) {  // as torch: NaN wins
-                  best = v;
-                  best_at = h * W + w;
+  with_float_element(xt.dtype(), "AdaptivePooling forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* x = xt.data<T>();
+    T* y = yt.data<T>();
+    parallel_for(n_ * c_, std::max<int64_t>(1, 16384 / (H * W)), [&](int64_t begin, int64_t end) {
+      for (int64_t plane = begin; plane < end; ++plane) {
+        const T* xp = x + plane * H * W;
+        T* yp = y + plane * OH * OW;
+        for (int64_t i = 0; i < OH; ++i) {
+          const int64_t h0 = bin_start(i, H, OH), h1 = bin_end(i, H, OH);
+          for (int64_t j = 0; j < OW; ++j) {
+            const int64_t w0 = bin_start(j, W, OW), w1 = bin_end(j, W, OW);
+            if (arg) {
+              float best = -std::numeric_limits<float>::infinity();
+              int64_t best_at = h0 * W + w0;
+              for (int64_t h = h0; h < h1; ++h) {
+                for (int64_t w = w0; w < w1; ++w) {
+                  const float v = E::load(xp[h * W + w]);
+                  if (v > best || std::isnan(v)) {  // as torch: NaN wins
+                    best = v;
+                    best_at = h * W + w;
+                  }
                 }
               }
+              yp[i * OW + j] = E::store(best);
+              arg[plane * OH * OW + i * OW + j] = static_cast<int32_t>(best_at);
+            } else {
+              double sum = 0.0;
+              for (int64_t h = h0; h < h1; ++h) {
+                for (int64_t w = w0; w < w1; ++w) sum += E::load(xp[h * W + w]);
+              }
+              yp[i * OW + j] = E::store(static_cast<float>(sum / static_cast<double>((h1 - h0) * (w1 - w0))));
             }
-            yp[i * OW + j] = best;
-            arg[plane * OH * OW + i * OW + j] = static_cast<int32_t>(best_at);
-          } else {
-            double sum = 0.0;
-            for (int64_t h = h0; h < h1; ++h) {
-              for (int64_t w = w0; w < w1; ++w) sum += xp[h * W + w];
-            }
-            yp[i * OW + j] = static_cast<float>(sum / static_cast<double>((h1 - h0) * (w1 - w0)));
           }
         }
       }
-    }
+    });
   });
 }
 
 void AdaptivePoolingLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                         const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = bottom[0]->diff.data<float>();
+  const Tensor& dyt = top[0]->diff;
+  Tensor& dxt = bottom[0]->diff;
+  if (dyt.dtype() != dxt.dtype()) check_same_storage("AdaptivePooling backward", {&dyt, &dxt});
   const int32_t* arg = pool_ == Pool::kMax ? argmax_.data<int32_t>() : nullptr;
   const int64_t H = h_, W = w_, OH = out_h_, OW = out_w_;
-  // Bins may overlap, so each plane is cleared and then accumulated into.
-  parallel_for(n_ * c_, std::max<int64_t>(1, 16384 / (H * W)), [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      float* dxp = dx + plane * H * W;
-      const float* dyp = dy + plane * OH * OW;
-      std::fill(dxp, dxp + H * W, 0.0f);
-      for (int64_t i = 0; i < OH; ++i) {
-        const int64_t h0 = bin_start(i, H, OH), h1 = bin_end(i, H, OH);
-        for (int64_t j = 0; j < OW; ++j) {
-          const float g = dyp[i * OW + j];
-          if (arg) {
-            dxp[arg[plane * OH * OW + i * OW + j]] += g;
-            continue;
-          }
-          const int64_t w0 = bin_start(j, W, OW), w1 = bin_end(j, W, OW);
-          const float share = g / static_cast<float>((h1 - h0) * (w1 - w0));
-          for (int64_t h = h0; h < h1; ++h) {
-            for (int64_t w = w0; w < w1; ++w) dxp[h * W + w] += share;
+  with_float_element(dyt.dtype(), "AdaptivePooling backward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* dy = dyt.data<T>();
+    T* dx = dxt.data<T>();
+    // Bins may overlap, so each plane is cleared and then accumulated into:
+    // f32 in place, or a plane of f32 sums rounded once at the end.
+    parallel_for(n_ * c_, std::max<int64_t>(1, 16384 / (H * W)), [&](int64_t begin, int64_t end) {
+      std::vector<float> sums(E::kIsF32 ? 0 : static_cast<size_t>(H * W));
+      for (int64_t plane = begin; plane < end; ++plane) {
+        T* dxt_p = dx + plane * H * W;
+        float* dxp = E::kIsF32 ? reinterpret_cast<float*>(dxt_p) : sums.data();
+        const T* dyp = dy + plane * OH * OW;
+        std::fill(dxp, dxp + H * W, 0.0f);
+        for (int64_t i = 0; i < OH; ++i) {
+          const int64_t h0 = bin_start(i, H, OH), h1 = bin_end(i, H, OH);
+          for (int64_t j = 0; j < OW; ++j) {
+            const float g = E::load(dyp[i * OW + j]);
+            if (arg) {
+              dxp[arg[plane * OH * OW + i * OW + j]] += g;
+              continue;
+            }
+            const int64_t w0 = bin_start(j, W, OW), w1 = bin_end(j, W, OW);
+            const float share = g / static_cast<float>((h1 - h0) * (w1 - w0));
+            for (int64_t h = h0; h < h1; ++h) {
+              for (int64_t w = w0; w < w1; ++w) dxp[h * W + w] += share;
+            }
           }
         }
+        if constexpr (!E::kIsF32) {
+          for (int64_t k = 0; k < H * W; ++k) dxt_p[k] = E::store(dxp[k]);
+        }
       }
-    }
+    });
   });
 }
 

@@ -14,6 +14,11 @@ class AdaptivePoolingLayer : public Layer {
  public:
   AdaptivePoolingLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
+  // Blobs stored in bf16 or f16 are taken as they are: maxima compared and
+  // averages summed (in double) on the widened values, each output rounded
+  // once; backward sums each input's share in f32 (bins may overlap) and
+  // rounds it once.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
   STRATA_CPU_METHODS;
 

@@ -12,6 +12,9 @@ class TokenPoolLayer : public Layer {
   static LayerSchema schema();
   // What backward reads: the gradient is copied or spread; no values.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are: the mean summed in
+  // f32 and rounded once, the class token copied.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
   STRATA_CPU_METHODS;
 

@@ -43,12 +43,14 @@ std::vector<StorageCase> storage_cases() {
 
 // The layers that take both 16-bit dtypes on the CPU (Scale with one bottom).
 const char* const kNative16BitLayers[] = {
-    "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "LayerNorm",
-    "MultiHeadAttention", "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Split", "TanH"};
+    "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
+    "InnerProduct", "LayerNorm", "MultiHeadAttention", "Pooling", "PositionEmbedding", "ReLU", "Reshape",
+    "Scale", "Sigmoid", "Split", "TanH", "TokenPool"};
 // The same on a GPU.
 const char* const kNative16BitLayersOnAGpu[] = {
-    "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU", "InnerProduct", "LayerNorm",
-    "MultiHeadAttention", "Pooling", "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Split", "TanH"};
+    "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
+    "InnerProduct", "LayerNorm", "MultiHeadAttention", "Pooling", "PositionEmbedding", "ReLU", "Reshape",
+    "Scale", "Sigmoid", "Split", "TanH", "TokenPool"};
 
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
   std::set<std::string> checked;
