@@ -170,21 +170,6 @@ namespace {
 // The f32 scratch of one block of rows, at most (unless one row needs more).
 constexpr int64_t kStoredBlockBytes = int64_t{8} << 20;
 
-// dst[i] = src[i] widened, for `n` elements stored as E.
-template <class E>
-void widen_rows(const typename E::T* src, int64_t n, float* dst) {
-  parallel_for(n, 32768, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dst[i] = E::load(src[i]);
-  });
-}
-
-template <class E>
-void round_rows(const float* src, int64_t n, typename E::T* dst) {
-  parallel_for(n, 32768, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dst[i] = E::store(src[i]);
-  });
-}
-
 }  // namespace
 
 int64_t InnerProductLayer::stored_block_rows() const {
@@ -222,7 +207,7 @@ void InnerProductLayer::forward_stored_cpu(const Tensor& x, Tensor& y) {
     using T = typename E::T;
     for (int64_t r0 = 0; r0 < m_; r0 += rows) {
       const int64_t r = r0 + rows <= m_ ? rows : m_ - r0;
-      widen_rows<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
+      widen_elements<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
       float* yf = yb.data<float>();
       gemm(Transpose::kNo, tw, r, n, k_, 1.0f, xb.data<float>(), w, 0.0f, yf);
       if (b) {
@@ -232,7 +217,7 @@ void InnerProductLayer::forward_stored_cpu(const Tensor& x, Tensor& y) {
           }
         });
       }
-      round_rows<E>(yf, r * n, y.data<T>() + r0 * n);
+      round_elements<E>(yf, r * n, y.data<T>() + r0 * n);
     }
   });
 }
@@ -252,8 +237,8 @@ void InnerProductLayer::backward_stored_cpu(const Tensor& dy, const Tensor& x, T
     using T = typename E::T;
     for (int64_t r0 = 0; r0 < m_; r0 += rows) {
       const int64_t r = r0 + rows <= m_ ? rows : m_ - r0;
-      widen_rows<E>(dy.data<T>() + r0 * n, r * n, dyb.data<float>());
-      widen_rows<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
+      widen_elements<E>(dy.data<T>() + r0 * n, r * n, dyb.data<float>());
+      widen_elements<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
       const float* g = dyb.data<float>();
       // The parameter gradients accumulate block by block, in f32.
       if (layout_ == WeightLayout::kOutputMajor) {
@@ -269,7 +254,7 @@ void InnerProductLayer::backward_stored_cpu(const Tensor& dy, const Tensor& x, T
       if (dx) {
         const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kNo : Transpose::kYes;
         gemm(Transpose::kNo, tw, r, k_, n, 1.0f, g, w, 0.0f, dxb.data<float>());
-        round_rows<E>(dxb.data<float>(), r * k_, dx->data<T>() + r0 * k_);
+        round_elements<E>(dxb.data<float>(), r * k_, dx->data<T>() + r0 * k_);
       }
     }
   });

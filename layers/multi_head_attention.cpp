@@ -76,9 +76,7 @@ const float* rows_as_f32(const typename E::T* src, int64_t r0, int64_t rows, int
   if constexpr (E::kIsF32) {
     return from;
   } else {
-    parallel_for(rows, rows_chunk(width), [&](int64_t b, int64_t e) {
-      for (int64_t i = b * width; i < e * width; ++i) wide[i] = E::load(from[i]);
-    });
+    widen_elements<E>(from, rows * width, wide);
     return wide;
   }
 }
@@ -96,12 +94,7 @@ float* rows_out_f32(typename E::T* dst, int64_t r0, int64_t width, float* wide) 
 
 template <class E>
 void round_rows(const float* wide, int64_t r0, int64_t rows, int64_t width, typename E::T* dst) {
-  if constexpr (!E::kIsF32) {
-    typename E::T* to = dst + r0 * width;
-    parallel_for(rows, rows_chunk(width), [&](int64_t b, int64_t e) {
-      for (int64_t i = b * width; i < e * width; ++i) to[i] = E::store(wide[i]);
-    });
-  }
+  if constexpr (!E::kIsF32) round_elements<E>(wide, rows * width, dst + r0 * width);
 }
 
 // Row-wise softmax of s [rows, cols] in place, max-subtracted.

@@ -129,6 +129,23 @@ void with_float_element(DType dtype, const char* what, const Body& body) {
   fail<Error>(what, ": blobs stored in ", dtype_name(dtype), " (f32, bf16 and f16 only)");
 }
 
+// dst[i] = src[i] widened to f32, for n elements stored as E, on the threads:
+// a 16-bit path's block of rows on its way to an f32 GEMM.
+template <class E>
+void widen_elements(const typename E::T* src, int64_t n, float* dst) {
+  parallel_for(n, 32768, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = E::load(src[i]);
+  });
+}
+
+// dst[i] = src[i] rounded once to E's type (nearest even), on the threads.
+template <class E>
+void round_elements(const float* src, int64_t n, typename E::T* dst) {
+  parallel_for(n, 32768, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = E::store(src[i]);
+  });
+}
+
 // y = op.forward(x) over blobs stored in f32, bf16 or f16 (both the same);
 // y may be x.
 template <class Op>

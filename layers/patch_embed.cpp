@@ -8,6 +8,7 @@
 #include "framework/layer_registry.h"
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
 
@@ -78,15 +79,48 @@ Shape PatchEmbedLayer::patches_shape() const {
 
 size_t PatchEmbedLayer::kept_bytes() const {
   ScratchCarver counter;
-  counter.take(patches_shape());
+  counter.take(patches_shape(), call_dtype());
   return counter.bytes();
 }
 
-size_t PatchEmbedLayer::scratch_bytes() const { return phase() == Phase::kTrain ? kept_bytes() : 0; }
+int64_t PatchEmbedLayer::block_rows() const {
+  const int64_t m = patches_shape()[0], k = patches_shape()[1];
+  if (call_dtype() == DType::kF32) return m;
+  constexpr int64_t kWideFloats = int64_t{1} << 20;  // 4 MiB for the wider block
+  return std::max<int64_t>(1, std::min(m, kWideFloats / std::max<int64_t>(1, std::max(k, num_output_))));
+}
+
+PatchEmbedLayer::Scratch PatchEmbedLayer::lay_out_scratch(ScratchCarver& c, bool backward) const {
+  Scratch s;
+  if (backward) s.dpatches = c.take(patches_shape(), call_dtype());
+  if (call_dtype() == DType::kF32) return s;
+  if (device().is_cpu()) {
+    s.wide_p = c.take({block_rows(), patches_shape()[1]});
+    s.wide_y = c.take({block_rows(), num_output_});
+  } else {
+    s.weight = c.take(param(0).shape(), call_dtype());
+  }
+  return s;
+}
+
+PatchEmbedLayer::Scratch PatchEmbedLayer::take_scratch(bool backward) {
+  ScratchCarver counter;
+  lay_out_scratch(counter, backward);
+  if (counter.bytes() == 0) return Scratch{};  // f32 forward: nothing
+  ScratchCarver carver(scratch(counter.bytes()));
+  return lay_out_scratch(carver, backward);
+}
+
+size_t PatchEmbedLayer::scratch_bytes() const {
+  ScratchCarver forward, backward;
+  lay_out_scratch(forward, false);
+  if (phase() == Phase::kTrain) lay_out_scratch(backward, true);
+  return std::max(forward.bytes(), backward.bytes());
+}
 
 Tensor PatchEmbedLayer::patch_matrix(const Tensor& block) const {
   ScratchCarver carver(block);
-  return carver.take(patches_shape());
+  return carver.take(patches_shape(), call_dtype());
 }
 
 template <typename Fn>
@@ -108,40 +142,91 @@ void PatchEmbedLayer::for_each_patch_run(const Fn& fn) const {
 }
 
 void PatchEmbedLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const float* x = bottom[0]->data.data<float>();
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  if (xt.dtype() != yt.dtype()) check_same_storage("PatchEmbed forward", {&xt, &yt});  // names both dtypes
+  with_float_element(xt.dtype(), "PatchEmbed forward", [&](auto e) { forward_cpu_as<decltype(e)>(xt, yt); });
+}
+
+// f32: the patch matrix, one GEMM into y and the bias. 16-bit: the patch
+// matrix in 16 bits, then blocks of its rows widened, multiplied, the bias
+// added, y rounded once.
+template <class E>
+void PatchEmbedLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
+  using T = typename E::T;
+  const T* x = xt.data<T>();
   Tensor kept_patches = patch_matrix(kept(kept_bytes()));
-  float* patches = kept_patches.data<float>();
-  const size_t run = sizeof(float) * patch_;
+  T* patches = kept_patches.data<T>();
+  const size_t run = sizeof(T) * patch_;
   for_each_patch_run([&](int64_t po, int64_t io) { std::memcpy(patches + po, x + io, run); });
-  const int64_t m = kept_patches.dim(0), k = kept_patches.dim(1), d = num_output_;
-  float* y = top[0]->data.data<float>();
-  gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, patches, param(0).data.data<float>(), 0.0f, y);
+  const int64_t m = kept_patches.dim(0), k = kept_patches.dim(1), d = num_output_, rows = block_rows();
+  Scratch sc = take_scratch(false);
+  T* y = yt.data<T>();
   const float* b = param(1).data.data<float>();
-  parallel_for(m, std::max<int64_t>(1, 16384 / d), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      for (int64_t j = 0; j < d; ++j) y[i * d + j] += b[j];
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t r = std::min(rows, m - r0);
+    const float* pb = reinterpret_cast<const float*>(patches + r0 * k);
+    float* yb = reinterpret_cast<float*>(y + r0 * d);
+    if constexpr (!E::kIsF32) {
+      widen_elements<E>(patches + r0 * k, r * k, sc.wide_p.data<float>());
+      pb = sc.wide_p.data<float>();
+      yb = sc.wide_y.data<float>();
     }
-  });
+    gemm(Transpose::kNo, Transpose::kYes, r, d, k, 1.0f, pb, param(0).data.data<float>(), 0.0f, yb);
+    parallel_for(r, std::max<int64_t>(1, 16384 / d), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        for (int64_t j = 0; j < d; ++j) yb[i * d + j] += b[j];
+      }
+    });
+    if constexpr (!E::kIsF32) round_elements<E>(yb, r * d, y + r0 * d);
+  }
 }
 
 void PatchEmbedLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                    const BlobVec& bottom) {
+  const Tensor& dyt = top[0]->diff;
+  Tensor* dxt = propagate_down[0] ? &bottom[0]->diff : nullptr;
+  if (dxt && dxt->dtype() != dyt.dtype()) check_same_storage("PatchEmbed backward", {&dyt, dxt});
+  with_float_element(dyt.dtype(), "PatchEmbed backward", [&](auto e) { backward_cpu_as<decltype(e)>(dyt, dxt); });
+}
+
+template <class E>
+void PatchEmbedLayer::backward_cpu_as(const Tensor& dyt, Tensor* dxt) {
+  using T = typename E::T;
   const Tensor kept_patches = patch_matrix(kept(kept_bytes()));  // as forward left it
-  const int64_t m = kept_patches.dim(0), k = kept_patches.dim(1), d = num_output_;
-  const float* dy = top[0]->diff.data<float>();
-  gemm(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dy, kept_patches.data<float>(), 1.0f,
-       param(0).diff.data<float>());
+  const int64_t m = kept_patches.dim(0), k = kept_patches.dim(1), d = num_output_, rows = block_rows();
+  const T* dy = dyt.data<T>();
+  const T* patches = kept_patches.data<T>();
+  Scratch sc = take_scratch(dxt != nullptr);
+  float* dw = param(0).diff.data<float>();
   float* db = param(1).diff.data<float>();
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < d; ++j) db[j] += dy[i * d + j];
+  const float* w = param(0).data.data<float>();
+  T* dpatches = dxt ? sc.dpatches.data<T>() : nullptr;
+  for (int64_t r0 = 0; r0 < m; r0 += rows) {
+    const int64_t r = std::min(rows, m - r0);
+    const float* gb = reinterpret_cast<const float*>(dy + r0 * d);
+    const float* pb = reinterpret_cast<const float*>(patches + r0 * k);
+    if constexpr (!E::kIsF32) {
+      widen_elements<E>(dy + r0 * d, r * d, sc.wide_y.data<float>());
+      widen_elements<E>(patches + r0 * k, r * k, sc.wide_p.data<float>());
+      gb = sc.wide_y.data<float>();
+      pb = sc.wide_p.data<float>();
+    }
+    gemm(Transpose::kYes, Transpose::kNo, d, k, r, 1.0f, gb, pb, 1.0f, dw);
+    for (int64_t i = 0; i < r; ++i) {
+      for (int64_t j = 0; j < d; ++j) db[j] += gb[i * d + j];
+    }
+    if (!dxt) continue;
+    // The patch rows' gradient: f32 straight into dpatches, or through the
+    // (now free) widened patch block and rounded once.
+    float* dpb = E::kIsF32 ? reinterpret_cast<float*>(dpatches + r0 * k) : sc.wide_p.data<float>();
+    gemm(Transpose::kNo, Transpose::kNo, r, k, d, 1.0f, gb, w, 0.0f, dpb);
+    if constexpr (!E::kIsF32) round_elements<E>(dpb, r * k, dpatches + r0 * k);
   }
-  if (!propagate_down[0]) return;
-  Tensor dpatches_block = patch_matrix(scratch(kept_bytes()));
-  float* dpatches = dpatches_block.data<float>();
-  gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dy, param(0).data.data<float>(), 0.0f, dpatches);
+  if (!dxt) return;
   // Patches do not overlap and tile the image, so every element of dx is written.
-  float* dx = bottom[0]->diff.data<float>();
-  const size_t run = sizeof(float) * patch_;
+  T* dx = dxt->data<T>();
+  const size_t run = sizeof(T) * patch_;
   for_each_patch_run([&](int64_t po, int64_t io) { std::memcpy(dx + io, dpatches + po, run); });
 }
 

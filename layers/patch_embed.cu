@@ -2,9 +2,15 @@
 // [N * T, C * P * P] matrix (one thread per value) and projected with one
 // cuBLAS GEMM; backward scatters the patch gradients back. Patches tile the
 // image without overlap, so the scatter is a permutation that writes every
-// input gradient once.
+// input gradient once. With 16-bit blobs the patch matrix is kept in their
+// dtype and the GEMMs run on 16-bit operands (tensor cores, f32
+// accumulation) against a 16-bit copy of the weight made in the call's
+// scratch, as InnerProduct's (inner_product.cu): the bias laid into the
+// output rows first, the weight gradient straight into its f32 gradient.
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
+#include "framework/cuda/stored_math.h"
+#include "layers/neuron_layer.h"  // check_same_storage
 #include "layers/patch_embed.h"
 
 namespace strata {
@@ -22,14 +28,41 @@ __device__ int64_t image_offset(const PatchGeom& g, int64_t row, int64_t col) {
   return ((n * g.channels + c) * g.height + py * P + ky) * g.width + px * P + kx;
 }
 
-__global__ void gather_patches(int64_t total, PatchGeom g, const float* x, float* patches) {
+// T: the blobs' element (f32, bf16 or f16); values are moved, not converted.
+template <class T>
+__global__ void gather_patches(int64_t total, PatchGeom g, const T* x, T* patches) {
   const int64_t k = g.channels * g.patch * g.patch;
   STRATA_CUDA_LOOP(i, total) patches[i] = x[image_offset(g, i / k, i % k)];
 }
 
-__global__ void scatter_patches(int64_t total, PatchGeom g, const float* dpatches, float* dx) {
+template <class T>
+__global__ void scatter_patches(int64_t total, PatchGeom g, const T* dpatches, T* dx) {
   const int64_t k = g.channels * g.patch * g.patch;
   STRATA_CUDA_LOOP(i, total) dx[image_offset(g, i / k, i % k)] = dpatches[i];
+}
+
+// Moves the patches of `x` (any element of 2 or 4 bytes) into `patches`.
+void move_patches(bool gather, int64_t total, const PatchGeom& g, DType dtype, const void* src, void* dst) {
+  if (total == 0) return;
+  cudaStream_t s = cuda::compute_stream();
+  if (dtype_size(dtype) == 4) {
+    if (gather) {
+      gather_patches<float><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
+          total, g, static_cast<const float*>(src), static_cast<float*>(dst));
+    } else {
+      scatter_patches<float><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
+          total, g, static_cast<const float*>(src), static_cast<float*>(dst));
+    }
+  } else {
+    if (gather) {
+      gather_patches<uint16_t><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
+          total, g, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst));
+    } else {
+      scatter_patches<uint16_t><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
+          total, g, static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst));
+    }
+  }
+  STRATA_KERNEL_CHECK();
 }
 
 }  // namespace
@@ -37,17 +70,26 @@ __global__ void scatter_patches(int64_t total, PatchGeom g, const float* dpatche
 void PatchEmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t tokens = (h_ / patch_) * (w_ / patch_);
   const int64_t m = n_ * tokens, k = channels_ * patch_ * patch_, d = num_output_;
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  if (xt.dtype() != yt.dtype()) check_same_storage("PatchEmbed forward", {&xt, &yt});  // names both dtypes
   Tensor kept_patches = patch_matrix(kept(kept_bytes()));
   if (m == 0) return;
-  float* patches = kept_patches.device_data<float>();
-  cudaStream_t s = cuda::compute_stream();
+  const DType st = xt.dtype();
   const PatchGeom g{channels_, h_, w_, patch_};
-  gather_patches<<<cuda::blocks_for(m * k), cuda::kThreadsPerBlock, 0, s>>>(
-      m * k, g, bottom[0]->data.device_data<float>(), patches);
-  STRATA_KERNEL_CHECK();
-  float* y = top[0]->data.device_data<float>();
-  cuda::gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, patches, param(0).data.device_data<float>(), 0.0f, y);
-  cuda::add_row_bias(m, d, param(1).data.device_data<float>(), y);
+  move_patches(true, m * k, g, st, xt.raw_data(), kept_patches.raw_data());
+  if (st == DType::kF32) {
+    float* y = yt.device_data<float>();
+    cuda::gemm(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, kept_patches.device_data<float>(),
+               param(0).data.device_data<float>(), 0.0f, y);
+    cuda::add_row_bias(m, d, param(1).data.device_data<float>(), y);
+    return;
+  }
+  Scratch sc = take_scratch(false);
+  cast_into(sc.weight, param(0).data);
+  cuda::fill_rows(m, d, param(1).data.device_data<float>(), yt.raw_data(), st);
+  cuda::gemm_stored(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, kept_patches.raw_data(), sc.weight.raw_data(), st,
+                    1.0f, yt.raw_data(), st);
 }
 
 void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -56,17 +98,33 @@ void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>&
   const int64_t m = kept_patches.dim(0), k = kept_patches.dim(1), d = num_output_;
   // A zero batch adds nothing to the parameter gradients and has no input gradient.
   if (m == 0) return;
-  const float* dy = top[0]->diff.device_data<float>();
-  cuda::gemm(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dy, kept_patches.device_data<float>(), 1.0f,
-             param(0).diff.device_data<float>());
-  cuda::column_sums(m, d, dy, 1.0f, param(1).diff.device_data<float>());
+  const Tensor& dyt = top[0]->diff;
+  const DType st = dyt.dtype();
+  Scratch sc = take_scratch(propagate_down[0]);
+  // The parameter gradients accumulate in f32 (16-bit blobs: 16-bit operands, f32 result).
+  if (st == DType::kF32) {
+    const float* dy = dyt.device_data<float>();
+    cuda::gemm(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dy, kept_patches.device_data<float>(), 1.0f,
+               param(0).diff.device_data<float>());
+    cuda::column_sums(m, d, dy, 1.0f, param(1).diff.device_data<float>());
+  } else {
+    cuda::gemm_stored(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dyt.raw_data(), kept_patches.raw_data(), st,
+                      1.0f, param(0).diff.device_data<float>(), DType::kF32);
+    cuda::column_sums_stored(m, d, dyt.raw_data(), st, 1.0f, param(1).diff.device_data<float>());
+  }
   if (!propagate_down[0]) return;
-  float* dpatches = patch_matrix(scratch(kept_bytes())).device_data<float>();
-  cuda::gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dy, param(0).data.device_data<float>(), 0.0f, dpatches);
+  Tensor& dxt = bottom[0]->diff;
+  if (dxt.dtype() != st) check_same_storage("PatchEmbed backward", {&dyt, &dxt});
+  if (st == DType::kF32) {
+    cuda::gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dyt.device_data<float>(),
+               param(0).data.device_data<float>(), 0.0f, sc.dpatches.device_data<float>());
+  } else {
+    cast_into(sc.weight, param(0).data);
+    cuda::gemm_stored(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dyt.raw_data(), sc.weight.raw_data(), st, 0.0f,
+                      sc.dpatches.raw_data(), st);
+  }
   const PatchGeom g{channels_, h_, w_, patch_};
-  scatter_patches<<<cuda::blocks_for(m * k), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      m * k, g, dpatches, bottom[0]->diff.device_data<float>());
-  STRATA_KERNEL_CHECK();
+  move_patches(false, m * k, g, st, sc.dpatches.raw_data(), dxt.raw_data());
 }
 
 }  // namespace strata

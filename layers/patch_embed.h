@@ -17,13 +17,21 @@ class PatchEmbedLayer : public Layer {
   static LayerSchema schema();
   // What backward reads: its own copy of the patches; neither blob's values.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // Blobs stored in bf16 or f16 are taken as they are (the image then comes
+  // rounded to 16 bits, as under autocast), and the patch matrix kept for
+  // backward is stored in that dtype. CPU: blocks of patch rows widened into
+  // f32, multiplied, each output rounded once; GPU: cuBLAS on the 16-bit
+  // patches against a 16-bit copy of the weight made per call, as
+  // InnerProduct. The weight and bias and their gradients stay f32.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   // The patch matrix, from forward to backward (the weight gradient reads it).
   size_t kept_bytes() const override;
   // In TRAIN: backward's gradient of the patch matrix, scattered into the
-  // input gradient.
+  // input gradient. With 16-bit blobs also the CPU's f32 blocks of rows, or
+  // a GPU's 16-bit copy of the weight.
   size_t scratch_bytes() const override;
 
  private:
@@ -34,8 +42,23 @@ class PatchEmbedLayer : public Layer {
   void for_each_patch_run(const Fn& fn) const;
   // [N * T, C * P * P], the shape of the patch matrix and of its gradient.
   Shape patches_shape() const;
-  // kept() or scratch() as one [N * T, C * P * P] matrix.
+  // kept() or scratch() as one [N * T, C * P * P] matrix in the call dtype.
   Tensor patch_matrix(const Tensor& block) const;
+  // A call's scratch: the patch matrix's gradient dpatches (backward, in
+  // the call dtype); with 16-bit blobs on the CPU f32 blocks of block_rows()
+  // patch rows (wide_p [rows, C*P*P], wide_y [rows, D]), on a GPU the weight
+  // in the blobs' dtype.
+  struct Scratch {
+    Tensor dpatches, wide_p, wide_y, weight;
+  };
+  Scratch lay_out_scratch(ScratchCarver& c, bool backward) const;
+  Scratch take_scratch(bool backward);
+  int64_t block_rows() const;
+  // The CPU calls for blobs whose elements E describes (layers/neuron_layer.h).
+  template <class E>
+  void forward_cpu_as(const Tensor& x, Tensor& y);
+  template <class E>
+  void backward_cpu_as(const Tensor& dy, Tensor* dx);
 
   int64_t patch_;
   int64_t num_output_;

@@ -44,13 +44,13 @@ std::vector<StorageCase> storage_cases() {
 // The layers that take both 16-bit dtypes on the CPU (Scale with one bottom).
 const char* const kNative16BitLayers[] = {
     "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
-    "InnerProduct", "LayerNorm", "MultiHeadAttention", "Pooling", "PositionEmbedding", "ReLU", "Reshape",
-    "Scale", "Sigmoid", "Split", "TanH", "TokenPool"};
+    "InnerProduct", "LayerNorm", "MultiHeadAttention", "PatchEmbed", "Pooling", "PositionEmbedding", "ReLU",
+    "Reshape", "Scale", "Sigmoid", "Split", "TanH", "TokenPool"};
 // The same on a GPU.
 const char* const kNative16BitLayersOnAGpu[] = {
     "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
-    "InnerProduct", "LayerNorm", "MultiHeadAttention", "Pooling", "PositionEmbedding", "ReLU", "Reshape",
-    "Scale", "Sigmoid", "Split", "TanH", "TokenPool"};
+    "InnerProduct", "LayerNorm", "MultiHeadAttention", "PatchEmbed", "Pooling", "PositionEmbedding", "ReLU",
+    "Reshape", "Scale", "Sigmoid", "Split", "TanH", "TokenPool"};
 
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
   std::set<std::string> checked;
@@ -130,6 +130,18 @@ TEST(LayerStorage, AttentionTakes16BitBlobsInSeveralBlocksOfRows) {
     }
   }
   set_num_threads(saved_threads);
+}
+
+// PatchEmbed's CPU path widens its patch rows in blocks too (4 MiB of f32
+// for the wider of a block's patches and outputs): 512 patches projected to
+// 4096 values take two.
+TEST(LayerStorage, PatchEmbedTakes16BitBlobsInSeveralBlocksOfRows) {
+  LayerExample ex = layer_example("patch_embed_param { patch_size: 4 num_output: 4096 }", {{2, 3, 64, 64}});
+  ex.step = 1e-6f;  // inputs of unit scale (the harness spreads them apart by 2 x step)
+  for (DType storage : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    for (const std::string& p : check_storage("PatchEmbed", ex, storage)) ADD_FAILURE() << p;
+  }
 }
 
 // Dropout's generic examples are its identity cases; at TRAIN its 16-bit
