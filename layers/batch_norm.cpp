@@ -213,20 +213,9 @@ void BatchNormLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& p
     const int64_t m = num_ * spatial_;
     float* mean_dy = grad_means_.data<float>();
     float* mean_dy_xn = mean_dy + channels_;
-    parallel_for(channels_, 1, [&](int64_t cb, int64_t ce) {
-      for (int64_t c = cb; c < ce; ++c) {
-        double s1 = 0.0, s2 = 0.0;
-        for (int64_t n = 0; n < num_; ++n) {
-          const int64_t off = (n * channels_ + c) * spatial_;
-          for (int64_t i = 0; i < spatial_; ++i) {
-            const float g = E::load(dy[off + i]);
-            s1 += g;
-            s2 += static_cast<double>(g) * E::load(xn[off + i]);
-          }
-        }
-        mean_dy[c] = m > 0 ? static_cast<float>(s1 / static_cast<double>(m)) : 0.0f;
-        mean_dy_xn[c] = m > 0 ? static_cast<float>(s2 / static_cast<double>(m)) : 0.0f;
-      }
+    channel_gradient_sums<E>(num_, channels_, spatial_, dy, xn, [&](int64_t c, double s1, double s2) {
+      mean_dy[c] = m > 0 ? static_cast<float>(s1 / static_cast<double>(m)) : 0.0f;
+      mean_dy_xn[c] = m > 0 ? static_cast<float>(s2 / static_cast<double>(m)) : 0.0f;
     });
     parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
       for (int64_t plane = b; plane < e; ++plane) {

@@ -146,6 +146,29 @@ void round_elements(const float* src, int64_t n, typename E::T* dst) {
   });
 }
 
+// For every channel c of g and x, both [outer, channels, inner] stored as
+// E: body(c, sum of g, sum of g * x), summed in double in (outer, inner)
+// order, channels on the threads. A normalisation's or a scale's backward
+// (BatchNorm, Scale).
+template <class E, class Body>
+void channel_gradient_sums(int64_t outer, int64_t channels, int64_t inner, const typename E::T* g,
+                           const typename E::T* x, const Body& body) {
+  parallel_for(channels, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      double sum_g = 0.0, sum_gx = 0.0;
+      for (int64_t o = 0; o < outer; ++o) {
+        const int64_t off = (o * channels + c) * inner;
+        for (int64_t i = 0; i < inner; ++i) {
+          const float v = E::load(g[off + i]);
+          sum_g += v;
+          sum_gx += static_cast<double>(v) * E::load(x[off + i]);
+        }
+      }
+      body(c, sum_g, sum_gx);
+    }
+  });
+}
+
 // y = op.forward(x) over blobs stored in f32, bf16 or f16 (both the same);
 // y may be x.
 template <class Op>

@@ -152,20 +152,9 @@ void ScaleLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propa
     const T* dy = dyt.data<T>();
     const T* x = xt.data<T>();
     if (dscale || dbias) {
-      parallel_for(dim_, 1, [&](int64_t cb, int64_t ce) {
-        for (int64_t c = cb; c < ce; ++c) {
-          double gs = 0.0, gb = 0.0;
-          for (int64_t o = 0; o < outer_; ++o) {
-            const int64_t off = (o * dim_ + c) * inner_;
-            for (int64_t i = 0; i < inner_; ++i) {
-              const float g = E::load(dy[off + i]);
-              gs += static_cast<double>(g) * E::load(x[off + i]);
-              gb += g;
-            }
-          }
-          if (dscale) dscale[c] = static_cast<float>(gs) + (accumulate ? dscale[c] : 0.0f);
-          if (dbias) dbias[c] += static_cast<float>(gb);
-        }
+      channel_gradient_sums<E>(outer_, dim_, inner_, dy, x, [&](int64_t c, double gb, double gs) {
+        if (dscale) dscale[c] = static_cast<float>(gs) + (accumulate ? dscale[c] : 0.0f);
+        if (dbias) dbias[c] += static_cast<float>(gb);
       });
     }
     if (!propagate_down[0]) return;
