@@ -4,6 +4,7 @@
 #include "framework/error.h"
 #include "framework/filler.h"
 #include "framework/layer_registry.h"
+#include "framework/cpu/gemm_bf16.h"
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
 #include "framework/scratch.h"
@@ -202,14 +203,21 @@ void InnerProductLayer::forward_stored_cpu(const Tensor& x, Tensor& y) {
   const float* b = bias_ == Bias::kYes ? param(1).data.data<float>() : nullptr;
   const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
   const int64_t n = num_output_;
+  const bool bf16_gemm = x.dtype() == DType::kBF16 && gemm_bf16_available();
   with_float_element(x.dtype(), "InnerProduct forward", [&](auto e) {
     using E = decltype(e);
     using T = typename E::T;
     for (int64_t r0 = 0; r0 < m_; r0 += rows) {
       const int64_t r = r0 + rows <= m_ ? rows : m_ - r0;
-      widen_elements<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
       float* yf = yb.data<float>();
-      gemm(Transpose::kNo, tw, r, n, k_, 1.0f, xb.data<float>(), w, 0.0f, yf);
+      if (bf16_gemm) {
+        // The bf16 rows as they are, the weight rounded to bf16 as it is packed.
+        gemm_bf16(Transpose::kNo, tw, r, n, k_, 1.0f, x.data<T>() + r0 * k_, DType::kBF16, w, DType::kF32, 0.0f, yf,
+                  n);
+      } else {
+        widen_elements<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
+        gemm(Transpose::kNo, tw, r, n, k_, 1.0f, xb.data<float>(), w, 0.0f, yf);
+      }
       if (b) {
         parallel_for(r, 1 + 16384 / n, [&](int64_t begin, int64_t end) {
           for (int64_t i = begin; i < end; ++i) {
@@ -232,19 +240,33 @@ void InnerProductLayer::backward_stored_cpu(const Tensor& dy, const Tensor& x, T
   float* dw = param(0).diff.data<float>();
   float* db = bias_ == Bias::kYes ? param(1).diff.data<float>() : nullptr;
   const int64_t n = num_output_;
+  const bool bf16_gemm = dy.dtype() == DType::kBF16 && gemm_bf16_available();
   with_float_element(dy.dtype(), "InnerProduct backward", [&](auto e) {
     using E = decltype(e);
     using T = typename E::T;
     for (int64_t r0 = 0; r0 < m_; r0 += rows) {
       const int64_t r = r0 + rows <= m_ ? rows : m_ - r0;
-      widen_elements<E>(dy.data<T>() + r0 * n, r * n, dyb.data<float>());
-      widen_elements<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
+      const T* dy16 = dy.data<T>() + r0 * n;
+      const T* x16 = x.data<T>() + r0 * k_;
+      widen_elements<E>(dy16, r * n, dyb.data<float>());
       const float* g = dyb.data<float>();
       // The parameter gradients accumulate block by block, in f32.
-      if (layout_ == WeightLayout::kOutputMajor) {
-        gemm(Transpose::kYes, Transpose::kNo, n, k_, r, 1.0f, g, xb.data<float>(), 1.0f, dw);
+      if (bf16_gemm) {
+        // Both operands bf16 as stored: exact products, f32 sums.
+        if (layout_ == WeightLayout::kOutputMajor) {
+          gemm_bf16(Transpose::kYes, Transpose::kNo, n, k_, r, 1.0f, dy16, DType::kBF16, x16, DType::kBF16, 1.0f, dw,
+                    k_);
+        } else {
+          gemm_bf16(Transpose::kYes, Transpose::kNo, k_, n, r, 1.0f, x16, DType::kBF16, dy16, DType::kBF16, 1.0f, dw,
+                    n);
+        }
       } else {
-        gemm(Transpose::kYes, Transpose::kNo, k_, n, r, 1.0f, xb.data<float>(), g, 1.0f, dw);
+        widen_elements<E>(x16, r * k_, xb.data<float>());
+        if (layout_ == WeightLayout::kOutputMajor) {
+          gemm(Transpose::kYes, Transpose::kNo, n, k_, r, 1.0f, g, xb.data<float>(), 1.0f, dw);
+        } else {
+          gemm(Transpose::kYes, Transpose::kNo, k_, n, r, 1.0f, xb.data<float>(), g, 1.0f, dw);
+        }
       }
       if (db) {
         for (int64_t i = 0; i < r; ++i) {
@@ -253,7 +275,12 @@ void InnerProductLayer::backward_stored_cpu(const Tensor& dy, const Tensor& x, T
       }
       if (dx) {
         const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kNo : Transpose::kYes;
-        gemm(Transpose::kNo, tw, r, k_, n, 1.0f, g, w, 0.0f, dxb.data<float>());
+        if (bf16_gemm) {
+          gemm_bf16(Transpose::kNo, tw, r, k_, n, 1.0f, dy16, DType::kBF16, w, DType::kF32, 0.0f, dxb.data<float>(),
+                    k_);
+        } else {
+          gemm(Transpose::kNo, tw, r, k_, n, 1.0f, g, w, 0.0f, dxb.data<float>());
+        }
         round_elements<E>(dxb.data<float>(), r * k_, dx->data<T>() + r0 * k_);
       }
     }

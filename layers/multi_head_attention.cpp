@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "framework/communicator.h"
 #include "framework/error.h"
 #include "framework/layer_registry.h"
 #include "framework/scratch.h"
+#include "framework/cpu/gemm_bf16.h"
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
 #include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element), check_same_storage
@@ -363,11 +365,23 @@ void MultiHeadAttentionLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
   // Input projection of all local heads at once, a block of rows at a time
   // (f32: one block, the blobs themselves). With every head local the
   // weight rows are [q; k; v] as stored.
+  // bf16 blobs where the CPU has AMX: the projections multiply the rows as
+  // stored against the weights rounded to bf16 as the GEMM packs them (as
+  // autocast does), summing in f32; the weight gradients likewise (the f32
+  // gradient of q, k, v rounded). The input gradients stay f32 GEMMs against
+  // the f32 weights: their column sums (the biases' gradients) cancel too
+  // much for a rounded weight.
+  const bool amx = std::is_same_v<E, Bf16Element> && gemm_bf16_available();
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t r = std::min(rows, m - r0);
-    const float* xb = rows_as_f32<E>(x, r0, r, d_, wide_a);
     float* qb = rows_out_f32<E>(qkv, r0, width, wide_b);
-    gemm(Transpose::kNo, Transpose::kYes, r, width, d_, 1.0f, xb, param(in_w_).data.data<float>(), 0.0f, qb);
+    const float* w_in = param(in_w_).data.data<float>();
+    if (amx) {
+      gemm_bf16(Transpose::kNo, Transpose::kYes, r, width, d_, 1.0f, x + r0 * d_, DType::kBF16, w_in, DType::kF32,
+                0.0f, qb, width);
+    } else {
+      gemm(Transpose::kNo, Transpose::kYes, r, width, d_, 1.0f, rows_as_f32<E>(x, r0, r, d_, wide_a), w_in, 0.0f, qb);
+    }
     if (in_b_ >= 0) add_bias(r, width, param(in_b_).data.data<float>(), qb);
     round_rows<E>(qb, r0, r, width, qkv);
   }
@@ -391,9 +405,14 @@ void MultiHeadAttentionLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
 
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t r = std::min(rows, m - r0);
-    const float* cb = rows_as_f32<E>(ctx, r0, r, dl, wide_b);
     float* yb = rows_out_f32<E>(y, r0, d_, wide_a);
-    gemm(Transpose::kNo, Transpose::kYes, r, d_, dl, 1.0f, cb, param(out_w_).data.data<float>(), 0.0f, yb);
+    const float* w_out = param(out_w_).data.data<float>();
+    if (amx) {
+      gemm_bf16(Transpose::kNo, Transpose::kYes, r, d_, dl, 1.0f, ctx + r0 * dl, DType::kBF16, w_out, DType::kF32,
+                0.0f, yb, d_);
+    } else {
+      gemm(Transpose::kNo, Transpose::kYes, r, d_, dl, 1.0f, rows_as_f32<E>(ctx, r0, r, dl, wide_b), w_out, 0.0f, yb);
+    }
     if (!tp_.active()) {
       if (out_b_ >= 0) add_bias(r, d_, param(out_b_).data.data<float>(), yb);
       round_rows<E>(yb, r0, r, d_, y);
@@ -435,12 +454,18 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
   float* wide_a = E::kIsF32 ? nullptr : cpu.wide_a.data<float>();
   float* wide_b = E::kIsF32 ? nullptr : cpu.wide_b.data<float>();
 
-  // Output projection, a block of rows at a time.
+  // Output projection, a block of rows at a time (AMX: see forward_cpu_as).
+  const bool amx = std::is_same_v<E, Bf16Element> && gemm_bf16_available();
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t r = std::min(rows, m - r0);
     const float* dyb = rows_as_f32<E>(dy, r0, r, d_, wide_a);
-    const float* cb = rows_as_f32<E>(ctx, r0, r, dl, wide_b);
-    gemm(Transpose::kYes, Transpose::kNo, d_, dl, r, 1.0f, dyb, cb, 1.0f, param(out_w_).diff.data<float>());
+    if (amx) {
+      gemm_bf16(Transpose::kYes, Transpose::kNo, d_, dl, r, 1.0f, dy + r0 * d_, DType::kBF16, ctx + r0 * dl,
+                DType::kBF16, 1.0f, param(out_w_).diff.data<float>(), dl);
+    } else {
+      gemm(Transpose::kYes, Transpose::kNo, d_, dl, r, 1.0f, dyb, rows_as_f32<E>(ctx, r0, r, dl, wide_b), 1.0f,
+           param(out_w_).diff.data<float>());
+    }
     if (out_b_ >= 0) add_column_sums(r, d_, dyb, param(out_b_).diff.data<float>());
     gemm(Transpose::kNo, Transpose::kNo, r, dl, d_, 1.0f, dyb, param(out_w_).data.data<float>(), 0.0f,
          dctx + r0 * dl);
@@ -487,9 +512,13 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
   T* dx = propagate ? dxt.data<T>() : nullptr;
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t r = std::min(rows, m - r0);
-    const float* xb = rows_as_f32<E>(x, r0, r, d_, wide_a);
-    gemm(Transpose::kYes, Transpose::kNo, width, d_, r, 1.0f, dqkv + r0 * width, xb, 1.0f,
-         param(in_w_).diff.data<float>());
+    if (amx) {
+      gemm_bf16(Transpose::kYes, Transpose::kNo, width, d_, r, 1.0f, dqkv + r0 * width, DType::kF32, x + r0 * d_,
+                DType::kBF16, 1.0f, param(in_w_).diff.data<float>(), d_);
+    } else {
+      gemm(Transpose::kYes, Transpose::kNo, width, d_, r, 1.0f, dqkv + r0 * width, rows_as_f32<E>(x, r0, r, d_, wide_a),
+           1.0f, param(in_w_).diff.data<float>());
+    }
     if (!propagate) continue;
     float* dxb = rows_out_f32<E>(dx, r0, d_, wide_b);
     gemm(Transpose::kNo, Transpose::kNo, r, d_, width, 1.0f, dqkv + r0 * width, param(in_w_).data.data<float>(),

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "framework/dtype.h"
+#include "framework/cpu/gemm_bf16.h"
 #include "framework/layer_check.h"
 #include "framework/layer_harness.h"
 #include "framework/layer_registry.h"
@@ -141,6 +142,22 @@ TEST(LayerStorage, PatchEmbedTakes16BitBlobsInSeveralBlocksOfRows) {
   for (DType storage : {DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(dtype_name(storage));
     for (const std::string& p : check_storage("PatchEmbed", ex, storage)) ADD_FAILURE() << p;
+  }
+}
+
+// InnerProduct's bf16 path on a CPU with AMX multiplies bf16
+// operands (the weight rounded as the GEMM packs it, as autocast does), in
+// blocks of rows; elsewhere it widens the blocks to f32. Either stays within
+// the check's tolerance at a transformer layer's scale: 2048 rows, 3 blocks (8 MiB of f32 each).
+TEST(LayerStorage, InnerProductTakes16BitBlobsInSeveralBlocksOfRows) {
+  LayerExample ex = layer_example(
+      "inner_product_param { num_output: 768 weight_filler { type: 'gaussian' std: 0.02 } "
+      "bias_filler { type: 'gaussian' std: 0.1 } }",
+      {{2048, 768}});
+  ex.step = 1e-7f;  // inputs of unit scale (the harness spreads them apart by 2 x step)
+  for (DType storage : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(std::string(dtype_name(storage)) + (gemm_bf16_available() ? ", bf16 GEMM" : ", f32 GEMM"));
+    for (const std::string& p : check_storage("InnerProduct", ex, storage)) ADD_FAILURE() << p;
   }
 }
 
