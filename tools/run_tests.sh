@@ -165,7 +165,8 @@ fi
 # flat gradient buffer (data parallel reduces views of it), recomputation
 # (values rebound between two places) and 16-bit storage (blobs rebound to
 # each call's copies; the layers that read and write 16-bit blobs through
-# their own f32 scratch). Two shards run side by side.
+# their own f32 scratch), and the bf16 GEMM's packers (on a CPU with AMX).
+# Two shards run side by side.
 asan_filter='Parse.*:ParseErrors.*:Blocks.*:Conversions.*:SourceLocation.*:ToString.*:CheckKeys.*'
 asan_filter+=':NearestKey.*:Files.*:LeNet.*:SolverConfigTest.*:LrPolicyTest.*:NetErrors.*:NetCaffeCompat.*'
 asan_filter+=':NetLegacy.*:SolverStrategyTest.*:SolverNonFinite.*:SolverRetention.*'
@@ -181,7 +182,7 @@ asan_filter+=':ImageDecode.*:ImageSources.*:WinogradTransforms.*:SnapshotFiles.*
 asan_filter+=':ScratchCarver.*:SharedScratch.*:NetScratch.*:NetGradients.*:Recompute.*'
 asan_filter+=':DataParallelTest.BucketsAreAveragedInPlace*:GradientSlots.*:*PipelineEquivalence*shard*'
 asan_filter+=':PipelinePlan.*:*PipelineEquivalence*recompute*'
-asan_filter+=':CastInto.*:StorageDtype.*:LayerStorage.*'
+asan_filter+=':CastInto.*:StorageDtype.*:LayerStorage.*:GemmBf16.*'
 if wants asan; then
   log=build-logs/asan.log
   : > "$log"
