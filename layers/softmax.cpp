@@ -6,6 +6,7 @@
 
 #include "framework/layer_registry.h"
 #include "framework/cpu/threads.h"
+#include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
 namespace {
@@ -83,34 +84,84 @@ void SoftmaxLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void SoftmaxLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  softmax_forward(geom_, bottom[0]->data.data<float>(), top[0]->data.data<float>(), row_a_.data<float>(),
-                  row_b_.data<float>());
+  const Tensor& xt = bottom[0]->data;
+  Tensor& yt = top[0]->data;
+  if (xt.dtype() == DType::kF32 && yt.dtype() == DType::kF32) {
+    return softmax_forward(geom_, xt.data<float>(), yt.data<float>(), row_a_.data<float>(), row_b_.data<float>());
+  }
+  check_same_storage("Softmax forward", {&xt, &yt});
+  // 16-bit: the f32 loop's maxima and sums (exp computed the same way), then
+  // each output exp(x - max) / sum rounded once.
+  const int64_t C = geom_.channels, inner = geom_.inner;
+  if (C == 0) return;
+  with_float_element(xt.dtype(), "Softmax forward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* x = xt.data<T>();
+    T* y = yt.data<T>();
+    float* mx_all = row_a_.data<float>();
+    float* sum_all = row_b_.data<float>();
+    parallel_for(geom_.outer, outer_chunk(geom_), [&](int64_t ob, int64_t oe) {
+      for (int64_t o = ob; o < oe; ++o) {
+        const T* xo = x + o * C * inner;
+        T* yo = y + o * C * inner;
+        float* mx = mx_all + o * inner;
+        float* sum = sum_all + o * inner;
+        for (int64_t i = 0; i < inner; ++i) mx[i] = E::load(xo[i]);
+        for (int64_t c = 1; c < C; ++c) {
+          for (int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], E::load(xo[c * inner + i]));
+        }
+        std::fill(sum, sum + inner, 0.0f);
+        for (int64_t c = 0; c < C; ++c) {
+          for (int64_t i = 0; i < inner; ++i) sum[i] += std::exp(E::load(xo[c * inner + i]) - mx[i]);
+        }
+        for (int64_t c = 0; c < C; ++c) {
+          for (int64_t i = 0; i < inner; ++i) {
+            yo[c * inner + i] = E::store(std::exp(E::load(xo[c * inner + i]) - mx[i]) / sum[i]);
+          }
+        }
+      }
+    });
+  });
 }
 
 void SoftmaxLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                 const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  const float* y = top[0]->data.data<float>();
-  const float* dy = top[0]->diff.data<float>();
-  float* dx = bottom[0]->diff.data<float>();  // may equal dy: each element is read before it is written
+  const Tensor& yt = top[0]->data;
+  const Tensor& dyt = top[0]->diff;
+  Tensor& dxt = bottom[0]->diff;  // may be dy: each element is read before it is written
+  if (yt.dtype() != DType::kF32 || dxt.dtype() != DType::kF32) {
+    check_same_storage("Softmax backward", {&yt, &dyt, &dxt});
+  }
   float* dot_all = row_a_.data<float>();
   const int64_t C = geom_.channels, inner = geom_.inner;
   if (C == 0) return;
-  parallel_for(geom_.outer, outer_chunk(geom_), [&](int64_t ob, int64_t oe) {
-    for (int64_t o = ob; o < oe; ++o) {
-      const int64_t base = o * C * inner;
-      float* dot = dot_all + o * inner;
-      std::fill(dot, dot + inner, 0.0f);
-      for (int64_t c = 0; c < C; ++c) {
-        for (int64_t i = 0; i < inner; ++i) dot[i] += dy[base + c * inner + i] * y[base + c * inner + i];
-      }
-      for (int64_t c = 0; c < C; ++c) {
-        for (int64_t i = 0; i < inner; ++i) {
-          const int64_t k = base + c * inner + i;
-          dx[k] = y[k] * (dy[k] - dot[i]);
+  // f32, or bf16/f16 widened per element, dx rounded once.
+  with_float_element(yt.dtype(), "Softmax backward", [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    const T* y = yt.data<T>();
+    const T* dy = dyt.data<T>();
+    T* dx = dxt.data<T>();
+    parallel_for(geom_.outer, outer_chunk(geom_), [&](int64_t ob, int64_t oe) {
+      for (int64_t o = ob; o < oe; ++o) {
+        const int64_t base = o * C * inner;
+        float* dot = dot_all + o * inner;
+        std::fill(dot, dot + inner, 0.0f);
+        for (int64_t c = 0; c < C; ++c) {
+          for (int64_t i = 0; i < inner; ++i) {
+            dot[i] += E::load(dy[base + c * inner + i]) * E::load(y[base + c * inner + i]);
+          }
+        }
+        for (int64_t c = 0; c < C; ++c) {
+          for (int64_t i = 0; i < inner; ++i) {
+            const int64_t k = base + c * inner + i;
+            dx[k] = E::store(E::load(y[k]) * (E::load(dy[k]) - dot[i]));
+          }
         }
       }
-    }
+    });
   });
 }
 

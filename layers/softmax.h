@@ -28,6 +28,10 @@ class SoftmaxLayer : public Layer {
   BackwardReads backward_reads() const override { return {false, true}; }
 
   bool supports_in_place() const override { return true; }
+  // Blobs stored in bf16 or f16 are taken as they are: the maxima and sums
+  // of exponentials in f32 (the CPU keeps them per position), each output
+  // rounded once; backward reads the stored output.
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
   // Uses only the output y: dx = y * (dy - sum_c(dy * y)).
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in softmax.cu

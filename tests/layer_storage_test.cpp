@@ -46,12 +46,12 @@ std::vector<StorageCase> storage_cases() {
 const char* const kNative16BitLayers[] = {
     "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
     "InnerProduct", "LayerNorm", "MultiHeadAttention", "PatchEmbed", "Pooling", "PositionEmbedding", "ReLU",
-    "Reshape", "Scale", "Sigmoid", "Split", "TanH", "TokenPool"};
+    "Reshape", "Scale", "Sigmoid", "Softmax", "Split", "TanH", "TokenPool"};
 // The same on a GPU.
 const char* const kNative16BitLayersOnAGpu[] = {
     "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
     "InnerProduct", "LayerNorm", "MultiHeadAttention", "PatchEmbed", "Pooling", "PositionEmbedding", "ReLU",
-    "Reshape", "Scale", "Sigmoid", "Split", "TanH", "TokenPool"};
+    "Reshape", "Scale", "Sigmoid", "Softmax", "Split", "TanH", "TokenPool"};
 
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
   std::set<std::string> checked;

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "framework/cuda/elements.cuh"
 #include "framework/cuda/runtime.h"
+#include "framework/cuda/stored_math.h"
 #include "framework/error.h"
 
 namespace strata::cuda {
@@ -73,61 +75,76 @@ __global__ void channel_sums_kernel(int64_t outer, int64_t channels, int64_t inn
 
 // One thread per (outer, inner) position; threads of a warp take adjacent
 // inner positions, so reads are coalesced when inner > 1. Each element is read
-// before the same thread writes it, so y may equal x.
-__global__ void softmax_position_kernel(int64_t outer, int64_t channels, int64_t inner, const float* x, float* y,
+// before the same thread writes it, so y may equal x. T: the blobs' element
+// (f32, or bf16/f16 widened; each output rounded once).
+template <class T>
+__global__ void softmax_position_kernel(int64_t outer, int64_t channels, int64_t inner, const T* x, T* y,
                                         float* row_max, float* row_sum) {
   STRATA_CUDA_LOOP(pos, outer * inner) {
     const int64_t o = pos / inner, i = pos - o * inner;
-    const float* xo = x + o * channels * inner + i;
-    float* yo = y + o * channels * inner + i;
-    float mx = xo[0];
-    for (int64_t c = 1; c < channels; ++c) mx = fmaxf(mx, xo[c * inner]);
+    const T* xo = x + o * channels * inner + i;
+    T* yo = y + o * channels * inner + i;
+    float mx = load_element(xo[0]);
+    for (int64_t c = 1; c < channels; ++c) mx = fmaxf(mx, load_element(xo[c * inner]));
     float sum = 0.0f;
-    for (int64_t c = 0; c < channels; ++c) sum += expf(xo[c * inner] - mx);
-    for (int64_t c = 0; c < channels; ++c) yo[c * inner] = expf(xo[c * inner] - mx) / sum;
+    for (int64_t c = 0; c < channels; ++c) sum += expf(load_element(xo[c * inner]) - mx);
+    for (int64_t c = 0; c < channels; ++c) {
+      yo[c * inner] = store_element<T>(expf(load_element(xo[c * inner]) - mx) / sum);
+    }
     if (row_max) row_max[pos] = mx;
     if (row_sum) row_sum[pos] = sum;
   }
 }
 
 // inner == 1 with many channels: one block per row.
-__global__ void softmax_row_kernel(int64_t channels, const float* x, float* y, float* row_max, float* row_sum) {
+template <class T>
+__global__ void softmax_row_kernel(int64_t channels, const T* x, T* y, float* row_max, float* row_sum) {
   const int64_t row = blockIdx.x;
-  const float* xr = x + row * channels;
-  float* yr = y + row * channels;
+  const T* xr = x + row * channels;
+  T* yr = y + row * channels;
   float mx = -INFINITY;
-  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) mx = fmaxf(mx, xr[c]);
+  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) mx = fmaxf(mx, load_element(xr[c]));
   mx = block_reduce(mx, MaxOp{}, -INFINITY);
   float sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) sum += expf(xr[c] - mx);
+  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) sum += expf(load_element(xr[c]) - mx);
   sum = block_sum(sum);
-  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) yr[c] = expf(xr[c] - mx) / sum;
+  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+    yr[c] = store_element<T>(expf(load_element(xr[c]) - mx) / sum);
+  }
   if (threadIdx.x == 0) {
     if (row_max) row_max[row] = mx;
     if (row_sum) row_sum[row] = sum;
   }
 }
 
-__global__ void softmax_backward_position_kernel(int64_t outer, int64_t channels, int64_t inner, const float* y,
-                                                 const float* dy, float* dx) {
+template <class T>
+__global__ void softmax_backward_position_kernel(int64_t outer, int64_t channels, int64_t inner, const T* y,
+                                                 const T* dy, T* dx) {
   STRATA_CUDA_LOOP(pos, outer * inner) {
     const int64_t o = pos / inner, i = pos - o * inner;
     const int64_t base = o * channels * inner + i;
     float dot = 0.0f;
-    for (int64_t c = 0; c < channels; ++c) dot += dy[base + c * inner] * y[base + c * inner];
+    for (int64_t c = 0; c < channels; ++c) {
+      dot += load_element(dy[base + c * inner]) * load_element(y[base + c * inner]);
+    }
     for (int64_t c = 0; c < channels; ++c) {
       const int64_t k = base + c * inner;
-      dx[k] = y[k] * (dy[k] - dot);
+      dx[k] = store_element<T>(load_element(y[k]) * (load_element(dy[k]) - dot));
     }
   }
 }
 
-__global__ void softmax_backward_row_kernel(int64_t channels, const float* y, const float* dy, float* dx) {
+template <class T>
+__global__ void softmax_backward_row_kernel(int64_t channels, const T* y, const T* dy, T* dx) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * channels;
   float dot = 0.0f;
-  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) dot += dy[base + c] * y[base + c];
+  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+    dot += load_element(dy[base + c]) * load_element(y[base + c]);
+  }
   dot = block_sum(dot);
-  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) dx[base + c] = y[base + c] * (dy[base + c] - dot);
+  for (int64_t c = threadIdx.x; c < channels; c += blockDim.x) {
+    dx[base + c] = store_element<T>(load_element(y[base + c]) * (load_element(dy[base + c]) - dot));
+  }
 }
 
 // Rows this long or longer get a block each.
@@ -239,32 +256,63 @@ void channel_sums(int64_t outer, int64_t channels, int64_t inner, const float* x
   STRATA_KERNEL_CHECK();
 }
 
-void softmax_channels(int64_t outer, int64_t channels, int64_t inner, const float* x, float* y, float* row_max,
-                      float* row_sum) {
+namespace {
+
+template <class T>
+void softmax_forward_as(int64_t outer, int64_t channels, int64_t inner, const T* x, T* y, float* row_max,
+                        float* row_sum) {
   const int64_t positions = outer * inner;
   if (positions == 0 || channels == 0) return;
   if (inner == 1 && channels >= kRowKernelChannels && outer <= std::numeric_limits<int>::max()) {
-    softmax_row_kernel<<<static_cast<unsigned>(outer), kRowThreads, 0, compute_stream()>>>(channels, x, y, row_max,
-                                                                                            row_sum);
+    softmax_row_kernel<T><<<static_cast<unsigned>(outer), kRowThreads, 0, compute_stream()>>>(channels, x, y, row_max,
+                                                                                               row_sum);
   } else {
-    softmax_position_kernel<<<blocks_for(positions), kThreadsPerBlock, 0, compute_stream()>>>(
+    softmax_position_kernel<T><<<blocks_for(positions), kThreadsPerBlock, 0, compute_stream()>>>(
         outer, channels, inner, x, y, row_max, row_sum);
   }
   STRATA_KERNEL_CHECK();
 }
 
-void softmax_channels_backward(int64_t outer, int64_t channels, int64_t inner, const float* y, const float* dy,
-                               float* dx) {
+template <class T>
+void softmax_backward_as(int64_t outer, int64_t channels, int64_t inner, const T* y, const T* dy, T* dx) {
   const int64_t positions = outer * inner;
   if (positions == 0 || channels == 0) return;
   if (inner == 1 && channels >= kRowKernelChannels && outer <= std::numeric_limits<int>::max()) {
-    softmax_backward_row_kernel<<<static_cast<unsigned>(outer), kRowThreads, 0, compute_stream()>>>(channels, y, dy,
-                                                                                                     dx);
+    softmax_backward_row_kernel<T><<<static_cast<unsigned>(outer), kRowThreads, 0, compute_stream()>>>(channels, y, dy,
+                                                                                                        dx);
   } else {
-    softmax_backward_position_kernel<<<blocks_for(positions), kThreadsPerBlock, 0, compute_stream()>>>(
+    softmax_backward_position_kernel<T><<<blocks_for(positions), kThreadsPerBlock, 0, compute_stream()>>>(
         outer, channels, inner, y, dy, dx);
   }
   STRATA_KERNEL_CHECK();
+}
+
+}  // namespace
+
+void softmax_channels(int64_t outer, int64_t channels, int64_t inner, const float* x, float* y, float* row_max,
+                      float* row_sum) {
+  softmax_forward_as<float>(outer, channels, inner, x, y, row_max, row_sum);
+}
+
+void softmax_channels_backward(int64_t outer, int64_t channels, int64_t inner, const float* y, const float* dy,
+                               float* dx) {
+  softmax_backward_as<float>(outer, channels, inner, y, dy, dx);
+}
+
+void softmax_channels_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, void* y, DType dtype) {
+  with_device_element(dtype, "softmax_channels_stored", [&](auto e) {
+    using T = decltype(e);
+    softmax_forward_as<T>(outer, channels, inner, static_cast<const T*>(x), static_cast<T*>(y), nullptr, nullptr);
+  });
+}
+
+void softmax_channels_backward_stored(int64_t outer, int64_t channels, int64_t inner, const void* y, const void* dy,
+                                      void* dx, DType dtype) {
+  with_device_element(dtype, "softmax_channels_backward_stored", [&](auto e) {
+    using T = decltype(e);
+    softmax_backward_as<T>(outer, channels, inner, static_cast<const T*>(y), static_cast<const T*>(dy),
+                           static_cast<T*>(dx));
+  });
 }
 
 DeferredIndexCheck::~DeferredIndexCheck() {

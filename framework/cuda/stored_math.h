@@ -41,6 +41,14 @@ void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const v
 // in `dtype`, b f32: a convolution's bias.
 void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, const float* b, void* y, DType dtype);
 
+// Softmax over the channels of x [outer, channels, inner] (y may be x) and
+// its backward dx = y * (dy - sum_c dy * y), on blobs stored in `dtype`
+// (f32, bf16, f16): widened, computed as softmax_channels does in f32, each
+// output rounded once (framework/cuda/math.cu).
+void softmax_channels_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, void* y, DType dtype);
+void softmax_channels_backward_stored(int64_t outer, int64_t channels, int64_t inner, const void* y, const void* dy,
+                                      void* dx, DType dtype);
+
 // dst[i] += src[i] for i < n, src stored in `dtype` (widened), dst f32: a
 // 16-bit gradient (cuDNN's weight gradient of 16-bit data) accumulated into
 // its f32 parameter's.
