@@ -372,16 +372,20 @@ void MultiHeadAttentionLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
   // the f32 weights: their column sums (the biases' gradients) cancel too
   // much for a rounded weight.
   const bool amx = std::is_same_v<E, Bf16Element> && gemm_bf16_available();
+  // out [r, n] = rows [r0, r0 + r) of src [*, k] times w^T (w: an f32 weight [n, k]).
+  const auto project = [&](const T* src, int64_t r0, int64_t r, int64_t k, const float* w, int64_t n, float* out,
+                           float* wide) {
+    if (amx) {
+      gemm_bf16(Transpose::kNo, Transpose::kYes, r, n, k, 1.0f, src + r0 * k, DType::kBF16, w, DType::kF32, 0.0f, out,
+                n);
+    } else {
+      gemm(Transpose::kNo, Transpose::kYes, r, n, k, 1.0f, rows_as_f32<E>(src, r0, r, k, wide), w, 0.0f, out);
+    }
+  };
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t r = std::min(rows, m - r0);
     float* qb = rows_out_f32<E>(qkv, r0, width, wide_b);
-    const float* w_in = param(in_w_).data.data<float>();
-    if (amx) {
-      gemm_bf16(Transpose::kNo, Transpose::kYes, r, width, d_, 1.0f, x + r0 * d_, DType::kBF16, w_in, DType::kF32,
-                0.0f, qb, width);
-    } else {
-      gemm(Transpose::kNo, Transpose::kYes, r, width, d_, 1.0f, rows_as_f32<E>(x, r0, r, d_, wide_a), w_in, 0.0f, qb);
-    }
+    project(x, r0, r, d_, param(in_w_).data.data<float>(), width, qb, wide_a);
     if (in_b_ >= 0) add_bias(r, width, param(in_b_).data.data<float>(), qb);
     round_rows<E>(qb, r0, r, width, qkv);
   }
@@ -406,13 +410,7 @@ void MultiHeadAttentionLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t r = std::min(rows, m - r0);
     float* yb = rows_out_f32<E>(y, r0, d_, wide_a);
-    const float* w_out = param(out_w_).data.data<float>();
-    if (amx) {
-      gemm_bf16(Transpose::kNo, Transpose::kYes, r, d_, dl, 1.0f, ctx + r0 * dl, DType::kBF16, w_out, DType::kF32,
-                0.0f, yb, d_);
-    } else {
-      gemm(Transpose::kNo, Transpose::kYes, r, d_, dl, 1.0f, rows_as_f32<E>(ctx, r0, r, dl, wide_b), w_out, 0.0f, yb);
-    }
+    project(ctx, r0, r, dl, param(out_w_).data.data<float>(), d_, yb, wide_b);
     if (!tp_.active()) {
       if (out_b_ >= 0) add_bias(r, d_, param(out_b_).data.data<float>(), yb);
       round_rows<E>(yb, r0, r, d_, y);

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "framework/cpu/cpu_isa.h"
 #include "framework/cpu/gemm_avx512.h"  // transpose16
@@ -222,28 +223,21 @@ STRATA_AVX512_BF16 void store_block(const float* acc, int rows, int nv, float al
   }
 }
 
-struct PackBuffers {
-  uint32_t* a = nullptr;
-  uint32_t* b = nullptr;
-  float* acc = nullptr;
-  PackBuffers() {
-    a = static_cast<uint32_t*>(aligned_alloc_bytes(sizeof(uint32_t) * kMC * kKP));
-    b = static_cast<uint32_t*>(aligned_alloc_bytes(sizeof(uint32_t) * kNC * kKP));
-    acc = static_cast<float*>(aligned_alloc_bytes(sizeof(float) * kBlock * kBlock));
-  }
-  ~PackBuffers() {
-    aligned_free(a);
-    aligned_free(b);
-    aligned_free(acc);
-  }
-  PackBuffers(const PackBuffers&) = delete;
-  PackBuffers& operator=(const PackBuffers&) = delete;
+// 64-byte aligned arrays (the packers' aligned stores, the tiles' loads).
+struct AlignedFree {
+  void operator()(void* p) const { aligned_free(p); }
 };
-
-PackBuffers& pack_buffers() {
-  thread_local PackBuffers buffers;
-  return buffers;
+template <class T>
+std::unique_ptr<T[], AlignedFree> aligned_array(size_t n) {
+  return std::unique_ptr<T[], AlignedFree>(static_cast<T*>(aligned_alloc_bytes(sizeof(T) * n)));
 }
+
+// Each thread's packed operands and accumulator block, kept between calls.
+struct PackBuffers {
+  std::unique_ptr<uint32_t[], AlignedFree> a = aligned_array<uint32_t>(kMC * kKP);
+  std::unique_ptr<uint32_t[], AlignedFree> b = aligned_array<uint32_t>(kNC * kKP);
+  std::unique_ptr<float[], AlignedFree> acc = aligned_array<float>(kBlock * kBlock);
+};
 
 // One stripe of C on this thread.
 void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const View& A, const View& B, float beta, float* C,
@@ -255,16 +249,16 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const View& A, co
       const int64_t kc = min64(2 * kKP, K - pc);
       const int64_t kpp = round_up((kc + 1) / 2, kTileQ);
       const float beta_k = pc == 0 ? beta : 1.0f;
-      pack_b(B, pc, kc, jc, nc, kpp, buf.b);
+      pack_b(B, pc, kc, jc, nc, kpp, buf.b.get());
       for (int64_t ic = 0; ic < M; ic += kMC) {
         const int64_t mc = min64(kMC, M - ic);
         const int64_t mcp = round_up(mc, kBlock);
-        pack_a(A, ic, mc, mcp, pc, kc, kpp, buf.a);
+        pack_a(A, ic, mc, mcp, pc, kc, kpp, buf.a.get());
         for (int64_t jr = 0; jr < nc; jr += kBlock) {
           const int nv = static_cast<int>(min64(kBlock, nc - jr));
           for (int64_t ir = 0; ir < mcp; ir += kBlock) {
-            amx_block(kpp, buf.a + ir * kpp, buf.b + jr * kpp, buf.acc);
-            store_block(buf.acc, static_cast<int>(min64(kBlock, mc - ir)), nv, alpha, beta_k,
+            amx_block(kpp, buf.a.get() + ir * kpp, buf.b.get() + jr * kpp, buf.acc.get());
+            store_block(buf.acc.get(), static_cast<int>(min64(kBlock, mc - ir)), nv, alpha, beta_k,
                         C + (ic + ir) * ldc + jc + jr, ldc);
           }
         }
@@ -312,7 +306,8 @@ void gemm_bf16(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, floa
   gemm_internal::for_each_stripe(M, N, K, kBlock, kBlock, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     const View as{static_cast<const char*>(a.p) + static_cast<size_t>(i0 * a.rs) * a_elem, a.rs, a.cs, a.bf16};
     const View bs{static_cast<const char*>(b.p) + static_cast<size_t>(j0 * b.cs) * b_elem, b.rs, b.cs, b.bf16};
-    gemm_serial(i1 - i0, j1 - j0, K, alpha, as, bs, beta, C + i0 * ldc + j0, ldc, pack_buffers());
+    thread_local PackBuffers buffers;
+    gemm_serial(i1 - i0, j1 - j0, K, alpha, as, bs, beta, C + i0 * ldc + j0, ldc, buffers);
   });
 }
 
