@@ -252,6 +252,14 @@ class Layer {
   // For a layer that sizes by call_dtype(): ShapeError naming the layer when
   // one of a call's tensors is stored otherwise.
   void check_call_dtype(std::initializer_list<const Tensor*> tensors) const;
+  // Whether a later layer of the net writes one of this layer's tops in
+  // place (an in-place ReLU on it), so that at this layer's backward a top
+  // no longer holds what its forward wrote. Set by the Net before setup();
+  // true (the cautious answer) for a layer run without one. A layer that
+  // could read its top in backward instead of keeping a copy (BatchNorm)
+  // keeps the copy while this is true.
+  bool tops_overwritten_later() const { return tops_overwritten_later_; }
+  void set_tops_overwritten_later(bool overwritten) { tops_overwritten_later_ = overwritten; }
 
   // Once: check bottom shapes, create parameters with add_param(). Nothing
   // by default (a layer without parameters may need only reshape()).
@@ -369,6 +377,7 @@ class Layer {
   Tensor kept_place_;  // the Net's place for kept(), when it has planned one
   Tensor own_kept_;    // otherwise
   DType call_dtype_ = DType::kF32;
+  bool tops_overwritten_later_ = true;
 };
 
 }  // namespace strata

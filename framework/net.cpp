@@ -115,6 +115,19 @@ void Net::build(const ConfigNode& root) {
   }
   // What dtype each layer's calls will see, before the layers size anything.
   assign_call_dtypes(options_.storage_dtype != DType::kF32);
+  // Which layers' tops a later layer overwrites in place.
+  for (int i = 0; i < num_layers(); ++i) {
+    bool overwritten = false;
+    for (int j = i + 1; j < num_layers() && !overwritten; ++j) {
+      for (Blob* t : tops_[static_cast<size_t>(j)]) {
+        const BlobVec& b = bottoms_[static_cast<size_t>(j)];
+        const bool in_place = std::find(b.begin(), b.end(), t) != b.end();
+        const BlobVec& mine = tops_[static_cast<size_t>(i)];
+        if (in_place && std::find(mine.begin(), mine.end(), t) != mine.end()) overwritten = true;
+      }
+    }
+    layers_[static_cast<size_t>(i)]->set_tops_overwritten_later(overwritten);
+  }
   // Shapes first, memory after: blobs and layer scratch created while the
   // plan is open are only sized, so the total can be checked before any of
   // it is taken (framework/memory_plan.h).

@@ -33,7 +33,8 @@
 // instead of calling through a different table (2: scratch_bytes and
 // kept_bytes, 2026-11-27; 3: the planned scratch place, 2026-11-28;
 // 4: takes_storage, the blobs' storage dtype, 2026-11-28; 5: call_dtype,
-// 2026-11-28; 6: LayerSchema::storage_roundings, 2026-11-29).
+// 2026-11-28; 6: LayerSchema::storage_roundings and
+// tops_overwritten_later, 2026-11-29).
 #define STRATA_LAYER_INTERFACE "6"
 #define STRATA_PLUGIN_ABI                                                                         \
   "strata " STRATA_VERSION ", layer interface " STRATA_LAYER_INTERFACE ", g++ " STRATA_PLUGIN_STR( \

@@ -74,7 +74,7 @@ void BatchNormLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
 
 BatchNormLayer::Kept BatchNormLayer::lay_out_kept(ScratchCarver& c) const {
   Kept k;
-  if (stats_ == Stats::kBatch) k.x_norm = c.take({num_, channels_, spatial_}, call_dtype());
+  if (keeps_x_norm()) k.x_norm = c.take({num_, channels_, spatial_}, call_dtype());
   return k;
 }
 
@@ -166,8 +166,8 @@ void BatchNormLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
         }
       }
     }
-    // x_norm is y as stored (y may be x's memory: in place).
-    T* xn = stats_ == Stats::kBatch ? kept.x_norm.data<T>() : nullptr;
+    // x_norm is y as stored (y may be x's memory: in place), kept where a later layer overwrites y.
+    T* xn = keeps_x_norm() ? kept.x_norm.data<T>() : nullptr;
     parallel_for(num_ * channels_, 16, [&](int64_t b, int64_t e) {
       for (int64_t plane = b; plane < e; ++plane) {
         const int64_t c = plane % channels_;
@@ -209,7 +209,8 @@ void BatchNormLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& p
     }
     // dx = inv_std * (dy - mean(dy) - x_norm * mean(dy * x_norm)), means per
     // channel; both sums are taken before dx (possibly dy's memory) is written.
-    const T* xn = kept.x_norm.data<T>();
+    // The normalised input: forward's copy, or the top as forward left it.
+    const T* xn = keeps_x_norm() ? kept.x_norm.data<T>() : top[0]->data.data<T>();
     const int64_t m = num_ * spatial_;
     float* mean_dy = grad_means_.data<float>();
     float* mean_dy_xn = mean_dy + channels_;

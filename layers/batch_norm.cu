@@ -147,7 +147,7 @@ void BatchNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
       STRATA_KERNEL_CHECK();
     }
     if (total == 0) return;
-    T* xn = stats_ == Stats::kBatch ? static_cast<T*>(kept.x_norm.raw_data()) : nullptr;
+    T* xn = keeps_x_norm() ? static_cast<T*>(kept.x_norm.raw_data()) : nullptr;
     normalize_kernel<T><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
         total, channels_, spatial_, x, mean_.device_data<float>(), inv_std_.device_data<float>(), xn,
         static_cast<T*>(yt.raw_data()));
@@ -179,7 +179,8 @@ void BatchNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& 
     cuda::ensure_on_device(grad_means_, {2, channels_}, DType::kF32, device());
     float* mean_dy = grad_means_.device_data<float>();
     float* mean_dy_xn = mean_dy + channels_;
-    const T* xn = static_cast<const T*>(kept.x_norm.raw_data());
+    // The normalised input: forward's copy, or the top as forward left it.
+    const T* xn = static_cast<const T*>(keeps_x_norm() ? kept.x_norm.raw_data() : top[0]->data.raw_data());
     // Both means are complete before dx (possibly dy's memory) is written.
     grad_means_kernel<T><<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(num_, channels_, spatial_, dy,
                                                                                    xn, mean_dy, mean_dy_xn);

@@ -21,15 +21,18 @@ class BatchNormLayer : public Layer {
 
   BatchNormLayer(const LayerSpec& spec, const LayerContext& ctx);
   static LayerSchema schema();
-  // What backward reads: its own normalized input and 1/std; neither blob's values.
-  BackwardReads backward_reads() const override { return {false, false}; }
+  // What backward reads: 1/std, and with batch statistics the normalised
+  // input, which is what the top holds after forward: the top itself, or,
+  // where a later layer overwrites the top in place (Scale or ReLU on one
+  // blob, Caffe's habit), a copy kept for backward.
+  BackwardReads backward_reads() const override { return {false, stats_ == Stats::kBatch && !keeps_x_norm()}; }
   // Blobs stored in bf16 or f16 are taken as they are: the statistics and
   // the arithmetic in f32 (sums in double), each output rounded once; the
   // normalised input kept for backward is what the top holds, in the same
   // dtype. The statistics stay f32.
   bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
-  // With batch statistics: the normalised input (in the call dtype), from
-  // forward to backward (Kept); the top may be overwritten in place.
+  // With batch statistics and a top that a later layer overwrites: the
+  // normalised input (in the call dtype), from forward to backward (Kept).
   size_t kept_bytes() const override;
 
   bool supports_in_place() const override { return true; }
@@ -48,7 +51,10 @@ class BatchNormLayer : public Layer {
 
  private:
   void check_shape(const Shape& s) const;
-  // What forward keeps for backward (batch statistics only): x_norm, the
+  // Whether backward reads the normalised input from a copy (Kept) rather
+  // than from the top: only where a later layer overwrites the top.
+  bool keeps_x_norm() const { return stats_ == Stats::kBatch && tops_overwritten_later(); }
+  // What forward keeps for backward (keeps_x_norm() only): x_norm, the
   // normalised input, in the call dtype. Placed by the net's plan.
   struct Kept {
     Tensor x_norm;

@@ -340,35 +340,64 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "h" bottom: "y" top: "loss" }
   EXPECT_EQ(f32->layer(f32->layer_index("conv2")).call_dtype(), DType::kF32);
 }
 
-// BatchNorm and Scale take 16-bit blobs in place too, as Caffe's nets use
-// them (conv -> BatchNorm -> Scale -> ReLU on one blob): what they keep for
-// backward (BatchNorm's normalised input, Scale's copy of the input it
-// overwrites) is stored in the call dtype and placed by the plan, and the
-// in-place net gives the same bits as the same layers out of place (whose
-// 16-bit paths LayerStorage checks against the f32 ones).
-TEST(StorageDtype, BatchNormAndScaleInPlaceGiveTheBitsOfOutOfPlace) {
-  const std::string head = R"(
+// Two nets of the same function (`a` and `b`, the same parameter shapes)
+// train alike bit for bit over two steps (the second with the running
+// statistics updated once), stored in `storage`, in a checked plan.
+void expect_same_training_bits(Net& a, Net& b) {
+  ASSERT_EQ(a.params().size(), b.params().size());
+  for (size_t p = 0; p < a.params().size(); ++p) b.params()[p].blob->data.copy_from(a.params()[p].blob->data);
+  fill_inputs(a, 5);
+  fill_inputs(b, 5);
+  for (int step = 0; step < 2; ++step) {
+    const float la = a.forward(), lb = b.forward();
+    EXPECT_EQ(bits_of(la), bits_of(lb));
+    EXPECT_TRUE(std::isfinite(la));
+    a.zero_param_diffs();
+    b.zero_param_diffs();
+    a.backward();
+    b.backward();
+    for (size_t p = 0; p < a.params().size(); ++p) {
+      EXPECT_EQ(test::values(a.params()[p].blob->diff), test::values(b.params()[p].blob->diff)) << a.params()[p].name;
+      EXPECT_EQ(test::values(a.params()[p].blob->data), test::values(b.params()[p].blob->data)) << a.params()[p].name;
+    }
+  }
+}
+
+const char* kConvHead = R"(
 layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 3 dim: 2 dim: 6 dim: 6 } shape { dim: 3 dim: 5 } } }
 layer { name: "conv" type: "Convolution" bottom: "x" top: "c" convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "gaussian" std: 0.4 } } }
 )";
-  const std::string tail = R"(
+const char* kProjectionTail = R"(
 layer { name: "ip" type: "InnerProduct" bottom: "r" top: "h" inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.3 } } }
 layer { name: "loss" type: "EuclideanLoss" bottom: "h" bottom: "y" top: "loss" }
 )";
+
+// BatchNorm's kept copy of its normalised input, in bytes.
+size_t bn_kept_bytes(const Net& net) { return net.layer(net.layer_index("bn")).kept_bytes(); }
+
+// BatchNorm and Scale in place, as Caffe's nets use them (conv -> BatchNorm
+// -> Scale -> ReLU on one blob), in f32 and taking 16-bit blobs: what they
+// keep for backward (BatchNorm's normalised input, Scale's copy of the
+// input it overwrites) is stored in the call dtype and placed by the plan,
+// and the in-place net gives the same bits as the same layers out of place
+// (whose 16-bit paths LayerStorage checks against the f32 ones). Out of
+// place BatchNorm keeps nothing: its backward reads its top, which Scale
+// reads anyway.
+TEST(StorageDtype, BatchNormAndScaleInPlaceGiveTheBitsOfOutOfPlace) {
   const std::string scale = R"(scale_param { bias_term: true filler { type: "gaussian" mean: 1 std: 0.5 } bias_filler { type: "gaussian" std: 0.5 } })";
-  const std::string in_place = head + R"(
+  const std::string in_place = std::string(kConvHead) + R"(
 layer { name: "bn" type: "BatchNorm" bottom: "c" top: "c" }
 layer { name: "scale" type: "Scale" bottom: "c" top: "c" )" + scale + R"( }
 layer { name: "relu" type: "ReLU" bottom: "c" top: "c" }
 layer { name: "id" type: "Reshape" bottom: "c" top: "r" reshape_param { shape { dim: 0 dim: -1 } } }
-)" + tail;
-  const std::string apart = head + R"(
+)" + kProjectionTail;
+  const std::string apart = std::string(kConvHead) + R"(
 layer { name: "bn" type: "BatchNorm" bottom: "c" top: "b" }
 layer { name: "scale" type: "Scale" bottom: "b" top: "s" )" + scale + R"( }
 layer { name: "relu" type: "ReLU" bottom: "s" top: "t" }
 layer { name: "id" type: "Reshape" bottom: "t" top: "r" reshape_param { shape { dim: 0 dim: -1 } } }
-)" + tail;
-  for (DType storage : {DType::kBF16, DType::kF16}) {
+)" + kProjectionTail;
+  for (DType storage : {DType::kF32, DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(dtype_name(storage));
     auto a = make_net(storage, BlobMemory::kByLifetimeChecked, in_place);
     auto b = make_net(storage, BlobMemory::kByLifetimeChecked, apart);
@@ -376,29 +405,39 @@ layer { name: "id" type: "Reshape" bottom: "t" top: "r" reshape_param { shape { 
       EXPECT_EQ(a->layer(a->layer_index(layer)).call_dtype(), storage) << layer;
     }
     EXPECT_EQ(a->blob("c").data.dtype(), storage);
+    EXPECT_EQ(bn_kept_bytes(*a), size_t{3 * 4 * 4 * 4} * dtype_size(storage));  // Scale and ReLU overwrite c
+    EXPECT_EQ(bn_kept_bytes(*b), 0u);
+    EXPECT_TRUE(b->layer(b->layer_index("bn")).backward_reads().tops);
     // What they keep is the plan's, not theirs for the whole run: the layers
     // own no more than their per-channel statistics (and the convolution's
     // nothing), far less than one [3, 4, 4, 4] blob.
     EXPECT_LT(a->memory_report().layer_bytes, size_t{3 * 4 * 4 * 4 * 2}) << a->memory_report().str();
-    ASSERT_EQ(a->params().size(), b->params().size());
-    for (size_t p = 0; p < a->params().size(); ++p) b->params()[p].blob->data.copy_from(a->params()[p].blob->data);
-    fill_inputs(*a, 5);
-    fill_inputs(*b, 5);
-    for (int step = 0; step < 2; ++step) {  // the second step: running statistics updated once already
-      const float la = a->forward(), lb = b->forward();
-      EXPECT_EQ(bits_of(la), bits_of(lb));
-      EXPECT_TRUE(std::isfinite(la));
-      a->zero_param_diffs();
-      b->zero_param_diffs();
-      a->backward();
-      b->backward();
-      for (size_t p = 0; p < a->params().size(); ++p) {
-        EXPECT_EQ(test::values(a->params()[p].blob->diff), test::values(b->params()[p].blob->diff))
-            << a->params()[p].name;
-        EXPECT_EQ(test::values(a->params()[p].blob->data), test::values(b->params()[p].blob->data))
-            << a->params()[p].name;
-      }
-    }
+    expect_same_training_bits(*a, *b);
+  }
+}
+
+// A BatchNorm whose top a later layer overwrites in place (here a ReLU, no
+// Scale) keeps its normalised input; reading the top would see the ReLU's
+// output. Trained alike with the ReLU out of place, where it reads the top.
+TEST(StorageDtype, BatchNormKeepsItsNormalisedInputWhereALaterLayerOverwritesItsTop) {
+  const std::string overwritten = std::string(kConvHead) + R"(
+layer { name: "bn" type: "BatchNorm" bottom: "c" top: "b" }
+layer { name: "relu" type: "ReLU" bottom: "b" top: "b" }
+layer { name: "id" type: "Reshape" bottom: "b" top: "r" reshape_param { shape { dim: 0 dim: -1 } } }
+)" + kProjectionTail;
+  const std::string kept = std::string(kConvHead) + R"(
+layer { name: "bn" type: "BatchNorm" bottom: "c" top: "b" }
+layer { name: "relu" type: "ReLU" bottom: "b" top: "t" }
+layer { name: "id" type: "Reshape" bottom: "t" top: "r" reshape_param { shape { dim: 0 dim: -1 } } }
+)" + kProjectionTail;
+  for (DType storage : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    auto a = make_net(storage, BlobMemory::kByLifetimeChecked, overwritten);
+    auto b = make_net(storage, BlobMemory::kByLifetimeChecked, kept);
+    EXPECT_GT(bn_kept_bytes(*a), 0u);
+    EXPECT_FALSE(a->layer(a->layer_index("bn")).backward_reads().tops);
+    EXPECT_EQ(bn_kept_bytes(*b), 0u);
+    expect_same_training_bits(*a, *b);
   }
 }
 

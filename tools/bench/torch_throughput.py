@@ -79,9 +79,16 @@ class VitB16(nn.Module):
         return self.head(self.ln(self.layers(x))[:, 0])
 
 
+def resnet50():
+    """torchvision's resnet50 (v1.5), as models/resnet50/benchmark.prototxt
+    writes it (BatchNorm and Scale for each BatchNorm2d)."""
+    import torchvision  # only this model needs it
+    return torchvision.models.resnet50()
+
+
 # name: (constructor, per-sample shape, CPU batch, GPU batch), as strata_bench_train / strata_bench_infer
 MODELS = {"cifar_vgg": (cifar_vgg, (3, 32, 32), 32, 128), "vgg16": (vgg16, (3, 224, 224), 8, 64),
-          "vit_b16": (VitB16, (3, 224, 224), 8, 64)}
+          "vit_b16": (VitB16, (3, 224, 224), 8, 64), "resnet50": (resnet50, (3, 224, 224), 8, 64)}
 AUTOCAST = {"BF16": torch.bfloat16, "FP16": torch.float16}
 
 

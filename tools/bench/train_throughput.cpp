@@ -61,7 +61,8 @@ const std::vector<BenchModel> kModels = {{"mlp", {1, 28, 28}, 128, 128},
                                          {"lenet", {1, 28, 28}, 64, 64},
                                          {"cifar_vgg", {3, 32, 32}, 32, 128},
                                          {"vgg16", {3, 224, 224}, 8, 64},
-                                         {"vit_b16", {3, 224, 224}, 8, 64}};
+                                         {"vit_b16", {3, 224, 224}, 8, 64},
+                                         {"resnet50", {3, 224, 224}, 8, 64}};
 
 // The model's TRAIN net with its data layer replaced by an Input layer of the
 // benchmark's shape, wrapped in an SGD solver config (momentum 0.9, weight
@@ -71,10 +72,13 @@ const std::vector<BenchModel> kModels = {{"mlp", {1, 28, 28}, 128, 128},
 std::string solver_text(const std::string& source_dir, const BenchModel& m, int64_t batch,
                         const std::string& precision, const std::string& blob_memory, bool recompute) {
   // A model without a train.prototxt (vgg16, vit_b16) is benchmarked from
-  // its deploy net with a SoftmaxWithLoss on its last top (1000 logits).
+  // its deploy net with a SoftmaxWithLoss on its last top (1000 logits); one
+  // with neither (resnet50) from its benchmark.prototxt, which has its loss.
   const std::string dir = source_dir + "/models/" + m.name;
-  const bool has_train = file_exists(dir + "/train.prototxt");
-  const ConfigNode root = parse_config_file(dir + (has_train ? "/train.prototxt" : "/deploy.prototxt"));
+  const std::string file = file_exists(dir + "/train.prototxt")    ? "/train.prototxt"
+                           : file_exists(dir + "/deploy.prototxt") ? "/deploy.prototxt"
+                                                                   : "/benchmark.prototxt";
+  const ConfigNode root = parse_config_file(dir + file);
   std::ostringstream net;
   net << "name: \"" << m.name << "\"\n";
   net << "layer { name: \"input\" type: \"Input\" top: \"data\" top: \"label\" input_param { shape { dim: "
@@ -160,7 +164,7 @@ int main(int argc, char** argv) {
     while (std::getline(list, name, ',')) {
       auto it = std::find_if(kModels.begin(), kModels.end(), [&](const BenchModel& m) { return m.name == name; });
       if (it == kModels.end()) {
-        fail<ConfigError>("unknown benchmark model '", name, "' (mlp, lenet, cifar_vgg, vgg16, vit_b16)");
+        fail<ConfigError>("unknown benchmark model '", name, "' (mlp, lenet, cifar_vgg, vgg16, vit_b16, resnet50)");
       }
       const int64_t batch = batch_override > 0 ? batch_override : device.is_cpu() ? it->batch : it->gpu_batch;
       if (batch % world != 0) fail<ConfigError>("batch ", batch, " does not split over ", world, " ranks");
