@@ -146,6 +146,35 @@ void round_elements(const float* src, int64_t n, typename E::T* dst) {
   });
 }
 
+// Rows [r0, r0 + rows) of a [*, width] tensor of E's type as f32: a pointer
+// into it for f32, else widened into `wide` (on the threads).
+template <class E>
+const float* rows_as_f32(const typename E::T* src, int64_t r0, int64_t rows, int64_t width, float* wide) {
+  const typename E::T* from = src + r0 * width;
+  if constexpr (E::kIsF32) {
+    return from;
+  } else {
+    widen_elements<E>(from, rows * width, wide);
+    return wide;
+  }
+}
+
+// Where f32 results for rows [r0, ...) of a [*, width] tensor of E's type
+// go: the tensor itself for f32, else `wide` (then round_rows stores them).
+template <class E>
+float* rows_out_f32(typename E::T* dst, int64_t r0, int64_t width, float* wide) {
+  if constexpr (E::kIsF32) {
+    return dst + r0 * width;
+  } else {
+    return wide;
+  }
+}
+
+template <class E>
+void round_rows(const float* wide, int64_t r0, int64_t rows, int64_t width, typename E::T* dst) {
+  if constexpr (!E::kIsF32) round_elements<E>(wide, rows * width, dst + r0 * width);
+}
+
 // For every channel c of g and x, both [outer, channels, inner] stored as
 // E: body(c, sum of g, sum of g * x), summed in double in (outer, inner)
 // order, channels on the threads. A normalisation's or a scale's backward

@@ -163,22 +163,19 @@ void PatchEmbedLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
   Scratch sc = take_scratch(false);
   T* y = yt.data<T>();
   const float* b = param(1).data.data<float>();
+  float* wide_p = E::kIsF32 ? nullptr : sc.wide_p.data<float>();
+  float* wide_y = E::kIsF32 ? nullptr : sc.wide_y.data<float>();
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t r = std::min(rows, m - r0);
-    const float* pb = reinterpret_cast<const float*>(patches + r0 * k);
-    float* yb = reinterpret_cast<float*>(y + r0 * d);
-    if constexpr (!E::kIsF32) {
-      widen_elements<E>(patches + r0 * k, r * k, sc.wide_p.data<float>());
-      pb = sc.wide_p.data<float>();
-      yb = sc.wide_y.data<float>();
-    }
+    const float* pb = rows_as_f32<E>(patches, r0, r, k, wide_p);
+    float* yb = rows_out_f32<E>(y, r0, d, wide_y);
     gemm(Transpose::kNo, Transpose::kYes, r, d, k, 1.0f, pb, param(0).data.data<float>(), 0.0f, yb);
     parallel_for(r, std::max<int64_t>(1, 16384 / d), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         for (int64_t j = 0; j < d; ++j) yb[i * d + j] += b[j];
       }
     });
-    if constexpr (!E::kIsF32) round_elements<E>(yb, r * d, y + r0 * d);
+    round_rows<E>(yb, r0, r, d, y);
   }
 }
 
@@ -202,16 +199,12 @@ void PatchEmbedLayer::backward_cpu_as(const Tensor& dyt, Tensor* dxt) {
   float* db = param(1).diff.data<float>();
   const float* w = param(0).data.data<float>();
   T* dpatches = dxt ? sc.dpatches.data<T>() : nullptr;
+  float* wide_p = E::kIsF32 ? nullptr : sc.wide_p.data<float>();
+  float* wide_y = E::kIsF32 ? nullptr : sc.wide_y.data<float>();
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     const int64_t r = std::min(rows, m - r0);
-    const float* gb = reinterpret_cast<const float*>(dy + r0 * d);
-    const float* pb = reinterpret_cast<const float*>(patches + r0 * k);
-    if constexpr (!E::kIsF32) {
-      widen_elements<E>(dy + r0 * d, r * d, sc.wide_y.data<float>());
-      widen_elements<E>(patches + r0 * k, r * k, sc.wide_p.data<float>());
-      gb = sc.wide_y.data<float>();
-      pb = sc.wide_p.data<float>();
-    }
+    const float* gb = rows_as_f32<E>(dy, r0, r, d, wide_y);
+    const float* pb = rows_as_f32<E>(patches, r0, r, k, wide_p);
     gemm(Transpose::kYes, Transpose::kNo, d, k, r, 1.0f, gb, pb, 1.0f, dw);
     for (int64_t i = 0; i < r; ++i) {
       for (int64_t j = 0; j < d; ++j) db[j] += gb[i * d + j];
@@ -219,9 +212,9 @@ void PatchEmbedLayer::backward_cpu_as(const Tensor& dyt, Tensor* dxt) {
     if (!dxt) continue;
     // The patch rows' gradient: f32 straight into dpatches, or through the
     // (now free) widened patch block and rounded once.
-    float* dpb = E::kIsF32 ? reinterpret_cast<float*>(dpatches + r0 * k) : sc.wide_p.data<float>();
+    float* dpb = rows_out_f32<E>(dpatches, r0, k, wide_p);
     gemm(Transpose::kNo, Transpose::kNo, r, k, d, 1.0f, gb, w, 0.0f, dpb);
-    if constexpr (!E::kIsF32) round_elements<E>(dpb, r * k, dpatches + r0 * k);
+    round_rows<E>(dpb, r0, r, k, dpatches);
   }
   if (!dxt) return;
   // Patches do not overlap and tile the image, so every element of dx is written.
