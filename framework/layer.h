@@ -242,13 +242,24 @@ class Layer {
   // unless a layer says more.
   virtual bool takes_storage(DType dtype) const { return dtype == DType::kF32; }
   // The dtype this layer's calls get their blobs in: the net's storage dtype
-  // when the layer takes it and the net stores any blob reduced, else f32
-  // (framework/net_storage.cpp). Set before setup(), so that what a layer
+  // when the layer takes it and one of its blobs is stored reduced, else f32
+  // (framework/net_storage.cpp); a blob that stays f32 (bottom_stays_f32,
+  // top_stays_f32) comes as it is. Set before setup(), so that what a layer
   // sizes (scratch_bytes, kept_bytes, a GPU library's descriptors) can
   // follow it; a call dispatches on its tensors' own dtype. f32 unless a Net
   // (or code that runs a layer without one, framework/layer_harness.h) says.
   DType call_dtype() const { return call_dtype_; }
   void set_call_dtype(DType dtype) { call_dtype_ = dtype; }
+  // Bottoms and tops whose values a 16-bit dtype cannot hold: class labels
+  // and indices (whole numbers, exact in f32 to 2^24 but in bf16 only to
+  // 256, in f16 to 2048), a loss, an accuracy. A net that stores its
+  // activations in bf16 or f16 keeps such a blob f32, also on its way there
+  // (a Split or Reshape of the labels whose every read top stays f32 keeps
+  // its bottom f32 too), and hands it to the layer as it is, whatever dtype
+  // the layer's other blobs are called in (framework/net_storage.cpp). None
+  // unless a layer says.
+  virtual bool bottom_stays_f32(int /*index*/) const { return false; }
+  virtual bool top_stays_f32(int /*index*/) const { return false; }
   // For a layer that sizes by call_dtype(): ShapeError naming the layer when
   // one of a call's tensors is stored otherwise.
   void check_call_dtype(std::initializer_list<const Tensor*> tensors) const;

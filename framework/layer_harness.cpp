@@ -210,13 +210,16 @@ void store_blobs_as(LayerHarness& h, DType storage) {
     if (!values.empty()) store_rounded(stored, values);
     t = std::move(stored);
   };
-  for (Blob* b : h.bottom) {
-    restore(b->data);
-    restore(b->diff);
+  // But the blobs the layer declares f32 (labels, a loss), as a Net keeps them.
+  for (size_t k = 0; k < h.bottom.size(); ++k) {
+    if (h.layer->bottom_stays_f32(static_cast<int>(k))) continue;
+    restore(h.bottom[k]->data);
+    restore(h.bottom[k]->diff);
   }
-  for (Blob* b : h.top) {
-    restore(b->data);
-    restore(b->diff);
+  for (size_t t = 0; t < h.top.size(); ++t) {
+    if (h.layer->top_stays_f32(static_cast<int>(t))) continue;
+    restore(h.top[t]->data);
+    restore(h.top[t]->diff);
   }
 }
 

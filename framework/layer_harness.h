@@ -111,7 +111,8 @@ void store_rounded(Tensor& t, const std::vector<float>& v);
 // Every bottom and top blob of `h` (data and diff) stored in `storage`, its
 // values rounded to it: the harness as a Net whose storage dtype it is would
 // hand the layer its blobs (framework/net_storage.cpp), and the layer's
-// call_dtype set to it. Parameters stay f32.
+// call_dtype set to it. Parameters stay f32, and so do the blobs the layer
+// declares f32 (Layer::bottom_stays_f32, top_stays_f32: labels, a loss).
 void store_blobs_as(LayerHarness& h, DType storage);
 
 // Appends to `out` the elements where |a - b| > tolerance * max(1, |a|,

@@ -114,7 +114,7 @@ void Net::build(const ConfigNode& root) {
     }
   }
   // What dtype each layer's calls will see, before the layers size anything.
-  assign_call_dtypes(options_.storage_dtype != DType::kF32);
+  assign_call_dtypes(blobs_to_reduce());
   // Which layers' tops a later layer overwrites in place.
   for (int i = 0; i < num_layers(); ++i) {
     bool overwritten = false;

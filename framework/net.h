@@ -94,7 +94,7 @@ struct NetOptions {
 struct StorageReport {
   DType dtype = DType::kF32;  // NetOptions::storage_dtype
   int reduced = 0;            // blobs stored in dtype, value and gradient
-  int kept_f32 = 0;           // blobs kept f32 (inputs, outputs, losses, keep_blobs)
+  int kept_f32 = 0;           // blobs kept f32 (inputs, outputs, losses, labels, keep_blobs)
   int cast_layers = 0;        // layers that take f32 alone and touch a reduced blob
   int cast_calls = 0;         // their calls (forward, recompute, backward) with f32 copies
   size_t cast_bytes = 0;      // the largest call's f32 copies
@@ -323,15 +323,21 @@ class Net {
   // ones code outside the layers touches), their tensors converted to it
   // (net_storage.cpp). Called by every plan, as keep_blobs changes the set.
   void choose_storage();
-  // Each layer's call_dtype: the storage dtype for a layer that takes it,
-  // f32 for the others, and for all when no blob is stored reduced. Before
-  // setup (assuming some blob will be), so what layers size follows it; then
-  // by every choose_storage.
-  void assign_call_dtypes(bool any_reduced);
-  // One blob tensor a call of layer i reads or writes in f32 while it is
-  // stored reduced: converted in before the call, out after.
+  // The blobs a reduced storage dtype applies to: read and written by layers
+  // alone (not an input, an output, a loss or a kept blob) and not declared
+  // f32 by their layers (Layer::bottom_stays_f32, top_stays_f32); none for f32.
+  std::set<const Blob*> blobs_to_reduce() const;
+  // Each layer's call_dtype: the storage dtype for a layer that takes it and
+  // touches a blob of `reduced` (other than one it declares f32), else f32.
+  // Before setup, so what layers size follows it; then by every choose_storage.
+  void assign_call_dtypes(const std::set<const Blob*>& reduced);
+  // One blob tensor a call of layer i reads or writes in another dtype than
+  // it is stored in (f32 for a reduced blob in a call in f32, the storage
+  // dtype for an f32 blob in a call in it): converted in before the call,
+  // out after.
   struct CastSlot {
     Blob* blob = nullptr;
+    DType dtype = DType::kF32;  // the copy's
     bool diff = false;  // the gradient, else the value
     bool in = false;    // the call reads it
     bool out = false;   // the call writes it

@@ -3,11 +3,15 @@
 // With bf16 or f16 storage, every blob that only layers touch (all but the
 // inputs, the outputs, the losses and keep_blobs()) holds its value and its
 // gradient in that dtype between calls: half the bytes of f32, in the arena
-// of a plan by lifetime as on their own. A layer that computes in f32 alone
-// (every layer unless Layer::takes_storage says more) is handed f32 copies
-// for each call; a layer that takes the reduced dtype is handed the reduced
-// blobs as they are and copies in that dtype of the blobs kept f32, so that
-// one call's blobs are all of one dtype. Before the call the Net binds the
+// of a plan by lifetime as on their own. Labels stay f32: a blob a layer
+// declares f32 (Layer::bottom_stays_f32, top_stays_f32), and the bottoms of
+// a layer whose every read top stays f32 for its readers (a Split of the
+// labels). A layer that computes in f32 alone (every layer unless
+// Layer::takes_storage says more) is handed f32 copies for each call; a
+// layer that takes the reduced dtype is handed the reduced blobs as they
+// are and copies in that dtype of the blobs kept f32 (but those it declares
+// f32), so that one call's blobs are all of one dtype. A layer none of whose
+// blobs is reduced is called in f32. Before the call the Net binds the
 // blob's tensor to a copy (converted from the stored dtype when the call
 // reads it); after the call it converts what the call wrote back (to the
 // nearest even when narrowing) and binds the stored tensor again. The
@@ -34,18 +38,13 @@ constexpr size_t kCopyAlignment = 256;
 
 size_t aligned(size_t bytes) { return (bytes + kCopyAlignment - 1) / kCopyAlignment * kCopyAlignment; }
 
-// What a layer's calls see its blobs in: the storage dtype when it takes it, else f32.
-DType compute_dtype(const Layer& layer, DType storage) {
-  return layer.takes_storage(storage) ? storage : DType::kF32;
-}
-
 }  // namespace
 
 std::string StorageReport::str() const {
   if (dtype == DType::kF32) return "";
   std::ostringstream os;
   os << "activations and their gradients stored in " << dtype_name(dtype) << ": " << reduced << " blob(s) ("
-     << kept_f32 << " kept f32: inputs, outputs, losses)";
+     << kept_f32 << " kept f32: inputs, outputs, losses, labels)";
   if (cast_layers) {
     os << "; " << cast_layers << " layer(s) get copies of their blobs in the dtype they compute in (f32, or "
        << dtype_name(dtype) << " for the layers that take it) in " << cast_calls << " call(s) (the largest "
@@ -54,10 +53,55 @@ std::string StorageReport::str() const {
   return os.str();
 }
 
-void Net::assign_call_dtypes(bool any_reduced) {
-  for (auto& l : layers_) {
-    l->set_call_dtype(any_reduced ? compute_dtype(*l, options_.storage_dtype) : DType::kF32);
+void Net::assign_call_dtypes(const std::set<const Blob*>& reduced) {
+  const DType storage = options_.storage_dtype;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    bool touches_reduced = false;
+    for (size_t k = 0; k < bottoms_[i].size(); ++k) {
+      touches_reduced |= !l.bottom_stays_f32(static_cast<int>(k)) && reduced.count(bottoms_[i][k]);
+    }
+    for (size_t t = 0; t < tops_[i].size(); ++t) {
+      touches_reduced |= !l.top_stays_f32(static_cast<int>(t)) && reduced.count(tops_[i][t]);
+    }
+    layers_[i]->set_call_dtype(touches_reduced && l.takes_storage(storage) ? storage : DType::kF32);
   }
+}
+
+std::set<const Blob*> Net::blobs_to_reduce() const {
+  std::set<const Blob*> reduce;
+  if (options_.storage_dtype == DType::kF32) return reduce;
+  std::set<std::string> read;
+  for (const auto& names : bottom_names_) read.insert(names.begin(), names.end());
+  // Blobs that stay f32: the losses, what a layer declares (a label, a loss,
+  // an accuracy), and on the way to a declared bottom the bottoms of a layer
+  // whose every top that is read stays f32 for its readers (a Split or a
+  // Reshape of the labels). Readers come after writers: one pass from the end.
+  std::set<const Blob*> f32;
+  std::set<const Blob*> f32_for_readers;
+  for (int i = num_layers() - 1; i >= 0; --i) {
+    const size_t u = static_cast<size_t>(i);
+    const Layer& l = *layers_[u];
+    bool tops_read = false, every_read_top_f32 = true;
+    for (size_t t = 0; t < tops_[u].size(); ++t) {
+      const Blob* top = tops_[u][t];
+      if (loss_weights_[u][t] != 0.0f || l.top_stays_f32(static_cast<int>(t))) f32.insert(top);
+      if (!read.count(top_names_[u][t])) continue;
+      tops_read = true;
+      every_read_top_f32 = every_read_top_f32 && f32_for_readers.count(top);
+    }
+    for (size_t k = 0; k < bottoms_[u].size(); ++k) {
+      if (l.bottom_stays_f32(static_cast<int>(k)) || (tops_read && every_read_top_f32)) {
+        f32_for_readers.insert(bottoms_[u][k]);
+      }
+    }
+  }
+  for (const std::string& name : blob_names_) {
+    const Blob* b = blobs_.at(name).get();
+    const bool inside = !bottoms_[blob_producer_.at(name)].empty() && read.count(name) && !kept_blobs_.count(name);
+    if (inside && !f32.count(b) && !f32_for_readers.count(b)) reduce.insert(b);
+  }
+  return reduce;
 }
 
 void Net::choose_storage() {
@@ -66,53 +110,40 @@ void Net::choose_storage() {
     fail<ConfigError>("net '", name_, "': activations cannot be stored in ", dtype_name(dtype),
                       "; the storage dtypes are f32, bf16 and f16");
   }
-  reduced_.clear();
   storage_report_ = StorageReport{};
   storage_report_.dtype = dtype;
-  if (dtype == DType::kF32 && std::all_of(blobs_.begin(), blobs_.end(), [](const auto& kv) {
+  reduced_ = blobs_to_reduce();
+  if (reduced_.empty() && std::all_of(blobs_.begin(), blobs_.end(), [](const auto& kv) {
         return kv.second->data.dtype() == DType::kF32 && kv.second->diff.dtype() == DType::kF32;
       })) {
-    assign_call_dtypes(false);
+    assign_call_dtypes(reduced_);
+    if (dtype != DType::kF32) storage_report_.kept_f32 = static_cast<int>(blob_names_.size());
     return;
-  }
-  std::set<std::string> read;
-  for (const auto& names : bottom_names_) read.insert(names.begin(), names.end());
-  std::set<const Blob*> losses;
-  for (int i = 0; i < num_layers(); ++i) {
-    for (size_t t = 0; t < tops_[i].size(); ++t) {
-      if (loss_weights_[i][t] != 0.0f) losses.insert(tops_[i][t]);
-    }
   }
   for (const std::string& name : blob_names_) {
     Blob* b = blobs_.at(name).get();
-    const bool inside = !bottoms_[blob_producer_.at(name)].empty() && read.count(name) && !kept_blobs_.count(name) &&
-                        !losses.count(b);
-    const bool reduce = dtype != DType::kF32 && inside;
-    if (reduce) {
-      reduced_.insert(b);
-      ++storage_report_.reduced;
-    } else {
-      ++storage_report_.kept_f32;
-    }
+    const bool reduce = reduced_.count(b) != 0;
+    ++(reduce ? storage_report_.reduced : storage_report_.kept_f32);
     const DType want = reduce ? dtype : DType::kF32;
     for (Tensor* t : {&b->data, &b->diff}) {
       if (t->dtype() != want) *t = Tensor(t->shape(), want, options_.device);
     }
   }
-  // Only a net that stores some blob reduced hands its layers copies.
-  assign_call_dtypes(!reduced_.empty());
+  assign_call_dtypes(reduced_);
 }
 
 std::vector<Net::CastSlot> Net::cast_slots(int i, Call call) const {
   std::vector<CastSlot> slots;
   const Layer& layer = *layers_.at(static_cast<size_t>(i));
   if (reduced_.empty()) return slots;
-  // A layer that computes in f32 alone gets f32 copies of the reduced blobs;
-  // one that takes the storage dtype gets copies in it of the f32 ones (an
-  // input, an output), so that all its blobs are of one dtype.
-  const bool native = layer.takes_storage(options_.storage_dtype);
-  auto add = [&](Blob* b, bool diff, bool in, bool out) {
-    if ((reduced_.count(b) != 0) == native) return;
+  // A layer called in f32 gets f32 copies of the reduced blobs; one called
+  // in the storage dtype gets copies in it of the f32 ones (an input, an
+  // output), so that all its blobs are of one dtype, but for those it
+  // declares f32 (labels, a loss), which it gets as they are.
+  const DType call_dtype = layer.call_dtype();
+  auto add = [&](Blob* b, bool stays_f32, bool diff, bool in, bool out) {
+    const DType dtype = stays_f32 ? DType::kF32 : call_dtype;
+    if (storage_dtype_of(*b) == dtype) return;
     for (CastSlot& s : slots) {
       if (s.blob == b && s.diff == diff) {
         s.in = s.in || in;
@@ -120,35 +151,36 @@ std::vector<Net::CastSlot> Net::cast_slots(int i, Call call) const {
         return;
       }
     }
-    slots.push_back(CastSlot{b, diff, in, out});
+    slots.push_back(CastSlot{b, dtype, diff, in, out});
   };
   const BlobVec& bottoms = bottoms_[static_cast<size_t>(i)];
   const BlobVec& tops = tops_[static_cast<size_t>(i)];
+  auto bottom_f32 = [&](size_t k) { return layer.bottom_stays_f32(static_cast<int>(k)); };
+  auto top_f32 = [&](size_t t) { return layer.top_stays_f32(static_cast<int>(t)); };
   if (call != Call::kBackward) {
-    for (Blob* b : bottoms) add(b, false, true, false);
-    for (Blob* b : tops) add(b, false, false, true);
+    for (size_t k = 0; k < bottoms.size(); ++k) add(bottoms[k], bottom_f32(k), false, true, false);
+    for (size_t t = 0; t < tops.size(); ++t) add(tops[t], top_f32(t), false, false, true);
     return slots;
   }
   const Layer::BackwardReads reads = layer.backward_reads();
-  for (Blob* b : tops) {
-    add(b, true, true, false);
-    if (reads.tops) add(b, false, true, false);
+  for (size_t t = 0; t < tops.size(); ++t) {
+    add(tops[t], top_f32(t), true, true, false);
+    if (reads.tops) add(tops[t], top_f32(t), false, true, false);
   }
   for (size_t k = 0; k < bottoms.size(); ++k) {
-    if (reads.bottoms) add(bottoms[k], false, true, false);
+    if (reads.bottoms) add(bottoms[k], bottom_f32(k), false, true, false);
     // A gradient it does not propagate to gets a copy too (written nowhere),
-    // so that the layer's pointers are f32 whatever it looks at.
-    add(bottoms[k], true, false, bottom_need_backward_[static_cast<size_t>(i)][k]);
+    // so that the layer's pointers are of its call dtype whatever it looks at.
+    add(bottoms[k], bottom_f32(k), true, false, bottom_need_backward_[static_cast<size_t>(i)][k]);
   }
   return slots;
 }
 
 size_t Net::cast_bytes(int i, Call call) const {
   size_t bytes = 0;
-  const size_t element = dtype_size(compute_dtype(*layers_.at(static_cast<size_t>(i)), options_.storage_dtype));
   for (const CastSlot& s : cast_slots(i, call)) {
     const Tensor& t = s.diff ? s.blob->diff : s.blob->data;
-    bytes += aligned(static_cast<size_t>(t.numel()) * element);
+    bytes += aligned(static_cast<size_t>(t.numel()) * dtype_size(s.dtype));
   }
   return bytes;
 }
@@ -201,11 +233,11 @@ Net::CastBinding::CastBinding(Net& net, int i, Call call) {
   const bool has_place = static_cast<size_t>(i) < net.cast_places_.size();
   const Tensor place = has_place ? net.cast_places_[static_cast<size_t>(i)][static_cast<size_t>(call)] : Tensor();
   const bool checked = net.options_.blob_memory == BlobMemory::kByLifetimeChecked;
-  const DType dtype = compute_dtype(*net.layers_[static_cast<size_t>(i)], net.options_.storage_dtype);
   size_t offset = 0;
   stored_.reserve(slots_.size());
   for (const CastSlot& s : slots_) {
     Tensor& t = tensor(s);
+    const DType dtype = s.dtype;
     const size_t bytes = static_cast<size_t>(t.numel()) * dtype_size(dtype);
     // A call on shapes larger than the plan's (a reshape outside the net's)
     // takes memory of its own; Net::reshape plans the places again.

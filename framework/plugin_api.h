@@ -34,8 +34,9 @@
 // kept_bytes, 2026-11-27; 3: the planned scratch place, 2026-11-28;
 // 4: takes_storage, the blobs' storage dtype, 2026-11-28; 5: call_dtype,
 // 2026-11-28; 6: LayerSchema::storage_roundings and
-// tops_overwritten_later, 2026-11-29).
-#define STRATA_LAYER_INTERFACE "6"
+// tops_overwritten_later, 2026-11-29; 7: bottom_stays_f32 and
+// top_stays_f32, 2026-11-29).
+#define STRATA_LAYER_INTERFACE "7"
 #define STRATA_PLUGIN_ABI                                                                         \
   "strata " STRATA_VERSION ", layer interface " STRATA_LAYER_INTERFACE ", g++ " STRATA_PLUGIN_STR( \
       __GNUC__) ", cxx11 abi " STRATA_PLUGIN_STR(_GLIBCXX_USE_CXX11_ABI)

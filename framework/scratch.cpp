@@ -21,6 +21,15 @@ Tensor ScratchCarver::take(const Shape& shape, DType dtype) {
   return block_->view_bytes(offset, bytes, shape, dtype);
 }
 
+Tensor ScratchCarver::f32_for(const Tensor& t) { return t.dtype() == DType::kF32 ? t : take(t.shape()); }
+
+Tensor ScratchCarver::f32_of(const Tensor& t) {
+  if (t.dtype() == DType::kF32) return t;
+  Tensor wide = take(t.shape());
+  cast_into(wide, t);
+  return wide;
+}
+
 void SharedScratch::reserve(size_t bytes) {
   if (bytes <= buffer_.nbytes()) return;
   buffer_ = Tensor(Shape{static_cast<int64_t>(bytes)}, DType::kU8, device_);

@@ -30,6 +30,13 @@ class ScratchCarver {
   // The next `shape` of `dtype`: a view of the block, or (counting) an
   // empty tensor. ShapeError when the block is too small, naming both sizes.
   Tensor take(const Shape& shape, DType dtype = DType::kF32);
+  // For f32 code in a call on 16-bit blobs: `t` itself when it is f32, else
+  // its values widened (cast_into, on t's device) into the next block of its
+  // shape.
+  Tensor f32_of(const Tensor& t);
+  // `t` itself when it is f32, else the next block of its shape in f32, for
+  // the call to write and then round into t (cast_into).
+  Tensor f32_for(const Tensor& t);
   size_t bytes() const { return used_; }
 
  private:

@@ -6,6 +6,7 @@
 
 #include "framework/error.h"
 #include "framework/layer_registry.h"
+#include "layers/neuron_layer.h"  // with_float_element
 #include "layers/softmax_loss.h"
 
 namespace strata {
@@ -55,7 +56,14 @@ void AccuracyLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void AccuracyLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const float* x = bottom[0]->data.data<float>();
+  // Scores stored in f32, bf16 or f16 (widening keeps their order).
+  with_float_element(bottom[0]->data.dtype(), "Accuracy forward",
+                     [&](auto e) { count_cpu<decltype(e)>(bottom, top); });
+}
+
+template <class E>
+void AccuracyLayer::count_cpu(const BlobVec& bottom, const BlobVec& top) {
+  const auto* x = static_cast<const typename E::T*>(bottom[0]->data.raw_data());
   const float* label = bottom[1]->data.data<float>();
   std::fill(class_total_.begin(), class_total_.end(), 0);
   std::fill(class_correct_.begin(), class_correct_.end(), 0);
@@ -65,14 +73,14 @@ void AccuracyLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
       const int64_t pos = o * inner_ + i;
       const int32_t l = class_label(where(), label[pos], pos, inner_, channels_, ignore_label_);
       if (l < 0) continue;
-      const float* xo = x + o * channels_ * inner_ + i;
-      const float target = xo[l * inner_];
+      const auto* xo = x + o * channels_ * inner_ + i;
+      const float target = E::load(xo[l * inner_]);
       // A non-finite score anywhere in the row counts as wrong: comparisons
       // with NaN are false, so a NaN model would otherwise look right.
       bool finite = std::isfinite(target);
       int64_t greater = 0;
       for (int64_t c = 0; c < channels_; ++c) {
-        const float s = xo[c * inner_];
+        const float s = E::load(xo[c * inner_]);
         greater += s > target;
         finite = finite && std::isfinite(s);
       }

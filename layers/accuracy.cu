@@ -1,5 +1,6 @@
 #include <string>
 
+#include "framework/cuda/elements.cuh"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
@@ -18,8 +19,10 @@ namespace {
 
 // Caffe's tie rule: correct when fewer than top_k scores are strictly greater
 // than the label's. Integer atomics: exact and order-independent.
+// Scores stored as T (float, bf16, half): widening keeps their order.
+template <class T>
 __global__ void accuracy_count_kernel(int64_t positions, int64_t channels, int64_t inner, int64_t top_k,
-                                      const float* x, const float* label, int has_ignore, float ignore,
+                                      const T* x, const float* label, int has_ignore, float ignore,
                                       int32_t* counts, unsigned long long* bad) {
   int32_t* class_total = counts + 2;
   int32_t* class_correct = counts + 2 + channels;
@@ -27,12 +30,12 @@ __global__ void accuracy_count_kernel(int64_t positions, int64_t channels, int64
     const int32_t l = device_class_label(label[pos], channels, has_ignore != 0, ignore, pos, bad);
     if (l < 0) continue;
     const int64_t o = pos / inner, i = pos - o * inner;
-    const float* xo = x + o * channels * inner + i;
-    const float target = xo[l * inner];
+    const T* xo = x + o * channels * inner + i;
+    const float target = cuda::load_element(xo[l * inner]);
     bool finite = isfinite(target);  // a non-finite score anywhere in the row counts as wrong (as on the CPU)
     int64_t greater = 0;
     for (int64_t c = 0; c < channels; ++c) {
-      const float s = xo[c * inner];
+      const float s = cuda::load_element(xo[c * inner]);
       greater += s > target;
       finite = finite && isfinite(s);
     }
@@ -72,11 +75,15 @@ void AccuracyLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   st.checked_inner = inner_ > 0 ? inner_ : 1;
   st.checked_classes = channels_;
   if (positions > 0) {
-    accuracy_count_kernel<<<cuda::blocks_for(positions), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        positions, channels_, inner_, top_k_, bottom[0]->data.device_data<float>(),
-        bottom[1]->data.device_data<float>(), ignore_label_ ? 1 : 0,
-        ignore_label_ ? static_cast<float>(*ignore_label_) : 0.0f, counts, bad_slot);
-    STRATA_KERNEL_CHECK();
+    const Tensor& xt = bottom[0]->data;
+    cuda::with_device_element(xt.dtype(), "Accuracy forward", [&](auto e) {
+      using T = decltype(e);
+      accuracy_count_kernel<T><<<cuda::blocks_for(positions), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
+          positions, channels_, inner_, top_k_, static_cast<const T*>(xt.raw_data()),
+          bottom[1]->data.device_data<float>(), ignore_label_ ? 1 : 0,
+          ignore_label_ ? static_cast<float>(*ignore_label_) : 0.0f, counts, bad_slot);
+      STRATA_KERNEL_CHECK();
+    });
   }
   st.bad_label.record();
   float* per_class = top.size() > 1 ? top[1]->data.device_data<float>() : nullptr;

@@ -23,14 +23,21 @@ class AccuracyLayer : public Layer {
   int max_bottoms() const override { return 2; }
   int max_tops() const override { return 2; }
   bool can_backward_to(int /*bottom_index*/) const override { return false; }
+  // The labels and the accuracies stay f32 in a net that stores activations in 16 bits.
+  bool bottom_stays_f32(int bottom_index) const override { return bottom_index == 1; }
+  bool top_stays_f32(int /*top_index*/) const override { return true; }
 
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;
   void backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
                     const BlobVec& /*bottom*/) override {}
   STRATA_CUDA_METHODS;
+  // Scores in bf16 or f16 as they are (the labels and the accuracies stay f32).
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
  private:
+  template <class E>
+  void count_cpu(const BlobVec& bottom, const BlobVec& top);
   int64_t top_k_;
   int axis_;
   std::optional<int64_t> ignore_label_;

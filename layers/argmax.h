@@ -71,6 +71,8 @@ class ArgMaxLayer : public Layer {
   static LayerSchema schema();
 
   bool can_backward_to(int /*bottom_index*/) const override { return false; }
+  // Class indices (and their scores beside them) stay f32 in a net that stores activations in 16 bits.
+  bool top_stays_f32(int /*top_index*/) const override { return true; }
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in argmax.cu

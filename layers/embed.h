@@ -20,6 +20,8 @@ class EmbedLayer : public Layer {
   static LayerSchema schema();
 
   bool can_backward_to(int /*bottom_index*/) const override { return false; }
+  // Its indices stay f32 in a net that stores activations in 16 bits.
+  bool bottom_stays_f32(int /*bottom_index*/) const override { return true; }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;

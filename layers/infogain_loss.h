@@ -32,7 +32,7 @@ class InfogainLossLayer : public SoftmaxLossLayer {
   void slice_gradient_cpu(const BlobVec& bottom, int64_t o, float scale, float* dx) const override;
   void prepare_backward_cpu(const BlobVec& bottom) override;
 #ifdef STRATA_WITH_CUDA
-  void position_loss_cuda(const BlobVec& bottom, CudaScratch& st, unsigned long long* bad) override;
+  void position_loss_cuda(const BlobVec& bottom, const float* x, CudaScratch& st, unsigned long long* bad) override;
   void position_gradient_cuda(const BlobVec& bottom, const float* loss_weight, CudaScratch& st, float* dx) override;
 #endif
 

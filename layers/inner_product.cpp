@@ -181,16 +181,19 @@ int64_t InnerProductLayer::stored_block_rows() const {
 }
 
 size_t InnerProductLayer::scratch_bytes() const {
-  if (call_dtype() == DType::kF32) return 0;
+  if (call_dtype() == DType::kF32 || !device().is_cpu()) return 0;
   ScratchCarver counter;
-  if (device().is_cpu()) {
-    const int64_t rows = stored_block_rows();
-    counter.take({rows, k_});
-    counter.take({rows, num_output_});
-    counter.take({rows, k_});
-  } else {
-    counter.take(param(0).shape(), call_dtype());  // the weight in the blobs' dtype
-  }
+  const int64_t rows = stored_block_rows();
+  counter.take({rows, k_});
+  counter.take({rows, num_output_});
+  counter.take({rows, k_});
+  return counter.bytes();
+}
+
+size_t InnerProductLayer::kept_bytes() const {
+  if (call_dtype() == DType::kF32 || device().is_cpu()) return 0;
+  ScratchCarver counter;
+  counter.take(param(0).shape(), call_dtype());  // the weight in the blobs' dtype
   return counter.bytes();
 }
 

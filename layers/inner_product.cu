@@ -12,17 +12,17 @@
 
 namespace strata {
 
-// The weight in the blobs' dtype, in this call's scratch (rounded on the device).
-Tensor InnerProductLayer::stored_weight() {
-  ScratchCarver carver(scratch(scratch_bytes()));
+// The weight in the blobs' dtype, kept from forward to backward (rounded on the device).
+Tensor InnerProductLayer::stored_weight(bool refresh) {
+  ScratchCarver carver(kept(kept_bytes()));
   Tensor w = carver.take(param(0).shape(), call_dtype());
-  cast_into(w, param(0).data);
+  if (refresh) cast_into(w, param(0).data);
   return w;
 }
 
 void InnerProductLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
   const DType st = x.dtype();
-  const Tensor w = stored_weight();
+  const Tensor w = stored_weight(true);
   const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
   // The bias laid into the rows first, so the GEMM adds to it (beta 1) and rounds once.
   float beta = 0.0f;
@@ -49,7 +49,7 @@ void InnerProductLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, 
     cuda::column_sums_stored(m_, num_output_, dy.raw_data(), st, 1.0f, param(1).diff.device_data<float>());
   }
   if (dx) {
-    const Tensor w = stored_weight();
+    const Tensor w = stored_weight(false);  // as the forward rounded it
     const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kNo : Transpose::kYes;
     cuda::gemm_stored(Transpose::kNo, tw, m_, k_, num_output_, 1.0f, dy.raw_data(), w.raw_data(), st, 0.0f,
                       dx->raw_data(), st);

@@ -31,13 +31,16 @@ class InnerProductLayer : public Layer {
   // tensor-parallel sums are in f32). The CPU widens blocks of rows into f32
   // scratch, multiplies in f32 and rounds each output once; a GPU multiplies
   // the 16-bit blobs on tensor cores with f32 accumulation, against a 16-bit
-  // copy of the weight made per call in its scratch. Weight and bias and
+  // copy of the weight made by the forward and kept for the backward (one
+  // rounding of the weight per step, not per call). Weight and bias and
   // their gradients stay f32.
   bool takes_storage(DType dtype) const override {
     return dtype == DType::kF32 || (is_float_dtype(dtype) && split_ == Split::kNone);
   }
-  // 16-bit blobs: the CPU's row blocks, or a GPU's weight copy.
+  // 16-bit blobs: the CPU's row blocks.
   size_t scratch_bytes() const override;
+  // 16-bit blobs on a GPU: the weight's 16-bit copy, from forward to backward.
+  size_t kept_bytes() const override;
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
@@ -56,8 +59,10 @@ class InnerProductLayer : public Layer {
   void forward_stored_cpu(const Tensor& x, Tensor& y);
   void backward_stored_cpu(const Tensor& dy, const Tensor& x, Tensor* dx);
 #ifdef STRATA_WITH_CUDA
-  // The GPU's (inner_product.cu).
-  Tensor stored_weight();
+  // The GPU's (inner_product.cu). The weight's 16-bit copy in kept():
+  // rounded from the f32 weight when `refresh` (forward), else as the
+  // forward left it.
+  Tensor stored_weight(bool refresh);
   void forward_stored_cuda(const Tensor& x, Tensor& y);
   void backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx);
 #endif

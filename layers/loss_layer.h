@@ -29,6 +29,10 @@ class LossLayer : public Layer {
   int max_bottoms() const override { return 2; }
   float default_loss_weight(int top_index) const override { return top_index == 0 ? 1.0f : 0.0f; }
   bool can_backward_to(int bottom_index) const override { return bottom_index == 0; }
+  // Labels and targets (the bottoms that take no gradient) and the loss stay
+  // f32 in a net that stores its activations in 16 bits.
+  bool bottom_stays_f32(int bottom_index) const override { return !can_backward_to(bottom_index); }
+  bool top_stays_f32(int top_index) const override { return top_index == 0; }
 };
 
 enum class LossNormalization { kValid, kBatchSize, kFull, kNone };

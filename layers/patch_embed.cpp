@@ -80,6 +80,7 @@ Shape PatchEmbedLayer::patches_shape() const {
 size_t PatchEmbedLayer::kept_bytes() const {
   ScratchCarver counter;
   counter.take(patches_shape(), call_dtype());
+  if (call_dtype() != DType::kF32 && !device().is_cpu()) counter.take(param(0).shape(), call_dtype());
   return counter.bytes();
 }
 
@@ -93,13 +94,9 @@ int64_t PatchEmbedLayer::block_rows() const {
 PatchEmbedLayer::Scratch PatchEmbedLayer::lay_out_scratch(ScratchCarver& c, bool backward) const {
   Scratch s;
   if (backward) s.dpatches = c.take(patches_shape(), call_dtype());
-  if (call_dtype() == DType::kF32) return s;
-  if (device().is_cpu()) {
-    s.wide_p = c.take({block_rows(), patches_shape()[1]});
-    s.wide_y = c.take({block_rows(), num_output_});
-  } else {
-    s.weight = c.take(param(0).shape(), call_dtype());
-  }
+  if (call_dtype() == DType::kF32 || !device().is_cpu()) return s;
+  s.wide_p = c.take({block_rows(), patches_shape()[1]});
+  s.wide_y = c.take({block_rows(), num_output_});
   return s;
 }
 

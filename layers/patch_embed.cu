@@ -4,8 +4,8 @@
 // image without overlap, so the scatter is a permutation that writes every
 // input gradient once. With 16-bit blobs the patch matrix is kept in their
 // dtype and the GEMMs run on 16-bit operands (tensor cores, f32
-// accumulation) against a 16-bit copy of the weight made in the call's
-// scratch, as InnerProduct's (inner_product.cu): the bias laid into the
+// accumulation) against a 16-bit copy of the weight that the forward makes
+// and keeps for the backward, as InnerProduct's (inner_product.cu): the bias laid into the
 // output rows first, the weight gradient straight into its f32 gradient.
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
@@ -67,6 +67,14 @@ void move_patches(bool gather, int64_t total, const PatchGeom& g, DType dtype, c
 
 }  // namespace
 
+Tensor PatchEmbedLayer::kept_weight(bool refresh) {
+  ScratchCarver carver(kept(kept_bytes()));
+  carver.take(patches_shape(), call_dtype());  // the patch matrix first
+  Tensor w = carver.take(param(0).shape(), call_dtype());
+  if (refresh) cast_into(w, param(0).data);  // rounded on the device, on the compute stream
+  return w;
+}
+
 void PatchEmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const int64_t tokens = (h_ / patch_) * (w_ / patch_);
   const int64_t m = n_ * tokens, k = channels_ * patch_ * patch_, d = num_output_;
@@ -85,11 +93,10 @@ void PatchEmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
     cuda::add_row_bias(m, d, param(1).data.device_data<float>(), y);
     return;
   }
-  Scratch sc = take_scratch(false);
-  cast_into(sc.weight, param(0).data);
+  const Tensor w = kept_weight(true);
   cuda::fill_rows(m, d, param(1).data.device_data<float>(), yt.raw_data(), st);
-  cuda::gemm_stored(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, kept_patches.raw_data(), sc.weight.raw_data(), st,
-                    1.0f, yt.raw_data(), st);
+  cuda::gemm_stored(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, kept_patches.raw_data(), w.raw_data(), st, 1.0f,
+                    yt.raw_data(), st);
 }
 
 void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -119,8 +126,8 @@ void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>&
     cuda::gemm(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dyt.device_data<float>(),
                param(0).data.device_data<float>(), 0.0f, sc.dpatches.device_data<float>());
   } else {
-    cast_into(sc.weight, param(0).data);
-    cuda::gemm_stored(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dyt.raw_data(), sc.weight.raw_data(), st, 0.0f,
+    const Tensor w = kept_weight(false);  // as the forward rounded it
+    cuda::gemm_stored(Transpose::kNo, Transpose::kNo, m, k, d, 1.0f, dyt.raw_data(), w.raw_data(), st, 0.0f,
                       sc.dpatches.raw_data(), st);
   }
   const PatchGeom g{channels_, h_, w_, patch_};

@@ -21,17 +21,18 @@ class PatchEmbedLayer : public Layer {
   // rounded to 16 bits, as under autocast), and the patch matrix kept for
   // backward is stored in that dtype. CPU: blocks of patch rows widened into
   // f32, multiplied, each output rounded once; GPU: cuBLAS on the 16-bit
-  // patches against a 16-bit copy of the weight made per call, as
-  // InnerProduct. The weight and bias and their gradients stay f32.
+  // patches against a 16-bit copy of the weight that the forward makes and
+  // keeps for the backward, as InnerProduct. The weight and bias and their
+  // gradients stay f32.
   bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
-  // The patch matrix, from forward to backward (the weight gradient reads it).
+  // The patch matrix, from forward to backward (the weight gradient reads
+  // it); with 16-bit blobs on a GPU, then the weight's 16-bit copy.
   size_t kept_bytes() const override;
   // In TRAIN: backward's gradient of the patch matrix, scattered into the
-  // input gradient. With 16-bit blobs also the CPU's f32 blocks of rows, or
-  // a GPU's 16-bit copy of the weight.
+  // input gradient. With 16-bit blobs on the CPU also f32 blocks of rows.
   size_t scratch_bytes() const override;
 
  private:
@@ -44,12 +45,15 @@ class PatchEmbedLayer : public Layer {
   Shape patches_shape() const;
   // kept() or scratch() as one [N * T, C * P * P] matrix in the call dtype.
   Tensor patch_matrix(const Tensor& block) const;
+  // kept() on a GPU with 16-bit blobs: the weight's 16-bit copy after the
+  // patch matrix, rounded from the f32 weight when `refresh` (forward), else
+  // as the forward left it.
+  Tensor kept_weight(bool refresh);
   // A call's scratch: the patch matrix's gradient dpatches (backward, in
   // the call dtype); with 16-bit blobs on the CPU f32 blocks of block_rows()
-  // patch rows (wide_p [rows, C*P*P], wide_y [rows, D]), on a GPU the weight
-  // in the blobs' dtype.
+  // patch rows (wide_p [rows, C*P*P], wide_y [rows, D]).
   struct Scratch {
-    Tensor dpatches, wide_p, wide_y, weight;
+    Tensor dpatches, wide_p, wide_y;
   };
   Scratch lay_out_scratch(ScratchCarver& c, bool backward) const;
   Scratch take_scratch(bool backward);

@@ -5,6 +5,7 @@
 
 #include "framework/cpu/threads.h"
 #include "framework/error.h"
+#include "framework/scratch.h"
 
 namespace strata {
 namespace {
@@ -47,10 +48,23 @@ void SoftmaxLossLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   if (!wrong.empty()) shape_error(wrong);
   const int64_t positions = geom_.outer * geom_.inner;
   top[0]->resize({});
-  if (top.size() > 1) top[1]->reshape_like(*bottom[0]);
+  probability_top_ = top.size() > 1;
+  if (probability_top_) top[1]->reshape_like(*bottom[0]);
   prob_.resize(bottom[0]->shape());
   row_max_.resize({positions});
   row_sum_.resize({positions});
+}
+
+size_t SoftmaxLossLayer::f32_scratch(int tensors) const {
+  ScratchCarver c;
+  for (int k = 0; k < tensors; ++k) c.take({geom_.outer, geom_.channels, geom_.inner});
+  return c.bytes();
+}
+
+// The scores in f32 (forward), their gradient in f32 and the probabilities'
+// gradient widened (backward).
+size_t SoftmaxLossLayer::scratch_bytes() const {
+  return call_dtype() == DType::kF32 ? 0 : f32_scratch(probability_top_ ? 2 : 1);
 }
 
 void SoftmaxLossLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
@@ -66,7 +80,10 @@ void SoftmaxLossLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
     labels_[static_cast<size_t>(k)] = class_label(where(), label[k], k, inner, C, ignore_label_);
     valid += labels_[static_cast<size_t>(k)] >= 0 ? 1 : 0;
   }
-  const float* x = bottom[0]->data.data<float>();
+  const bool wide = bottom[0]->data.dtype() != DType::kF32;
+  ScratchCarver carve = wide ? ScratchCarver(scratch(f32_scratch(1))) : ScratchCarver();
+  const Tensor xt = carve.f32_of(bottom[0]->data);
+  const float* x = xt.data<float>();
   softmax_forward(geom_, x, prob_.data<float>(), row_max_.data<float>(), row_sum_.data<float>());
   const int64_t chunk = std::max<int64_t>(1, kMinChunkElements / std::max<int64_t>(1, C * inner));
   parallel_for(geom_.outer, chunk, [&](int64_t ob, int64_t oe) {
@@ -76,7 +93,7 @@ void SoftmaxLossLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   for (double v : outer_loss_) total += v;
   divisor_ = loss_divisor(normalization_, geom_.outer, positions, valid);
   top[0]->data.data<float>()[0] = static_cast<float>(total / divisor_);
-  if (top.size() > 1) top[1]->data.copy_from(prob_);
+  if (probability_top_) cast_into(top[1]->data, prob_);
 }
 
 void SoftmaxLossLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -87,10 +104,14 @@ void SoftmaxLossLayer::backward_cpu(const BlobVec& top, const std::vector<bool>&
   prepare_backward_cpu(bottom);
   const float scale = static_cast<float>(top[0]->diff.data<float>()[0] / divisor_);
   const float* prob = prob_.data<float>();
+  const bool wide = bottom[0]->diff.dtype() != DType::kF32;
+  ScratchCarver carve = wide ? ScratchCarver(scratch(f32_scratch(probability_top_ ? 2 : 1))) : ScratchCarver();
+  Tensor dxt = carve.f32_for(bottom[0]->diff);
   // Nothing writes the probabilities' diff when no layer consumes them, so
   // it is then zero and adds nothing.
-  const float* dprob = top.size() > 1 ? top[1]->diff.data<float>() : nullptr;
-  float* dx = bottom[0]->diff.data<float>();
+  const Tensor dprobt = probability_top_ ? carve.f32_of(top[1]->diff) : Tensor();
+  const float* dprob = probability_top_ ? dprobt.data<float>() : nullptr;
+  float* dx = dxt.data<float>();
   const int64_t chunk = std::max<int64_t>(1, kMinChunkElements / std::max<int64_t>(1, C * inner));
   parallel_for(geom_.outer, chunk, [&](int64_t ob, int64_t oe) {
     for (int64_t o = ob; o < oe; ++o) {
@@ -110,6 +131,7 @@ void SoftmaxLossLayer::backward_cpu(const BlobVec& top, const std::vector<bool>&
       }
     }
   });
+  if (wide) cast_into(bottom[0]->diff, dxt);
 }
 
 }  // namespace strata

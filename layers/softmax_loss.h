@@ -34,6 +34,10 @@ class SoftmaxLossLayer : public LossLayer {
   int max_tops() const override { return 2; }
   // Backward reads the probabilities and labels it kept itself.
   BackwardReads backward_reads() const override { return {false, false}; }
+  // Scores, their gradient and the probabilities top in bf16 or f16: widened
+  // into scratch and computed in f32 (the labels and the loss stay f32).
+  bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
+  size_t scratch_bytes() const override;
 
   void reshape(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) final;
@@ -56,6 +60,9 @@ class SoftmaxLossLayer : public LossLayer {
   // Called once before the slices of a backward (InfogainLoss: H's row sums).
   virtual void prepare_backward_cpu(const BlobVec& /*bottom*/) {}
 
+  // Scratch for a call on 16-bit scores: `tensors` f32 blocks of their shape.
+  size_t f32_scratch(int tensors) const;
+
 #ifdef STRATA_WITH_CUDA
  public:
   struct CudaScratch;  // in layers/softmax_loss.cuh
@@ -65,7 +72,9 @@ class SoftmaxLossLayer : public LossLayer {
   // labels (device_class_label, bad indices to `bad`), its loss into terms
   // and 1 into valid when it counts. Gradient: as slice_gradient_cpu over
   // all outer * C * inner scores, scaled by loss_weight[0] / divisor[0].
-  virtual void position_loss_cuda(const BlobVec& bottom, CudaScratch& st, unsigned long long* bad) = 0;
+  // `x`: the scores in f32 (bottom[0] itself, or widened from 16 bits).
+  virtual void position_loss_cuda(const BlobVec& bottom, const float* x, CudaScratch& st,
+                                  unsigned long long* bad) = 0;
   virtual void position_gradient_cuda(const BlobVec& bottom, const float* loss_weight, CudaScratch& st,
                                       float* dx) = 0;
 #endif
@@ -75,6 +84,7 @@ class SoftmaxLossLayer : public LossLayer {
   std::optional<int64_t> ignore_label_;
   LossNormalization normalization_;
   SoftmaxGeometry geom_;
+  bool probability_top_ = false;     // a second top, the probabilities
   Tensor prob_;                      // softmax output, kept for backward
   Tensor row_max_, row_sum_;         // per position, from softmax_forward
   std::vector<int32_t> labels_;      // checked class index per position, -1 = ignored

@@ -39,10 +39,11 @@ __global__ void label_gradient_kernel(int64_t total, int64_t channels, int64_t i
 
 }  // namespace
 
-void SoftmaxWithLossLayer::position_loss_cuda(const BlobVec& bottom, CudaScratch& st, unsigned long long* bad) {
+void SoftmaxWithLossLayer::position_loss_cuda(const BlobVec& bottom, const float* x, CudaScratch& st,
+                                    unsigned long long* bad) {
   const int64_t positions = geom_.outer * geom_.inner;
   label_loss_kernel<<<cuda::blocks_for(positions), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-      positions, geom_.channels, geom_.inner, bottom[0]->data.device_data<float>(),
+      positions, geom_.channels, geom_.inner, x,
       bottom[1]->data.device_data<float>(), row_max_.device_data<float>(), row_sum_.device_data<float>(),
       ignore_label_ ? 1 : 0, ignore_label_ ? static_cast<float>(*ignore_label_) : 0.0f,
       st.labels.device_data<int32_t>(), st.terms.device_data<float>(), st.valid.device_data<float>(), bad);

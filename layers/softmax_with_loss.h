@@ -24,7 +24,7 @@ class SoftmaxWithLossLayer : public SoftmaxLossLayer {
   double slice_loss_cpu(const BlobVec& bottom, const float* x, int64_t o) const override;
   void slice_gradient_cpu(const BlobVec& bottom, int64_t o, float scale, float* dx) const override;
 #ifdef STRATA_WITH_CUDA
-  void position_loss_cuda(const BlobVec& bottom, CudaScratch& st, unsigned long long* bad) override;
+  void position_loss_cuda(const BlobVec& bottom, const float* x, CudaScratch& st, unsigned long long* bad) override;
   void position_gradient_cuda(const BlobVec& bottom, const float* loss_weight, CudaScratch& st, float* dx) override;
 #endif
 };

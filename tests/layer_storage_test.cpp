@@ -44,14 +44,16 @@ std::vector<StorageCase> storage_cases() {
 
 // The layers that take both 16-bit dtypes on the CPU (Scale with one bottom).
 const char* const kNative16BitLayers[] = {
-    "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
-    "InnerProduct", "LayerNorm", "MultiHeadAttention", "PatchEmbed", "Pooling", "PositionEmbedding", "ReLU",
-    "Reshape", "Scale", "Sigmoid", "Softmax", "Split", "TanH", "TokenPool"};
+    "Accuracy", "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
+    "InfogainLoss", "InnerProduct", "LayerNorm", "MultiHeadAttention", "PatchEmbed", "Pooling",
+    "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Softmax", "SoftmaxWithLoss", "Split", "TanH",
+    "TokenPool"};
 // The same on a GPU.
 const char* const kNative16BitLayersOnAGpu[] = {
-    "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
-    "InnerProduct", "LayerNorm", "MultiHeadAttention", "PatchEmbed", "Pooling", "PositionEmbedding", "ReLU",
-    "Reshape", "Scale", "Sigmoid", "Softmax", "Split", "TanH", "TokenPool"};
+    "Accuracy", "AdaptivePooling", "BatchNorm", "Concat", "Convolution", "Dropout", "Eltwise", "Flatten", "GELU",
+    "InfogainLoss", "InnerProduct", "LayerNorm", "MultiHeadAttention", "PatchEmbed", "Pooling",
+    "PositionEmbedding", "ReLU", "Reshape", "Scale", "Sigmoid", "Softmax", "SoftmaxWithLoss", "Split", "TanH",
+    "TokenPool"};
 
 TEST(LayerStorage, EveryLayerThatTakes16BitBlobsMatchesItsF32Path) {
   std::set<std::string> checked;

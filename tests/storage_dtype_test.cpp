@@ -521,6 +521,61 @@ TEST(StorageDtype, ALayerThatTakesTheStoredDtypeGetsNoCopies) {
   }
 }
 
+// ----------------------------------------------------- labels stay f32 ----
+
+// 300 classes: 257 and 299 are not bf16 values (they round to 256 and 300),
+// and the labels reach the loss and the accuracy through a Reshape and the
+// net's Split (the labels fan out to two layers), both layers that take
+// 16 bits. The labels stay f32 all the way, and so do the loss and the
+// accuracy; the net trains as the f32 net does within bf16's rounding.
+TEST(StorageDtype, LabelsStayF32OnTheirWayToTheLossAndTheAccuracy) {
+  const std::string text = R"(
+layer { name: "in" type: "Input" top: "x" top: "label" input_param { shape { dim: 4 dim: 16 } shape { dim: 4 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "score" inner_product_param { num_output: 300 weight_filler { type: "gaussian" std: 0.1 } } }
+layer { name: "relabel" type: "Reshape" bottom: "label" top: "label_r" reshape_param { shape { dim: 4 dim: 1 } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "score" bottom: "label_r" top: "loss" }
+layer { name: "acc" type: "Accuracy" bottom: "score" bottom: "label_r" top: "acc" accuracy_param { top_k: 300 } }
+)";
+  const F32GemmOnly f32_gemm;
+  for (DType storage : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    auto reduced = make_net(storage, BlobMemory::kByLifetimeChecked, text);
+    auto ref = make_net(DType::kF32, BlobMemory::kSeparate, text);
+    EXPECT_EQ(reduced->storage_dtype_of(reduced->blob("score")), storage);
+    for (const char* name : {"label", "label_r", "loss", "acc"}) {
+      EXPECT_EQ(reduced->storage_dtype_of(reduced->blob(name)), DType::kF32) << name;
+    }
+    for (Net* net : {reduced.get(), ref.get()}) {
+      Rng rng(5);
+      float* x = net->blob("x").data.data<float>();
+      for (int64_t i = 0; i < net->blob("x").numel(); ++i) x[i] = static_cast<float>(rng.uniform(-1, 1));
+      const float labels[] = {257, 299, 3, 2047};
+      std::memcpy(net->blob("label").data.data<float>(), labels, sizeof(labels));
+    }
+    // 2047 is no class of 300: both nets name it (a label rounded to 2048
+    // would be named so).
+    EXPECT_CONTAINS(test::error_of<Error>([&] { reduced->forward(); }), "2047");
+    for (Net* net : {reduced.get(), ref.get()}) net->blob("label").data.data<float>()[3] = 255;
+    const float loss = reduced->forward();
+    const float ref_loss = ref->forward();
+    EXPECT_NEAR(loss, ref_loss, 0.02f * std::fabs(ref_loss));
+    // top_k = 300 counts every labelled sample, whatever the scores: a label
+    // rounded out of range would be named instead.
+    EXPECT_EQ(reduced->blob("acc").data.data<float>()[0], 1.0f);
+    reduced->backward();
+    ref->backward();
+    const std::vector<float> g = test::values(reduced->params()[0].blob->diff);
+    const std::vector<float> rg = test::values(ref->params()[0].blob->diff);
+    ASSERT_EQ(g.size(), rg.size());
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      err = std::max(err, std::fabs(static_cast<double>(g[i]) - rg[i]));
+      norm = std::max(norm, std::fabs(static_cast<double>(rg[i])));
+    }
+    EXPECT_LT(err, 0.02 * norm);
+  }
+}
+
 // ------------------------------------------ an undeclared read, named ----
 
 // In every memory layout, not only the checked one: the value it did not

@@ -267,10 +267,17 @@ bool ConvolutionLayer::input_grad_as_convolution() const {
   return use_patches() && stride_.h == 1 && stride_.w == 1 && 2 * channels_ >= num_output_;
 }
 
+size_t ConvolutionLayer::kept_bytes() const {
+  if (call_dtype() == DType::kF32 || device().is_cpu()) return 0;
+  ScratchCarver counter;
+  counter.take(param(0).shape(), call_dtype());
+  return counter.bytes();
+}
+
 size_t ConvolutionLayer::scratch_bytes() const {
   if (!device().is_cpu()) {
 #ifdef STRATA_WITH_CUDA
-    ScratchCarver counter;  // cuDNN's workspace, after the 16-bit weight copies
+    ScratchCarver counter;  // cuDNN's workspace, after the 16-bit weight gradient
     lay_out_cuda_scratch(counter, cudnn_workspace_bytes());
     return counter.bytes();
 #else

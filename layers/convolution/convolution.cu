@@ -7,8 +7,8 @@
 // the plan places by step in the net's arena, where the bytes are free at
 // that layer's call. cuDNN handles groups itself (group count on the
 // convolution descriptor). Blobs stored in bf16 or f16 get descriptors of
-// that type (f32 compute) and a 16-bit copy of the weight per call
-// (forward_stored_cuda, backward_stored_cuda).
+// that type (f32 compute) and a 16-bit copy of the weight that the forward
+// makes and keeps for the backward (forward_stored_cuda, backward_stored_cuda).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -188,12 +188,16 @@ size_t ConvolutionLayer::cudnn_workspace_bytes() const {
 
 ConvolutionLayer::CudaScratch ConvolutionLayer::lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const {
   CudaScratch s;
-  if (call_dtype() != DType::kF32) {
-    s.weight = c.take(param(0).shape(), call_dtype());
-    if (phase() == Phase::kTrain) s.weight_grad = c.take(param(0).shape(), call_dtype());
-  }
+  if (call_dtype() != DType::kF32 && phase() == Phase::kTrain) s.weight_grad = c.take(param(0).shape(), call_dtype());
   if (workspace_bytes > 0) s.workspace = c.take({static_cast<int64_t>(workspace_bytes)}, DType::kU8);
   return s;
+}
+
+Tensor ConvolutionLayer::kept_weight(bool refresh) {
+  ScratchCarver carver(kept(kept_bytes()));
+  Tensor w = carver.take(param(0).shape(), call_dtype());
+  if (refresh) cast_into(w, param(0).data);  // rounded on the device, on the compute stream
+  return w;
 }
 
 void ConvolutionLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
@@ -204,8 +208,8 @@ void ConvolutionLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
   lay_out_cuda_scratch(counter, st.algos->fwd_bytes);
   ScratchCarver carver(scratch(counter.bytes()));
   CudaScratch s = lay_out_cuda_scratch(carver, st.algos->fwd_bytes);
-  cast_into(s.weight, param(0).data);  // rounded on the device, on the compute stream
-  STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, st.x, x.raw_data(), st.w, s.weight.raw_data(), st.conv,
+  const Tensor w = kept_weight(true);
+  STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, st.x, x.raw_data(), st.w, w.raw_data(), st.conv,
                                              st.algos->fwd, s.workspace.raw_data(), st.algos->fwd_bytes, &zero, st.y,
                                              y.raw_data()));
   if (bias_ == Bias::kYes) {
@@ -235,8 +239,8 @@ void ConvolutionLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, T
                                                     s.weight_grad.raw_data()));
   cuda::accumulate_widened(param(0).numel(), s.weight_grad.raw_data(), call_dtype(), param(0).diff.device_data<float>());
   if (dx) {
-    cast_into(s.weight, param(0).data);
-    STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, s.weight.raw_data(), st.y, dy.raw_data(),
+    const Tensor w = kept_weight(false);  // as the forward rounded it
+    STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, w.raw_data(), st.y, dy.raw_data(),
                                                     st.conv_bwd_data, st.algos->bwd_data, s.workspace.raw_data(),
                                                     st.algos->bwd_data_bytes, &zero, st.x, dx->raw_data()));
   }

@@ -53,7 +53,8 @@ class ConvolutionLayer : public Layer {
   // into its worker's f32 scratch, convolved as in f32 and rounded once, so
   // the f32 copies span one chunk, not the batch. On a GPU cuDNN convolves
   // the 16-bit tensors on tensor cores (f32 accumulation) with a 16-bit copy
-  // of the weight made per call; the weight gradient comes out in 16 bits
+  // of the weight that the forward makes and keeps for the backward (one
+  // rounding per step, not per call); the weight gradient comes out in 16 bits
   // and is added to the f32 one, as under autocast.
   bool takes_storage(DType dtype) const override {
     return dtype == DType::kF32 || (is_float_dtype(dtype) && !tp_.active());
@@ -64,6 +65,8 @@ class ConvolutionLayer : public Layer {
   STRATA_CPU_METHODS;
   // Every worker's im2col or Winograd buffers and weight-gradient sums.
   size_t scratch_bytes() const override;
+  // 16-bit blobs on a GPU: the weight's 16-bit copy, from forward to backward.
+  size_t kept_bytes() const override;
   ParamShard param_shard(size_t param_index) const override;
 
  private:
@@ -190,11 +193,14 @@ class ConvolutionLayer : public Layer {
   // The most workspace one call of the chosen algorithms takes (TEST:
   // forward's); 0 before they are chosen.
   size_t cudnn_workspace_bytes() const;
-  // A call's scratch on a GPU: with 16-bit blobs the weight's 16-bit copy
-  // and (TRAIN) its 16-bit gradient, then cuDNN's workspace.
+  // A call's scratch on a GPU: with 16-bit blobs (TRAIN) the weight's 16-bit
+  // gradient, then cuDNN's workspace.
   struct CudaScratch {
-    Tensor weight, weight_grad, workspace;
+    Tensor weight_grad, workspace;
   };
+  // With 16-bit blobs, the weight's 16-bit copy in kept(): rounded from the
+  // f32 weight when `refresh` (forward), else as the forward left it.
+  Tensor kept_weight(bool refresh);
   CudaScratch lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const;
   void forward_stored_cuda(const Tensor& x, Tensor& y);
   void backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx);
