@@ -148,6 +148,19 @@ struct ForwardCost {
   double bytes = 0;  // parameters, bottoms and tops, each read or written once
 };
 class Layer;
+
+// An elementwise activation that the layer producing a blob (a GEMM, a
+// convolution) can apply to its outputs as it writes them, in place of the
+// activation layer's own pass over them: the Net fuses the two where the
+// layers declare they can (Layer::as_epilogue, Layer::takes_epilogue;
+// framework/net_fusion.cpp), with the same bits as the two calls.
+struct Epilogue {
+  enum class Kind { kNone, kReLU };
+  Kind kind = Kind::kNone;
+  float slope = 0.0f;  // kReLU: the negative slope (0: ReLU; > 0: leaky)
+  bool none() const { return kind == Kind::kNone; }
+};
+
 // For forward_cost: the elements of a blob but its feature dimension (C of
 // NCHW, the last of anything else); the elements of a layer's parameters of
 // two or more dimensions (its weights; biases and scales add too little).
@@ -272,6 +285,19 @@ class Layer {
   bool tops_overwritten_later() const { return tops_overwritten_later_; }
   void set_tops_overwritten_later(bool overwritten) { tops_overwritten_later_ = overwritten; }
 
+  // Fusion (framework/net_fusion.cpp). This layer's forward as an epilogue
+  // that the layer producing its bottom can apply for it when it runs in
+  // place (ReLU); none unless a layer says. Its backward still runs as it is.
+  virtual Epilogue as_epilogue() const { return {}; }
+  // Whether this layer's forward, on its device and in its call_dtype(), can
+  // apply `e` to its one top as it writes it, with the bits the epilogue's
+  // own layer would give after it; false unless a layer says.
+  virtual bool takes_epilogue(const Epilogue& /*e*/) const { return false; }
+  // The epilogue this layer's forward applies, set by the Net before a
+  // forward (none: the net fused nothing into it).
+  const Epilogue& epilogue() const { return epilogue_; }
+  void set_epilogue(const Epilogue& e) { epilogue_ = e; }
+
   // Once: check bottom shapes, create parameters with add_param(). Nothing
   // by default (a layer without parameters may need only reshape()).
   virtual void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}
@@ -389,6 +415,7 @@ class Layer {
   Tensor own_kept_;    // otherwise
   DType call_dtype_ = DType::kF32;
   bool tops_overwritten_later_ = true;
+  Epilogue epilogue_;
 };
 
 }  // namespace strata

@@ -502,6 +502,11 @@ class Net::ScratchBinding {
 void Net::run_forward(int i, Call call) {
   Layer& layer = *layers_[static_cast<size_t>(i)];
   if (pass_hooks_.before_forward) pass_hooks_.before_forward(i);
+  if (static_cast<size_t>(i) < absorbed_.size() && absorbed_[static_cast<size_t>(i)]) {
+    // The layer before it applied this activation as it wrote (fuse_epilogues).
+    if (pass_hooks_.after_forward) pass_hooks_.after_forward(i);
+    return;
+  }
   const ScratchBinding scratch(*this, i, call);
   CastBinding copies(*this, i, call);  // f32 copies of blobs stored in bf16/f16 (net_storage.cpp)
   naming_layer_on_failure(i, "forward", [&] {

@@ -87,6 +87,12 @@ struct NetOptions {
   // blobs for each call, converted at the call's edges, placed like its
   // scratch (framework/net_storage.cpp).
   DType storage_dtype = DType::kF32;
+  // Fuse an in-place activation into the layer before it where both declare
+  // they can (Layer::as_epilogue, Layer::takes_epilogue): the producer
+  // applies it as it writes its output and the activation's forward is
+  // skipped (its backward runs as it is), the same bits as unfused
+  // (framework/net_fusion.cpp). Off: every layer runs its own forward.
+  bool fuse_epilogues = true;
 };
 
 // Which blobs a net stores in a reduced dtype, and what converting them
@@ -272,6 +278,12 @@ class Net {
   void reshape();
   const BlobPlanReport& blob_plan() const { return blob_plan_; }
   const StorageReport& storage_report() const { return storage_report_; }
+  // The activations fused into the layer before them (NetOptions::fuse_epilogues),
+  // as {producer, activation} layer indices, in net order.
+  const std::vector<std::pair<int, int>>& fused_epilogues() const { return fused_; }
+  // "fused 2 activation(s) into the layer before them: relu1 into conv1, ...";
+  // "" when none.
+  std::string fusion_report() const;
   // The dtype `b`'s value and gradient are stored in between layer calls
   // (NetOptions::storage_dtype, or f32 for the blobs kept f32).
   DType storage_dtype_of(const Blob& b) const { return reduced_.count(&b) ? options_.storage_dtype : DType::kF32; }
@@ -323,6 +335,11 @@ class Net {
   // ones code outside the layers touches), their tensors converted to it
   // (net_storage.cpp). Called by every plan, as keep_blobs changes the set.
   void choose_storage();
+  // The fusion pass (net_fusion.cpp): which in-place activations the layer
+  // before them applies, set on the layers (Layer::set_epilogue) and in
+  // absorbed_; after choose_storage, by every plan, as kept blobs and the
+  // storage dtypes change what may be fused.
+  void fuse_epilogues();
   // The blobs a reduced storage dtype applies to: read and written by layers
   // alone (not an input, an output, a loss or a kept blob) and not declared
   // f32 by their layers (Layer::bottom_stays_f32, top_stays_f32); none for f32.
@@ -407,6 +424,8 @@ class Net {
   std::vector<std::array<Tensor, 3>> cast_places_;
   Tensor cast_buffer_;                // u8: kSeparate's copies, the largest call's
   std::set<const Blob*> reduced_;     // the blobs stored in options_.storage_dtype
+  std::vector<std::pair<int, int>> fused_;  // {producer, activation} (fuse_epilogues)
+  std::vector<char> absorbed_;              // per layer: its forward is its producer's epilogue
   StorageReport storage_report_;
   Tensor flat_grads_;                  // f32: the updated parameters' gradients, in readiness order
   std::vector<int64_t> grad_offsets_;  // per parameter: its first element in flat_grads_, -1 when not there

@@ -155,6 +155,7 @@ void Net::plan_blob_memory() {
   scratch_places_.assign(static_cast<size_t>(L), {});
   cast_places_.assign(static_cast<size_t>(L), {});
   choose_storage();  // the dtypes first: the sizes below follow them
+  fuse_epilogues();
   if (options_.blob_memory == BlobMemory::kSeparate) {
     for (Tensor* t : old_arena) *t = Tensor(t->shape(), t->dtype(), options_.device);
     blob_arena_ = Tensor();

@@ -8,6 +8,7 @@
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
 #include "framework/scratch.h"
+#include "layers/epilogue.h"
 #include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
@@ -122,16 +123,23 @@ void InnerProductLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   gemm(Transpose::kNo, tw, m_, num_output_, k_, 1.0f, x, w, 0.0f, y);
   // ROW: each rank multiplied its slice of the inputs; the sum is the output.
   if (split_ == Split::kRow) tp_.comm->allreduce(top[0]->data, ReduceOp::kSum);
-  if (bias_ == Bias::kYes) {
-    const float* b = param(1).data.data<float>();
-    const int64_t n = num_output_;
-    parallel_for(m_, 1 + 16384 / n, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        float* row = y + i * n;
+  add_bias_and_epilogue(m_, y);
+}
+
+void InnerProductLayer::add_bias_and_epilogue(int64_t rows, float* y) const {
+  const float* b = bias_ == Bias::kYes ? param(1).data.data<float>() : nullptr;
+  const Epilogue& e = epilogue();
+  if (!b && e.none()) return;
+  const int64_t n = num_output_;
+  parallel_for(rows, 1 + 16384 / n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* row = y + i * n;
+      if (b) {
         for (int64_t j = 0; j < n; ++j) row[j] += b[j];
       }
-    });
-  }
+      apply_epilogue(e, row, n);  // a fused ReLU on the row while it is in cache
+    }
+  });
 }
 
 void InnerProductLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
@@ -203,7 +211,6 @@ void InnerProductLayer::forward_stored_cpu(const Tensor& x, Tensor& y) {
   Tensor xb = carver.take({rows, k_});
   Tensor yb = carver.take({rows, num_output_});
   const float* w = param(0).data.data<float>();
-  const float* b = bias_ == Bias::kYes ? param(1).data.data<float>() : nullptr;
   const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
   const int64_t n = num_output_;
   const bool bf16_gemm = x.dtype() == DType::kBF16 && gemm_bf16_available();
@@ -221,13 +228,7 @@ void InnerProductLayer::forward_stored_cpu(const Tensor& x, Tensor& y) {
         widen_elements<E>(x.data<T>() + r0 * k_, r * k_, xb.data<float>());
         gemm(Transpose::kNo, tw, r, n, k_, 1.0f, xb.data<float>(), w, 0.0f, yf);
       }
-      if (b) {
-        parallel_for(r, 1 + 16384 / n, [&](int64_t begin, int64_t end) {
-          for (int64_t i = begin; i < end; ++i) {
-            for (int64_t j = 0; j < n; ++j) yf[i * n + j] += b[j];
-          }
-        });
-      }
+      add_bias_and_epilogue(r, yf);
       round_elements<E>(yf, r * n, y.data<T>() + r0 * n);
     }
   });

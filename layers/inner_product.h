@@ -39,6 +39,10 @@ class InnerProductLayer : public Layer {
   }
   // 16-bit blobs: the CPU's row blocks.
   size_t scratch_bytes() const override;
+  // On the CPU, a ReLU after it applied to each row as its bias is added.
+  bool takes_epilogue(const Epilogue& e) const override {
+    return e.kind == Epilogue::Kind::kReLU && device().is_cpu() && split_ == Split::kNone;
+  }
   // 16-bit blobs on a GPU: the weight's 16-bit copy, from forward to backward.
   size_t kept_bytes() const override;
 
@@ -54,6 +58,8 @@ class InnerProductLayer : public Layer {
   enum class Split { kNone, kColumn, kRow };
 
   int canonical_axis(const Shape& s) const;
+  // y [rows, num_output] += bias, then the fused epilogue (Layer::epilogue), on the CPU.
+  void add_bias_and_epilogue(int64_t rows, float* y) const;
   // The CPU's 16-bit paths (inner_product.cpp), a block of rows at a time.
   int64_t stored_block_rows() const;
   void forward_stored_cpu(const Tensor& x, Tensor& y);

@@ -32,6 +32,12 @@ class ReLULayer : public NeuronLayer {
   BackwardReads backward_reads() const override { return {negative_slope_ < 0.0f, negative_slope_ >= 0.0f}; }
   // Blobs stored in bf16 or f16 are taken as they are (the Tensor forms of layers/neuron_layer.h).
   bool takes_storage(DType dtype) const override { return takes_float_storage(dtype); }
+  // In place, the layer before it can apply it (its backward reads the
+  // output then); not with a negative slope, whose backward reads the input.
+  Epilogue as_epilogue() const override {
+    if (negative_slope_ < 0.0f) return {};
+    return {Epilogue::Kind::kReLU, negative_slope_};
+  }
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) override;

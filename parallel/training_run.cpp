@@ -252,6 +252,7 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
   if (lead && solver.net().storage_report().reduced > 0) {
     std::printf("%s\n", solver.net().storage_report().str().c_str());
   }
+  if (lead && !solver.net().fusion_report().empty()) std::printf("%s\n", solver.net().fusion_report().c_str());
 
   // 4. Every rank reads the same snapshot (a pipeline stage restores its
   // part). Weights: rank 0 reads them and data parallelism broadcasts them;

@@ -138,6 +138,7 @@ void Solver::build_nets() {
     o.device = options_.device;
     o.blob_memory = config_.blob_memory;  // a TEST net: planned for forward passes only
     o.storage_dtype = storage_dtype_of(config_.precision);
+    o.fuse_epilogues = config_.fuse_epilogues;
     if (phase == Phase::kTrain) o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
     return o;
   };

@@ -109,6 +109,9 @@ struct SolverConfig {
   // BY_LIFETIME_CHECKED (no sharing; NaN into each buffer after its last use). The
   // training net's; results are the same bits in all three.
   BlobMemory blob_memory = BlobMemory::kByLifetime;
+  // fuse_epilogues: an in-place ReLU applied by the InnerProduct or
+  // Convolution before it (NetOptions::fuse_epilogues); the same bits either way.
+  bool fuse_epilogues = true;
 
   // ---- multi-process training ----
   // The `parallel { data { ... } }` block as written (empty when absent). The

@@ -13,6 +13,7 @@
 #include "framework/cpu/threads.h"
 #include "layers/convolution/convolution_patches.h"
 #include "layers/convolution/convolution_winograd.h"
+#include "layers/epilogue.h"
 
 namespace strata {
 
@@ -477,8 +478,10 @@ void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) 
   }
   const float* x = bottom[0]->data.data<float>();
   float* y = top[0]->data.data<float>();
+  const int64_t out_image = num_output_ * out_h_ * out_w_;
   for_each_chunk([&](int64_t i0, int64_t n, int worker) {
     forward_chunk(x, y, i0, n, workspaces[static_cast<size_t>(worker)]);
+    apply_epilogue(epilogue(), y + i0 * out_image, n * out_image);  // a fused ReLU, while the chunk is in cache
   });
 }
 

@@ -65,6 +65,10 @@ class ConvolutionLayer : public Layer {
   STRATA_CPU_METHODS;
   // Every worker's im2col or Winograd buffers and weight-gradient sums.
   size_t scratch_bytes() const override;
+  // On the CPU, a ReLU after it applied to each chunk of images as it is written.
+  bool takes_epilogue(const Epilogue& e) const override {
+    return e.kind == Epilogue::Kind::kReLU && device().is_cpu() && !tp_.active();
+  }
   // 16-bit blobs on a GPU: the weight's 16-bit copy, from forward to backward.
   size_t kept_bytes() const override;
   ParamShard param_shard(size_t param_index) const override;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "layers/convolution/convolution.h"
+#include "layers/epilogue.h"
 #include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element)
 
 namespace strata {
@@ -25,6 +26,7 @@ void ConvolutionLayer::forward_stored(const Tensor& x, Tensor& y, std::vector<Wo
       float* wy = ws.wide_y.data<float>();
       for (int64_t k = 0; k < n * image; ++k) wx[k] = E::load(xs[i0 * image + k]);
       forward_chunk(wx, wy, 0, n, ws);
+      apply_epilogue(epilogue(), wy, n * out_image);  // a fused ReLU, before the one rounding
       for (int64_t k = 0; k < n * out_image; ++k) ys[i0 * out_image + k] = E::store(wy[k]);
     });
   });

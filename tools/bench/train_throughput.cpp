@@ -8,7 +8,8 @@
 // Prints one JSON object per model: {"impl":"strata","model":...,"samples_per_s":median,...},
 // with the start-up plan's total and the process's tensor peak (planned_bytes,
 // tensor_peak_bytes). `--blob-memory SEPARATE` trains in Caffe's layout;
-// `--recompute blocks` recomputes every ViT block and VGG stage in backward.
+// `--recompute blocks` recomputes every ViT block and VGG stage in backward;
+// `--fuse off` runs every ReLU's own forward (the solver's fuse_epilogues).
 //
 // On a GPU (a build with CUDA):
 //   strata_bench_train --device cuda --precision BF16 --models cifar_vgg,vgg16
@@ -70,7 +71,8 @@ const std::vector<BenchModel> kModels = {{"mlp", {1, 28, 28}, 128, 128},
 // With `recompute`, every ViT block (blockK_ln1 .. blockK_add2) and every
 // VGG stage (convK_1 .. poolK) is a recompute range.
 std::string solver_text(const std::string& source_dir, const BenchModel& m, int64_t batch,
-                        const std::string& precision, const std::string& blob_memory, bool recompute) {
+                        const std::string& precision, const std::string& blob_memory, bool recompute,
+                        bool fuse) {
   // A model without a train.prototxt (vgg16, vit_b16) is benchmarked from
   // its deploy net with a SoftmaxWithLoss on its last top (1000 logits); one
   // with neither (resnet50) from its benchmark.prototxt, which has its loss.
@@ -117,7 +119,8 @@ std::string solver_text(const std::string& source_dir, const BenchModel& m, int6
          << "base_lr: 0.01 momentum: 0.9 weight_decay: 0.0005 max_iter: 1000000 display: 0\n"
          << "test_interval: 0 snapshot: 0 snapshot_after_train: false\n"
          << "precision: " << precision << "\n"
-         << "blob_memory: " << blob_memory << "\n";
+         << "blob_memory: " << blob_memory << "\n"
+         << "fuse_epilogues: " << (fuse ? "true" : "false") << "\n";
   return solver.str();
 }
 
@@ -127,7 +130,7 @@ int main(int argc, char** argv) {
   std::string models = "mlp,lenet,cifar_vgg";
   std::string source_dir = STRATA_SOURCE_DIR;
   std::string device_name = "cpu", precision = "FP32", blob_memory = "BY_LIFETIME";
-  bool recompute = false;
+  bool recompute = false, fuse = true;
   int64_t batch_override = 0;
   int threads = 2, iters = 20, warmup = 5, repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -143,10 +146,11 @@ int main(int argc, char** argv) {
     else if (flag == "--batch") batch_override = std::atoll(value.c_str());
     else if (flag == "--blob-memory") blob_memory = value;
     else if (flag == "--recompute") recompute = value == "1" || value == "true" || value == "blocks";
+    else if (flag == "--fuse") fuse = !(value == "0" || value == "false" || value == "off");
     else {
       std::fprintf(stderr,
                    "unknown flag %s (flags: --models --threads --iters --warmup --repeats --source-dir --device "
-                   "--precision --batch --blob-memory --recompute)\n",
+                   "--precision --batch --blob-memory --recompute --fuse)\n",
                    flag.c_str());
       return 2;
     }
@@ -169,7 +173,8 @@ int main(int argc, char** argv) {
       const int64_t batch = batch_override > 0 ? batch_override : device.is_cpu() ? it->batch : it->gpu_batch;
       if (batch % world != 0) fail<ConfigError>("batch ", batch, " does not split over ", world, " ranks");
       const int64_t local_batch = batch / world;
-      const std::string text = solver_text(source_dir, *it, local_batch, precision, blob_memory, recompute);
+      const std::string text =
+          solver_text(source_dir, *it, local_batch, precision, blob_memory, recompute, fuse);
       const SolverConfig config = parse_solver_config(parse_config_text(text, name), "");
       bench::reset_peak_memory(device);
       SolverOptions options;

@@ -1,0 +1,151 @@
+// The fusion pass (NetOptions::fuse_epilogues, framework/net_fusion.cpp): an
+// in-place ReLU after an InnerProduct or a Convolution is applied by that
+// layer as it writes, with the bits of the two layers run one after the
+// other, in every storage dtype and memory layout and with recomputation;
+// and where fusing would change what some reader sees, nothing is fused.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/config/config.h"
+#include "framework/dtype.h"
+#include "framework/net.h"
+#include "framework/rng.h"
+#include "tests/test_util.h"
+
+namespace strata {
+namespace {
+
+// conv1 + relu1 and ip1 + relu2 (both in place) are fused; relu3 reads a
+// blob that pool1 made (no epilogue there) and is not.
+const char* kNet = R"(
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 3 dim: 2 dim: 9 dim: 9 } shape { dim: 3 dim: 5 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1" convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "gaussian" std: 0.4 } bias_filler { type: "gaussian" std: 0.2 } } }
+layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" RELU1_PARAM }
+layer { name: "pool1" type: "Pooling" bottom: "c1" top: "p1" pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+layer { name: "relu3" type: "ReLU" bottom: "p1" top: "p1" }
+layer { name: "ip1" type: "InnerProduct" bottom: "p1" top: "h1" inner_product_param { num_output: 12 weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.2 } } }
+layer { name: "relu2" type: "ReLU" bottom: "h1" top: "h1" }
+layer { name: "ip2" type: "InnerProduct" bottom: "h1" top: "h2" inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "h2" bottom: "y" top: "loss" }
+RECOMPUTE
+)";
+
+std::string net_text(const std::string& relu1_param = "", const std::string& recompute = "") {
+  std::string text = kNet;
+  text.replace(text.find("RELU1_PARAM"), std::string("RELU1_PARAM").size(), relu1_param);
+  text.replace(text.find("RECOMPUTE"), std::string("RECOMPUTE").size(), recompute);
+  return text;
+}
+
+std::unique_ptr<Net> make_net(const std::string& text, bool fuse, DType storage = DType::kF32,
+                              BlobMemory memory = BlobMemory::kByLifetimeChecked) {
+  NetOptions o;
+  o.fuse_epilogues = fuse;
+  o.storage_dtype = storage;
+  o.blob_memory = memory;
+  return std::make_unique<Net>(parse_config_text(text, "net.prototxt"), o);
+}
+
+std::vector<std::string> fused_names(const Net& net) {
+  std::vector<std::string> out;
+  for (const auto& [producer, activation] : net.fused_epilogues()) {
+    out.push_back(net.layer(producer).name() + "+" + net.layer(activation).name());
+  }
+  return out;
+}
+
+std::vector<uint32_t> bits(const Tensor& t) {
+  const std::vector<float> v = test::values(t);
+  std::vector<uint32_t> out(v.size());
+  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+  return out;
+}
+
+// Forward and backward of two steps (the weights moved between them by
+// plain SGD), returning the loss bits and every parameter gradient's bits.
+std::pair<std::vector<uint32_t>, std::vector<std::vector<uint32_t>>> run(Net& net) {
+  std::vector<uint32_t> losses;
+  std::vector<std::vector<uint32_t>> grads;
+  Rng rng(3);
+  for (int step = 0; step < 2; ++step) {
+    for (const char* in : {"x", "y"}) {
+      float* d = net.blob(in).data.data<float>();
+      for (int64_t i = 0; i < net.blob(in).numel(); ++i) d[i] = static_cast<float>(rng.uniform(-1, 1));
+    }
+    for (const NetParam& p : net.params()) p.blob->diff.fill(0.0f);
+    const float loss = net.forward();
+    uint32_t b;
+    std::memcpy(&b, &loss, 4);
+    losses.push_back(b);
+    net.backward();
+    for (const NetParam& p : net.params()) {
+      grads.push_back(bits(p.blob->diff));
+      float* w = p.blob->data.data<float>();
+      const float* g = p.blob->diff.data<float>();
+      for (int64_t i = 0; i < p.blob->numel(); ++i) w[i] -= 0.1f * g[i];
+    }
+  }
+  return {losses, grads};
+}
+
+TEST(Fusion, AnInPlaceReLUAfterAGemmOrConvolutionGivesTheUnfusedBits) {
+  const std::string recompute = R"(recompute { from: "conv1" to: "relu3" })";
+  for (const std::string& extra : {std::string(), recompute}) {
+    for (DType storage : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (BlobMemory memory : {BlobMemory::kSeparate, BlobMemory::kByLifetimeChecked}) {
+        if (!extra.empty() && memory == BlobMemory::kSeparate) continue;  // recompute needs a plan
+        SCOPED_TRACE(std::string(dtype_name(storage)) + (memory == BlobMemory::kSeparate ? " separate" : " planned") +
+                     (extra.empty() ? "" : " recomputed"));
+        const std::string text = net_text("", extra);
+        auto fused = make_net(text, true, storage, memory);
+        auto plain = make_net(text, false, storage, memory);
+        EXPECT_EQ(fused_names(*fused), (std::vector<std::string>{"conv1+relu1", "ip1+relu2"}));
+        EXPECT_TRUE(plain->fused_epilogues().empty());
+        EXPECT_CONTAINS(fused->fusion_report(), "fused 2 activation(s) into the layer before them: relu1 into conv1");
+        const auto a = run(*fused);
+        const auto b = run(*plain);
+        EXPECT_EQ(a.first, b.first);
+        ASSERT_EQ(a.second.size(), b.second.size());
+        for (size_t k = 0; k < a.second.size(); ++k) EXPECT_EQ(a.second[k], b.second[k]) << "gradient " << k;
+      }
+    }
+  }
+}
+
+// A leaky ReLU is fused where the output stays f32; in 16 bits rounding the
+// product of the slope and a rounded value is not rounding the product.
+TEST(Fusion, ALeakyReLUOnlyWhereItsInputIsStoredF32) {
+  const std::string text = net_text("relu_param { negative_slope: 0.1 }");
+  auto f32 = make_net(text, true);
+  EXPECT_EQ(fused_names(*f32), (std::vector<std::string>{"conv1+relu1", "ip1+relu2"}));
+  const auto a = run(*f32);
+  const auto b = run(*make_net(text, false));
+  EXPECT_EQ(a.first, b.first);
+  EXPECT_EQ(a.second, b.second);
+  EXPECT_EQ(fused_names(*make_net(text, true, DType::kBF16)), (std::vector<std::string>{"ip1+relu2"}));
+}
+
+TEST(Fusion, NothingWhereAReaderWouldSeeADifferentValue) {
+  // Out of place: the pre-activation blob is the ReLU's bottom, which its
+  // readers (and a negative slope's backward) see.
+  std::string text = net_text();
+  const std::string in_place = R"(layer { name: "relu2" type: "ReLU" bottom: "h1" top: "h1" })";
+  const std::string out_of_place = R"(layer { name: "relu2" type: "ReLU" bottom: "h1" top: "r1" })";
+  text.replace(text.find(in_place), in_place.size(), out_of_place);
+  text.replace(text.find(R"(bottom: "h1" top: "h2")"), std::string(R"(bottom: "h1" top: "h2")").size(),
+               R"(bottom: "r1" top: "h2")");
+  EXPECT_EQ(fused_names(*make_net(text, true)), (std::vector<std::string>{"conv1+relu1"}));
+  // A blob code outside the layers reads: it would see the activation applied early.
+  auto kept = make_net(net_text(), true);
+  kept->keep_blobs({"c1"});
+  EXPECT_EQ(fused_names(*kept), (std::vector<std::string>{"ip1+relu2"}));
+}
+
+}  // namespace
+}  // namespace strata
