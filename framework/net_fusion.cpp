@@ -3,12 +3,14 @@
 // reads or writes that blob) and declares itself an epilogue
 // (Layer::as_epilogue: ReLU) is applied by that layer as it writes its
 // output, when it declares it can (Layer::takes_epilogue: InnerProduct and
-// Convolution on the CPU); the activation's forward is then skipped, and its
+// Convolution, on the CPU and in their GPU bias kernels); the activation's
+// forward is then skipped, and its
 // backward, which reads the output, runs as it is. Nothing keys on a type
 // name: the layers say what they are and what they take.
 //
 // The fused forward gives the unfused bits: the producer computes its output
-// in f32 and applies the activation's own formula before it stores it. With
+// in f32 and applies the activation's own formula before it stores it (on a
+// GPU in the kernel that adds its bias, after the same GEMM). With
 // the output stored in 16 bits that holds for max(x, 0) (rounding keeps the
 // sign and rounds 0 to 0) but not for a leaky slope (round(a * round(x))
 // is not round(a * x)), which is then not fused. Not fused either: a blob

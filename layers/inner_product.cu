@@ -8,6 +8,7 @@
 #include "framework/cuda/stored_math.h"
 #include "framework/scratch.h"
 #include "framework/error.h"
+#include "layers/epilogue.h"
 #include "layers/inner_product.h"
 
 namespace strata {
@@ -70,7 +71,9 @@ void InnerProductLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) 
   cuda::gemm(Transpose::kNo, tw, m_, num_output_, k_, 1.0f, x, w, 0.0f, y);
   // ROW: each rank multiplied its slice of the inputs; the sum is the output.
   if (split_ == Split::kRow) tp_.comm->allreduce(top[0]->data, ReduceOp::kSum);
-  if (bias_ == Bias::kYes) cuda::add_row_bias(m_, num_output_, param(1).data.device_data<float>(), y);
+  if (bias_ == Bias::kYes) {
+    cuda::add_row_bias(m_, num_output_, param(1).data.device_data<float>(), y, device_activation(epilogue()));
+  }
 }
 
 void InnerProductLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,

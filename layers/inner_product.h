@@ -39,9 +39,12 @@ class InnerProductLayer : public Layer {
   }
   // 16-bit blobs: the CPU's row blocks.
   size_t scratch_bytes() const override;
-  // On the CPU, a ReLU after it applied to each row as its bias is added.
+  // A ReLU after it applied to each row as its bias is added: on the CPU;
+  // on a GPU in the bias kernel, so with a bias and f32 blobs (the 16-bit
+  // GEMM adds its bias itself).
   bool takes_epilogue(const Epilogue& e) const override {
-    return e.kind == Epilogue::Kind::kReLU && device().is_cpu() && split_ == Split::kNone;
+    const bool here = device().is_cpu() || (bias_ == Bias::kYes && call_dtype() == DType::kF32);
+    return e.kind == Epilogue::Kind::kReLU && split_ == Split::kNone && here;
   }
   // 16-bit blobs on a GPU: the weight's 16-bit copy, from forward to backward.
   size_t kept_bytes() const override;

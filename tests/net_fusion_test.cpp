@@ -147,5 +147,47 @@ TEST(Fusion, NothingWhereAReaderWouldSeeADifferentValue) {
   EXPECT_EQ(fused_names(*kept), (std::vector<std::string>{"ip1+relu2"}));
 }
 
+#ifdef STRATA_WITH_CUDA
+// On a GPU the ReLU runs in the bias kernel of the Convolution (f32 and 16
+// bits) and of the InnerProduct (f32): the bits of the unfused net on the
+// same GPU, forward and backward.
+TEST(Fusion, OnAGpuTheBitsOfTheUnfusedNet) {
+  STRATA_SKIP_WITHOUT_GPU("the fused bias kernels are compiled, not run");
+  for (DType storage : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    std::vector<std::vector<uint32_t>> results[2];
+    for (bool fuse : {true, false}) {
+      NetOptions o;
+      o.fuse_epilogues = fuse;
+      o.storage_dtype = storage;
+      o.blob_memory = BlobMemory::kByLifetimeChecked;
+      o.device = Device::cuda(0);
+      Net net(parse_config_text(net_text(), "net.prototxt"), o);
+      if (fuse) {
+        const std::vector<std::string> want = storage == DType::kF32
+                                                  ? std::vector<std::string>{"conv1+relu1", "ip1+relu2"}
+                                                  : std::vector<std::string>{"conv1+relu1"};
+        EXPECT_EQ(fused_names(net), want);
+      }
+      Rng rng(3);
+      for (const char* in : {"x", "y"}) {
+        Tensor host(net.blob(in).shape());
+        for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>(rng.uniform(-1, 1));
+        net.blob(in).data.copy_from(host);
+      }
+      for (const NetParam& p : net.params()) p.blob->diff.fill(0.0f);
+      const float loss = net.forward();
+      net.backward();
+      std::vector<std::vector<uint32_t>>& out = results[fuse ? 0 : 1];
+      uint32_t b;
+      std::memcpy(&b, &loss, 4);
+      out.push_back({b});
+      for (const NetParam& p : net.params()) out.push_back(bits(p.blob->diff.to(Device::cpu())));
+    }
+    EXPECT_EQ(results[0], results[1]);
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace strata

@@ -44,8 +44,8 @@ __global__ void scale_kernel(int64_t n, float alpha, float* x) {
   STRATA_CUDA_LOOP(i, n) x[i] *= alpha;
 }
 
-__global__ void add_row_bias_kernel(int64_t rows, int64_t cols, const float* b, float* y) {
-  STRATA_CUDA_LOOP(i, rows * cols) y[i] += b[i % cols];
+__global__ void add_row_bias_kernel(int64_t rows, int64_t cols, const float* b, Activation act, float* y) {
+  STRATA_CUDA_LOOP(i, rows * cols) y[i] = act(y[i] + b[i % cols]);
 }
 
 // One thread per column, rows summed in order: coalesced across threads.
@@ -235,9 +235,9 @@ void scale(int64_t n, float alpha, float* x) {
   STRATA_KERNEL_CHECK();
 }
 
-void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y) {
+void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y, Activation act) {
   if (rows * cols <= 0) return;
-  add_row_bias_kernel<<<blocks_for(rows * cols), kThreadsPerBlock, 0, compute_stream()>>>(rows, cols, b, y);
+  add_row_bias_kernel<<<blocks_for(rows * cols), kThreadsPerBlock, 0, compute_stream()>>>(rows, cols, b, act, y);
   STRATA_KERNEL_CHECK();
 }
 

@@ -46,8 +46,21 @@ void fill(int64_t n, float value, float* x);
 void copy(int64_t n, const float* x, float* y);  // y = x (may alias: no-op)
 void axpy(int64_t n, float alpha, const float* x, float* y);  // y += alpha * x
 void scale(int64_t n, float alpha, float* x);                 // x *= alpha
-// y[r][c] += b[c] for row-major y [rows, cols]: a bias added to every row.
-void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y);
+// An activation a kernel applies to what it writes: a ReLU fused into the
+// layer before it (framework/net_fusion.cpp), with the ReLU layer's formula
+// (ReLUOp, layers/relu.h: x > 0 ? x : slope * x, so -0 below 0 and NaN kept).
+struct Activation {
+  bool relu = false;
+  float slope = 0.0f;
+  __host__ __device__ float operator()(float x) const {
+    if (!relu) return x;
+    const float neg = slope * x;
+    return x > 0.0f ? x : neg;
+  }
+};
+// y[r][c] = act(y[r][c] + b[c]) for row-major y [rows, cols]: a bias added
+// to every row (and a fused ReLU), in one pass.
+void add_row_bias(int64_t rows, int64_t cols, const float* b, float* y, Activation act = {});
 // Sums of [rows, cols] row-major A: y[c] = sum_r A[r][c] + beta * y[c]
 // (beta 0 overwrites, 1 accumulates). Deterministic.
 void column_sums(int64_t rows, int64_t cols, const float* A, float beta, float* y);

@@ -66,10 +66,11 @@ __global__ void channel_sums_stored_kernel(int64_t outer, int64_t channels, int6
 }
 
 template <class T>
-__global__ void add_channel_bias_kernel(int64_t outer, int64_t channels, int64_t inner, const float* b, T* y) {
+__global__ void add_channel_bias_kernel(int64_t outer, int64_t channels, int64_t inner, const float* b,
+                                        Activation act, T* y) {
   STRATA_CUDA_LOOP(k, outer * channels * inner) {
     const int64_t c = (k / inner) % channels;
-    y[k] = store_element<T>(load_element(y[k]) + b[c]);
+    y[k] = store_element<T>(act(load_element(y[k]) + b[c]));
   }
 }
 
@@ -146,13 +147,14 @@ void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const v
   });
 }
 
-void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, const float* b, void* y, DType dtype) {
+void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, const float* b, void* y, DType dtype,
+                             Activation act) {
   const int64_t n = outer * channels * inner;
   if (n <= 0) return;
   with_device_element(dtype, "add_channel_bias_stored", [&](auto e) {
     using T = decltype(e);
     add_channel_bias_kernel<T><<<blocks_for(n), kThreadsPerBlock, 0, compute_stream()>>>(outer, channels, inner, b,
-                                                                                          static_cast<T*>(y));
+                                                                                          act, static_cast<T*>(y));
     STRATA_KERNEL_CHECK();
   });
 }

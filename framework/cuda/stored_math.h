@@ -37,9 +37,10 @@ void column_sums_stored(int64_t rows, int64_t cols, const void* A, DType dtype, 
 void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, const void* w, DType dtype,
                          float beta, float* y);
 
-// y[o][c][i] = round(y[o][c][i] + b[c]), y [outer, channels, inner] stored
-// in `dtype`, b f32: a convolution's bias.
-void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, const float* b, void* y, DType dtype);
+// y[o][c][i] = round(act(y[o][c][i] + b[c])), y [outer, channels, inner]
+// stored in `dtype` (f32 too), b f32: a convolution's bias (and a fused ReLU).
+void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, const float* b, void* y, DType dtype,
+                             Activation act = {});
 
 // Softmax over the channels of x [outer, channels, inner] (y may be x) and
 // its backward dx = y * (dy - sum_c dy * y), on blobs stored in `dtype`

@@ -22,6 +22,7 @@
 #include "framework/error.h"
 #include "framework/scratch.h"
 #include "layers/convolution/convolution.h"
+#include "layers/epilogue.h"
 
 namespace strata {
 
@@ -214,7 +215,7 @@ void ConvolutionLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
                                              y.raw_data()));
   if (bias_ == Bias::kYes) {
     cuda::add_channel_bias_stored(num_, num_output_, out_h_ * out_w_, param(1).data.device_data<float>(),
-                                  y.raw_data(), call_dtype());
+                                  y.raw_data(), call_dtype(), device_activation(epilogue()));
   }
 }
 
@@ -272,9 +273,12 @@ void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, st.x, bottom[0]->data.device_data<float>(), st.w,
                                              param(0).data.device_data<float>(), st.conv, st.algos->fwd, ws,
                                              st.algos->fwd_bytes, &zero, st.y, top[0]->data.device_data<float>()));
-  if (bias_ == Bias::kYes) {
+  if (bias_ == Bias::kYes && epilogue().none()) {
     STRATA_CUDNN_CHECK(cudnnAddTensor(h, &one, st.bias, param(1).data.device_data<float>(), &one, st.y,
                                       top[0]->data.device_data<float>()));
+  } else if (bias_ == Bias::kYes) {  // the bias and a fused ReLU in one pass
+    cuda::add_channel_bias_stored(num_, num_output_, out_h_ * out_w_, param(1).data.device_data<float>(),
+                                  top[0]->data.device_data<float>(), DType::kF32, device_activation(epilogue()));
   }
 }
 

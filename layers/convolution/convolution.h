@@ -65,9 +65,10 @@ class ConvolutionLayer : public Layer {
   STRATA_CPU_METHODS;
   // Every worker's im2col or Winograd buffers and weight-gradient sums.
   size_t scratch_bytes() const override;
-  // On the CPU, a ReLU after it applied to each chunk of images as it is written.
+  // A ReLU after it applied to each chunk of images as it is written: on
+  // the CPU; on a GPU in the bias kernel, so with a bias.
   bool takes_epilogue(const Epilogue& e) const override {
-    return e.kind == Epilogue::Kind::kReLU && device().is_cpu() && !tp_.active();
+    return e.kind == Epilogue::Kind::kReLU && !tp_.active() && (device().is_cpu() || bias_ == Bias::kYes);
   }
   // 16-bit blobs on a GPU: the weight's 16-bit copy, from forward to backward.
   size_t kept_bytes() const override;

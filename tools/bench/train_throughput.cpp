@@ -220,6 +220,9 @@ int main(int argc, char** argv) {
       const MemoryReport plan = memory_report({&net, solver.test_net()});
       std::fprintf(stderr, "strata_bench_train: %s: planned %s; %s; tensor peak %s\n", name.c_str(),
                    plan.str().c_str(), net.blob_plan().str().c_str(), format_bytes(memory_peak()).c_str());
+      if (!net.fusion_report().empty()) {
+        std::fprintf(stderr, "strata_bench_train: %s: %s\n", name.c_str(), net.fusion_report().c_str());
+      }
       std::printf("{\"impl\": \"strata\", \"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, "
                   "\"threads\": %d, \"device\": \"%s\", \"precision\": \"%s\", \"peak_allocated_bytes\": %zu, "
                   "\"peak_reserved_bytes\": %zu, \"steady_peak_allocated_bytes\": %zu, \"planned_bytes\": %zu, "
