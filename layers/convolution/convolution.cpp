@@ -245,7 +245,7 @@ void ConvolutionLayer::force_algorithm_for_testing(Algorithm a) { g_forced_algor
 
 bool ConvolutionLayer::use_patches() const {
 #ifdef STRATA_CONV_PATCHES
-  return g_forced_algorithm != Algorithm::kIm2col && conv_patches::use_avx512();
+  return g_forced_algorithm != Algorithm::kIm2col && conv_patches::use_avx512() && !use_bf16_tiles();
 #else
   return false;
 #endif
@@ -307,11 +307,17 @@ std::vector<ConvolutionLayer::Workspace> ConvolutionLayer::lay_out_workspaces(Sc
     filters.wino_u = c.take({wsize / 9 * winograd::kPoints});
     filters.wino_u_flipped = c.take({wsize / 9 * winograd::kPoints});
   }
+  if (use_bf16_tiles()) {
+    filters.w_hi = c.take({wsize}, DType::kBF16);
+    filters.w_lo = c.take({wsize}, DType::kBF16);
+  }
   for (size_t t = 0; t < out.size(); ++t) {
     Workspace& ws = out[t];
     ws.flipped = filters.flipped;
     ws.wino_u = filters.wino_u;
     ws.wino_u_flipped = filters.wino_u_flipped;
+    ws.w_hi = filters.w_hi;
+    ws.w_lo = filters.w_lo;
     if (t > 0) {  // backward's private weight- and bias-gradient sums (worker 0 adds into the parameters)
       ws.dw = c.take({wsize});
       if (bias_ == Bias::kYes) ws.db = c.take({num_output_});
@@ -406,8 +412,8 @@ void ConvolutionLayer::forward_chunk(const float* x, float* y, int64_t i0, int64
     // The image itself is the [C, H * W] patch matrix.
     const float* xi = x + i0 * channels_ * height_ * width_;
     for (int64_t g = 0; g < group_; ++g) {
-      gemm(Transpose::kNo, Transpose::kNo, out_g, cols, rows_g, 1.0f, w + g * out_g * rows_g,
-           xi + g * rows_g * cols, 0.0f, out + g * out_g * cols);
+      multiply_weight(Transpose::kNo, Transpose::kNo, out_g, cols, rows_g, g * out_g * rows_g,
+                      xi + g * rows_g * cols, 0.0f, out + g * out_g * cols, ws);
     }
   } else if (use_patches()) {
     for (int64_t g = 0; g < group_; ++g) {
@@ -418,8 +424,8 @@ void ConvolutionLayer::forward_chunk(const float* x, float* y, int64_t i0, int64
     fill_columns(x, i0, n, ws);
     const float* col = ws.col.data<float>();
     for (int64_t g = 0; g < group_; ++g) {
-      gemm(Transpose::kNo, Transpose::kNo, out_g, cols, rows_g, 1.0f, w + g * out_g * rows_g,
-           col + g * rows_g * cols, 0.0f, out + g * out_g * cols);
+      multiply_weight(Transpose::kNo, Transpose::kNo, out_g, cols, rows_g, g * out_g * rows_g,
+                      col + g * rows_g * cols, 0.0f, out + g * out_g * cols, ws);
     }
   }
   const float* b = bias_ == Bias::kYes ? param(1).data.data<float>() : nullptr;
@@ -472,6 +478,7 @@ void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) 
     winograd_transform_filters(param(0).data.data<float>(), num_output_ / group_, channels_ / group_,
                                workspaces[0].wino_u);
   }
+  if (use_bf16_tiles()) split_weight_for_tiles(workspaces[0]);
   if (call_dtype() != DType::kF32 || bottom[0]->data.dtype() != DType::kF32) {
     check_call_dtype({&bottom[0]->data, &top[0]->data});  // the workspaces follow it
     return forward_stored(bottom[0]->data, top[0]->data, workspaces);
@@ -518,7 +525,6 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
   const int64_t ch_g = channels_ / group_;
   const int64_t rows_g = ch_g * kernel_.h * kernel_.w;
   const int64_t image = channels_ * height_ * width_;
-  const float* w = param(0).data.data<float>();
 
   // Top gradient of the chunk as [num_output, cols].
   const float* g_out;
@@ -552,8 +558,8 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
     if (!direct) fill_columns(x, i0, n, ws);
     const float* col = direct ? x + i0 * image : ws.col.data<float>();
     for (int64_t g = 0; g < group_; ++g) {
-      gemm(Transpose::kNo, Transpose::kYes, out_g, rows_g, cols, 1.0f, g_out + g * out_g * cols,
-           col + g * rows_g * cols, dw_beta, dw + g * out_g * rows_g);
+      multiply_data(Transpose::kNo, Transpose::kYes, out_g, rows_g, cols, g_out + g * out_g * cols,
+                    col + g * rows_g * cols, dw_beta, dw + g * out_g * rows_g);
     }
   }
   if (!dx) return;
@@ -561,8 +567,8 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
   if (direct) {
     // dX_i = W^T dY_i straight into the image.
     for (int64_t g = 0; g < group_; ++g) {
-      gemm(Transpose::kYes, Transpose::kNo, rows_g, cols, out_g, 1.0f, w + g * out_g * rows_g,
-           g_out + g * out_g * cols, 0.0f, dx + i0 * image + g * rows_g * cols);
+      multiply_weight(Transpose::kYes, Transpose::kNo, rows_g, cols, out_g, g * out_g * rows_g,
+                      g_out + g * out_g * cols, 0.0f, dx + i0 * image + g * rows_g * cols, ws);
     }
     return;
   }
@@ -598,8 +604,8 @@ void ConvolutionLayer::backward_chunk(const float* x, const float* dy, float* dx
   // Otherwise: column gradient col_g = W_g^T * dY_g, folded back by col2im.
   float* dcol = ws.col.data<float>();
   for (int64_t g = 0; g < group_; ++g) {
-    gemm(Transpose::kYes, Transpose::kNo, rows_g, cols, out_g, 1.0f, w + g * out_g * rows_g,
-         g_out + g * out_g * cols, 0.0f, dcol + g * rows_g * cols);
+    multiply_weight(Transpose::kYes, Transpose::kNo, rows_g, cols, out_g, g * out_g * rows_g,
+                    g_out + g * out_g * cols, 0.0f, dcol + g * rows_g * cols, ws);
   }
   for (int64_t i = 0; i < n; ++i) {
     float* dxi = dx + (i0 + i) * image;
@@ -620,6 +626,7 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
   if (num_chunks_ == 0) return;
   std::vector<Workspace> workspaces = prepare_workspaces();
   const bool want_dx = propagate_down[0];
+  if (want_dx && use_bf16_tiles()) split_weight_for_tiles(workspaces[0]);
   if (want_dx && (input_grad_as_convolution() || use_winograd())) flip_weights(workspaces[0].flipped);
   if (want_dx && use_winograd()) {
     winograd_transform_filters(workspaces[0].flipped.data<float>(), channels_ / group_, num_output_ / group_,

@@ -27,6 +27,7 @@
 #include <functional>
 #include <vector>
 
+#include "framework/cpu/math.h"  // Transpose
 #include "framework/filler.h"
 #include "framework/scratch.h"
 #include "framework/layer.h"
@@ -101,6 +102,7 @@ class ConvolutionLayer : public Layer {
     Tensor flipped;         // weights of the input-gradient convolution (stride 1, patch and Winograd paths)
     Tensor wino_u;          // Winograd: the filters transformed, [group][16][out_g][in_g]
     Tensor wino_u_flipped;  // Winograd: the input-gradient filters transformed, [group][16][in_g][out_g]
+    Tensor w_hi, w_lo;      // bf16 tiles: the weight as two bf16 parts, w = hi + lo (to 2^-16)
   };
 
   // Image patches of a chunk of zero-padded images as a GEMM operand (see
@@ -128,6 +130,21 @@ class ConvolutionLayer : public Layer {
   // The layout, over a block or only counted (scratch_bytes).
   std::vector<Workspace> lay_out_workspaces(ScratchCarver& c) const;
   bool use_patches() const;
+  // bf16 calls on a CPU with AMX (layers/convolution/convolution_tiles_path.cpp):
+  // where Winograd does not run, the im2col and 1x1 GEMMs multiply on the
+  // tiles in place of the patch path. The images and gradients are bf16
+  // values already; the weight is split into two bf16 parts, so its
+  // products keep f32's accuracy (two tile GEMMs) rather than autocast's.
+  bool use_bf16_tiles() const;
+  void split_weight_for_tiles(Workspace& filters) const;  // w_hi, w_lo of param(0)
+  // C[M,N] = op(W_g) op(B) + beta * C with W_g the weight's rows from
+  // `w_row` (a group's): on the tiles as hi and lo, or gemm on the f32 weight.
+  void multiply_weight(Transpose tw, Transpose tb, int64_t M, int64_t N, int64_t K, int64_t w_offset,
+                       const float* B, float beta, float* C, const Workspace& ws) const;
+  // C[M,N] = op(A) op(B) + beta * C of two operands that hold bf16 values
+  // (images, gradients): on the tiles, else gemm.
+  void multiply_data(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, const float* A, const float* B,
+                     float beta, float* C) const;
   // Winograd F(2x2, 3x3) path (layers/convolution/convolution_winograd_path.cpp).
   bool use_winograd() const;
   int64_t winograd_chunk_images() const;
