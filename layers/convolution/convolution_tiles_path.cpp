@@ -7,7 +7,7 @@
 // to f32 (the 16-bit path's chunks), so the tiles take them exactly. The
 // weight is not: rounded to bf16 it would put an error of 2^-9 in every
 // product, well beyond the 16-bit path's check against f32 under
-// cancellation (a 3 x 3 x 16 convolution missed it by 5x). It is split into
+// cancellation (a 3 x 3 x 16 convolution missed it by 3x). It is split into
 // two bf16 parts, w = hi + lo to about 2^-16, and multiplied twice, so the
 // products keep the f32 path's accuracy; the weight gradient, a product of
 // two bf16 operands, is one tile GEMM.
