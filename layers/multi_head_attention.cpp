@@ -70,6 +70,15 @@ void scatter(int64_t rows, int64_t cols, const float* src, typename E::T* dst, i
   }
 }
 
+// x[0, n) rounded to E's type and widened again (nothing in f32): a tensor
+// that the GPU stores in the blobs' dtype between two products, the same
+// value here.
+template <class E>
+void round_in_place(int64_t n, float* x) {
+  if constexpr (!E::kIsF32) {
+    for (int64_t i = 0; i < n; ++i) x[i] = E::load(E::store(x[i]));
+  }
+}
 
 // Row-wise softmax of s [rows, cols] in place, max-subtracted.
 void softmax_rows(int64_t rows, int64_t cols, float* s) {
@@ -132,8 +141,9 @@ LayerSchema MultiHeadAttentionLayer::schema() {
       layer_example("attention_param { num_heads: 2 bias_filler { type: 'gaussian' std: 0.5 } }", {{2, 3, 4}}),
       layer_example("attention_param { num_heads: 1 bias_term: false }", {{2, 4, 3}}),
   };
-  // With 16-bit blobs q, k, v and the context are kept rounded, then y.
-  s.storage_roundings = 3;
+  // With 16-bit blobs, the longest chain of roundings: forward q k v, P,
+  // the context, y; backward d ctx, dS, dK (or dQ), dx, after q k v.
+  s.storage_roundings = 5;
   return s;
 }
 
@@ -219,29 +229,20 @@ MultiHeadAttentionLayer::CpuScratch MultiHeadAttentionLayer::lay_out_scratch(Scr
 MultiHeadAttentionLayer::GpuScratch MultiHeadAttentionLayer::lay_out_gpu_scratch(ScratchCarver& c,
                                                                                   bool backward) const {
   const int64_t lh = local_heads(), dl = lh * dh_;
+  const DType st = call_dtype();
   GpuScratch s;
   s.probs = c.take({n_, lh, t_, t_});
-  if (call_dtype() != DType::kF32) {
-    s.wide_x = c.take({n_, t_, d_});
-    s.wide_heads = c.take({3, n_, lh, t_, dh_});
-    s.wide_ctx = c.take({n_, t_, dl});
-    if (!backward) {
-      s.wide_y = c.take({n_, t_, d_});
-    } else {
-      s.wide_dy = c.take({n_, t_, d_});
-      s.wide_dx = c.take({n_, t_, d_});
-    }
-  }
+  if (st != DType::kF32) s.probs_stored = c.take({n_, lh, t_, t_}, st);
   if (!backward) {
-    s.qkv = c.take({n_, t_, 3 * dl});
-    s.o = c.take({n_, lh, t_, dh_});
+    s.qkv = c.take({n_, t_, 3 * dl}, st);
+    s.o = c.take({n_, lh, t_, dh_}, st);
     return s;
   }
-  s.dctx = c.take({n_, t_, dl});
-  s.dout = c.take({n_, lh, t_, dh_});
+  s.dctx = c.take({n_, t_, dl}, st);
+  s.dout = c.take({n_, lh, t_, dh_}, st);
   s.dp = c.take({n_, lh, t_, t_});
-  s.dheads = c.take({3, n_, lh, t_, dh_});
-  s.dqkv = c.take({n_, t_, 3 * dl});
+  s.dheads = c.take({3, n_, lh, t_, dh_}, st);
+  s.dqkv = c.take({n_, t_, 3 * dl}, st);
   return s;
 }
 
@@ -257,6 +258,10 @@ MultiHeadAttentionLayer::Kept MultiHeadAttentionLayer::lay_out_kept(ScratchCarve
   Kept k;
   k.qkv = c.take({n_, t_, 3 * dl}, call_dtype());
   k.ctx = c.take({n_, t_, dl}, call_dtype());
+  if (!device().is_cpu() && call_dtype() != DType::kF32) {
+    k.w_in = c.take({3 * dl, d_}, call_dtype());
+    k.w_out = c.take({d_, dl}, call_dtype());
+  }
   return k;
 }
 
@@ -375,6 +380,7 @@ void MultiHeadAttentionLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
     gather<E>(T_, dh, base + dl, width, k);
     gather<E>(T_, dh, base + 2 * dl, width, v);
     head_probs(T_, dh, scale, q, k, p);
+    round_in_place<E>(T_ * T_, p);
     gemm(Transpose::kNo, Transpose::kNo, T_, dh, T_, 1.0f, p, v, 0.0f, o);
     scatter<E>(T_, dh, o, ctx + n * T_ * dl + hl * dh, dl);
   });
@@ -396,8 +402,9 @@ void MultiHeadAttentionLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
 
 // Per (sample, head), with dO the head's slice of d ctx and P recomputed
 // from the kept q and k (head_probs):
-//   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)) * scale,
-//   dQ = dS K,  dK = dS^T Q.
+//   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - rowsum(dP * P)),
+//   dQ = scale dS K,  dK = scale dS^T Q
+// (with 16-bit blobs P, dV, dS, dQ and dK rounded as the GPU stores them).
 void MultiHeadAttentionLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                                            const BlobVec& bottom) {
   const Tensor& dyt = top[0]->diff;
@@ -439,6 +446,7 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
     if (out_b_ >= 0) add_column_sums(r, d_, dyb, param(out_b_).diff.data<float>());
     gemm(Transpose::kNo, Transpose::kNo, r, dl, d_, 1.0f, dyb, param(out_w_).data.data<float>(), 0.0f,
          dctx + r0 * dl);
+    round_in_place<E>(r * dl, dctx + r0 * dl);
   }
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
@@ -459,7 +467,11 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
     gather<F32Element>(T_, dh, dctx + n * T_ * dl + hl * dh, dl, dout);
     head_probs(T_, dh, scale, q, k, p);
 
-    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, 1.0f, p, dout, 0.0f, g);  // dV
+    // dV from P as forward stored it; dS from the f32 P.
+    std::copy(p, p + T_ * T_, dp);
+    round_in_place<E>(T_ * T_, dp);
+    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, 1.0f, dp, dout, 0.0f, g);  // dV
+    round_in_place<E>(T_ * dh, g);
     scatter<F32Element>(T_, dh, g, dbase + 2 * dl, width);
     gemm(Transpose::kNo, Transpose::kYes, T_, T_, dh, 1.0f, dout, v, 0.0f, dp);
     for (int64_t i = 0; i < T_; ++i) {
@@ -468,11 +480,14 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
       double dot = 0.0;
       for (int64_t j = 0; j < T_; ++j) dot += static_cast<double>(dr[j]) * pr[j];
       const float d = static_cast<float>(dot);
-      for (int64_t j = 0; j < T_; ++j) dr[j] = pr[j] * (dr[j] - d) * scale;
+      for (int64_t j = 0; j < T_; ++j) dr[j] = pr[j] * (dr[j] - d);
     }
-    gemm(Transpose::kNo, Transpose::kNo, T_, dh, T_, 1.0f, dp, k, 0.0f, g);  // dQ
+    round_in_place<E>(T_ * T_, dp);  // dS
+    gemm(Transpose::kNo, Transpose::kNo, T_, dh, T_, scale, dp, k, 0.0f, g);  // dQ
+    round_in_place<E>(T_ * dh, g);
     scatter<F32Element>(T_, dh, g, dbase, width);
-    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, 1.0f, dp, q, 0.0f, g);  // dK
+    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, scale, dp, q, 0.0f, g);  // dK
+    round_in_place<E>(T_ * dh, g);
     scatter<F32Element>(T_, dh, g, dbase + dl, width);
   });
 

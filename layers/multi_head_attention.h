@@ -31,13 +31,19 @@ class MultiHeadAttentionLayer : public Layer {
   // What backward reads: the input (the weight gradients) and its own q, k, v and context; never the output.
   BackwardReads backward_reads() const override { return {true, false}; }
   // Blobs stored in bf16 or f16 are taken as they are (not with split: the
-  // tensor-parallel sums are in f32), and what forward keeps (q, k, v and
-  // the context) is stored in that dtype too, as autocast keeps its
-  // projections: rounded once after the input projection and its bias, and
-  // once after the weighted sum of V. Everything else is f32: each call
-  // widens what it reads (the CPU in blocks of rows and per head, a GPU
-  // whole tensors into its scratch), multiplies in f32, and rounds each
-  // output once. The weights and their gradients stay f32.
+  // tensor-parallel sums are in f32), with autocast's numerics: every
+  // product multiplies 16-bit operands and sums in f32, every tensor between
+  // them is stored in that dtype, rounded once as it is written:
+  //   forward:  q k v (after the projection and its bias), the probabilities
+  //             P (softmax in f32 of the f32 scores), the context P V, y;
+  //   backward: d ctx, dV, dS (the scores' gradient, in f32 from the f32
+  //             P and dP), dQ and dK, dx.
+  // A GPU runs these on tensor cores (16-bit operands, the weights' 16-bit
+  // copies made once per forward); the CPU widens what it reads (in blocks
+  // of rows and per head) and rounds at the same points, so the two give
+  // the same values up to the order of the sums. What forward keeps (q, k,
+  // v and the context) is stored in that dtype; the weights and their
+  // gradients stay f32.
   bool takes_storage(DType dtype) const override {
     return dtype == DType::kF32 || (is_float_dtype(dtype) && !tp_.active());
   }
@@ -69,6 +75,9 @@ class MultiHeadAttentionLayer : public Layer {
   int64_t local_heads() const { return head_end() - head_begin(); }
 
   void check_bottom(const Shape& s) const;
+  // The GPU's calls on 16-bit blobs (multi_head_attention.cu).
+  void forward_stored_cuda(const Tensor& x, Tensor& y);
+  void backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx);
   // The CPU calls for blobs whose elements E describes (layers/neuron_layer.h).
   template <class E>
   void forward_cpu_as(const Tensor& x, Tensor& y);
@@ -98,29 +107,30 @@ class MultiHeadAttentionLayer : public Layer {
   // What forward keeps for backward (Layer::kept), in the call dtype: the
   // input projection [N, T, 3D] (on a GPU the same values head-major,
   // [3, N, H, T, dh]: q, k, v) and the heads' outputs side by side
-  // [N, T, D], the input of out_proj.
+  // [N, T, D], the input of out_proj. On a GPU with 16-bit blobs also the
+  // weights' 16-bit copies (in_proj's, out_proj's), rounded by the forward.
   // Not the probabilities [N, H, T, T]: backward computes them again from q
   // and k with forward's own calls (the same bits), as PyTorch's
   // scaled-dot-product attention does; on ViT-B/16 they were 45% of a
   // block's kept bytes.
   struct Kept {
     Tensor qkv, ctx;
+    Tensor w_in, w_out;  // GPU, 16-bit blobs only
   };
   Kept lay_out_kept(ScratchCarver& c) const;
   // This call's scratch and the kept block, carved (forward and backward alike).
   CpuScratch take_scratch(bool backward);
   Kept take_kept();
-  // The GPU's scratch of one call. Forward: the projection [N, T, 3D], the
-  // probabilities P [N, H, T, T] and the heads' outputs head-major
-  // [N, H, T, dh]. Backward: P again, d ctx [N, T, D], its heads
-  // [N, H, T, dh], dP [N, H, T, T], dQ dK dV head-major [3, N, H, T, dh]
-  // (one block) and the same in rows [N, T, 3D]. With 16-bit blobs also
-  // f32 copies: of the input x [N, T, D], q k v head-major, the context
-  // [N, T, dl], and the output y (forward) or dy and dx (backward).
+  // The GPU's scratch of one call, every tensor in the call dtype but the
+  // f32 scores. Forward: the projection [N, T, 3D], the scores and then
+  // probabilities P [N, H, T, T] (f32), P in the call dtype (16-bit blobs
+  // only: the operand of P V) and the heads' outputs head-major
+  // [N, H, T, dh]. Backward: P again (both), d ctx [N, T, D], its heads
+  // [N, H, T, dh], dP and then dS [N, H, T, T] (f32), dQ dK dV head-major
+  // [3, N, H, T, dh] (one block) and the same in rows [N, T, 3D].
   struct GpuScratch {
-    Tensor qkv, probs, o;                        // forward (probs in both)
-    Tensor dctx, dout, dp, dheads, dqkv;         // backward
-    Tensor wide_x, wide_heads, wide_ctx, wide_y, wide_dy, wide_dx;  // 16-bit blobs only
+    Tensor qkv, probs, probs_stored, o;      // forward (probs in both)
+    Tensor dctx, dout, dp, dheads, dqkv;     // backward
   };
   GpuScratch lay_out_gpu_scratch(ScratchCarver& c, bool backward) const;
   GpuScratch take_gpu_scratch(bool backward);

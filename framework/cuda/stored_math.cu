@@ -83,35 +83,50 @@ __global__ void accumulate_widened_kernel(int64_t n, const T* src, float* dst) {
 
 void gemm_stored(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
                  const void* B, DType ab, float beta, void* C, DType c) {
+  gemm_stored_strided_batched(ta, tb, M, N, K, alpha, A, 0, B, 0, ab, beta, C, 0, c, 1);
+}
+
+void gemm_stored_strided_batched(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                 const void* A, int64_t stride_a, const void* B, int64_t stride_b, DType ab,
+                                 float beta, void* C, int64_t stride_c, DType c, int64_t batch) {
   if (ab == DType::kF32 && c == DType::kF32) {
-    cuda::gemm(ta, tb, M, N, K, alpha, static_cast<const float*>(A), static_cast<const float*>(B), beta,
-         static_cast<float*>(C));
+    cuda::gemm_strided_batched(ta, tb, M, N, K, alpha, static_cast<const float*>(A), stride_a,
+                               static_cast<const float*>(B), stride_b, beta, static_cast<float*>(C), stride_c, batch);
     return;
   }
   STRATA_CHECK(c == ab || c == DType::kF32, "gemm_stored: operands in ", dtype_name(ab), " and a result in ",
                dtype_name(c), " (the operands' dtype or f32)");
   const cudaDataType_t ab_type = cuda_type(ab, "gemm_stored");
   const cudaDataType_t c_type = cuda_type(c, "gemm_stored");
-  if (M == 0 || N == 0) return;
+  if (M == 0 || N == 0 || batch == 0) return;
   if (K == 0) {  // op(A) op(B) is empty: C = beta * C
-    if (c == DType::kF32) {
-      if (beta == 0.0f) cuda::fill(M * N, 0.0f, static_cast<float*>(C));
-      if (beta != 0.0f && beta != 1.0f) cuda::scale(M * N, beta, static_cast<float*>(C));
-      return;
-    }
-    STRATA_CHECK(beta == 0.0f || beta == 1.0f, "gemm_stored: K == 0 with beta ", beta, " on a ", dtype_name(c),
-                 " result (0 or 1 only)");
-    if (beta == 0.0f) {
-      STRATA_CUDA_CHECK(cudaMemsetAsync(C, 0, static_cast<size_t>(M * N) * dtype_size(c), compute_stream()));
+    STRATA_CHECK(c == DType::kF32 || beta == 0.0f || beta == 1.0f, "gemm_stored: K == 0 with beta ", beta,
+                 " on a ", dtype_name(c), " result (0 or 1 only)");
+    for (int64_t i = 0; i < batch; ++i) {
+      if (c == DType::kF32) {
+        float* ci = static_cast<float*>(C) + i * stride_c;
+        if (beta == 0.0f) cuda::fill(M * N, 0.0f, ci);
+        if (beta != 0.0f && beta != 1.0f) cuda::scale(M * N, beta, ci);
+      } else if (beta == 0.0f) {
+        char* ci = static_cast<char*>(C) + i * stride_c * static_cast<int64_t>(dtype_size(c));
+        STRATA_CUDA_CHECK(cudaMemsetAsync(ci, 0, static_cast<size_t>(M * N) * dtype_size(c), compute_stream()));
+      }
     }
     return;
   }
   const int m = checked_int(M, "M"), n = checked_int(N, "N"), k = checked_int(K, "K");
+  const int b = checked_int(batch, "batch");
   const int lda = ta == Transpose::kNo ? k : m;
   const int ldb = tb == Transpose::kNo ? n : k;
   // Row-major C = A B is column-major C^T = B^T A^T: B first.
-  STRATA_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), op(tb), op(ta), n, m, k, &alpha, B, ab_type, ldb, A, ab_type, lda,
-                                   &beta, C, c_type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (b == 1) {
+    STRATA_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), op(tb), op(ta), n, m, k, &alpha, B, ab_type, ldb, A, ab_type,
+                                     lda, &beta, C, c_type, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    STRATA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_handle(), op(tb), op(ta), n, m, k, &alpha, B, ab_type, ldb,
+                                                   stride_b, A, ab_type, lda, stride_a, &beta, C, c_type, n, stride_c,
+                                                   b, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
 }
 
 void fill_rows(int64_t rows, int64_t cols, const float* b, void* y, DType dtype) {

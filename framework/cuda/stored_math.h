@@ -22,6 +22,13 @@ namespace strata::cuda {
 void gemm_stored(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha, const void* A,
                  const void* B, DType ab, float beta, void* C, DType c);
 
+// The same over `batch` independent products, the i-th at A + i * stride_a,
+// B + i * stride_b and C + i * stride_c (strides in elements, 0 to share
+// an operand): attention's per-(sample, head) products.
+void gemm_stored_strided_batched(Transpose ta, Transpose tb, int64_t M, int64_t N, int64_t K, float alpha,
+                                 const void* A, int64_t stride_a, const void* B, int64_t stride_b, DType ab,
+                                 float beta, void* C, int64_t stride_c, DType c, int64_t batch);
+
 // y[r][c] = b[c] for y [rows, cols] stored in `dtype` (b f32, rounded): a
 // bias laid into every row before a GEMM adds to it with beta 1, so that the
 // sum is rounded once.
