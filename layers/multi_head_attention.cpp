@@ -14,6 +14,9 @@
 #include "framework/cpu/math.h"
 #include "framework/cpu/threads.h"
 #include "layers/neuron_layer.h"  // the 16-bit elements (with_float_element), check_same_storage
+#ifdef STRATA_WITH_CUDA
+#include "layers/multi_head_attention_flash.h"
+#endif
 
 namespace strata {
 namespace {
@@ -116,6 +119,7 @@ MultiHeadAttentionLayer::MultiHeadAttentionLayer(const LayerSpec& spec, const La
                       num_heads_);
   }
   bias_ = p.get_bool("bias_term", true) ? Bias::kYes : Bias::kNo;
+  fused_requested_ = p.get_bool("fused", true);
   if (p.get_enum("split", {"NONE", "HEADS"}, "NONE") == "HEADS") tp_ = tp_group(ctx.comm);
   weight_filler_ = parse_filler(p.block("weight_filler"), default_weight_filler(), "weight_filler of " + where());
   bias_filler_ = parse_filler(p.block("bias_filler"), FillerSpec{}, "bias_filler of " + where());
@@ -136,7 +140,7 @@ LayerSchema MultiHeadAttentionLayer::schema() {
   s.work = LayerWork::kWeights;
   s.summary = "Multi-head scaled dot-product self-attention on [N, T, D] tokens "
               "(PyTorch MultiheadAttention, batch_first, no mask)";
-  s.blocks = {{"attention_param", {"num_heads", "bias_term", "weight_filler", "bias_filler", "split"}}};
+  s.blocks = {{"attention_param", {"num_heads", "bias_term", "weight_filler", "bias_filler", "split", "fused"}}};
   s.examples = {
       layer_example("attention_param { num_heads: 2 bias_filler { type: 'gaussian' std: 0.5 } }", {{2, 3, 4}}),
       layer_example("attention_param { num_heads: 1 bias_term: false }", {{2, 4, 3}}),
@@ -163,6 +167,12 @@ void MultiHeadAttentionLayer::setup(const BlobVec& bottom, const BlobVec& /*top*
                 ", got bottom " + shape_str(s) + "; pick num_heads dividing " + std::to_string(d_));
   }
   dh_ = d_ / num_heads_;
+  fused_why_not_ = "not on a GPU";
+#ifdef STRATA_WITH_CUDA
+  if (!device().is_cpu()) {
+    fused_why_not_ = fused_requested_ ? flash_attention::unavailable(dh_, device().index) : "fused: false";
+  }
+#endif
   if (num_heads_ % tp_.size != 0) {
     shape_error("split: HEADS over " + std::to_string(tp_.size) + " tensor-parallel ranks needs num_heads (" +
                 std::to_string(num_heads_) + ") divisible by " + std::to_string(tp_.size) +
@@ -226,11 +236,28 @@ MultiHeadAttentionLayer::CpuScratch MultiHeadAttentionLayer::lay_out_scratch(Scr
   return s;
 }
 
+bool MultiHeadAttentionLayer::fused() const {
+  return !device().is_cpu() && call_dtype() != DType::kF32 && fused_why_not_.empty();
+}
+
 MultiHeadAttentionLayer::GpuScratch MultiHeadAttentionLayer::lay_out_gpu_scratch(ScratchCarver& c,
                                                                                   bool backward) const {
   const int64_t lh = local_heads(), dl = lh * dh_;
   const DType st = call_dtype();
   GpuScratch s;
+  if (fused()) {
+    if (!backward) {
+      s.qkv = c.take({n_, t_, 3 * dl}, st);
+      s.o = c.take({n_, lh, t_, dh_}, st);
+      return s;
+    }
+    s.dctx = c.take({n_, t_, dl}, st);
+    s.dout = c.take({n_, lh, t_, dh_}, st);
+    s.row_dots = c.take({n_, lh, t_});
+    s.dheads = c.take({3, n_, lh, t_, dh_}, st);
+    s.dqkv = c.take({n_, t_, 3 * dl}, st);
+    return s;
+  }
   s.probs = c.take({n_, lh, t_, t_});
   if (st != DType::kF32) s.probs_stored = c.take({n_, lh, t_, t_}, st);
   if (!backward) {
@@ -262,6 +289,7 @@ MultiHeadAttentionLayer::Kept MultiHeadAttentionLayer::lay_out_kept(ScratchCarve
     k.w_in = c.take({3 * dl, d_}, call_dtype());
     k.w_out = c.take({d_, dl}, call_dtype());
   }
+  if (fused()) k.lse = c.take({n_, local_heads(), t_});
   return k;
 }
 

@@ -19,6 +19,7 @@
 #include "framework/cuda/stored_math.h"
 #include "framework/error.h"
 #include "layers/multi_head_attention.h"
+#include "layers/multi_head_attention_flash.h"
 #include "layers/neuron_layer.h"  // check_same_storage
 
 namespace strata {
@@ -33,8 +34,10 @@ namespace strata {
 // carved by the layouts multi_head_attention.cpp shares with scratch_bytes()
 // and kept_bytes(), so the plan counts exactly what runs.
 //
-// With 16-bit blobs (the call dtype bf16 or f16) every product runs on
-// tensor cores: 16-bit operands, f32 sums, each result rounded once as it is
+// With 16-bit blobs (the call dtype bf16 or f16) attention itself runs in
+// the fused kernels (multi_head_attention_flash.h) unless the layer says
+// `fused: false` or the GPU cannot; else, and for the projections, every
+// product runs on tensor cores: 16-bit operands, f32 sums, each result rounded once as it is
 // stored (forward_stored_cuda / backward_stored_cuda below; the rounding
 // points are listed in the .h, and the CPU rounds at the same ones). The
 // scores and their gradient are f32 tensors: the softmax and its backward
@@ -170,9 +173,13 @@ void MultiHeadAttentionLayer::forward_stored_cuda(const Tensor& xt, Tensor& yt) 
   const char* v = at(kept.qkv, 2 * m * dl);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  head_probs_stored(items, T, dh, scale, q, k, st, sc.probs.device_data<float>(), sc.probs_stored.raw_data());
-  cuda::gemm_stored_strided_batched(Transpose::kNo, Transpose::kNo, T, dh, T, 1.0f, sc.probs_stored.raw_data(), tt, v,
-                                    td, st, 0.0f, sc.o.raw_data(), td, st, items);
+  if (fused()) {
+    flash_attention::forward(items, T, dh, scale, q, k, v, st, sc.o.raw_data(), kept.lse.device_data<float>());
+  } else {
+    head_probs_stored(items, T, dh, scale, q, k, st, sc.probs.device_data<float>(), sc.probs_stored.raw_data());
+    cuda::gemm_stored_strided_batched(Transpose::kNo, Transpose::kNo, T, dh, T, 1.0f, sc.probs_stored.raw_data(), tt,
+                                      v, td, st, 0.0f, sc.o.raw_data(), td, st, items);
+  }
   permute(Direction::kFromHeads, n_, T, 1, lh, dh, sc.o.raw_data(), kept.ctx.raw_data(), st);
 
   beta = 0.0f;
@@ -262,9 +269,6 @@ void MultiHeadAttentionLayer::backward_stored_cuda(const Tensor& dyt, const Tens
   char* dq = at(sc.dheads, 0);  // dQ, dK, dV one after another, as permute reads them
   char* dk = at(sc.dheads, m * dl);
   char* dv = at(sc.dheads, 2 * m * dl);
-  float* probs = sc.probs.device_data<float>();
-  float* dp = sc.dp.device_data<float>();
-  void* p_stored = sc.probs_stored.raw_data();
 
   // Output projection.
   cuda::gemm_stored(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dyt.raw_data(), kept.ctx.raw_data(), st, 1.0f,
@@ -275,17 +279,27 @@ void MultiHeadAttentionLayer::backward_stored_cuda(const Tensor& dyt, const Tens
   permute(Direction::kToHeads, n_, T, 1, lh, dh, sc.dctx.raw_data(), sc.dout.raw_data(), st);
 
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-  head_probs_stored(items, T, dh, scale, q, k, st, probs, p_stored);
-  cuda::gemm_stored_strided_batched(Transpose::kYes, Transpose::kNo, T, dh, T, 1.0f, p_stored, tt,
-                                    sc.dout.raw_data(), td, st, 0.0f, dv, td, st, items);
-  cuda::gemm_stored_strided_batched(Transpose::kNo, Transpose::kYes, T, T, dh, 1.0f, sc.dout.raw_data(), td, v, td,
-                                    st, 0.0f, dp, tt, DType::kF32, items);
-  cuda::softmax_channels_backward(items * T, T, 1, probs, dp, dp);  // dS, from the f32 P
-  if (items * tt > 0) cuda::cast_elements(p_stored, st, dp, DType::kF32, items * tt, cuda::current_device());
-  cuda::gemm_stored_strided_batched(Transpose::kNo, Transpose::kNo, T, dh, T, scale, p_stored, tt, k, td, st, 0.0f,
-                                    dq, td, st, items);
-  cuda::gemm_stored_strided_batched(Transpose::kYes, Transpose::kNo, T, dh, T, scale, p_stored, tt, q, td, st, 0.0f,
-                                    dk, td, st, items);
+  if (fused()) {
+    float* dots = sc.row_dots.device_data<float>();
+    flash_attention::row_dots(n_, T, lh, dh, kept.ctx.raw_data(), sc.dout.raw_data(), st, dots);
+    flash_attention::backward(items, T, dh, scale, q, k, v, sc.dout.raw_data(), kept.lse.device_data<float>(), dots,
+                              st, dq, dk, dv);
+  } else {
+    float* probs = sc.probs.device_data<float>();
+    float* dp = sc.dp.device_data<float>();
+    void* p_stored = sc.probs_stored.raw_data();
+    head_probs_stored(items, T, dh, scale, q, k, st, probs, p_stored);
+    cuda::gemm_stored_strided_batched(Transpose::kYes, Transpose::kNo, T, dh, T, 1.0f, p_stored, tt,
+                                      sc.dout.raw_data(), td, st, 0.0f, dv, td, st, items);
+    cuda::gemm_stored_strided_batched(Transpose::kNo, Transpose::kYes, T, T, dh, 1.0f, sc.dout.raw_data(), td, v, td,
+                                      st, 0.0f, dp, tt, DType::kF32, items);
+    cuda::softmax_channels_backward(items * T, T, 1, probs, dp, dp);  // dS, from the f32 P
+    if (items * tt > 0) cuda::cast_elements(p_stored, st, dp, DType::kF32, items * tt, cuda::current_device());
+    cuda::gemm_stored_strided_batched(Transpose::kNo, Transpose::kNo, T, dh, T, scale, p_stored, tt, k, td, st, 0.0f,
+                                      dq, td, st, items);
+    cuda::gemm_stored_strided_batched(Transpose::kYes, Transpose::kNo, T, dh, T, scale, p_stored, tt, q, td, st, 0.0f,
+                                      dk, td, st, items);
+  }
   permute(Direction::kFromHeads, n_, T, 3, lh, dh, sc.dheads.raw_data(), sc.dqkv.raw_data(), st);
 
   // Input projection.

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "framework/filler.h"
 #include "framework/layer.h"
@@ -113,9 +114,11 @@ class MultiHeadAttentionLayer : public Layer {
   // and k with forward's own calls (the same bits), as PyTorch's
   // scaled-dot-product attention does; on ViT-B/16 they were 45% of a
   // block's kept bytes.
+  // With the fused kernels also each row's log-sum-exp [N, H, T] (f32).
   struct Kept {
     Tensor qkv, ctx;
     Tensor w_in, w_out;  // GPU, 16-bit blobs only
+    Tensor lse;          // GPU, fused
   };
   Kept lay_out_kept(ScratchCarver& c) const;
   // This call's scratch and the kept block, carved (forward and backward alike).
@@ -128,14 +131,24 @@ class MultiHeadAttentionLayer : public Layer {
   // [N, H, T, dh]. Backward: P again (both), d ctx [N, T, D], its heads
   // [N, H, T, dh], dP and then dS [N, H, T, T] (f32), dQ dK dV head-major
   // [3, N, H, T, dh] (one block) and the same in rows [N, T, 3D].
+  // With the fused kernels (fused()) no P, dP or P in the call dtype, but
+  // backward's row dots rowsum(dO * O) [N, H, T] (f32).
   struct GpuScratch {
     Tensor qkv, probs, probs_stored, o;      // forward (probs in both)
     Tensor dctx, dout, dp, dheads, dqkv;     // backward
+    Tensor row_dots;                         // backward, fused
   };
   GpuScratch lay_out_gpu_scratch(ScratchCarver& c, bool backward) const;
   GpuScratch take_gpu_scratch(bool backward);
 
+  // Whether this call runs the fused attention kernels
+  // (multi_head_attention_flash.h): on a GPU, with 16-bit blobs, unless
+  // attention_param { fused: false } or the GPU cannot (fused_why_not_).
+  bool fused() const;
+
   int64_t num_heads_;
+  bool fused_requested_ = true;
+  std::string fused_why_not_;  // set at setup on a GPU: "" when the fused kernels run there
   TpGroup tp_;  // active only with split: HEADS over > 1 rank
   Bias bias_;
   FillerSpec weight_filler_;

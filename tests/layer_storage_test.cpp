@@ -18,6 +18,9 @@
 #include "framework/layer_registry.h"
 #include "framework/cpu/threads.h"
 #include "layers/convolution/convolution.h"
+#ifdef STRATA_WITH_CUDA
+#include "layers/multi_head_attention_flash.h"
+#endif
 #include "tests/test_util.h"
 
 namespace strata {
@@ -133,6 +136,58 @@ TEST(LayerStorage, AttentionTakes16BitBlobsInSeveralBlocksOfRows) {
     }
   }
   set_num_threads(saved_threads);
+}
+
+// On a GPU, attention on 16-bit blobs runs the fused kernels
+// (layers/multi_head_attention_flash.h) by default and the batched GEMMs
+// with `fused: false`; both against the CPU, on shapes that cut their tiles
+// raggedly: T = 70 (a second block of 6 queries forward, keys in steps of
+// 64 and 32), heads of 64 (ViT's), of 80 and of 8 (the head dim padded to
+// 16), T = 33 and 5. Inputs and weights as in the test above.
+std::vector<LayerExample> fused_attention_examples() {
+  struct Case {
+    int heads;
+    Shape bottom;
+  };
+  std::vector<LayerExample> out;
+  for (const Case& c : {Case{2, {2, 70, 128}}, Case{1, {1, 33, 80}}, Case{3, {2, 5, 24}}}) {
+    for (const char* fused : {"true", "false"}) {
+      LayerExample ex = layer_example("attention_param { num_heads: " + std::to_string(c.heads) + " fused: " + fused +
+                                          " weight_filler { type: 'gaussian' std: 0.02 } "
+                                          "bias_filler { type: 'gaussian' std: 0.1 } }",
+                                      {c.bottom});
+      ex.step = 1e-7f;
+      out.push_back(ex);
+    }
+  }
+  return out;
+}
+
+TEST(LayerStorage, FusedAttentionOnAGpuMatchesTheCpuAsTheUnfusedPathDoes) {
+  // The CPU (which takes `fused` and has one path) against its f32 path on these shapes.
+  for (const LayerExample& ex : fused_attention_examples()) {
+    for (DType storage : {DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(describe_example("MultiHeadAttention", ex) + " stored in " + dtype_name(storage) + " on the CPU");
+      for (const std::string& p : check_storage("MultiHeadAttention", ex, storage)) ADD_FAILURE() << p;
+    }
+  }
+  const std::string why = cuda_check_unavailable("MultiHeadAttention");
+  if (!why.empty()) GTEST_SKIP() << why << ": the fused attention kernels are compiled, not run";
+#ifdef STRATA_WITH_CUDA
+  const std::string fused_why_not = flash_attention::unavailable(64, 0);
+  if (fused_why_not.find("compute capability") != std::string::npos) GTEST_SKIP() << fused_why_not;
+  ASSERT_EQ(fused_why_not, "") << "the fused kernels do not run on this GPU";
+#endif
+  for (const LayerExample& ex : fused_attention_examples()) {
+    for (DType storage : {DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(describe_example("MultiHeadAttention", ex) + " stored in " + dtype_name(storage));
+      for (const std::string& p :
+           check_cpu_vs_cuda("MultiHeadAttention", ex, storage_check_tolerance("MultiHeadAttention", storage),
+                             kLayerCheckSeed, storage)) {
+        ADD_FAILURE() << p;
+      }
+    }
+  }
 }
 
 // PatchEmbed's CPU path widens its patch rows in blocks too (4 MiB of f32
