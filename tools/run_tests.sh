@@ -182,7 +182,7 @@ asan_filter+=':ImageDecode.*:ImageSources.*:WinogradTransforms.*:SnapshotFiles.*
 asan_filter+=':ScratchCarver.*:SharedScratch.*:NetScratch.*:NetGradients.*:Recompute.*'
 asan_filter+=':DataParallelTest.BucketsAreAveragedInPlace*:GradientSlots.*:*PipelineEquivalence*shard*'
 asan_filter+=':PipelinePlan.*:*PipelineEquivalence*recompute*'
-asan_filter+=':CastInto.*:StorageDtype.*:LayerStorage.*:GemmBf16.*:Fusion.*'
+asan_filter+=':CastInto.*:StorageDtype.*:LayerStorage.*:GemmBf16.*:Fusion.*:FlashAttentionEmulated.*'
 if wants asan; then
   log=build-logs/asan.log
   : > "$log"
