@@ -136,6 +136,27 @@ __device__ void accumulate_product(const E* p, int inner, const E* b, int dhp, f
   }
 }
 
+// Where a thread works: its block's item (sample, head) and first row (of
+// the queries or keys the block owns), the item's first element, its warp's
+// 16 rows from r0, and the row whose per-row steps it shares with one other
+// lane (lanes 2r and 2r + 1), `half` telling the two apart.
+struct Place {
+  int64_t item, base;
+  int first, r0, row, half;
+};
+
+__device__ inline Place place_of(int t, int dh) {
+  Place p;
+  p.item = blockIdx.x;
+  p.first = static_cast<int>(blockIdx.y) * kRows;
+  p.base = p.item * t * dh;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  p.r0 = warp * 16;
+  p.row = p.r0 + lane / 2;
+  p.half = lane % 2;
+  return p;
+}
+
 // One block per (item, 64 queries). Lanes 2r and 2r + 1 of a warp share its
 // row r's softmax, each over half the columns.
 template <class E>
@@ -151,13 +172,9 @@ __global__ void STRATA_FLASH_BOUNDS(kThreads) forward_kernel(int t, int dh, int 
   float* ss = carve.take<float>(kRows * kCols);
   float* os = carve.take<float>(kRows * dhp);
 
-  const int64_t item = blockIdx.x;
-  const int q0 = static_cast<int>(blockIdx.y) * kRows;
-  const int64_t base = item * t * dh;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int r0 = warp * 16;
-  const int row = r0 + lane / 2;  // this lane's row of the tile
-  const int half = lane % 2;
+  const Place place = place_of(t, dh);
+  const int64_t item = place.item, base = place.base;
+  const int q0 = place.first, r0 = place.r0, row = place.row, half = place.half;
 
   load_tile(qs, q + base + static_cast<int64_t>(q0) * dh, min(kRows, t - q0), kRows, dh, dhp);
   zero(os, kRows * dhp);
@@ -246,13 +263,9 @@ __global__ void STRATA_FLASH_BOUNDS(kThreads) backward_kv_kernel(int t, int dh, 
   float* ls = carve.take<float>(kBackCols);
   float* ds = carve.take<float>(kBackCols);
 
-  const int64_t item = blockIdx.x;
-  const int k0 = static_cast<int>(blockIdx.y) * kRows;
-  const int64_t base = item * t * dh;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int r0 = warp * 16;
-  const int row = r0 + lane / 2;
-  const int half = lane % 2;
+  const Place place = place_of(t, dh);
+  const int64_t item = place.item, base = place.base;
+  const int k0 = place.first, r0 = place.r0, row = place.row, half = place.half;
 
   load_tile(ks, k + base + static_cast<int64_t>(k0) * dh, min(kRows, t - k0), kRows, dh, dhp);
   load_tile(vs, v + base + static_cast<int64_t>(k0) * dh, min(kRows, t - k0), kRows, dh, dhp);
@@ -313,13 +326,9 @@ __global__ void STRATA_FLASH_BOUNDS(kThreads) backward_q_kernel(int t, int dh, i
   float* dpf = carve.take<float>(kRows * kBackCols);
   float* dqs = carve.take<float>(kRows * dhp);
 
-  const int64_t item = blockIdx.x;
-  const int q0 = static_cast<int>(blockIdx.y) * kRows;
-  const int64_t base = item * t * dh;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int r0 = warp * 16;
-  const int row = r0 + lane / 2;
-  const int half = lane % 2;
+  const Place place = place_of(t, dh);
+  const int64_t item = place.item, base = place.base;
+  const int q0 = place.first, r0 = place.r0, row = place.row, half = place.half;
   const int qi = q0 + row;
   const float row_lse = qi < t ? lse[item * t + qi] : 0.0f;
   const float row_dot = qi < t ? dots[item * t + qi] : 0.0f;
