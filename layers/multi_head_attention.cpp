@@ -244,22 +244,12 @@ MultiHeadAttentionLayer::GpuScratch MultiHeadAttentionLayer::lay_out_gpu_scratch
                                                                                   bool backward) const {
   const int64_t lh = local_heads(), dl = lh * dh_;
   const DType st = call_dtype();
+  const bool scores = !fused();  // the unfused path's [N, H, T, T] tensors
   GpuScratch s;
-  if (fused()) {
-    if (!backward) {
-      s.qkv = c.take({n_, t_, 3 * dl}, st);
-      s.o = c.take({n_, lh, t_, dh_}, st);
-      return s;
-    }
-    s.dctx = c.take({n_, t_, dl}, st);
-    s.dout = c.take({n_, lh, t_, dh_}, st);
-    s.row_dots = c.take({n_, lh, t_});
-    s.dheads = c.take({3, n_, lh, t_, dh_}, st);
-    s.dqkv = c.take({n_, t_, 3 * dl}, st);
-    return s;
+  if (scores) {
+    s.probs = c.take({n_, lh, t_, t_});
+    if (st != DType::kF32) s.probs_stored = c.take({n_, lh, t_, t_}, st);
   }
-  s.probs = c.take({n_, lh, t_, t_});
-  if (st != DType::kF32) s.probs_stored = c.take({n_, lh, t_, t_}, st);
   if (!backward) {
     s.qkv = c.take({n_, t_, 3 * dl}, st);
     s.o = c.take({n_, lh, t_, dh_}, st);
@@ -267,7 +257,11 @@ MultiHeadAttentionLayer::GpuScratch MultiHeadAttentionLayer::lay_out_gpu_scratch
   }
   s.dctx = c.take({n_, t_, dl}, st);
   s.dout = c.take({n_, lh, t_, dh_}, st);
-  s.dp = c.take({n_, lh, t_, t_});
+  if (scores) {
+    s.dp = c.take({n_, lh, t_, t_});
+  } else {
+    s.row_dots = c.take({n_, lh, t_});
+  }
   s.dheads = c.take({3, n_, lh, t_, dh_}, st);
   s.dqkv = c.take({n_, t_, 3 * dl}, st);
   return s;
@@ -495,10 +489,15 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
     gather<F32Element>(T_, dh, dctx + n * T_ * dl + hl * dh, dl, dout);
     head_probs(T_, dh, scale, q, k, p);
 
-    // dV from P as forward stored it; dS from the f32 P.
-    std::copy(p, p + T_ * T_, dp);
-    round_in_place<E>(T_ * T_, dp);
-    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, 1.0f, dp, dout, 0.0f, g);  // dV
+    // dV from P as forward stored it (16-bit: rounded, in dp until dP
+    // lands there); dS from the f32 P.
+    const float* p_stored = p;
+    if constexpr (!E::kIsF32) {
+      std::copy(p, p + T_ * T_, dp);
+      round_in_place<E>(T_ * T_, dp);
+      p_stored = dp;
+    }
+    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, 1.0f, p_stored, dout, 0.0f, g);  // dV
     round_in_place<E>(T_ * dh, g);
     scatter<F32Element>(T_, dh, g, dbase + 2 * dl, width);
     gemm(Transpose::kNo, Transpose::kYes, T_, T_, dh, 1.0f, dout, v, 0.0f, dp);
