@@ -521,6 +521,26 @@ void Net::run_forward(int i, Call call) {
   if (pass_hooks_.after_forward) pass_hooks_.after_forward(i);
 }
 
+void Net::add_to_loss_sink(const Tensor& loss, float weight) {
+#ifdef STRATA_WITH_CUDA
+  if (on_cuda()) {
+    cuda::add_weighted_loss(loss_sink_, loss.device_data<float>(), weight, options_.device.index);
+    return;
+  }
+#endif
+  *loss_sink_ += static_cast<double>(weight) * static_cast<double>(loss.data<float>()[0]);
+}
+
+void Net::seed_loss_gradient(Tensor& diff, float weight) {
+#ifdef STRATA_WITH_CUDA
+  if (on_cuda()) {
+    cuda::fill_f32_scaled(diff.device_data<float>(), diff.numel(), weight, loss_scale_source_, options_.device.index);
+    return;
+  }
+#endif
+  diff.fill(weight * static_cast<float>(*loss_scale_source_));
+}
+
 float Net::forward(int from, int to) {
   STRATA_CHECK(from >= 0 && to < num_layers() && from <= to + 1, "bad layer range [", from, ", ", to, "]");
   // The host net planned a new arena (a larger batch): lie in that one, and let the old one go.
@@ -542,6 +562,10 @@ float Net::forward(int from, int to) {
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
       if (w == 0.0f) continue;
+      if (loss_sink_) {
+        add_to_loss_sink(tops_[i][t]->data, w);
+        continue;
+      }
       if (on_cuda()) {
         device_losses.push_back(tops_[i][t]->data.device_data<float>());
         device_weights.push_back(w);
@@ -586,7 +610,12 @@ void Net::backward(int from, int to) {
     if (pass_hooks_.before_backward) pass_hooks_.before_backward(i);
     for (size_t t = 0; t < tops_[i].size(); ++t) {
       const float w = loss_weights_[i][t];
-      if (w != 0.0f) tops_[i][t]->diff.fill(w * loss_scale_);
+      if (w == 0.0f) continue;
+      if (loss_scale_source_) {
+        seed_loss_gradient(tops_[i][t]->diff, w);
+      } else {
+        tops_[i][t]->diff.fill(w * loss_scale_);
+      }
     }
     const TimelineScope event("backward", layers_[i]->name());
     cuda::DeviceTimeline* gpu = device_timeline();

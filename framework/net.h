@@ -180,6 +180,13 @@ class Net {
   // `scale`: dynamic loss scaling for FP16 training. 1 by default.
   void set_loss_scale(float scale) { loss_scale_ = scale; }
   float loss_scale() const { return loss_scale_; }
+  // Results read one step later (framework/solver/step_ledger.h): while
+  // `sum` is set, forward adds each weighted loss into *sum where it lies
+  // (on the net's device; nothing is read back, and forward returns 0), and
+  // while `scale` is set, backward seeds each loss gradient with its weight
+  // times float(*scale) instead of loss_scale(). Null: the eager behaviour.
+  void set_loss_sink(double* sum) { loss_sink_ = sum; }
+  void set_loss_scale_source(const double* scale) { loss_scale_source_ = scale; }
   int num_layers() const { return static_cast<int>(layers_.size()); }
   Layer& layer(int i) { return *layers_.at(i); }
   const Layer& layer(int i) const { return *layers_.at(i); }
@@ -317,6 +324,8 @@ class Net {
   // kByLifetimeChecked: NaN into the buffers whose last use was step `step`
   // (forward_step_, recompute_step_, backward_step_).
   void poison_after(int step);
+  void add_to_loss_sink(const Tensor& loss, float weight);  // set_loss_sink
+  void seed_loss_gradient(Tensor& diff, float weight);      // set_loss_scale_source
   // The steps of one training pass in order: the forwards, then the
   // backwards from the last layer down, each range's recompute just before
   // the backward of its last layer (net_plan.cpp).
@@ -400,6 +409,8 @@ class Net {
   std::function<void(int)> grad_ready_;
   LayerPassHooks pass_hooks_;
   float loss_scale_ = 1.0f;
+  double* loss_sink_ = nullptr;
+  const double* loss_scale_source_ = nullptr;
   bool force_backward_ = false;
   size_t layer_bytes_ = 0;  // MemoryReport::layer_bytes, as set up
   bool planned_forward_only_ = false;  // blob_plan_.forward_only, while a plan is in place

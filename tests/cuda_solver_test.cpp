@@ -209,6 +209,58 @@ TEST(FusedGradientsTest, ClipAndOverflowCheckMatchTheCpu) {
   EXPECT_FALSE(scale_gradients_check_finite(gpu, 1.0f));
 }
 
+// Results read one step later on a GPU (framework/solver/step_ledger.h): the
+// loss, the finite flag, the FP16 scale and the update's go-ahead stay on the
+// device. The weights must be those of the eager GPU step: bit for bit for
+// SGD; Adam's bias corrections come from the device's pow in place of the
+// host's, so within a few float ulps there. (The CPU twin of this test,
+// tests/solver_step_results_test.cpp, runs in CI.)
+TEST(CudaStepResultsTest, OneStepLaterTrainsTheEagerWeightsOnTheGpu) {
+  STRATA_SKIP_WITHOUT_GPU("results read one step later on a GPU are compile-tested only");
+  SolverOptions gpu;
+  gpu.device = Device::cuda(0);
+  for (const char* precision : {"FP32", "FP16", "BF16"}) {
+    for (const char* rule : {"type: \"SGD\" momentum: 0.9 clip_gradients: 0.05", "type: \"Adam\" iter_size: 2"}) {
+      SCOPED_TRACE(std::string(precision) + " " + rule);
+      const std::string extra = std::string("max_iter: 30 display: 0 snapshot_after_train: false precision: ") +
+                                precision + " initial_loss_scale: 1099511627776 loss_scale_growth_interval: 4 " +
+                                rule + " step_results: ";
+      auto run = [&](const char* results) {
+        auto s = std::make_unique<Solver>(solver_test::parse_solver(solver_test::linear_solver(extra + results)), gpu);
+        Solver cpu_twin(solver_test::parse_solver(solver_test::linear_solver("max_iter: 1")));
+        solver_test::fill_inputs(cpu_twin.net());
+        for (const char* blob : {"data", "label"}) s->net().blob(blob).data.copy_from(cpu_twin.net().blob(blob).data);
+        s->solve();
+        return s;
+      };
+      const std::unique_ptr<Solver> each = run("EACH_STEP"), later = run("ONE_STEP_LATER");
+      EXPECT_FALSE(each->results_one_step_later());
+      EXPECT_TRUE(later->results_one_step_later());
+      const bool adam = std::string(rule).find("Adam") != std::string::npos;
+      for (size_t i = 0; i < each->net().params().size(); ++i) {
+        const std::vector<float> a = test::values(each->net().params()[i].blob->data.to(Device::cpu()));
+        const std::vector<float> b = test::values(later->net().params()[i].blob->data.to(Device::cpu()));
+        if (adam) {
+          test::expect_near(b, a, 1e-6f);
+        } else {
+          EXPECT_EQ(b, a) << "parameter " << i;
+        }
+      }
+      EXPECT_EQ(later->optimizer().steps(), each->optimizer().steps());
+      EXPECT_NEAR(later->smoothed_loss(), each->smoothed_loss(), 1e-5 * std::abs(each->smoothed_loss()));
+      if (std::string(precision) == "FP16") {
+        EXPECT_EQ(later->loss_scaler()->scale(), each->loss_scaler()->scale());
+        EXPECT_EQ(later->loss_scaler()->skipped_steps(), each->loss_scaler()->skipped_steps());
+        EXPECT_GT(each->loss_scaler()->skipped_steps(), 5);  // 2^40 overflows f16: not vacuous
+      }
+    }
+  }
+  // AUTO reads one step later on a GPU.
+  Solver automatic(solver_test::parse_solver(solver_test::linear_solver("max_iter: 1")), gpu);
+  EXPECT_TRUE(automatic.results_one_step_later());
+  EXPECT_EQ(automatic.step_results_summary(), "step results read one step later");
+}
+
 #endif  // STRATA_WITH_CUDA
 
 }  // namespace

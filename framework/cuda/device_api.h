@@ -51,6 +51,12 @@ void axpy_f32(int64_t n, float alpha, const float* x, float* y, int index);
 // Reads n device floats (each at its own address) into out[0..n) with one
 // synchronisation: what the Net does with its loss values once per step.
 void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index);
+// A loss top read one step later (framework/solver/step_ledger.h): its value
+// added into a device sum, *sum += double(weight) * *x, and its gradient
+// filled with weight * float(*scale), the loss scale the device keeps.
+// Queued on the compute stream of `index`; nothing is read back.
+void add_weighted_loss(double* sum, const float* x, float weight, int index);
+void fill_f32_scaled(float* ptr, int64_t n, float weight, const double* scale, int index);
 // Waits for all work on every stream of `index`.
 void synchronize(int index);
 

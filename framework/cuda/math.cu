@@ -36,6 +36,16 @@ __global__ void fill_kernel(int64_t n, float value, float* x) {
   STRATA_CUDA_LOOP(i, n) x[i] = value;
 }
 
+// The loss top's gradient with the loss scale the device keeps (as the host's w * float(scale)).
+__global__ void fill_scaled_kernel(int64_t n, float weight, const double* scale, float* x) {
+  const float value = weight * static_cast<float>(*scale);
+  STRATA_CUDA_LOOP(i, n) x[i] = value;
+}
+
+__global__ void add_weighted_loss_kernel(double* sum, const float* x, float weight) {
+  *sum += static_cast<double>(weight) * static_cast<double>(*x);
+}
+
 __global__ void axpy_kernel(int64_t n, float alpha, const float* x, float* y) {
   STRATA_CUDA_LOOP(i, n) y[i] += alpha * x[i];
 }
@@ -214,6 +224,17 @@ void fill(int64_t n, float value, float* x) {
     return;
   }
   fill_kernel<<<blocks_for(n), kThreadsPerBlock, 0, compute_stream()>>>(n, value, x);
+  STRATA_KERNEL_CHECK();
+}
+
+void fill_scaled(int64_t n, float weight, const double* scale, float* x) {
+  if (n <= 0) return;
+  fill_scaled_kernel<<<blocks_for(n), kThreadsPerBlock, 0, compute_stream()>>>(n, weight, scale, x);
+  STRATA_KERNEL_CHECK();
+}
+
+void add_weighted_loss(double* sum, const float* x, float weight) {
+  add_weighted_loss_kernel<<<1, 1, 0, compute_stream()>>>(sum, x, weight);
   STRATA_KERNEL_CHECK();
 }
 

@@ -43,6 +43,10 @@ void gemm_strided_batched(Transpose ta, Transpose tb, int64_t M, int64_t N, int6
                           float* C, int64_t stride_c, int64_t batch);
 
 void fill(int64_t n, float value, float* x);
+// Results read one step later (framework/solver/step_ledger.h): x = weight *
+// float(*scale), and *sum += double(weight) * double(*x), all on the device.
+void fill_scaled(int64_t n, float weight, const double* scale, float* x);
+void add_weighted_loss(double* sum, const float* x, float weight);
 void copy(int64_t n, const float* x, float* y);  // y = x (may alias: no-op)
 void axpy(int64_t n, float alpha, const float* x, float* y);  // y += alpha * x
 void scale(int64_t n, float alpha, float* x);                 // x *= alpha

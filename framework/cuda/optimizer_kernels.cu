@@ -131,7 +131,8 @@ __device__ ChunkRange my_chunk(const FusedTensor* tensors, const int64_t* offset
 __device__ float regularizer(bool l1, float w) { return l1 ? static_cast<float>((w > 0.0f) - (w < 0.0f)) : w; }
 
 __global__ void sgd_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, double lr, float mom,
-                           double weight_decay, bool nesterov, bool l1) {
+                           double weight_decay, bool nesterov, bool l1, DeviceGate gate) {
+  if (gate.applied && *gate.applied == 0) return;
   const ChunkRange r = my_chunk(tensors, offsets, count);
   const float rate = static_cast<float>(lr * static_cast<double>(r.t.lr_mult));
   const float decay = static_cast<float>(weight_decay * static_cast<double>(r.t.decay_mult));
@@ -151,7 +152,15 @@ __global__ void sgd_kernel(const FusedTensor* tensors, const int64_t* offsets, i
 
 __global__ void adam_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, double lr,
                             float beta1, float beta2, float one_minus_b1, float one_minus_b2, double bias_c1,
-                            float bc2_sqrt, float eps, double weight_decay, bool decoupled, bool l1) {
+                            float bc2_sqrt, float eps, double weight_decay, bool decoupled, bool l1,
+                            double beta1_d, double beta2_d, DeviceGate gate) {
+  if (gate.applied && *gate.applied == 0) return;
+  if (gate.step) {
+    // t is the device's count of applied updates: the bias corrections as fused_adam computes them.
+    const double tt = static_cast<double>(*gate.step);
+    bias_c1 = 1.0 - pow(beta1_d, tt);
+    bc2_sqrt = static_cast<float>(sqrt(1.0 - pow(beta2_d, tt)));
+  }
   const ChunkRange r = my_chunk(tensors, offsets, count);
   const double local_lr = lr * static_cast<double>(r.t.lr_mult);
   const double wd = weight_decay * static_cast<double>(r.t.decay_mult);
@@ -178,7 +187,8 @@ __global__ void adam_kernel(const FusedTensor* tensors, const int64_t* offsets, 
 // AdaDeltaOptimizer in framework/solver/optimizer.cpp.
 __global__ void adaptive_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, double lr,
                                 AdaptiveRule rule, float keep, float add, float delta, double weight_decay,
-                                bool l1) {
+                                bool l1, DeviceGate gate) {
+  if (gate.applied && *gate.applied == 0) return;
   const ChunkRange r = my_chunk(tensors, offsets, count);
   const float rate = static_cast<float>(lr * static_cast<double>(r.t.lr_mult));
   const float decay = static_cast<float>(weight_decay * static_cast<double>(r.t.decay_mult));
@@ -206,7 +216,9 @@ __global__ void adaptive_kernel(const FusedTensor* tensors, const int64_t* offse
 }
 
 __global__ void scale_stats_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, float factor,
-                                   bool stats, double* partials, int* nonfinite) {
+                                   bool stats, double* partials, int* nonfinite, const double* loss_scale,
+                                   double divisor) {
+  if (loss_scale) factor = static_cast<float>(1.0 / (*loss_scale * divisor));
   const ChunkRange r = my_chunk(tensors, offsets, count);
   float* g = r.t.g;
   double acc = 0.0;
@@ -234,6 +246,16 @@ __global__ void scale_stats_kernel(const FusedTensor* tensors, const int64_t* of
   if (threadIdx.x == 0) partials[blockIdx.x] = sh[0];
 }
 
+__global__ void clip_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, const double* sum_squares,
+                            double max_norm) {
+  const double norm = sqrt(*sum_squares);
+  if (!(norm > max_norm)) return;
+  const float factor = static_cast<float>(max_norm / (norm + 1e-6));
+  const ChunkRange r = my_chunk(tensors, offsets, count);
+  float* g = r.t.g;
+  for (int64_t i = r.begin + threadIdx.x; i < r.end; i += blockDim.x) g[i] = __fmul_rn(g[i], factor);
+}
+
 // One block sums the per-chunk partials in a fixed order.
 __global__ void sum_partials_kernel(const double* partials, int64_t n, double* out) {
   __shared__ double sh[kThreads];
@@ -255,7 +277,8 @@ void fused_sgd(const std::vector<FusedTensor>& tensors, const FusedSgdArgs& a, i
   DeviceTable& t = table_for(tensors, index);
   if (t.chunks == 0) return;
   sgd_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, compute_stream()>>>(
-      t.tensors, t.offsets, t.count, a.lr, static_cast<float>(a.momentum), a.weight_decay, a.nesterov, a.l1);
+      t.tensors, t.offsets, t.count, a.lr, static_cast<float>(a.momentum), a.weight_decay, a.nesterov, a.l1,
+      a.gate);
   STRATA_KERNEL_CHECK();
 }
 
@@ -269,7 +292,7 @@ void fused_adam(const std::vector<FusedTensor>& tensors, const FusedAdamArgs& a,
   adam_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, compute_stream()>>>(
       t.tensors, t.offsets, t.count, a.lr, static_cast<float>(a.beta1), static_cast<float>(a.beta2),
       static_cast<float>(1.0 - a.beta1), static_cast<float>(1.0 - a.beta2), bias_c1, bc2_sqrt,
-      static_cast<float>(a.eps), a.weight_decay, a.decoupled, a.l1);
+      static_cast<float>(a.eps), a.weight_decay, a.decoupled, a.l1, a.beta1, a.beta2, a.gate);
   STRATA_KERNEL_CHECK();
 }
 
@@ -281,7 +304,8 @@ void fused_adaptive(const std::vector<FusedTensor>& tensors, const FusedAdaptive
   const float keep = averaged ? static_cast<float>(a.decay) : 1.0f;
   const float add = averaged ? static_cast<float>(1.0 - a.decay) : 1.0f;
   adaptive_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, compute_stream()>>>(
-      t.tensors, t.offsets, t.count, a.lr, a.rule, keep, add, static_cast<float>(a.delta), a.weight_decay, a.l1);
+      t.tensors, t.offsets, t.count, a.lr, a.rule, keep, add, static_cast<float>(a.delta), a.weight_decay, a.l1,
+      a.gate);
   STRATA_KERNEL_CHECK();
 }
 
@@ -296,7 +320,8 @@ GradStats fused_scale_gradients(const std::vector<FusedTensor>& tensors, float f
   cudaStream_t stream = compute_stream();
   if (stats) STRATA_CUDA_CHECK(cudaMemsetAsync(t.flag, 0, sizeof(int), stream));
   scale_stats_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, stream>>>(t.tensors, t.offsets, t.count,
-                                                                               factor, stats, t.partials, t.flag);
+                                                                               factor, stats, t.partials, t.flag,
+                                                                               nullptr, 1.0);
   STRATA_KERNEL_CHECK();
   if (!stats) return out;
   sum_partials_kernel<<<1, kThreads, 0, stream>>>(t.partials, t.chunks, t.result);
@@ -307,6 +332,33 @@ GradStats fused_scale_gradients(const std::vector<FusedTensor>& tensors, float f
   STRATA_CUDA_CHECK(cudaStreamSynchronize(stream));
   out.finite = flag == 0;
   return out;
+}
+
+void fused_scale_check_on_device(const std::vector<FusedTensor>& tensors, float factor, const double* loss_scale,
+                                 double divisor, int32_t* nonfinite, double* sum_squares, int index) {
+  DeviceGuard device(index);
+  DeviceTable& t = table_for(tensors, index);
+  cudaStream_t stream = compute_stream();
+  if (t.chunks == 0) {
+    STRATA_CUDA_CHECK(cudaMemsetAsync(sum_squares, 0, sizeof(double), stream));
+    return;
+  }
+  // The record's flag was zeroed when its step began.
+  scale_stats_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, stream>>>(
+      t.tensors, t.offsets, t.count, factor, true, t.partials, nonfinite, loss_scale, divisor);
+  STRATA_KERNEL_CHECK();
+  sum_partials_kernel<<<1, kThreads, 0, stream>>>(t.partials, t.chunks, sum_squares);
+  STRATA_KERNEL_CHECK();
+}
+
+void fused_clip_on_device(const std::vector<FusedTensor>& tensors, const double* sum_squares, double max_norm,
+                          int index) {
+  DeviceGuard device(index);
+  DeviceTable& t = table_for(tensors, index);
+  if (t.chunks == 0) return;
+  clip_kernel<<<static_cast<unsigned>(t.chunks), kThreads, 0, compute_stream()>>>(t.tensors, t.offsets, t.count,
+                                                                                sum_squares, max_norm);
+  STRATA_KERNEL_CHECK();
 }
 
 }  // namespace strata::cuda

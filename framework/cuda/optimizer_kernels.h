@@ -25,12 +25,21 @@ struct FusedTensor {
   float decay_mult = 1.0f;
 };
 
+// Results read one step later (framework/solver/step_ledger.h): the update
+// runs only when the device's decision `*applied` is 1, and Adam's t is the
+// device's update count `*step`. Null: always run, t from the args.
+struct DeviceGate {
+  const int32_t* applied = nullptr;
+  const int64_t* step = nullptr;
+};
+
 struct FusedSgdArgs {
   double lr = 0.0;
   double momentum = 0.0;
   double weight_decay = 0.0;
   bool nesterov = false;
   bool l1 = false;
+  DeviceGate gate;
 };
 
 struct FusedAdamArgs {
@@ -40,6 +49,7 @@ struct FusedAdamArgs {
   bool decoupled = false;  // AdamW
   bool l1 = false;
   int64_t step = 1;        // t of the bias corrections
+  DeviceGate gate;         // gate.step, when set, replaces `step`
 };
 
 // Caffe's AdaGrad, RMSProp and AdaDelta (framework/solver/optimizer.h). AdaGrad and
@@ -53,6 +63,7 @@ struct FusedAdaptiveArgs {
   double delta = 1e-8;
   double weight_decay = 0.0;
   bool l1 = false;
+  DeviceGate gate;
 };
 
 // All on the compute stream of device `index`; tensors with n == 0 are skipped.
@@ -70,5 +81,16 @@ enum class ReadBack { kNo, kYes };
 // order: deterministic), and waits for the result; kNo returns at once.
 GradStats fused_scale_gradients(const std::vector<FusedTensor>& tensors, float factor, ReadBack read_back,
                                 int index);
+
+// The same pass with nothing read back (results one step later): the factor
+// is 1 / (*loss_scale * divisor) when loss_scale is set, else `factor`; an
+// inf or NaN sets *nonfinite to 1, and the sum of squares (in the same order
+// as above) goes to *sum_squares.
+void fused_scale_check_on_device(const std::vector<FusedTensor>& tensors, float factor, const double* loss_scale,
+                                 double divisor, int32_t* nonfinite, double* sum_squares, int index);
+// clip_gradients from a sum of squares on the device: when sqrt(*sum_squares)
+// exceeds max_norm, g *= max_norm / (norm + 1e-6), as the host computes it.
+void fused_clip_on_device(const std::vector<FusedTensor>& tensors, const double* sum_squares, double max_norm,
+                          int index);
 
 }  // namespace strata::cuda

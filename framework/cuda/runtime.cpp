@@ -343,6 +343,17 @@ void axpy_f32(int64_t n, float alpha, const float* x, float* y, int index) {
   axpy(n, alpha, x, y);  // framework/cuda/math.h, on the compute stream of `index`
 }
 
+void add_weighted_loss(double* sum, const float* x, float weight, int index) {
+  DeviceGuard g(index);
+  add_weighted_loss(sum, x, weight);  // framework/cuda/math.h
+}
+
+void fill_f32_scaled(float* ptr, int64_t n, float weight, const double* scale, int index) {
+  if (n <= 0) return;
+  DeviceGuard g(index);
+  fill_scaled(n, weight, scale, ptr);  // framework/cuda/math.h
+}
+
 void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index) {
   if (device_ptrs.empty()) return;
   DeviceContext& ctx = context(index);

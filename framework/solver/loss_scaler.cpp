@@ -16,18 +16,19 @@ LossScaler::LossScaler(const LossScalerOptions& options) : options_(options), sc
 }
 
 StepDecision LossScaler::update(bool found_overflow) {
-  if (found_overflow) {
-    scale_ = std::max(options_.min_scale, scale_ * options_.backoff);
-    good_steps_ = 0;
-    ++skipped_;
-    return StepDecision::kSkip;
-  }
-  if (++good_steps_ >= options_.growth_interval) {
-    // fp32 cannot hold much beyond 2^127; stop well before.
-    scale_ = std::min(scale_ * options_.growth, 1e30);
-    good_steps_ = 0;
-  }
-  return StepDecision::kApply;
+  advance_loss_scale(rule(), found_overflow, scale_, good_steps_);
+  if (!found_overflow) return StepDecision::kApply;
+  ++skipped_;
+  return StepDecision::kSkip;
+}
+
+LossScaleRule LossScaler::rule() const {
+  LossScaleRule r;
+  r.growth = options_.growth;
+  r.backoff = options_.backoff;
+  r.growth_interval = options_.growth_interval;
+  r.min_scale = options_.min_scale;
+  return r;
 }
 
 void LossScaler::set_state(double scale, int64_t good_steps) {

@@ -4,10 +4,14 @@
 // and divided by the scale. When any is inf or NaN the step is skipped and
 // the scale lowered (times `backoff`); after `growth_interval` good steps in
 // a row it is raised (times `growth`). Pure logic: the Solver does the
-// scaling and the check.
+// scaling and the check; the rule itself is advance_loss_scale
+// (step_verdict.h), which the device runs too when results are read one
+// step later.
 #pragma once
 
 #include <cstdint>
+
+#include "framework/solver/step_verdict.h"
 
 namespace strata {
 
@@ -30,6 +34,10 @@ class LossScaler {
   StepDecision update(bool found_overflow);
   int64_t good_steps() const { return good_steps_; }
   int64_t skipped_steps() const { return skipped_; }
+  // The rule, for a device that decides (step_verdict.h).
+  LossScaleRule rule() const;
+  // Steps found skipped by the device (results read one step later).
+  void count_skipped() { ++skipped_; }
   // For snapshots: the scale and the good-step counter.
   void set_state(double scale, int64_t good_steps);
 

@@ -129,23 +129,63 @@ GradientStats scale_gradients_check(std::vector<NetParam>& params, float factor)
   return out;
 }
 
-double clip_gradients(std::vector<NetParam>& params, double max_norm) {
-  if (!(max_norm > 0.0)) return 0.0;
-  // Serial and in double: the norm (and so the result) does not depend on the thread count.
+namespace {
+
+// Serial and in double: the norm (and so the result) does not depend on the thread count.
+double host_sum_squares(const std::vector<NetParam>& params) {
   double sq = 0.0;
-#ifdef STRATA_WITH_CUDA
-  const Device d = params_device(params);
-  if (!d.is_cpu()) {
-    sq = cuda::fused_scale_gradients(fused_table(params, nullptr), 1.0f, cuda::ReadBack::kYes, d.index).sum_squares;
-  }
-#endif
   for (const NetParam& p : params) {
-    if (!p.blob->data.device().is_cpu()) break;  // summed on the device above
     if (is_updated(p)) sq += sum_squares(p.blob->diff.numel(), p.blob->diff.data<float>());
   }
+  return sq;
+}
+
+double clip_by_sum_squares(std::vector<NetParam>& params, double sq, double max_norm) {
   const double norm = std::sqrt(sq);
   if (norm > max_norm) scale_gradients(params, static_cast<float>(max_norm / (norm + 1e-6)));
   return norm;
+}
+
+}  // namespace
+
+double clip_gradients(std::vector<NetParam>& params, double max_norm) {
+  if (!(max_norm > 0.0)) return 0.0;
+#ifdef STRATA_WITH_CUDA
+  const Device d = params_device(params);
+  if (!d.is_cpu()) {
+    const double sq =
+        cuda::fused_scale_gradients(fused_table(params, nullptr), 1.0f, cuda::ReadBack::kYes, d.index).sum_squares;
+    return clip_by_sum_squares(params, sq, max_norm);
+  }
+#endif
+  return clip_by_sum_squares(params, host_sum_squares(params), max_norm);
+}
+
+void scale_check_gradients_into(std::vector<NetParam>& params, float factor, bool loss_scaled, double divisor,
+                                bool sum, const StepSlots& slots) {
+#ifdef STRATA_WITH_CUDA
+  const Device d = params_device(params);
+  if (!d.is_cpu()) {
+    cuda::fused_scale_check_on_device(fused_table(params, nullptr), factor, loss_scaled ? slots.scale : nullptr,
+                                      divisor, slots.nonfinite, slots.sum_squares, d.index);
+    return;
+  }
+#endif
+  if (loss_scaled) factor = static_cast<float>(1.0 / (*slots.scale * divisor));
+  *slots.nonfinite = scale_gradients_check_finite(params, factor) ? 0 : 1;
+  *slots.sum_squares = sum ? host_sum_squares(params) : 0.0;
+}
+
+void clip_gradients_from(std::vector<NetParam>& params, const StepSlots& slots, double max_norm) {
+  if (!(max_norm > 0.0)) return;
+#ifdef STRATA_WITH_CUDA
+  const Device d = params_device(params);
+  if (!d.is_cpu()) {
+    cuda::fused_clip_on_device(fused_table(params, nullptr), slots.sum_squares, max_norm, d.index);
+    return;
+  }
+#endif
+  clip_by_sum_squares(params, *slots.sum_squares, max_norm);
 }
 
 void Optimizer::prepare(const std::vector<NetParam>& params) {
@@ -162,10 +202,15 @@ void Optimizer::prepare(const std::vector<NetParam>& params) {
   }
 }
 
-void Optimizer::update(std::vector<NetParam>& params, double lr) {
+void Optimizer::update(std::vector<NetParam>& params, double lr, const StepSlots* slots) {
 #ifdef STRATA_WITH_CUDA
   const Device d = params_device(params);
   if (!d.is_cpu()) {
+    cuda::DeviceGate gate;  // results read one step later: the device decides
+    if (slots) {
+      gate.applied = slots->applied;
+      gate.step = slots->updates;
+    }
     // One launch for every parameter: the same formulas as update_of below.
     const std::vector<cuda::FusedTensor> table = fused_table(params, &history_);
     const bool l1 = options_.regularization == Regularization::kL1;
@@ -176,6 +221,7 @@ void Optimizer::update(std::vector<NetParam>& params, double lr) {
       a.weight_decay = options_.weight_decay;
       a.nesterov = options_.type == SolverType::kNesterov;
       a.l1 = l1;
+      a.gate = gate;
       cuda::fused_sgd(table, a, d.index);
     } else if (options_.type == SolverType::kAdaGrad || options_.type == SolverType::kRMSProp ||
                options_.type == SolverType::kAdaDelta) {
@@ -188,6 +234,7 @@ void Optimizer::update(std::vector<NetParam>& params, double lr) {
       a.delta = options_.delta;
       a.weight_decay = options_.weight_decay;
       a.l1 = l1;
+      a.gate = gate;
       cuda::fused_adaptive(table, a, d.index);
     } else {
       cuda::FusedAdamArgs a;
@@ -199,12 +246,17 @@ void Optimizer::update(std::vector<NetParam>& params, double lr) {
       a.decoupled = options_.type == SolverType::kAdamW;
       a.l1 = l1;
       a.step = steps_ + 1;
+      a.gate = gate;
       cuda::fused_adam(table, a, d.index);
     }
-    ++steps_;
+    if (!slots) ++steps_;  // else the Solver counts from the records it reads back
     return;
   }
 #endif
+  if (slots) {
+    if (*slots->applied == 0) return;  // the CPU decided already: nothing to apply
+    steps_ = *slots->updates - 1;      // t from the record, as the kernels read it
+  }
   // Every parameter's elements cut into pieces of kMinChunk, all run in one
   // parallel region: the element-wise formulas give the same bits however
   // the pieces fall.

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "framework/net.h"
+#include "framework/solver/step_ledger.h"
 #include "framework/tensor.h"
 
 namespace strata {
@@ -82,6 +83,16 @@ GradientStats scale_gradients_check(std::vector<NetParam>& params, float factor)
 // disabled: the norm is then not computed).
 double clip_gradients(std::vector<NetParam>& params, double max_norm);
 
+// Results read one step later (framework/solver/step_ledger.h): the same two
+// passes with nothing read back. scale_check_gradients_into multiplies by
+// 1 / (*slots.scale * divisor) when `loss_scaled` (the FP16 scale lives on the
+// device), else by `factor`; sets *slots.nonfinite to 1 on inf or NaN and,
+// with `sum`, writes the sum of squares clip_gradients takes the root of to
+// *slots.sum_squares. clip_gradients_from clips by that sum.
+void scale_check_gradients_into(std::vector<NetParam>& params, float factor, bool loss_scaled, double divisor,
+                                bool sum, const StepSlots& slots);
+void clip_gradients_from(std::vector<NetParam>& params, const StepSlots& slots, double max_norm);
+
 class Optimizer {
  public:
   explicit Optimizer(const OptimizerOptions& options) : options_(options) {}
@@ -100,7 +111,12 @@ class Optimizer {
   // once by the Solver; update() and load_state() need it.
   void prepare(const std::vector<NetParam>& params);
   // One update of every updated parameter from its (final) gradient.
-  void update(std::vector<NetParam>& params, double lr);
+  void update(std::vector<NetParam>& params, double lr) { update(params, lr, nullptr); }
+  // With a step's slots (results read one step later): the update runs only
+  // when *slots->applied, with Adam's t = *slots->updates, both read where
+  // they are (on a GPU by the kernels). steps() then follows the records the
+  // Solver reads back (set_steps).
+  void update(std::vector<NetParam>& params, double lr, const StepSlots* slots);
 
   // Updates applied so far (Adam's bias-correction step t is steps() + 1).
   int64_t steps() const { return steps_; }

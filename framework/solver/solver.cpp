@@ -17,6 +17,7 @@
 #include "framework/io/file_util.h"
 #include "framework/solver/lr_policy.h"
 #include "framework/solver/precision.h"
+#include "framework/solver/step_ledger.h"
 
 namespace strata {
 
@@ -192,6 +193,17 @@ int64_t Solver::samples_per_iteration() const {
 }
 
 float Solver::step() {
+  if (results_one_step_later()) {
+    queue_step();
+    account(ledger_->settle(0));
+    return last_loss_;
+  }
+  return step_each();
+}
+
+// The eager step: the host reads the loss and the finite flag, and decides.
+float Solver::step_each() {
+  settle_results();  // a step queued by solve() before a strategy attached
   const TimelineScope event("step", Timeline::on() ? "step " + std::to_string(iter_ + 1) : std::string());
   for (TrainingStrategy* t : strategies_) t->before_step();
   net_->zero_param_diffs();
@@ -220,29 +232,14 @@ float Solver::step() {
     const double scale = scaler_->scale();
     const bool finite = scale_check(static_cast<float>(1.0 / (scale * static_cast<double>(config_.iter_size))));
     if (scaler_->update(!finite) == StepDecision::kSkip) {
-      if (notice_) {
-        std::ostringstream msg;
-        msg << "iteration " << iter_ + 1 << ": gradient overflow (inf/NaN) at loss scale " << scale
-            << ", update skipped, loss scale lowered to " << scaler_->scale();
-        notice_(msg.str());
-      }
+      overflow_notice(iter_ + 1, scale);
       return finish_step(loss);
     }
   } else {
     // One pass scales and checks: a NaN/inf step never reaches the weights.
     const bool finite = scale_check(1.0f / static_cast<float>(config_.iter_size));
     if (!finite || !std::isfinite(loss)) {
-      const std::string what = "iteration " + std::to_string(iter_ + 1) + ": the loss is " + format_loss(loss) +
-                               (finite ? "" : " and some gradients are not finite") + "; " +
-                               first_nonfinite(*net_);
-      if (config_.nonfinite == NonFiniteAction::kStop) {
-        fail<NumericError>(what, ". The update was not applied and no snapshot of these weights is written. "
-                                 "Lower base_lr (or set clip_gradients), check the inputs and the loaded weights, "
-                                 "or set `nonfinite: SKIP` in the solver to skip such steps");
-      }
-      ++nonfinite_skipped_;
-      if (notice_) notice_(what + "; update skipped (nonfinite: SKIP), " + std::to_string(nonfinite_skipped_) +
-                           " so far");
+      nonfinite_step(iter_ + 1, loss, finite, first_nonfinite(*net_));
       return finish_step(loss);
     }
   }
@@ -255,16 +252,141 @@ float Solver::step() {
   return finish_step(loss);
 }
 
-// The end of every step, updated or skipped: the iteration counts and its
-// loss joins the window the progress lines average.
+void Solver::overflow_notice(int64_t iteration, double scale) const {
+  if (!notice_) return;
+  std::ostringstream msg;
+  msg << "iteration " << iteration << ": gradient overflow (inf/NaN) at loss scale " << scale
+      << ", update skipped, loss scale lowered to " << scaler_->scale();
+  notice_(msg.str());
+}
+
+void Solver::nonfinite_step(int64_t iteration, double loss, bool gradients_finite, const std::string& diagnosis) {
+  const std::string what = "iteration " + std::to_string(iteration) + ": the loss is " + format_loss(loss) +
+                           (gradients_finite ? "" : " and some gradients are not finite") + "; " + diagnosis;
+  if (config_.nonfinite == NonFiniteAction::kStop) {
+    fail<NumericError>(what, ". The update was not applied and no snapshot of these weights is written. "
+                             "Lower base_lr (or set clip_gradients), check the inputs and the loaded weights, "
+                             "or set `nonfinite: SKIP` in the solver to skip such steps");
+  }
+  ++nonfinite_skipped_;
+  if (notice_) notice_(what + "; update skipped (nonfinite: SKIP), " + std::to_string(nonfinite_skipped_) + " so far");
+}
+
+// ---- results read one step later (framework/solver/step_ledger.h) ----
+
+bool Solver::results_one_step_later() const {
+  switch (config_.step_results) {
+    case StepResults::kEachStep:
+      return false;
+    case StepResults::kOneStepLater:
+      return strategies_.empty();
+    case StepResults::kAuto:
+      break;
+  }
+  return strategies_.empty() && !options_.device.is_cpu();
+}
+
+std::string Solver::step_results_summary() const {
+  if (results_one_step_later()) return "step results read one step later";
+  if (config_.step_results == StepResults::kOneStepLater) {
+    return "step results read every step (ONE_STEP_LATER needs a run without a multi-rank strategy)";
+  }
+  return "step results read every step";
+}
+
+// The step's work queued with nothing read back: forward adds its loss into
+// the step's record, the gradient check writes its flag there, the device
+// decides, and the update reads that decision.
+void Solver::queue_step() {
+  const TimelineScope event("step", Timeline::on() ? "step " + std::to_string(iter_ + 1) : std::string());
+  if (!ledger_) {
+    StepRule rule;
+    rule.scaling = scaler_ != nullptr;
+    if (scaler_) rule.scale_rule = scaler_->rule();
+    rule.stop_on_nonfinite = config_.nonfinite == NonFiniteAction::kStop;
+    rule.iter_size = static_cast<int32_t>(config_.iter_size);
+    StepCarry carry;
+    carry.scale = scaler_ ? scaler_->scale() : 1.0;
+    carry.good_steps = scaler_ ? scaler_->good_steps() : 0;
+    carry.updates = optimizer_->steps();
+    ledger_ = std::make_unique<StepLedger>(net_->device(), rule, carry);
+  }
+  net_->zero_param_diffs();
+  StepSlots slots;
+  account(ledger_->begin(iter_ + 1, slots));
+  {
+    struct Sinks {
+      Net& net;
+      ~Sinks() {
+        net.set_loss_sink(nullptr);
+        net.set_loss_scale_source(nullptr);
+      }
+    } sinks{*net_};
+    net_->set_loss_sink(slots.loss_sum);
+    if (scaler_) net_->set_loss_scale_source(slots.scale);
+    for (pass_ = 0; pass_ < config_.iter_size; ++pass_) net_->forward_backward();
+    pass_ = 0;
+  }
+  std::vector<NetParam>& params = net_->params();
+  last_lr_ = learning_rate(config_.lr, iter_);
+  const bool clip = config_.clip_gradients > 0.0;
+  scale_check_gradients_into(params, 1.0f / static_cast<float>(config_.iter_size), scaler_ != nullptr,
+                             static_cast<double>(config_.iter_size), clip, slots);
+  ledger_->decide();
+  if (clip) clip_gradients_from(params, slots, config_.clip_gradients);  // a skipped step's are never used
+  optimizer_->update(params, last_lr_, &slots);
+  ledger_->finish();
+  net_->trace_update();
+  net_->flush_device_timeline();
+  ++iter_;
+}
+
+// The host's part of steps read back: progress, the scaler's and the
+// optimizer's counts, notices, and the error of a non-finite step under STOP.
+void Solver::account(const std::vector<SettledStep>& steps) {
+  for (const SettledStep& s : steps) {
+    const StepVerdict& v = s.verdict;
+    const double loss = step_loss(v, ledger_->rule());
+    optimizer_->set_steps(v.updates);
+    if (scaler_) {
+      scaler_->set_state(v.next_scale, v.good_steps);
+      if (!v.applied) {
+        scaler_->count_skipped();
+        overflow_notice(s.iteration, v.scale);
+      }
+    } else if (!v.applied) {
+      // The blobs still hold this step's values only when no later step ran.
+      std::string diagnosis = first_nonfinite(*net_);
+      if (s.iteration != iter_) {
+        diagnosis = std::string("read one step later, when the next step had run") +
+                    (v.halted ? " and applied no update" : "") +
+                    " (set `step_results: EACH_STEP` in the solver to see which layer went non-finite first)";
+      }
+      nonfinite_step(s.iteration, loss, v.nonfinite == 0, diagnosis);
+    }
+    record_loss(loss);
+  }
+}
+
+void Solver::settle_results() {
+  if (ledger_) account(ledger_->settle(0));
+}
+
+// The end of every eager step, updated or skipped: the iteration counts and
+// its loss joins the window the progress lines average.
 float Solver::finish_step(double loss) {
   net_->trace_update();  // STRATA_MEMORY_TRACE: what the optimizer took
   net_->flush_device_timeline();  // the step's GPU spans, inside its host span (waits only with --timeline)
   TrainingStrategy* updater = owner([](const TrainingStrategy& t) { return t.owns_update(); });
   iter_ = updater ? std::max(iter_, updater->next_iteration(iter_)) : iter_ + 1;
-  loss_window_.push_back(static_cast<float>(loss));
+  record_loss(loss);
+  return last_loss_;
+}
+
+void Solver::record_loss(double loss) {
+  last_loss_ = static_cast<float>(loss);
+  loss_window_.push_back(last_loss_);
   while (static_cast<int64_t>(loss_window_.size()) > config_.average_loss) loss_window_.pop_front();
-  return static_cast<float>(loss);
 }
 
 NamedValues Solver::test() {
@@ -399,6 +521,7 @@ SolveResult Solver::solve() {
   start.max_iter = config_.max_iter;
   start.net_name = net_->name();
   start.summary = config_.summary();
+  if (results_one_step_later()) start.summary += ", " + step_results_summary();
   for (TrainingObserver* o : observers_) o->on_start(start);
 
   const bool testing = test_net_ && config_.test_interval > 0;
@@ -413,10 +536,20 @@ SolveResult Solver::solve() {
   };
   while (iter_ < config_.max_iter) {
     const int64_t before = iter_;
-    step();
-    if (crossed(before, iter_, config_.display)) report_iteration();
-    if (testing && crossed(before, iter_, config_.test_interval)) run_test_and_report();
-    if (crossed(before, iter_, config_.snapshot)) write_snapshot_if_enabled();
+    if (results_one_step_later()) {
+      // The host reads the last step's results while the device runs this one.
+      queue_step();
+      account(ledger_->settle(1));
+    } else {
+      step_each();
+    }
+    const bool report = crossed(before, iter_, config_.display);
+    const bool test_now = testing && crossed(before, iter_, config_.test_interval);
+    const bool snapshot_now = crossed(before, iter_, config_.snapshot);
+    if (report || test_now || snapshot_now || iter_ >= config_.max_iter || stop_now()) settle_results();
+    if (report) report_iteration();
+    if (test_now) run_test_and_report();
+    if (snapshot_now) write_snapshot_if_enabled();
     if (stop_now()) {
       result.status = SolveStatus::kInterrupted;
       break;

@@ -30,6 +30,7 @@
 #include "framework/net.h"
 #include "framework/solver/optimizer.h"
 #include "framework/solver/solver_config.h"
+#include "framework/solver/step_ledger.h"
 #include "framework/solver/training_log.h"
 #include "framework/solver/training_strategy.h"
 
@@ -162,8 +163,14 @@ class Solver {
 
   // One iteration: zero gradients, iter_size forward/backward passes,
   // before_update hook, gradients / iter_size, clipping, optimizer update.
-  // Returns the loss averaged over the iter_size passes.
+  // Returns the loss averaged over the iter_size passes. It reads the step's
+  // results before it returns; solve() reads them one step later where the
+  // config lets it (`step_results`, framework/solver/step_ledger.h).
   float step();
+  // Whether solve() reads each step's results one step later, and a line
+  // saying so for the start of a run.
+  bool results_one_step_later() const;
+  std::string step_results_summary() const;
   // Runs the TEST net for test_iter batches; each scalar output averaged.
   // Empty when there is no TEST net.
   NamedValues test();
@@ -186,7 +193,14 @@ class Solver {
   void apply_retention();
   void report_iteration();
   void reduce_outputs(NamedValues& values);
+  float step_each();
+  void queue_step();
+  void account(const std::vector<SettledStep>& steps);
+  void settle_results();
+  void overflow_notice(int64_t iteration, double scale) const;
+  void nonfinite_step(int64_t iteration, double loss, bool gradients_finite, const std::string& diagnosis);
   float finish_step(double loss);
+  void record_loss(double loss);
   bool stop_now() const;
   template <typename Pred>
   TrainingStrategy* owner(Pred owns) const;
@@ -205,6 +219,9 @@ class Solver {
   std::vector<TrainingStrategy*> strategies_;  // across-replica ones first
   std::function<void(const std::string&)> notice_;
   std::unique_ptr<LossScaler> scaler_;
+  // Steps whose results are read one step later (made at the first such step).
+  std::unique_ptr<StepLedger> ledger_;
+  float last_loss_ = 0.0f;
   int64_t pass_ = 0;  // forward/backward pass of the running step()
   int64_t nonfinite_skipped_ = 0;
   std::vector<TrainingObserver*> observers_;

@@ -25,7 +25,7 @@ const std::vector<std::string>& solver_keys() {
       "clip_gradients", "nonfinite", "layer_decay", "no_weight_decay",
       "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_keep", "snapshot_best", "snapshot_best_mode", "snapshot_format", "log",
       "random_seed", "solver_mode", "device_id", "debug_info", "parallel", "train_state", "test_state", "rms_decay",
-      "precision", "initial_loss_scale", "loss_scale_growth_interval", "blob_memory", "fuse_epilogues"};
+      "precision", "initial_loss_scale", "loss_scale_growth_interval", "blob_memory", "fuse_epilogues", "step_results"};
   return keys;
 }
 
@@ -343,6 +343,12 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
                                                  : BlobMemory::kByLifetime;
   }
   c.fuse_epilogues = root.get_bool("fuse_epilogues", true);
+  {
+    const std::string r = root.get_enum("step_results", {"AUTO", "EACH_STEP", "ONE_STEP_LATER"}, "AUTO");
+    c.step_results = r == "EACH_STEP"        ? StepResults::kEachStep
+                     : r == "ONE_STEP_LATER" ? StepResults::kOneStepLater
+                                             : StepResults::kAuto;
+  }
   c.parallel = root.block("parallel");  // ConfigError when it is not a single block
   return c;
 }

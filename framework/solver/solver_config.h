@@ -43,6 +43,12 @@ enum class NonFiniteAction { kStop, kSkip };
 
 enum class SnapshotAfterTrain { kNo, kYes };
 
+// When the host reads a step's loss and its decision (apply, skip, the FP16
+// loss scale): after every step, or one step later while the device already
+// runs the next (framework/solver/step_ledger.h). AUTO: one step later on a
+// GPU without a multi-rank strategy, every step otherwise. The same weights either way.
+enum class StepResults { kAuto, kEachStep, kOneStepLater };
+
 // Which way a snapshot_best metric improves.
 enum class BestIs { kHigher, kLower };
 
@@ -112,6 +118,7 @@ struct SolverConfig {
   // fuse_epilogues: an in-place ReLU applied by the InnerProduct or
   // Convolution before it (NetOptions::fuse_epilogues); the same bits either way.
   bool fuse_epilogues = true;
+  StepResults step_results = StepResults::kAuto;
 
   // ---- multi-process training ----
   // The `parallel { data { ... } }` block as written (empty when absent). The

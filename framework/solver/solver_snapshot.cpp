@@ -126,6 +126,7 @@ SolverState Solver::capture_state(const SnapshotPaths& paths) {
 
 SnapshotPaths Solver::snapshot() {
   const TimelineScope event("snapshot", "snapshot");
+  settle_results();  // the optimizer's and the scaler's counts as the device left them
   const SnapshotPaths paths = snapshot_paths(config_.snapshot_prefix, iter_);
   SolverState st = capture_state(paths);
   for (TrainingStrategy* t : strategies_) t->snapshot_state(st);
@@ -237,6 +238,8 @@ void Solver::adapt_layer_states(SolverState& st, ResumeInfo& info) const {
 }
 
 ResumeInfo Solver::restore(const std::string& state_path) {
+  settle_results();
+  ledger_.reset();  // the next step starts from the restored scale and update count
   SolverState st = load_solver_state(state_path);
   slice_split_history(*net_, st.history);  // tensor parallel: this rank's blocks
   ResumeInfo info;
