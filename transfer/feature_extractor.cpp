@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "framework/error.h"
 #include "framework/io/file_util.h"
 #include "framework/net.h"
+#include "transfer/batch_pipeline.h"
 #include "framework/data/image_loader.h"
 
 namespace strata::transfer {
@@ -42,11 +44,13 @@ int64_t embed_dim(const Shape& shape, EmbedPool pool, const std::string& blob) {
 }
 
 void pool_rows(const Tensor& blob, int64_t rows, EmbedPool pool, L2Norm norm, float* out) {
-  const Shape& s = blob.shape();
+  pool_rows(blob.shape(), blob.data<float>(), rows, pool, norm, out);
+}
+
+void pool_rows(const Shape& s, const float* in, int64_t rows, EmbedPool pool, L2Norm norm, float* out) {
   const int64_t dim = embed_dim(s, pool, "?");
   STRATA_CHECK(rows <= s[0], "rows ", rows, " > batch ", s[0]);
-  const float* in = blob.data<float>();
-  const int64_t per_row = blob.count(1);
+  const int64_t per_row = shape_numel(Shape(s.begin() + 1, s.end()));
   for (int64_t r = 0; r < rows; ++r) {
     const float* x = in + r * per_row;
     float* o = out + r * dim;
@@ -420,47 +424,60 @@ EmbedResult run_embed(const EmbedOptions& o) {
       int64_t done = 0;      // rows written
       int64_t reported = 0;  // inputs read, as last given to o.progress
       ImageBatch batch;
-      Tensor staged;  // host copy of the input batch (the net may live on a GPU)
-      while (done < total) {
+      // One batch in flight: the host stages the next batch and writes the
+      // rows of the last while the device runs this one (transfer/batch_pipeline.h).
+      BatchPipeline pipe(o.device);
+      std::deque<std::pair<Shape, int64_t>> flying;  // each batch's output shape and rows, oldest first
+      auto write_oldest = [&] {
+        const BatchPipeline::Finished out = pipe.finish_oldest();
+        const auto [shape, n] = flying.front();
+        flying.pop_front();
+        pool_rows(shape, out.data, n, o.pool, o.l2, rows.data());
+        fwrite_checked(f, rows.data(), static_cast<size_t>(n * dim) * sizeof(float));
+        done += n;
+      };
+      while (reported < total) {
+        if (pipe.in_flight() == BatchPipeline::kSlots) write_oldest();  // frees the slot this batch fills
         int64_t n = 0;
+        float* staged = nullptr;
         if (loader) {
           if (!next_images(batch)) break;
           n = batch.rows;
           if (n == 0) continue;
-          staged.resize({n, channels, height, width});
-          std::memcpy(staged.data<float>(), batch.data.data(), static_cast<size_t>(n * sample) * sizeof(float));
+          staged = pipe.input(n * sample);
+          std::memcpy(staged, batch.data.data(), static_cast<size_t>(n * sample) * sizeof(float));
           for (int64_t r = 0; r < n; ++r) {
             paths.push_back(items[static_cast<size_t>(batch.items[static_cast<size_t>(r)])].path);
           }
         } else {
-          n = std::min(o.batch, total - done);
-          staged.resize({n, channels, height, width});
+          n = std::min(o.batch, total - reported);
+          staged = pipe.input(n * sample);
           try {
-            reader->read(n, staged.data<float>());
+            reader->read(n, staged);
           } catch (const IoError& e) {
             input_failure(e.what());
           }
-          for (int64_t r = 0; r < n; ++r) paths.push_back(o.input + "[" + std::to_string(done + r) + "]");
+          for (int64_t r = 0; r < n; ++r) paths.push_back(o.input + "[" + std::to_string(reported + r) + "]");
         }
         if (input.shape()[0] != n) {  // a new batch size: every blob's shape, and their plan, follow
+          while (pipe.in_flight() > 0) write_oldest();  // the batches in flight read the old blobs
           input.resize({n, channels, height, width});
           net->reshape();
         }
-        input.data.copy_from(staged);
+        pipe.send_input(input.data);
         net->forward(0, stop_layer);
         const Blob& out = net->blob(o.layer);
         if (out.shape().empty() || out.shape()[0] != n || embed_dim(out.shape(), o.pool, o.layer) != dim) {
           fail<ShapeError>("blob '", o.layer, "' is ", shape_str(out.shape()), " for a batch of ", n,
                            "; embed needs the batch on axis 0 and the same row size for every batch");
         }
-        const Tensor host_out = out.data.to(Device::cpu());
-        pool_rows(host_out, n, o.pool, o.l2, rows.data());
-        fwrite_checked(f, rows.data(), static_cast<size_t>(n * dim) * sizeof(float));
-        done += n;
+        pipe.receive_output(out.data);
+        flying.emplace_back(out.shape(), n);
         // Skipped images count as done: the bar measures the inputs read.
-        reported = loader ? loader->position() : done;
+        reported = loader ? loader->position() : reported + n;
         if (o.progress) o.progress(reported, total);
       }
+      while (pipe.in_flight() > 0) write_oldest();
       // Images skipped after the last row still end the bar.
       if (o.progress && reported < total && loader) o.progress(total, total);
       if (loader) {

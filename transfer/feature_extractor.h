@@ -36,6 +36,8 @@ int64_t embed_dim(const Shape& shape, EmbedPool pool, const std::string& blob);
 // The first `rows` rows of `blob` pooled (and L2-normalised, eps 1e-12 as
 // torch.nn.functional.normalize) into out (rows x embed_dim floats).
 void pool_rows(const Tensor& blob, int64_t rows, EmbedPool pool, L2Norm norm, float* out);
+// The same from a host copy of a blob of shape `shape` (f32 values at `values`).
+void pool_rows(const Shape& shape, const float* values, int64_t rows, EmbedPool pool, L2Norm norm, float* out);
 
 // The .npy header (format 1.0, as numpy.save writes it) of a C-order
 // float32 array of this shape: write it, then the values.

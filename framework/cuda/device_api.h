@@ -37,6 +37,30 @@ void copy_bytes(void* dst, int dst_device, const void* src, int src_device, size
 // tensor, or puts one back, without a copy per image (tensor parallelism).
 void copy_rows(void* dst, int dst_device, size_t dst_pitch, const void* src, int src_device, size_t src_pitch,
                size_t row_bytes, size_t rows);
+// Copies that overlap compute (`strata embed` keeps a batch in flight):
+// page-locked host memory, and a copy between it and device `index` queued
+// on that device's compute stream without waiting. The host may touch
+// `host` again only after a StreamMark recorded after the copy has passed.
+void* pinned_alloc(size_t bytes);
+void pinned_free(void* ptr) noexcept;
+void copy_to_device_queued(void* dst, const void* host, size_t bytes, int index);
+void copy_to_host_queued(void* host, const void* src, size_t bytes, int index);
+// A point in the compute stream of device `index`: record() marks what is
+// queued so far; wait() blocks the host until the device has passed it.
+class StreamMark {
+ public:
+  explicit StreamMark(int index);
+  ~StreamMark();  // never throws
+  StreamMark(const StreamMark&) = delete;
+  StreamMark& operator=(const StreamMark&) = delete;
+  void record();
+  void wait();
+
+ private:
+  int index_;
+  void* event_ = nullptr;  // cudaEvent_t
+};
+
 // Queued on the compute stream of `index`.
 void zero_bytes(void* ptr, size_t bytes, int index);
 void fill_f32(float* ptr, int64_t n, float value, int index);

@@ -343,6 +343,54 @@ void axpy_f32(int64_t n, float alpha, const float* x, float* y, int index) {
   axpy(n, alpha, x, y);  // framework/cuda/math.h, on the compute stream of `index`
 }
 
+void* pinned_alloc(size_t bytes) {
+  void* p = nullptr;
+  STRATA_CUDA_CHECK(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocDefault));
+  return p;
+}
+
+void pinned_free(void* ptr) noexcept {
+  if (ptr) cudaFreeHost(ptr);
+}
+
+void copy_to_device_queued(void* dst, const void* host, size_t bytes, int index) {
+  if (bytes == 0) return;
+  DeviceContext& ctx = context(index);
+  DeviceGuard g(index);
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, ctx.compute));
+}
+
+void copy_to_host_queued(void* host, const void* src, size_t bytes, int index) {
+  if (bytes == 0) return;
+  DeviceContext& ctx = context(index);
+  DeviceGuard g(index);
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, ctx.compute));
+}
+
+StreamMark::StreamMark(int index) : index_(index) {
+  DeviceGuard g(index);
+  cudaEvent_t e = nullptr;
+  STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  event_ = e;
+}
+
+StreamMark::~StreamMark() {
+  if (!event_) return;
+  cudaEventSynchronize(static_cast<cudaEvent_t>(event_));
+  cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+void StreamMark::record() {
+  DeviceContext& ctx = context(index_);
+  DeviceGuard g(index_);
+  STRATA_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), ctx.compute));
+}
+
+void StreamMark::wait() {
+  DeviceGuard g(index_);
+  STRATA_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)));
+}
+
 void add_weighted_loss(double* sum, const float* x, float weight, int index) {
   DeviceGuard g(index);
   add_weighted_loss(sum, x, weight);  // framework/cuda/math.h

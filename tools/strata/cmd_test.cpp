@@ -10,6 +10,9 @@
 #include "framework/solver/precision.h"
 #include "framework/cpu/threads.h"
 #include "tools/strata/args.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#endif
 #include "tools/strata/commands.h"
 #include "transfer/pretrained.h"
 
@@ -23,6 +26,52 @@ std::string join_names(const std::vector<std::string>& names, size_t limit = 20)
   if (names.size() > limit) s += ", ... (" + std::to_string(names.size() - limit) + " more)";
   return s;
 }
+
+// Scalar outputs summed where they lie: on a GPU nothing is read back until
+// the end, so the device is never idle between batches (the losses a TEST
+// net computes go to a sum here too instead of being read after each forward).
+class OutputSums {
+ public:
+  OutputSums(Device device, size_t count) : device_(device), host_(count, 0.0) {
+#ifdef STRATA_WITH_CUDA
+    if (!device_.is_cpu()) {
+      device_sums_ = static_cast<double*>(cuda::device_malloc(count * sizeof(double), device_.index));  // zeroed
+    }
+#endif
+  }
+  ~OutputSums() {
+#ifdef STRATA_WITH_CUDA
+    if (device_sums_) cuda::device_free(device_sums_, device_.index);
+#endif
+  }
+  OutputSums(const OutputSums&) = delete;
+  OutputSums& operator=(const OutputSums&) = delete;
+
+  double* slot(size_t k) { return device_sums_ ? device_sums_ + k : host_.data() + k; }
+  // sum[k] += value (one f32 element), in double.
+  void add(size_t k, const Tensor& value) {
+#ifdef STRATA_WITH_CUDA
+    if (device_sums_) {
+      cuda::add_weighted_loss(device_sums_ + k, value.device_data<float>(), 1.0f, device_.index);
+      return;
+    }
+#endif
+    host_[k] += static_cast<double>(value.data<float>()[0]);
+  }
+  std::vector<double> read() {
+#ifdef STRATA_WITH_CUDA
+    if (device_sums_) {
+      cuda::copy_bytes(host_.data(), -1, device_sums_, device_.index, host_.size() * sizeof(double));
+    }
+#endif
+    return host_;
+  }
+
+ private:
+  Device device_;
+  std::vector<double> host_;
+  double* device_sums_ = nullptr;
+};
 
 // Batches for one pass over the TEST data (the largest data layer's, when
 // the net reads from data layers that know their size); 0 when none does.
@@ -85,18 +134,21 @@ int test_main(int argc, char** argv) {
                                         "batches (--iterations N to choose)");
   }
 
-  std::map<std::string, double> sums;
   const std::vector<std::string> outputs = net->output_names();
+  OutputSums sums(net->device(), outputs.size() + 1);  // the last: the losses forward would read
+  net->set_loss_sink(sums.slot(outputs.size()));
   for (int it = 0; it < iterations; ++it) {
     net->forward();
-    for (const auto& name : outputs) {
-      const Blob& b = net->blob(name);
-      if (b.numel() == 1) sums[name] += b.data.to(Device::cpu()).data<float>()[0];
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const Blob& b = net->blob(outputs[k]);
+      if (b.numel() == 1) sums.add(k, b.data);
     }
   }
+  net->set_loss_sink(nullptr);
+  const std::vector<double> totals = sums.read();
   std::printf("scored %d batches\n", iterations);
-  for (const auto& name : outputs) {
-    if (sums.count(name)) std::printf("%s = %.6g\n", name.c_str(), sums[name] / iterations);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    if (net->blob(outputs[k]).numel() == 1) std::printf("%s = %.6g\n", outputs[k].c_str(), totals[k] / iterations);
   }
   return 0;
 }
