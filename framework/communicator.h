@@ -37,6 +37,12 @@ class CommWork {
   virtual ~CommWork() = default;
   virtual void wait() = 0;
   virtual bool is_done() = 0;
+  // Orders the work queued afterwards on the device's compute stream after
+  // this operation, instead of blocking the host: the host goes on, and the
+  // backend keeps the timeout (the nccl backend's watchdog thread aborts the
+  // communicator when it expires, and the next call throws its message).
+  // Backends whose operations do not run on a device stream wait here.
+  virtual void order_on_compute_stream() { wait(); }
 };
 
 class Communicator {

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -80,6 +81,7 @@ struct RunSpec {
   bool dropout = false;
   std::string prefix = "snap/run";
   std::string blob_memory = "BY_LIFETIME";  // SEPARATE: no flat gradient buffer, buckets copied
+  std::string step_results = "AUTO";        // ONE_STEP_LATER: the ranks agree on the device's record
 };
 
 SolverConfig make_config(const TempDir& dir, const RunSpec& s) {
@@ -109,7 +111,8 @@ SolverConfig make_config(const TempDir& dir, const RunSpec& s) {
                              "\n"
                              "display: 0 snapshot: " +
                              std::to_string(s.snapshot) + " snapshot_after_train: false snapshot_prefix: '" +
-                             s.prefix + "' random_seed: 5 blob_memory: " + s.blob_memory + "\n";
+                             s.prefix + "' random_seed: 5 blob_memory: " + s.blob_memory +
+                             " step_results: " + s.step_results + "\n";
   const std::string path = dir.file("solver.prototxt");
   return parse_solver_config(parse_config_text(solver, path), path);
 }
@@ -366,6 +369,54 @@ TEST_F(DataParallelTest, MatchesSingleProcessTraining) {
     const RunResult got = train_parallel(dir_, c.world, spec, dp_config(c.bucket_mb, c.overlap), c.algorithm);
     expect_close(got, want, 1e-5, what);
   }
+}
+
+// Results read one step later (framework/solver/step_ledger.h): the ranks
+// average the loss and agree on the stop where the step's record lies, and
+// train the very weights of the eager step.
+TEST_F(DataParallelTest, ResultsReadOneStepLaterTrainTheEagerWeights) {
+  for (const Overlap overlap : {Overlap::kOn, Overlap::kOff}) {
+    RunSpec spec;
+    spec.batch = kBatch / 2;
+    spec.iter_size = 2;
+    spec.max_iter = 8;
+    const RunResult each = train_parallel(dir_, 2, spec, dp_config(kTinyBuckets, overlap));
+    spec.step_results = "ONE_STEP_LATER";
+    const RunResult later = train_parallel(dir_, 2, spec, dp_config(kTinyBuckets, overlap));
+    EXPECT_EQ(later.weights, each.weights);
+    expect_close(later, each, 1e-6, "one step later");
+  }
+}
+
+TEST_F(DataParallelTest, ResultsReadOneStepLaterStopEveryRankTogether) {
+  RunSpec spec;
+  spec.batch = kBatch / 2;
+  spec.max_iter = 50;
+  spec.step_results = "ONE_STEP_LATER";
+  auto comms = make_world(2, "dp", AllreduceAlgorithm::kAuto);
+  const SolverConfig config = make_config(dir_, spec);
+  std::vector<int64_t> stopped_at(2, -1);
+  std::atomic<bool> asked{false};
+  expect_no_errors(run_ranks(2, [&](int rank) {
+    SolverOptions o;
+    o.rank = rank;
+    o.world_size = 2;
+    o.comm = comms[static_cast<size_t>(rank)].get();
+    o.snapshots = SnapshotWriting::kDisabled;
+    Solver solver(config, o);
+    DataParallel dp(solver, *comms[static_cast<size_t>(rank)], dp_config(kOneBucket, Overlap::kOn));
+    EXPECT_TRUE(solver.results_one_step_later());
+    // Rank 1 alone is asked to stop, at iteration 5.
+    std::atomic<bool> mine{false};
+    solver.set_stop_flag(rank == 1 ? &asked : &mine);
+    while (!dp.stop_requested() && solver.iter() < spec.max_iter) {
+      if (rank == 1 && solver.iter() == 5) asked = true;
+      solver.step();
+    }
+    stopped_at[static_cast<size_t>(rank)] = solver.iter();
+  }));
+  EXPECT_EQ(stopped_at[0], stopped_at[1]);
+  EXPECT_EQ(stopped_at[0], 6);  // the step that carried the request
 }
 
 // The default blob memory keeps the updated parameters' gradients in one

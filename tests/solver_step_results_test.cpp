@@ -20,19 +20,11 @@
 namespace strata {
 namespace {
 
+using solver_test::all_weights;
 using solver_test::fill_inputs;
 using solver_test::linear_solver;
 using solver_test::parse_solver;
 using solver_test::TempDir;
-
-std::vector<float> weights(Net& net) {
-  std::vector<float> out;
-  for (const NetParam& p : net.params()) {
-    const float* d = p.blob->data.data<float>();
-    out.insert(out.end(), d, d + p.blob->numel());
-  }
-  return out;
-}
 
 std::vector<float> history(Optimizer& o) {
   std::vector<float> out;
@@ -81,7 +73,7 @@ TrainedRun train(const std::string& extra, const char* results, int poison_at = 
   TrainedRun r;
   solver.set_notice_sink([&](const std::string& m) { r.notices += m + "\n"; });
   solver.solve();
-  r.w = weights(net);
+  r.w = all_weights(net);
   r.h = history(solver.optimizer());
   r.smoothed_loss = solver.smoothed_loss();
   r.iter = solver.iter();
@@ -176,7 +168,7 @@ TEST(StepResultsOneStepLater, StopAppliesNothingAfterTheBadStep) {
   EXPECT_CONTAINS(msg, "The update was not applied");
   EXPECT_EQ(solver.iter(), 5);  // the step after the bad one ran, and was halted
   EXPECT_EQ(solver.optimizer().steps(), 3);
-  expect_same_bits(weights(net), three.w, "weights after the bad step");
+  expect_same_bits(all_weights(net), three.w, "weights after the bad step");
   EXPECT_FALSE(file_exists(dir.file("s_iter_5.safetensors")));
 }
 

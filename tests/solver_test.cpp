@@ -39,18 +39,11 @@ using solver_test::write_text;
 using solver_test::kLinearNet;
 using solver_test::linear_solver;
 using solver_test::fill_inputs;
+using solver_test::all_weights;
 
 // ---------------------------------------------------------------------------
 // The Solver loop
 
-std::vector<float> all_weights(Net& net) {
-  std::vector<float> out;
-  for (const NetParam& p : net.params()) {
-    const float* d = p.blob->data.data<float>();
-    out.insert(out.end(), d, d + p.blob->numel());
-  }
-  return out;
-}
 
 TEST(SolverTest, StepLowersTheLossAndCountsIterations) {
   TempDir dir;

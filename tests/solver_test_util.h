@@ -56,5 +56,15 @@ inline void fill_inputs(Net& net) {
   for (int i = 0; i < 6; ++i) y[i] = static_cast<float>(i % 3);
 }
 
+// Every parameter's values, in order, on the host.
+inline std::vector<float> all_weights(Net& net) {
+  std::vector<float> out;
+  for (const NetParam& p : net.params()) {
+    const float* d = p.blob->data.data<float>();
+    out.insert(out.end(), d, d + p.blob->numel());
+  }
+  return out;
+}
+
 }  // namespace solver_test
 }  // namespace strata

@@ -81,6 +81,10 @@ void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int 
 // Queued on the compute stream of `index`; nothing is read back.
 void add_weighted_loss(double* sum, const float* x, float weight, int index);
 void fill_f32_scaled(float* ptr, int64_t n, float weight, const double* scale, int index);
+// A step's record reduced over data-parallel ranks, on the device: out[0] =
+// float(*loss) * share, out[1] = stop; and back, *loss = in[0], *stop = in[1].
+void pack_step_results(float* out, const double* loss, float share, float stop, int index);
+void unpack_step_results(double* loss, double* stop, const float* in, int index);
 // Waits for all work on every stream of `index`.
 void synchronize(int index);
 

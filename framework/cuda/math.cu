@@ -46,6 +46,16 @@ __global__ void add_weighted_loss_kernel(double* sum, const float* x, float weig
   *sum += static_cast<double>(weight) * static_cast<double>(*x);
 }
 
+__global__ void pack_step_results_kernel(float* out, const double* loss, float share, float stop) {
+  out[0] = static_cast<float>(*loss) * share;
+  out[1] = stop;
+}
+
+__global__ void unpack_step_results_kernel(double* loss, double* stop, const float* in) {
+  *loss = static_cast<double>(in[0]);
+  *stop = static_cast<double>(in[1]);
+}
+
 __global__ void axpy_kernel(int64_t n, float alpha, const float* x, float* y) {
   STRATA_CUDA_LOOP(i, n) y[i] += alpha * x[i];
 }
@@ -235,6 +245,16 @@ void fill_scaled(int64_t n, float weight, const double* scale, float* x) {
 
 void add_weighted_loss(double* sum, const float* x, float weight) {
   add_weighted_loss_kernel<<<1, 1, 0, compute_stream()>>>(sum, x, weight);
+  STRATA_KERNEL_CHECK();
+}
+
+void pack_step_results(float* out, const double* loss, float share, float stop) {
+  pack_step_results_kernel<<<1, 1, 0, compute_stream()>>>(out, loss, share, stop);
+  STRATA_KERNEL_CHECK();
+}
+
+void unpack_step_results(double* loss, double* stop, const float* in) {
+  unpack_step_results_kernel<<<1, 1, 0, compute_stream()>>>(loss, stop, in);
   STRATA_KERNEL_CHECK();
 }
 

@@ -47,6 +47,9 @@ void fill(int64_t n, float value, float* x);
 // float(*scale), and *sum += double(weight) * double(*x), all on the device.
 void fill_scaled(int64_t n, float weight, const double* scale, float* x);
 void add_weighted_loss(double* sum, const float* x, float weight);
+// A step's record over data-parallel ranks (device_api.h says what).
+void pack_step_results(float* out, const double* loss, float share, float stop);
+void unpack_step_results(double* loss, double* stop, const float* in);
 void copy(int64_t n, const float* x, float* y);  // y = x (may alias: no-op)
 void axpy(int64_t n, float alpha, const float* x, float* y);  // y += alpha * x
 void scale(int64_t n, float alpha, float* x);                 // x *= alpha

@@ -402,6 +402,16 @@ void fill_f32_scaled(float* ptr, int64_t n, float weight, const double* scale, i
   fill_scaled(n, weight, scale, ptr);  // framework/cuda/math.h
 }
 
+void pack_step_results(float* out, const double* loss, float share, float stop, int index) {
+  DeviceGuard g(index);
+  pack_step_results(out, loss, share, stop);  // framework/cuda/math.h
+}
+
+void unpack_step_results(double* loss, double* stop, const float* in, int index) {
+  DeviceGuard g(index);
+  unpack_step_results(loss, stop, in);  // framework/cuda/math.h
+}
+
 void read_scalars(const std::vector<const float*>& device_ptrs, float* out, int index) {
   if (device_ptrs.empty()) return;
   DeviceContext& ctx = context(index);

@@ -274,22 +274,30 @@ void Solver::nonfinite_step(int64_t iteration, double loss, bool gradients_finit
 
 // ---- results read one step later (framework/solver/step_ledger.h) ----
 
+// The strategy that keeps the run reading every step, or nullptr.
+const TrainingStrategy* Solver::reads_every_step() const {
+  for (const TrainingStrategy* t : strategies_) {
+    if (!t->takes_results_one_step_later()) return t;
+  }
+  return nullptr;
+}
+
 bool Solver::results_one_step_later() const {
   switch (config_.step_results) {
     case StepResults::kEachStep:
       return false;
     case StepResults::kOneStepLater:
-      return strategies_.empty();
+      return reads_every_step() == nullptr;
     case StepResults::kAuto:
       break;
   }
-  return strategies_.empty() && !options_.device.is_cpu();
+  return reads_every_step() == nullptr && !options_.device.is_cpu();
 }
 
 std::string Solver::step_results_summary() const {
   if (results_one_step_later()) return "step results read one step later";
-  if (config_.step_results == StepResults::kOneStepLater) {
-    return "step results read every step (ONE_STEP_LATER needs a run without a multi-rank strategy)";
+  if (const TrainingStrategy* t = reads_every_step(); t && config_.step_results != StepResults::kEachStep) {
+    return "step results read every step (" + t->name() + " reads them at once)";
   }
   return "step results read every step";
 }
@@ -311,6 +319,7 @@ void Solver::queue_step() {
     carry.updates = optimizer_->steps();
     ledger_ = std::make_unique<StepLedger>(net_->device(), rule, carry);
   }
+  for (TrainingStrategy* t : strategies_) t->before_step();
   net_->zero_param_diffs();
   StepSlots slots;
   account(ledger_->begin(iter_ + 1, slots));
@@ -327,6 +336,8 @@ void Solver::queue_step() {
     for (pass_ = 0; pass_ < config_.iter_size; ++pass_) net_->forward_backward();
     pass_ = 0;
   }
+  for (TrainingStrategy* t : strategies_) t->before_update(*net_);
+  for (TrainingStrategy* t : strategies_) t->reduce_results(slots);
   std::vector<NetParam>& params = net_->params();
   last_lr_ = learning_rate(config_.lr, iter_);
   const bool clip = config_.clip_gradients > 0.0;
@@ -346,6 +357,7 @@ void Solver::queue_step() {
 void Solver::account(const std::vector<SettledStep>& steps) {
   for (const SettledStep& s : steps) {
     const StepVerdict& v = s.verdict;
+    for (TrainingStrategy* t : strategies_) t->read_results(v);
     const double loss = step_loss(v, ledger_->rule());
     optimizer_->set_steps(v.updates);
     if (scaler_) {

@@ -194,6 +194,7 @@ class Solver {
   void report_iteration();
   void reduce_outputs(NamedValues& values);
   float step_each();
+  const TrainingStrategy* reads_every_step() const;
   void queue_step();
   void account(const std::vector<SettledStep>& steps);
   void settle_results();

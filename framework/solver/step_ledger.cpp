@@ -37,6 +37,7 @@ std::vector<SettledStep> StepLedger::begin(int64_t iteration, StepSlots& slots) 
   slots.loss_sum = &v.loss_sum;
   slots.sum_squares = &v.sum_squares;
   slots.nonfinite = &v.nonfinite;
+  slots.stop = &v.stop;
   slots.scale = &host_carry_.scale;
   slots.applied = &v.applied;
   slots.updates = &v.updates;

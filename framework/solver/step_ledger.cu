@@ -77,6 +77,7 @@ void begin(Ring* ring, int slot, StepSlots& slots) {
   slots.loss_sum = &r->loss_sum;
   slots.sum_squares = &r->sum_squares;
   slots.nonfinite = &r->nonfinite;
+  slots.stop = &r->stop;
   slots.scale = &ring->carry->scale;
   slots.applied = &r->applied;
   slots.updates = &r->updates;

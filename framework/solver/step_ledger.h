@@ -35,6 +35,7 @@ struct StepSlots {
   double* loss_sum = nullptr;        // forward adds w * loss here
   double* sum_squares = nullptr;     // the gradient check's sum of squares
   int32_t* nonfinite = nullptr;      // the gradient check sets 1 on inf/NaN
+  double* stop = nullptr;            // a strategy's stop requests (TrainingStrategy::reduce_results)
   const double* scale = nullptr;     // the loss scale backward multiplies by
   const int32_t* applied = nullptr;  // after decide(): the update runs
   const int64_t* updates = nullptr;  // after decide(): updates applied, this one included (Adam's t)

@@ -25,6 +25,9 @@
 //   snapshot    snapshot_state(state)      every strategy, on every rank (writers or not)
 //               write_weights(path, md)    the one strategy that assembles the snapshot, or
 //                                          the Solver's own save of net()
+//   step() with results read one step later: the same points, but
+//               reduce_results(slots) in place of reduce_loss, and the
+//               record read back a step later: read_results(verdict)
 //   after each iteration: stop when local_stop... or, when a strategy decides_stop(),
 //               when every such strategy says stop_requested() (ranks stop together)
 //
@@ -42,6 +45,7 @@
 
 #include "framework/io/checkpoint.h"
 #include "framework/net.h"
+#include "framework/solver/step_ledger.h"
 #include "framework/solver/training_log.h"
 
 namespace strata {
@@ -97,6 +101,19 @@ class TrainingStrategy {
   // so a worker's count can jump or stand still). Tests, snapshots and
   // progress lines then come when the count crosses a multiple of their interval.
   virtual int64_t next_iteration(int64_t iter) { return iter + 1; }
+
+  // ---- results read one step later (framework/solver/step_ledger.h) ----
+  // True when this strategy can take part in steps whose results the host
+  // reads one step later; one attached strategy that cannot keeps the run
+  // reading every step.
+  virtual bool takes_results_one_step_later() const { return false; }
+  // With it, after before_update (in place of reduce_loss): the step's
+  // record as the ranks agree on it, where it lies (on a GPU queued, nothing
+  // read back): *slots.loss_sum averaged over the ranks, and this rank's
+  // stop request added into *slots.stop.
+  virtual void reduce_results(const StepSlots& /*slots*/) {}
+  // With it: a record read back (a step later); the stop the ranks agreed on.
+  virtual void read_results(const StepVerdict& /*verdict*/) {}
 
   // ---- test and progress ----
   virtual void before_test() {}

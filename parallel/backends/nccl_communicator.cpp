@@ -1,4 +1,5 @@
 #include "parallel/backends/nccl_communicator.h"
+#include "parallel/backends/completion_watchdog.h"
 
 #include "framework/error.h"
 
@@ -135,12 +136,16 @@ struct NcclState {
   std::string abort_reason;
   Tensor barrier_buffer;
   std::vector<std::shared_ptr<void>> keep_alive;
+  // Operations ordered on the compute stream (order_on_compute_stream),
+  // which no host call waits for: their timeouts. Made at the first.
+  std::unique_ptr<CompletionWatchdog> watchdog;
 
   NcclState() = default;
   NcclState(const NcclState&) = delete;
   NcclState& operator=(const NcclState&) = delete;
 
   ~NcclState() {
+    watchdog.reset();  // its thread may abort `comm`: stopped before the teardown
     if (!comm) return;
     std::optional<cuda::DeviceGuard> guard;
     try {
@@ -183,6 +188,12 @@ struct NcclState {
   // return (seen with a stuck peer on a shared GPU), the process says why
   // and exits after a grace period instead of hanging unseen.
   [[noreturn]] void abort_and_throw(const std::string& message) {
+    abort_locked(message);
+    throw Error(message);
+  }
+
+  // Caller holds mu: the abort of abort_and_throw, without the throw.
+  void abort_locked(const std::string& message) {
     if (comm) {
       std::fprintf(stderr, "%s; aborting the NCCL communicator\n", message.c_str());
       std::fflush(stderr);
@@ -191,7 +202,32 @@ struct NcclState {
     comm = nullptr;
     aborted = true;
     abort_reason = message;
-    throw Error(message);
+  }
+
+  // The watchdog's timeout (its thread): the next call on the communicator reports `message`.
+  void abort_from_watchdog(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!aborted) abort_locked(message);
+  }
+
+  // Hands `done` (recorded after an operation `op`) to the watchdog, which
+  // owns it from here on and destroys it once the operation is over.
+  void watch(cudaEvent_t done, const std::string& op) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!watchdog) {
+        watchdog = std::make_unique<CompletionWatchdog>([this](const std::string& m) { abort_from_watchdog(m); });
+      }
+    }
+    const int dev = device;
+    watchdog->watch(
+        [done, dev] {
+          cudaSetDevice(dev);  // the watchdog's thread; a failure shows in the query below
+          return cudaEventQuery(done) != cudaErrorNotReady;
+        },
+        [done] { cudaEventDestroy(done); }, Clock::now() + timeout(),
+        who + ": nccl " + op + " (ordered on the compute stream) did not finish within " + timeout_text() +
+            " (a peer rank died, is stuck, or called a different collective)");
   }
 
   // Caller holds mu.
@@ -271,6 +307,16 @@ class NcclWork final : public CommWork {
     if (finished_) return;
     cuda::DeviceGuard guard(state_->device);
     state_->wait_event(done_, op_);
+    finished_ = true;
+  }
+
+  // The compute stream waits for the operation's event; the watchdog keeps its timeout.
+  void order_on_compute_stream() override {
+    if (finished_) return;
+    cuda::DeviceGuard guard(state_->device);
+    STRATA_CUDA_CHECK(cudaStreamWaitEvent(cuda::compute_stream(), done_, 0));
+    state_->watch(done_, op_);
+    done_ = nullptr;  // the watchdog's now
     finished_ = true;
   }
 

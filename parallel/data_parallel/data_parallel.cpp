@@ -2,6 +2,7 @@
 #include "parallel/data_parallel/data_parallel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +17,9 @@
 #include "framework/solver/optimizer.h"
 #include "framework/cpu/threads.h"
 #include "parallel/data_parallel/weight_gathering.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#endif
 
 namespace strata::parallel {
 
@@ -364,7 +368,14 @@ void DataParallel::finish_gradients() {
     while (next_launch_ < buckets_.size()) launch(next_launch_++);
     const TimelineScope wait_event("wait", "wait allreduce");
     for (size_t b = 0; b < buckets_.size(); ++b) {
-      works_[b]->wait();
+      // On a device stream (nccl) the compute stream waits for the bucket and
+      // the host goes on to queue the update; a timeline measures the wait
+      // on the host instead.
+      if (Timeline::on()) {
+        works_[b]->wait();
+      } else {
+        works_[b]->order_on_compute_stream();
+      }
       works_[b].reset();
       if (Timeline::on()) {
         Timeline::record("allreduce", "allreduce bucket " + std::to_string(b), launched_us_[b], Timeline::now_us(),
@@ -450,6 +461,47 @@ float DataParallel::reduce_loss(float loss) {
   if (v[1] > 0.0f) global_stop_ = true;
   comm_wait_ += std::chrono::duration<double>(Clock::now() - start).count();
   return v[0] / static_cast<float>(world_size());
+}
+
+void DataParallel::reduce_results(const StepSlots& slots) {
+  const std::atomic<bool>* local_stop = solver_.stop_flag();
+  const float stop = local_stop && local_stop->load() ? 1.0f : 0.0f;
+  const float share = 1.0f / static_cast<float>(world_size());  // summed: the average
+  const Device record = solver_.net().device();
+#ifdef STRATA_WITH_CUDA
+  if (!record.is_cpu() && wire_device_ == record) {
+    // All on the device: packed, reduced in stream order, unpacked; nothing read back.
+    if (results_.numel() != 2 || results_.device() != record) results_ = Tensor({2}, DType::kF32, record);
+    cuda::pack_step_results(results_.device_data<float>(), slots.loss_sum, share, stop, record.index);
+    comm_.allreduce_async(results_, ReduceOp::kSum)->order_on_compute_stream();
+    cuda::unpack_step_results(slots.loss_sum, slots.stop, results_.device_data<float>(), record.index);
+    return;
+  }
+#endif
+  // The record on the host, or staged through it (a GPU net over tcp).
+  double loss_sum = 0.0, stops = 0.0;
+  copy_record_value(&loss_sum, slots.loss_sum, record, false);
+  float* v = scalars_.data<float>();
+  v[0] = static_cast<float>(loss_sum) * share;
+  v[1] = stop;
+  allreduce_host(scalars_, ReduceOp::kSum);
+  loss_sum = v[0];
+  stops = v[1];
+  copy_record_value(slots.loss_sum, &loss_sum, record, true);
+  copy_record_value(slots.stop, &stops, record, true);
+}
+
+// One double of a step's record, between where it lies and the host.
+void DataParallel::copy_record_value(double* dst, const double* src, Device record, bool to_record) {
+  if (record.is_cpu()) {
+    *dst = *src;
+    return;
+  }
+#ifdef STRATA_WITH_CUDA
+  cuda::copy_bytes(dst, to_record ? record.index : -1, src, to_record ? -1 : record.index, sizeof(double));
+#else
+  (void)to_record;
+#endif
 }
 
 void DataParallel::reduce_outputs(NamedValues& values) {

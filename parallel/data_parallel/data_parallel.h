@@ -113,6 +113,14 @@ class DataParallel final : public TrainingStrategy {
   bool scale_check_gradients(float factor) override;
   // The mean loss over the ranks; carries the stop flag in the same allreduce.
   float reduce_loss(float loss) override;
+  // Results read one step later: the loss averaged and the stop agreed on
+  // where the record lies (nccl: on the device, queued; tcp: on the host).
+  // Sharded data parallel checks the gradients itself and reads every step.
+  bool takes_results_one_step_later() const override { return sharded_ == nullptr; }
+  void reduce_results(const StepSlots& slots) override;
+  void read_results(const StepVerdict& verdict) override {
+    if (verdict.stop > 0.0) global_stop_ = true;
+  }
   void before_test() override;
   void reduce_outputs(NamedValues& values) override;
   void snapshot_state(SolverState& state) override;
@@ -158,6 +166,7 @@ class DataParallel final : public TrainingStrategy {
   void decode_param(const Tensor& buf, int64_t offset, Tensor& grad);
   // Collectives on small host tensors, staged through wire_device_ when the
   // backend moves device memory only.
+  static void copy_record_value(double* dst, const double* src, Device record, bool to_record);
   void allreduce_host(Tensor& t, ReduceOp op);
   void allgather_host(const Tensor& in, Tensor& out);
   void gather_host(const Tensor& in, Tensor& out, int root);
@@ -179,6 +188,7 @@ class DataParallel final : public TrainingStrategy {
   std::vector<std::unique_ptr<CommWork>> works_;  // after buffers_: destroyed first
   std::vector<int64_t> launched_us_;  // per bucket: when its allreduce started (timeline)
   Tensor scalars_;                    // loss + stop flag
+  Tensor results_;                    // the same, on the device (results read one step later)
   std::unique_ptr<ShardedUpdate> sharded_;  // any shard stage: owns its buffers (and the gradients) instead of buffers_
 
   bool global_stop_ = false;
