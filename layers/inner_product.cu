@@ -25,7 +25,12 @@ void InnerProductLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
   const DType st = x.dtype();
   const Tensor w = stored_weight(true);
   const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
-  // The bias laid into the rows first, so the GEMM adds to it (beta 1) and rounds once.
+  // The bias in the GEMM's epilogue (cuBLASLt): y written once, never read.
+  if (bias_ == Bias::kYes && cuda::gemm_stored_bias(tw, m_, num_output_, k_, x.raw_data(), w.raw_data(), st,
+                                                     param(1).data.device_data<float>(), y.raw_data())) {
+    return;
+  }
+  // Else the bias laid into the rows first, so the GEMM adds to it (beta 1) and rounds once.
   float beta = 0.0f;
   if (bias_ == Bias::kYes) {
     cuda::fill_rows(m_, num_output_, param(1).data.device_data<float>(), y.raw_data(), st);

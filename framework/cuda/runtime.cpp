@@ -54,6 +54,7 @@ struct DeviceContext {
   int index = 0;
   cudaStream_t compute = nullptr, copy = nullptr, comm = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublaslt = nullptr;
   cudnnHandle_t cudnn = nullptr;
   std::unique_ptr<BlockCache> cache;
   std::mutex events_mu;
@@ -203,6 +204,13 @@ cublasHandle_t cublas_handle() {
     STRATA_CUBLAS_CHECK(cublasSetStream(ctx.cublas, ctx.compute));
   }
   return ctx.cublas;
+}
+
+cublasLtHandle_t cublaslt_handle() {
+  DeviceContext& ctx = current();
+  std::lock_guard<std::mutex> lock(ctx.mu);
+  if (!ctx.cublaslt) STRATA_CUBLAS_CHECK(cublasLtCreate(&ctx.cublaslt));
+  return ctx.cublaslt;
 }
 
 cudnnHandle_t cudnn_handle() {

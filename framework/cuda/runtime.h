@@ -10,6 +10,7 @@
 
 #ifdef STRATA_WITH_CUDA
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -75,6 +76,7 @@ cudaStream_t compute_stream();
 cudaStream_t copy_stream();
 cudaStream_t comm_stream();
 cublasHandle_t cublas_handle();  // bound to compute_stream()
+cublasLtHandle_t cublaslt_handle();  // cuBLASLt (its calls name their stream)
 cudnnHandle_t cudnn_handle();    // bound to compute_stream()
 
 // Scratch memory (cuDNN workspaces, reductions) from the caching allocator,

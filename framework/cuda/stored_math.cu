@@ -33,6 +33,23 @@ __global__ void fill_rows_kernel(int64_t rows, int64_t cols, const float* b, T* 
   STRATA_CUDA_LOOP(k, rows * cols) y[k] = store_element<T>(b[k % cols]);
 }
 
+// One cuBLASLt matmul with its descriptors, made and destroyed together.
+struct LtMatmul {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtMatmul() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+// cuBLASLt's workspace: what its guide suggests for Hopper's best kernels.
+constexpr size_t kLtWorkspace = size_t(32) << 20;
+
 // One thread per column, rows summed in order: coalesced across threads.
 template <class T>
 __global__ void column_sums_stored_kernel(int64_t rows, int64_t cols, const T* a, float beta, float* y) {
@@ -127,6 +144,50 @@ void gemm_stored_strided_batched(Transpose ta, Transpose tb, int64_t M, int64_t 
                                                    stride_b, A, ab_type, lda, stride_a, &beta, C, c_type, n, stride_c,
                                                    b, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
+}
+
+bool gemm_stored_bias(Transpose tw, int64_t M, int64_t N, int64_t K, const void* X, const void* W, DType st,
+                      const float* bias, void* Y) {
+  const cudaDataType_t type = cuda_type(st, "gemm_stored_bias");
+  STRATA_CHECK(st != DType::kF32, "gemm_stored_bias takes bf16 or f16 operands, not f32");
+  if (M == 0 || N == 0 || K == 0) return false;  // the plain path handles the edges
+  const int m = checked_int(M, "M"), n = checked_int(N, "N"), k = checked_int(K, "K");
+  // Row-major Y = X op(W) is column-major Y^T[N, M] = op(W)^T X^T: W is Lt's
+  // A (as gemm_stored passes B first), X its B, and the bias runs along Y^T's
+  // N rows, one value per output column of Y.
+  const cublasOperation_t op_w = tw == Transpose::kNo ? CUBLAS_OP_N : CUBLAS_OP_T;
+  const cublasOperation_t op_x = CUBLAS_OP_N;
+  LtMatmul mm;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&mm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_w, sizeof op_w));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_x, sizeof op_x));
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  const cudaDataType_t bias_type = CUDA_R_32F;  // the f32 bias as it is, as the CPU adds it
+  STRATA_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+  // Column-major layouts as stored (before the op): W is [N, K] with ld N when
+  // not transposed, else [K, N] with ld K; X is [K, M], ld K; Y^T is [N, M], ld N.
+  STRATA_CUBLAS_CHECK(tw == Transpose::kNo ? cublasLtMatrixLayoutCreate(&mm.a, type, n, k, n)
+                                           : cublasLtMatrixLayoutCreate(&mm.a, type, k, n, k));
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.b, type, k, m, k));
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.d, type, n, m, n));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&mm.pref));
+  const size_t ws_bytes = kLtWorkspace;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &ws_bytes, sizeof ws_bytes));
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), mm.op, mm.a, mm.b, mm.d, mm.d, mm.pref,
+                                                          1, &best, &found);
+  if (h == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
+  STRATA_CUBLAS_CHECK(h);
+  const float alpha = 1.0f, beta = 0.0f;
+  void* ws = best.workspaceSize > 0 ? workspace(best.workspaceSize) : nullptr;
+  STRATA_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), mm.op, &alpha, W, mm.a, X, mm.b, &beta, Y, mm.d, Y, mm.d,
+                                     &best.algo, ws, best.workspaceSize, compute_stream()));
+  return true;
 }
 
 void fill_rows(int64_t rows, int64_t cols, const float* b, void* y, DType dtype) {

@@ -29,6 +29,15 @@ void gemm_stored_strided_batched(Transpose ta, Transpose tb, int64_t M, int64_t 
                                  const void* A, int64_t stride_a, const void* B, int64_t stride_b, DType ab,
                                  float beta, void* C, int64_t stride_c, DType c, int64_t batch);
 
+// Y[M,N] = X[M,K] op(W) + bias, rounded once into Y: a layer's output with
+// its bias (f32, one per column of Y, not rounded first, as the CPU adds it)
+// applied in the GEMM's epilogue (cuBLASLt), so Y is written once and never
+// read back. X, W and Y in `st` (bf16 or f16), f32 sums. False when
+// cuBLASLt offers no algorithm for it (or M, N or K is 0): nothing was
+// written, and the caller adds the bias another way.
+bool gemm_stored_bias(Transpose tw, int64_t M, int64_t N, int64_t K, const void* X, const void* W, DType st,
+                      const float* bias, void* Y);
+
 // y[r][c] = b[c] for y [rows, cols] stored in `dtype` (b f32, rounded): a
 // bias laid into every row before a GEMM adds to it with beta 1, so that the
 // sum is rounded once.

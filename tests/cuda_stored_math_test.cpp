@@ -1,0 +1,97 @@
+// The GEMM with its bias in a cuBLASLt epilogue (framework/cuda/stored_math.h),
+// what InnerProduct's 16-bit forward runs on a GPU: against the product in
+// double from the same 16-bit operands, one rounding of the dtype apart.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "framework/dtype.h"
+#include "framework/tensor.h"
+#include "tests/test_util.h"
+#ifdef STRATA_WITH_CUDA
+#include "framework/cuda/device_api.h"
+#include "framework/cuda/stored_math.h"
+#endif
+
+namespace strata {
+namespace {
+
+#ifdef STRATA_WITH_CUDA
+
+// n values in [-1, 1) rounded to `dtype`, as f32.
+std::vector<float> rounded_values(int64_t n, DType dtype, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(n));
+  uint32_t s = seed;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>((s >> 8) & 0xffff) / 32768.0f - 1.0f;
+  }
+  std::vector<uint16_t> bits(v.size());
+  convert_from_f32(dtype, v.data(), bits.data(), n);
+  convert_to_f32(dtype, bits.data(), v.data(), n);
+  return v;
+}
+
+Tensor on_gpu(const std::vector<float>& values, const Shape& shape, DType dtype) {
+  Tensor host(shape, DType::kF32, Device::cpu());
+  std::copy(values.begin(), values.end(), host.data<float>());
+  Tensor stored(shape, dtype, Device::cpu());
+  convert_from_f32(dtype, host.data<float>(), stored.raw_data(), host.numel());
+  return stored.to(Device::cuda(0));
+}
+
+TEST(CudaStoredMath, BiasEpilogueMatchesTheProductInDouble) {
+  STRATA_SKIP_WITHOUT_GPU("the cuBLASLt bias epilogue is compile-tested only");
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    const double unit = dtype == DType::kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);  // one rounding
+    for (const Transpose tw : {Transpose::kNo, Transpose::kYes}) {
+      for (const Size z : {Size{37, 29, 45}, Size{128, 256, 64}, Size{1, 3, 7}, Size{200, 768, 96}}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (tw == Transpose::kYes ? " W^T " : " W ") +
+                     std::to_string(z.m) + "x" + std::to_string(z.n) + "x" + std::to_string(z.k));
+        const std::vector<float> x = rounded_values(z.m * z.k, dtype, 3), w = rounded_values(z.k * z.n, dtype, 5);
+        std::vector<float> bias = rounded_values(z.n, DType::kF32, 7);
+        for (float& b : bias) b *= 3.0f;
+        const Shape w_shape = tw == Transpose::kYes ? Shape{z.n, z.k} : Shape{z.k, z.n};
+        const Tensor dx = on_gpu(x, {z.m, z.k}, dtype), dw = on_gpu(w, w_shape, dtype);
+        const Tensor db = on_gpu(bias, {z.n}, DType::kF32);
+        Tensor dy({z.m, z.n}, dtype, Device::cuda(0));
+        ASSERT_TRUE(cuda::gemm_stored_bias(tw, z.m, z.n, z.k, dx.raw_data(), dw.raw_data(), dtype,
+                                           static_cast<const float*>(db.raw_data()), dy.raw_data()))
+            << "cuBLASLt offers no bias epilogue for " << dtype_name(dtype) << " with an f32 bias on this GPU";
+        const Tensor y16 = dy.to(Device::cpu());
+        std::vector<float> y(static_cast<size_t>(z.m * z.n));
+        convert_to_f32(dtype, y16.raw_data(), y.data(), z.m * z.n);
+        for (int64_t r = 0; r < z.m; ++r) {
+          for (int64_t c = 0; c < z.n; ++c) {
+            double sum = bias[static_cast<size_t>(c)], mag = std::fabs(sum);
+            for (int64_t i = 0; i < z.k; ++i) {
+              const double wv = tw == Transpose::kYes ? w[static_cast<size_t>(c * z.k + i)]
+                                                            : w[static_cast<size_t>(i * z.n + c)];
+              const double t = static_cast<double>(x[static_cast<size_t>(r * z.k + i)]) * wv;
+              sum += t;
+              mag += std::fabs(t);
+            }
+            // One rounding of the result, plus f32 sums in any order.
+            const double allowed = unit * std::fabs(sum) + 1e-5 * mag + 1e-30;
+            ASSERT_LE(std::fabs(y[static_cast<size_t>(r * z.n + c)] - sum), allowed) << "at " << r << ", " << c;
+          }
+        }
+      }
+    }
+  }
+}
+
+#else
+
+TEST(CudaStoredMath, NeedsACudaBuild) { GTEST_SKIP() << "a CPU-only build has no cuBLASLt"; }
+
+#endif
+
+}  // namespace
+}  // namespace strata
