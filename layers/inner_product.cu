@@ -25,19 +25,9 @@ void InnerProductLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
   const DType st = x.dtype();
   const Tensor w = stored_weight(true);
   const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kYes : Transpose::kNo;
-  // The bias in the GEMM's epilogue (cuBLASLt): y written once, never read.
-  if (bias_ == Bias::kYes && cuda::gemm_stored_bias(tw, m_, num_output_, k_, x.raw_data(), w.raw_data(), st,
-                                                     param(1).data.device_data<float>(), y.raw_data())) {
-    return;
-  }
-  // Else the bias laid into the rows first, so the GEMM adds to it (beta 1) and rounds once.
-  float beta = 0.0f;
-  if (bias_ == Bias::kYes) {
-    cuda::fill_rows(m_, num_output_, param(1).data.device_data<float>(), y.raw_data(), st);
-    beta = 1.0f;
-  }
-  cuda::gemm_stored(Transpose::kNo, tw, m_, num_output_, k_, 1.0f, x.raw_data(), w.raw_data(), st, beta, y.raw_data(),
-                    st);
+  // The bias in the GEMM's epilogue where cuBLASLt takes it: y written once, rounded once.
+  cuda::linear_stored(tw, m_, num_output_, k_, x.raw_data(), w.raw_data(), st,
+                      bias_ == Bias::kYes ? param(1).data.device_data<float>() : nullptr, y.raw_data());
 }
 
 void InnerProductLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx) {

@@ -160,13 +160,8 @@ void MultiHeadAttentionLayer::forward_stored_cuda(const Tensor& xt, Tensor& yt) 
   cast_into(kept.w_in, param(in_w_).data);  // kept for backward's input gradients
   cast_into(kept.w_out, param(out_w_).data);
 
-  float beta = 0.0f;
-  if (in_b_ >= 0) {
-    cuda::fill_rows(m, width, param(in_b_).data.device_data<float>(), sc.qkv.raw_data(), st);
-    beta = 1.0f;
-  }
-  cuda::gemm_stored(Transpose::kNo, Transpose::kYes, m, width, d_, 1.0f, xt.raw_data(), kept.w_in.raw_data(), st,
-                    beta, sc.qkv.raw_data(), st);
+  cuda::linear_stored(Transpose::kYes, m, width, d_, xt.raw_data(), kept.w_in.raw_data(), st,
+                      in_b_ >= 0 ? param(in_b_).data.device_data<float>() : nullptr, sc.qkv.raw_data());
   permute(Direction::kToHeads, n_, T, 3, lh, dh, sc.qkv.raw_data(), kept.qkv.raw_data(), st);
   const char* q = at(kept.qkv, 0);
   const char* k = at(kept.qkv, m * dl);
@@ -182,13 +177,8 @@ void MultiHeadAttentionLayer::forward_stored_cuda(const Tensor& xt, Tensor& yt) 
   }
   permute(Direction::kFromHeads, n_, T, 1, lh, dh, sc.o.raw_data(), kept.ctx.raw_data(), st);
 
-  beta = 0.0f;
-  if (out_b_ >= 0) {
-    cuda::fill_rows(m, d_, param(out_b_).data.device_data<float>(), yt.raw_data(), st);
-    beta = 1.0f;
-  }
-  cuda::gemm_stored(Transpose::kNo, Transpose::kYes, m, d_, dl, 1.0f, kept.ctx.raw_data(), kept.w_out.raw_data(), st,
-                    beta, yt.raw_data(), st);
+  cuda::linear_stored(Transpose::kYes, m, d_, dl, kept.ctx.raw_data(), kept.w_out.raw_data(), st,
+                      out_b_ >= 0 ? param(out_b_).data.device_data<float>() : nullptr, yt.raw_data());
 }
 
 // Per (sample, head), batched, with dO the head's slice of d ctx and P

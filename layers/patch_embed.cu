@@ -94,9 +94,8 @@ void PatchEmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
     return;
   }
   const Tensor w = kept_weight(true);
-  cuda::fill_rows(m, d, param(1).data.device_data<float>(), yt.raw_data(), st);
-  cuda::gemm_stored(Transpose::kNo, Transpose::kYes, m, d, k, 1.0f, kept_patches.raw_data(), w.raw_data(), st, 1.0f,
-                    yt.raw_data(), st);
+  cuda::linear_stored(Transpose::kYes, m, d, k, kept_patches.raw_data(), w.raw_data(), st,
+                      param(1).data.device_data<float>(), yt.raw_data());
 }
 
 void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,

@@ -190,6 +190,13 @@ bool gemm_stored_bias(Transpose tw, int64_t M, int64_t N, int64_t K, const void*
   return true;
 }
 
+void linear_stored(Transpose tw, int64_t M, int64_t N, int64_t K, const void* X, const void* W, DType st,
+                   const float* bias, void* Y) {
+  if (bias && gemm_stored_bias(tw, M, N, K, X, W, st, bias, Y)) return;
+  if (bias) fill_rows(M, N, bias, Y, st);
+  gemm_stored(Transpose::kNo, tw, M, N, K, 1.0f, X, W, st, bias ? 1.0f : 0.0f, Y, st);
+}
+
 void fill_rows(int64_t rows, int64_t cols, const float* b, void* y, DType dtype) {
   if (rows <= 0 || cols <= 0) return;
   with_device_element(dtype, "fill_rows", [&](auto e) {

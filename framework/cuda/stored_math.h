@@ -38,6 +38,12 @@ void gemm_stored_strided_batched(Transpose ta, Transpose tb, int64_t M, int64_t 
 bool gemm_stored_bias(Transpose tw, int64_t M, int64_t N, int64_t K, const void* X, const void* W, DType st,
                       const float* bias, void* Y);
 
+// A linear layer's forward on 16-bit blobs: Y[M,N] = X[M,K] op(W) (+ bias,
+// f32, when given), rounded once: gemm_stored_bias where cuBLASLt takes it,
+// else the bias laid into the rows (fill_rows) and gemm_stored with beta 1.
+void linear_stored(Transpose tw, int64_t M, int64_t N, int64_t K, const void* X, const void* W, DType st,
+                   const float* bias, void* Y);
+
 // y[r][c] = b[c] for y [rows, cols] stored in `dtype` (b f32, rounded): a
 // bias laid into every row before a GEMM adds to it with beta 1, so that the
 // sum is rounded once.
