@@ -33,17 +33,10 @@ void InnerProductLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
 void InnerProductLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx) {
   const DType st = dy.dtype();
   // The weight gradient straight into its f32 parameter, accumulated.
-  float* dw = param(0).diff.device_data<float>();
-  if (layout_ == WeightLayout::kOutputMajor) {
-    cuda::gemm_stored(Transpose::kYes, Transpose::kNo, num_output_, k_, m_, 1.0f, dy.raw_data(), x.raw_data(), st,
-                      1.0f, dw, DType::kF32);
-  } else {
-    cuda::gemm_stored(Transpose::kYes, Transpose::kNo, k_, num_output_, m_, 1.0f, x.raw_data(), dy.raw_data(), st,
-                      1.0f, dw, DType::kF32);
-  }
-  if (bias_ == Bias::kYes) {
-    cuda::column_sums_stored(m_, num_output_, dy.raw_data(), st, 1.0f, param(1).diff.device_data<float>());
-  }
+  // The bias gradient from the weight gradient's epilogue where cuBLASLt takes it.
+  cuda::linear_grads_stored(layout_ == WeightLayout::kOutputMajor, m_, num_output_, k_, dy.raw_data(), x.raw_data(),
+                            st, param(0).diff.device_data<float>(),
+                            bias_ == Bias::kYes ? param(1).diff.device_data<float>() : nullptr);
   if (dx) {
     const Tensor w = stored_weight(false);  // as the forward rounded it
     const Transpose tw = layout_ == WeightLayout::kOutputMajor ? Transpose::kNo : Transpose::kYes;

@@ -261,9 +261,9 @@ void MultiHeadAttentionLayer::backward_stored_cuda(const Tensor& dyt, const Tens
   char* dv = at(sc.dheads, 2 * m * dl);
 
   // Output projection.
-  cuda::gemm_stored(Transpose::kYes, Transpose::kNo, d_, dl, m, 1.0f, dyt.raw_data(), kept.ctx.raw_data(), st, 1.0f,
-                    param(out_w_).diff.device_data<float>(), DType::kF32);
-  if (out_b_ >= 0) cuda::column_sums_stored(m, d_, dyt.raw_data(), st, 1.0f, param(out_b_).diff.device_data<float>());
+  cuda::linear_grads_stored(true, m, d_, dl, dyt.raw_data(), kept.ctx.raw_data(), st,
+                            param(out_w_).diff.device_data<float>(),
+                            out_b_ >= 0 ? param(out_b_).diff.device_data<float>() : nullptr);
   cuda::gemm_stored(Transpose::kNo, Transpose::kNo, m, dl, d_, 1.0f, dyt.raw_data(), kept.w_out.raw_data(), st, 0.0f,
                     sc.dctx.raw_data(), st);
   permute(Direction::kToHeads, n_, T, 1, lh, dh, sc.dctx.raw_data(), sc.dout.raw_data(), st);
@@ -293,11 +293,9 @@ void MultiHeadAttentionLayer::backward_stored_cuda(const Tensor& dyt, const Tens
   permute(Direction::kFromHeads, n_, T, 3, lh, dh, sc.dheads.raw_data(), sc.dqkv.raw_data(), st);
 
   // Input projection.
-  cuda::gemm_stored(Transpose::kYes, Transpose::kNo, width, d_, m, 1.0f, sc.dqkv.raw_data(), xt.raw_data(), st, 1.0f,
-                    param(in_w_).diff.device_data<float>(), DType::kF32);
-  if (in_b_ >= 0) {
-    cuda::column_sums_stored(m, width, sc.dqkv.raw_data(), st, 1.0f, param(in_b_).diff.device_data<float>());
-  }
+  cuda::linear_grads_stored(true, m, width, d_, sc.dqkv.raw_data(), xt.raw_data(), st,
+                            param(in_w_).diff.device_data<float>(),
+                            in_b_ >= 0 ? param(in_b_).diff.device_data<float>() : nullptr);
   if (dxt) {
     cuda::gemm_stored(Transpose::kNo, Transpose::kNo, m, d_, width, 1.0f, sc.dqkv.raw_data(), kept.w_in.raw_data(), st,
                       0.0f, dxt->raw_data(), st);

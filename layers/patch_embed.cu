@@ -114,9 +114,8 @@ void PatchEmbedLayer::backward_cuda(const BlobVec& top, const std::vector<bool>&
                param(0).diff.device_data<float>());
     cuda::column_sums(m, d, dy, 1.0f, param(1).diff.device_data<float>());
   } else {
-    cuda::gemm_stored(Transpose::kYes, Transpose::kNo, d, k, m, 1.0f, dyt.raw_data(), kept_patches.raw_data(), st,
-                      1.0f, param(0).diff.device_data<float>(), DType::kF32);
-    cuda::column_sums_stored(m, d, dyt.raw_data(), st, 1.0f, param(1).diff.device_data<float>());
+    cuda::linear_grads_stored(true, m, d, k, dyt.raw_data(), kept_patches.raw_data(), st,
+                              param(0).diff.device_data<float>(), param(1).diff.device_data<float>());
   }
   if (!propagate_down[0]) return;
   Tensor& dxt = bottom[0]->diff;

@@ -29,6 +29,7 @@ std::vector<float> rounded_values(int64_t n, DType dtype, uint32_t seed) {
     s = s * 1664525u + 1013904223u;
     x = static_cast<float>((s >> 8) & 0xffff) / 32768.0f - 1.0f;
   }
+  if (dtype == DType::kF32) return v;
   std::vector<uint16_t> bits(v.size());
   convert_from_f32(dtype, v.data(), bits.data(), n);
   convert_to_f32(dtype, bits.data(), v.data(), n);
@@ -80,6 +81,51 @@ TEST(CudaStoredMath, BiasEpilogueMatchesTheProductInDouble) {
             // One rounding of the result, plus f32 sums in any order.
             const double allowed = unit * std::fabs(sum) + 1e-5 * mag + 1e-30;
             ASSERT_LE(std::fabs(y[static_cast<size_t>(r * z.n + c)] - sum), allowed) << "at " << r << ", " << c;
+          }
+        }
+      }
+    }
+  }
+}
+
+// dW += dY^T X (or X^T dY) and db += column sums of dY, both accumulated
+// onto what the parameters held, against sums in double.
+TEST(CudaStoredMath, LinearGradientsAccumulateWithTheBiasGradientFromTheEpilogue) {
+  STRATA_SKIP_WITHOUT_GPU("the cuBLASLt bias-gradient epilogue is compile-tested only");
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (const DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const bool output_major : {true, false}) {
+      for (const Size z : {Size{37, 29, 45}, Size{256, 128, 64}, Size{3, 1, 7}}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (output_major ? " output-major " : " input-major ") +
+                     std::to_string(z.m) + "x" + std::to_string(z.n) + "x" + std::to_string(z.k));
+        const std::vector<float> dy = rounded_values(z.m * z.n, dtype, 11), x = rounded_values(z.m * z.k, dtype, 13);
+        const std::vector<float> w0 = rounded_values(z.n * z.k, DType::kF32, 17), b0 = rounded_values(z.n, DType::kF32, 19);
+        const Tensor ddy = on_gpu(dy, {z.m, z.n}, dtype), dx = on_gpu(x, {z.m, z.k}, dtype);
+        const Shape w_shape = output_major ? Shape{z.n, z.k} : Shape{z.k, z.n};
+        Tensor dw = on_gpu(w0, w_shape, DType::kF32), db = on_gpu(b0, {z.n}, DType::kF32);
+        const bool epilogue = cuda::linear_grads_stored(output_major, z.m, z.n, z.k, ddy.raw_data(), dx.raw_data(),
+                                                        dtype, static_cast<float*>(dw.raw_data()),
+                                                        static_cast<float*>(db.raw_data()));
+        EXPECT_TRUE(epilogue) << "cuBLASLt took no bias-gradient epilogue: the column sums were a pass of their own";
+        const Tensor w = dw.to(Device::cpu()), b = db.to(Device::cpu());
+        for (int64_t c = 0; c < z.n; ++c) {
+          double sum = b0[static_cast<size_t>(c)], mag = std::fabs(sum);
+          for (int64_t r = 0; r < z.m; ++r) {
+            sum += dy[static_cast<size_t>(r * z.n + c)];
+            mag += std::fabs(dy[static_cast<size_t>(r * z.n + c)]);
+          }
+          ASSERT_NEAR(b.data<float>()[c], sum, 1e-5 * mag + 1e-6) << "db at " << c;
+          for (int64_t i = 0; i < z.k; ++i) {
+            const size_t at = static_cast<size_t>(output_major ? c * z.k + i : i * z.n + c);
+            double g = w0[at], gmag = std::fabs(g);
+            for (int64_t r = 0; r < z.m; ++r) {
+              const double t = static_cast<double>(dy[static_cast<size_t>(r * z.n + c)]) * x[static_cast<size_t>(r * z.k + i)];
+              g += t;
+              gmag += std::fabs(t);
+            }
+            ASSERT_NEAR(w.data<float>()[at], g, 1e-5 * gmag + 1e-6) << "dW at " << c << ", " << i;
           }
         }
       }

@@ -2,6 +2,7 @@
 
 #include <limits>
 
+#include "framework/cuda/device_api.h"
 #include "framework/cuda/elements.cuh"
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
@@ -195,6 +196,80 @@ void linear_stored(Transpose tw, int64_t M, int64_t N, int64_t K, const void* X,
   if (bias && gemm_stored_bias(tw, M, N, K, X, W, st, bias, Y)) return;
   if (bias) fill_rows(M, N, bias, Y, st);
   gemm_stored(Transpose::kNo, tw, M, N, K, 1.0f, X, W, st, bias ? 1.0f : 0.0f, Y, st);
+}
+
+namespace {
+
+// dW (+)= the product with the bias gradient from the epilogue, into `db_out`
+// (written, not accumulated). False when cuBLASLt has no algorithm for it.
+bool weight_grad_with_bias_grad(bool output_major, int m_rows, int n, int k, const void* dY, const void* X,
+                                cudaDataType_t type, float* dW, float* db_out) {
+  // Column-major, as gemm_stored maps row-major products (its B first):
+  //   output-major dW[N, K] = dY^T X: Lt's A = X ([K, M], ld K, op N), B = dY
+  //   ([N, M], ld N, op T), D = dW^T ([K, N], ld K); the bias gradient is D's
+  //   N columns reduced over k = M from B: BGRADB.
+  //   input-major dW[K, N] = X^T dY: A = dY ([N, M], ld N, op N), B = X
+  //   ([K, M], ld K, op T), D ([N, K], ld N); D's N rows from A: BGRADA.
+  const void* a = output_major ? X : dY;
+  const void* b = output_major ? dY : X;
+  const int a_rows = output_major ? k : n, b_rows = output_major ? n : k;
+  const cublasOperation_t op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_T;
+  LtMatmul mm;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&mm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  const cublasLtEpilogue_t epilogue = output_major ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BGRADA;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  STRATA_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db_out, sizeof db_out));
+  const cudaDataType_t bias_type = CUDA_R_32F;
+  STRATA_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.a, type, a_rows, m_rows, a_rows));
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.b, type, b_rows, m_rows, b_rows));
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.d, CUDA_R_32F, a_rows, b_rows, a_rows));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&mm.pref));
+  const size_t ws_bytes = kLtWorkspace;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &ws_bytes, sizeof ws_bytes));
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), mm.op, mm.a, mm.b, mm.d, mm.d, mm.pref,
+                                                          1, &best, &found);
+  if (h == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
+  STRATA_CUBLAS_CHECK(h);
+  const float alpha = 1.0f, beta = 1.0f;  // the weight gradient accumulates
+  void* ws = best.workspaceSize > 0 ? workspace(best.workspaceSize) : nullptr;
+  STRATA_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), mm.op, &alpha, a, mm.a, b, mm.b, &beta, dW, mm.d, dW, mm.d,
+                                     &best.algo, ws, best.workspaceSize, compute_stream()));
+  return true;
+}
+
+}  // namespace
+
+bool linear_grads_stored(bool output_major, int64_t M, int64_t N, int64_t K, const void* dY, const void* X,
+                         DType st, float* dW, float* db) {
+  const cudaDataType_t type = cuda_type(st, "linear_grads_stored");
+  STRATA_CHECK(st != DType::kF32, "linear_grads_stored takes bf16 or f16 blobs, not f32");
+  if (db && M > 0 && N > 0 && K > 0) {
+    const int m = checked_int(M, "M"), n = checked_int(N, "N"), k = checked_int(K, "K");
+    // The epilogue writes the column sums (into a block of the caching
+    // allocator, used and given back in this stream's order); the
+    // parameter's gradient accumulates them after.
+    const int device = current_device();
+    float* sums = static_cast<float*>(device_malloc(static_cast<size_t>(n) * sizeof(float), device));
+    const bool fused = weight_grad_with_bias_grad(output_major, m, n, k, dY, X, type, dW, sums);
+    if (fused) axpy(N, 1.0f, sums, db);
+    device_free(sums, device);
+    if (fused) return true;
+  }
+  if (output_major) {
+    gemm_stored(Transpose::kYes, Transpose::kNo, N, K, M, 1.0f, dY, X, st, 1.0f, dW, DType::kF32);
+  } else {
+    gemm_stored(Transpose::kYes, Transpose::kNo, K, N, M, 1.0f, X, dY, st, 1.0f, dW, DType::kF32);
+  }
+  if (db) column_sums_stored(M, N, dY, st, 1.0f, db);
+  return false;
 }
 
 void fill_rows(int64_t rows, int64_t cols, const float* b, void* y, DType dtype) {

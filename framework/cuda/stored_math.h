@@ -44,6 +44,15 @@ bool gemm_stored_bias(Transpose tw, int64_t M, int64_t N, int64_t K, const void*
 void linear_stored(Transpose tw, int64_t M, int64_t N, int64_t K, const void* X, const void* W, DType st,
                    const float* bias, void* Y);
 
+// A linear layer's parameter gradients on 16-bit blobs, accumulated into
+// their f32 parameters: dW += dY^T X ([N, K], `output_major`) or X^T dY
+// ([K, N]) for dY [M, N] and X [M, K] in `st`, and, when db is given,
+// db += the column sums of dY. Where cuBLASLt takes it the column sums come
+// from the weight-gradient GEMM's epilogue (BGRADB / BGRADA), so dY is read
+// once; else from column_sums_stored. Returns whether the epilogue did it.
+bool linear_grads_stored(bool output_major, int64_t M, int64_t N, int64_t K, const void* dY, const void* X,
+                         DType st, float* dW, float* db);
+
 // y[r][c] = b[c] for y [rows, cols] stored in `dtype` (b f32, rounded): a
 // bias laid into every row before a GEMM adds to it with beta 1, so that the
 // sum is rounded once.
