@@ -51,6 +51,65 @@ struct LtMatmul {
 // cuBLASLt's workspace: what its guide suggests for Hopper's best kernels.
 constexpr size_t kLtWorkspace = size_t(32) << 20;
 
+// The largest power of two (up to 256) that divides the address: cuBLASLt's
+// heuristic assumes 256-byte aligned operands unless told, and a kernel
+// chosen for that faults on a view that starts elsewhere in the arena.
+uint32_t alignment_of(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+// The operation: f32 sums, the operands' ops, and an epilogue with its f32
+// bias (or bias gradient) vector.
+void describe(LtMatmul& mm, cublasOperation_t op_a, cublasOperation_t op_b, cublasLtEpilogue_t epilogue,
+              const void* bias) {
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&mm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  const cudaDataType_t bias_type = CUDA_R_32F;  // f32 as the parameters are, not rounded
+  STRATA_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+}
+
+// The preference: the workspace cap and each operand's real alignment.
+void prefer(LtMatmul& mm, const void* a, const void* b, const void* d) {
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&mm.pref));
+  const size_t ws_bytes = kLtWorkspace;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &ws_bytes, sizeof ws_bytes));
+  const uint32_t align_a = alignment_of(a), align_b = alignment_of(b), align_d = alignment_of(d);
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                           &align_a, sizeof align_a));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                           &align_b, sizeof align_b));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                           &align_d, sizeof align_d));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                           &align_d, sizeof align_d));
+}
+
+// Runs the matmul the heuristic chose; false (nothing written) when there is
+// none for this problem or cuBLASLt refuses it at launch.
+bool run_lt(LtMatmul& mm, const void* a, const void* b, float beta, void* d) {
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), mm.op, mm.a, mm.b, mm.d, mm.d, mm.pref,
+                                                          1, &best, &found);
+  if (h == CUBLAS_STATUS_NOT_SUPPORTED || (h == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  STRATA_CUBLAS_CHECK(h);
+  const float alpha = 1.0f;
+  void* ws = best.workspaceSize > 0 ? workspace(best.workspaceSize) : nullptr;
+  const cublasStatus_t r = cublasLtMatmul(cublaslt_handle(), mm.op, &alpha, a, mm.a, b, mm.b, &beta, d, mm.d, d,
+                                          mm.d, &best.algo, ws, best.workspaceSize, compute_stream());
+  if (r == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+  STRATA_CUBLAS_CHECK(r);
+  return true;
+}
+
 // One thread per column, rows summed in order: coalesced across threads.
 template <class T>
 __global__ void column_sums_stored_kernel(int64_t rows, int64_t cols, const T* a, float beta, float* y) {
@@ -156,39 +215,16 @@ bool gemm_stored_bias(Transpose tw, int64_t M, int64_t N, int64_t K, const void*
   // Row-major Y = X op(W) is column-major Y^T[N, M] = op(W)^T X^T: W is Lt's
   // A (as gemm_stored passes B first), X its B, and the bias runs along Y^T's
   // N rows, one value per output column of Y.
-  const cublasOperation_t op_w = tw == Transpose::kNo ? CUBLAS_OP_N : CUBLAS_OP_T;
-  const cublasOperation_t op_x = CUBLAS_OP_N;
   LtMatmul mm;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&mm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_w, sizeof op_w));
-  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_x, sizeof op_x));
-  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-  const cudaDataType_t bias_type = CUDA_R_32F;  // the f32 bias as it is, as the CPU adds it
-  STRATA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+  describe(mm, tw == Transpose::kNo ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, CUBLASLT_EPILOGUE_BIAS, bias);
   // Column-major layouts as stored (before the op): W is [N, K] with ld N when
   // not transposed, else [K, N] with ld K; X is [K, M], ld K; Y^T is [N, M], ld N.
   STRATA_CUBLAS_CHECK(tw == Transpose::kNo ? cublasLtMatrixLayoutCreate(&mm.a, type, n, k, n)
                                            : cublasLtMatrixLayoutCreate(&mm.a, type, k, n, k));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.b, type, k, m, k));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.d, type, n, m, n));
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&mm.pref));
-  const size_t ws_bytes = kLtWorkspace;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                           &ws_bytes, sizeof ws_bytes));
-  cublasLtMatmulHeuristicResult_t best{};
-  int found = 0;
-  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), mm.op, mm.a, mm.b, mm.d, mm.d, mm.pref,
-                                                          1, &best, &found);
-  if (h == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
-  STRATA_CUBLAS_CHECK(h);
-  const float alpha = 1.0f, beta = 0.0f;
-  void* ws = best.workspaceSize > 0 ? workspace(best.workspaceSize) : nullptr;
-  STRATA_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), mm.op, &alpha, W, mm.a, X, mm.b, &beta, Y, mm.d, Y, mm.d,
-                                     &best.algo, ws, best.workspaceSize, compute_stream()));
-  return true;
+  prefer(mm, W, X, Y);
+  return run_lt(mm, W, X, 0.0f, Y);
 }
 
 void linear_stored(Transpose tw, int64_t M, int64_t N, int64_t K, const void* X, const void* W, DType st,
@@ -213,36 +249,13 @@ bool weight_grad_with_bias_grad(bool output_major, int m_rows, int n, int k, con
   const void* a = output_major ? X : dY;
   const void* b = output_major ? dY : X;
   const int a_rows = output_major ? k : n, b_rows = output_major ? n : k;
-  const cublasOperation_t op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_T;
   LtMatmul mm;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&mm.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a));
-  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b));
-  const cublasLtEpilogue_t epilogue = output_major ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BGRADA;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  STRATA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &db_out, sizeof db_out));
-  const cudaDataType_t bias_type = CUDA_R_32F;
-  STRATA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(mm.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
+  describe(mm, CUBLAS_OP_N, CUBLAS_OP_T, output_major ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BGRADA, db_out);
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.a, type, a_rows, m_rows, a_rows));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.b, type, b_rows, m_rows, b_rows));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&mm.d, CUDA_R_32F, a_rows, b_rows, a_rows));
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&mm.pref));
-  const size_t ws_bytes = kLtWorkspace;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(mm.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                           &ws_bytes, sizeof ws_bytes));
-  cublasLtMatmulHeuristicResult_t best{};
-  int found = 0;
-  const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(cublaslt_handle(), mm.op, mm.a, mm.b, mm.d, mm.d, mm.pref,
-                                                          1, &best, &found);
-  if (h == CUBLAS_STATUS_NOT_SUPPORTED || found == 0) return false;
-  STRATA_CUBLAS_CHECK(h);
-  const float alpha = 1.0f, beta = 1.0f;  // the weight gradient accumulates
-  void* ws = best.workspaceSize > 0 ? workspace(best.workspaceSize) : nullptr;
-  STRATA_CUBLAS_CHECK(cublasLtMatmul(cublaslt_handle(), mm.op, &alpha, a, mm.a, b, mm.b, &beta, dW, mm.d, dW, mm.d,
-                                     &best.algo, ws, best.workspaceSize, compute_stream()));
-  return true;
+  prefer(mm, a, b, dW);
+  return run_lt(mm, a, b, 1.0f, dW);  // beta 1: the weight gradient accumulates
 }
 
 }  // namespace
