@@ -367,9 +367,8 @@ void MultiHeadAttentionLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
   // bf16 blobs where the CPU has AMX: the projections multiply the rows as
   // stored against the weights rounded to bf16 as the GEMM packs them (as
   // autocast does), summing in f32; the weight gradients likewise (the f32
-  // gradient of q, k, v rounded). The input gradients stay f32 GEMMs against
-  // the f32 weights: their column sums (the biases' gradients) cancel too
-  // much for a rounded weight.
+  // gradient of q, k, v rounded), and the input gradients against the weights
+  // rounded to bf16, as the GPU multiplies them by its kept 16-bit copies.
   const bool amx = std::is_same_v<E, Bf16Element> && gemm_bf16_available();
   // out [r, n] = rows [r0, r0 + r) of src [*, k] times w^T (w: an f32 weight [n, k]).
   const auto project = [&](const T* src, int64_t r0, int64_t r, int64_t k, const float* w, int64_t n, float* out,
@@ -466,8 +465,14 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
            param(out_w_).diff.data<float>());
     }
     if (out_b_ >= 0) add_column_sums(r, d_, dyb, param(out_b_).diff.data<float>());
-    gemm(Transpose::kNo, Transpose::kNo, r, dl, d_, 1.0f, dyb, param(out_w_).data.data<float>(), 0.0f,
-         dctx + r0 * dl);
+    // The input gradients against the weight rounded to bf16, as the GPU's kept copy is.
+    if (amx) {
+      gemm_bf16(Transpose::kNo, Transpose::kNo, r, dl, d_, 1.0f, dy + r0 * d_, DType::kBF16,
+                param(out_w_).data.data<float>(), DType::kF32, 0.0f, dctx + r0 * dl, dl);
+    } else {
+      gemm(Transpose::kNo, Transpose::kNo, r, dl, d_, 1.0f, dyb, param(out_w_).data.data<float>(), 0.0f,
+           dctx + r0 * dl);
+    }
     round_in_place<E>(r * dl, dctx + r0 * dl);
   }
 
@@ -533,8 +538,13 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
     }
     if (!propagate) continue;
     float* dxb = rows_out_f32<E>(dx, r0, d_, wide_b);
-    gemm(Transpose::kNo, Transpose::kNo, r, d_, width, 1.0f, dqkv + r0 * width, param(in_w_).data.data<float>(),
-         0.0f, dxb);
+    if (amx) {  // dqkv holds bf16 values (rounded above): packing them is exact
+      gemm_bf16(Transpose::kNo, Transpose::kNo, r, d_, width, 1.0f, dqkv + r0 * width, DType::kF32,
+                param(in_w_).data.data<float>(), DType::kF32, 0.0f, dxb, d_);
+    } else {
+      gemm(Transpose::kNo, Transpose::kNo, r, d_, width, 1.0f, dqkv + r0 * width, param(in_w_).data.data<float>(),
+           0.0f, dxb);
+    }
     round_rows<E>(dxb, r0, r, d_, dx);
   }
   if (propagate && tp_.active()) tp_.comm->allreduce(dxt, ReduceOp::kSum);  // f32 only: every rank's heads
