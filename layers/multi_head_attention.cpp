@@ -103,8 +103,22 @@ void softmax_rows(int64_t rows, int64_t cols, float* s) {
 // backward's again from the kept q and k (the same calls on the same values,
 // so the same bits; keeping them instead would cost N * heads * T * T floats
 // per layer from forward to backward).
-void head_probs(int64_t t, int64_t dh, float scale, const float* q, const float* k, float* p) {
-  gemm(Transpose::kNo, Transpose::kYes, t, t, dh, scale, q, k, 0.0f, p);
+// One head's product C = alpha op(A) op(B) (dense, C's row stride its width).
+// `amx`: bf16 blobs where the CPU has AMX. Every operand then holds values
+// rounded to bf16 (the kept q, k, v; P, dS and the context's gradient, rounded
+// at the 16-bit path's points), so packing them into tiles is exact and only
+// the order of the f32 sums changes.
+void head_gemm(bool amx, Transpose ta, Transpose tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+               const float* b, float* c) {
+  if (amx) {
+    gemm_bf16(ta, tb, m, n, k, alpha, a, DType::kF32, b, DType::kF32, 0.0f, c, n);
+  } else {
+    gemm(ta, tb, m, n, k, alpha, a, b, 0.0f, c);
+  }
+}
+
+void head_probs(bool amx, int64_t t, int64_t dh, float scale, const float* q, const float* k, float* p) {
+  head_gemm(amx, Transpose::kNo, Transpose::kYes, t, t, dh, scale, q, k, p);
   softmax_rows(t, t, p);
 }
 
@@ -400,9 +414,9 @@ void MultiHeadAttentionLayer::forward_cpu_as(const Tensor& xt, Tensor& yt) {
     gather<E>(T_, dh, base, width, q);
     gather<E>(T_, dh, base + dl, width, k);
     gather<E>(T_, dh, base + 2 * dl, width, v);
-    head_probs(T_, dh, scale, q, k, p);
+    head_probs(amx, T_, dh, scale, q, k, p);
     round_in_place<E>(T_ * T_, p);
-    gemm(Transpose::kNo, Transpose::kNo, T_, dh, T_, 1.0f, p, v, 0.0f, o);
+    head_gemm(amx, Transpose::kNo, Transpose::kNo, T_, dh, T_, 1.0f, p, v, o);
     scatter<E>(T_, dh, o, ctx + n * T_ * dl + hl * dh, dl);
   });
 
@@ -492,7 +506,7 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
     gather<E>(T_, dh, base + dl, width, k);
     gather<E>(T_, dh, base + 2 * dl, width, v);
     gather<F32Element>(T_, dh, dctx + n * T_ * dl + hl * dh, dl, dout);
-    head_probs(T_, dh, scale, q, k, p);
+    head_probs(amx, T_, dh, scale, q, k, p);
 
     // dV from P as forward stored it (16-bit: rounded, in dp until dP
     // lands there); dS from the f32 P.
@@ -502,10 +516,10 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
       round_in_place<E>(T_ * T_, dp);
       p_stored = dp;
     }
-    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, 1.0f, p_stored, dout, 0.0f, g);  // dV
+    head_gemm(amx, Transpose::kYes, Transpose::kNo, T_, dh, T_, 1.0f, p_stored, dout, g);  // dV
     round_in_place<E>(T_ * dh, g);
     scatter<F32Element>(T_, dh, g, dbase + 2 * dl, width);
-    gemm(Transpose::kNo, Transpose::kYes, T_, T_, dh, 1.0f, dout, v, 0.0f, dp);
+    head_gemm(amx, Transpose::kNo, Transpose::kYes, T_, T_, dh, 1.0f, dout, v, dp);
     for (int64_t i = 0; i < T_; ++i) {
       const float* pr = p + i * T_;
       float* dr = dp + i * T_;
@@ -515,10 +529,10 @@ void MultiHeadAttentionLayer::backward_cpu_as(const Tensor& dyt, const Tensor& x
       for (int64_t j = 0; j < T_; ++j) dr[j] = pr[j] * (dr[j] - d);
     }
     round_in_place<E>(T_ * T_, dp);  // dS
-    gemm(Transpose::kNo, Transpose::kNo, T_, dh, T_, scale, dp, k, 0.0f, g);  // dQ
+    head_gemm(amx, Transpose::kNo, Transpose::kNo, T_, dh, T_, scale, dp, k, g);  // dQ
     round_in_place<E>(T_ * dh, g);
     scatter<F32Element>(T_, dh, g, dbase, width);
-    gemm(Transpose::kYes, Transpose::kNo, T_, dh, T_, scale, dp, q, 0.0f, g);  // dK
+    head_gemm(amx, Transpose::kYes, Transpose::kNo, T_, dh, T_, scale, dp, q, g);  // dK
     round_in_place<E>(T_ * dh, g);
     scatter<F32Element>(T_, dh, g, dbase + dl, width);
   });
