@@ -131,6 +131,21 @@ std::vector<std::vector<float>> weights_of(Net& net) {
   return out;
 }
 
+// Rank `rank` of `world` over `comm`.
+SolverOptions rank_options(int rank, int world, Communicator* comm, SnapshotWriting snapshots) {
+  SolverOptions o;
+  o.rank = rank;
+  o.world_size = world;
+  o.comm = comm;
+  o.snapshots = snapshots;
+  return o;
+}
+
+// Rank 0 alone writes snapshots, as a launched run does.
+SnapshotWriting rank_zero_writes(int rank) {
+  return rank == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+}
+
 RunResult train_single(const TempDir& dir, RunSpec spec) {
   Solver solver(make_config(dir, spec));
   RunResult r;
@@ -145,11 +160,7 @@ RunResult train_parallel(const TempDir& dir, int world, RunSpec spec, const Data
   std::vector<RunResult> results(static_cast<size_t>(world));
   const SolverConfig config = make_config(dir, spec);
   expect_no_errors(run_ranks(world, [&](int rank) {
-    SolverOptions o;
-    o.rank = rank;
-    o.world_size = world;
-    o.comm = comms[static_cast<size_t>(rank)].get();
-    o.snapshots = rank == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+    const SolverOptions o = rank_options(rank, world, comms[static_cast<size_t>(rank)].get(), rank_zero_writes(rank));
     Solver solver(config, o);
     DataParallel dp(solver, *comms[static_cast<size_t>(rank)], dp_config);
     if (wire_bytes && rank == 0) *wire_bytes = dp.wire_buffer_bytes();
@@ -398,11 +409,7 @@ TEST_F(DataParallelTest, ResultsReadOneStepLaterStopEveryRankTogether) {
   std::vector<int64_t> stopped_at(2, -1);
   std::atomic<bool> asked{false};
   expect_no_errors(run_ranks(2, [&](int rank) {
-    SolverOptions o;
-    o.rank = rank;
-    o.world_size = 2;
-    o.comm = comms[static_cast<size_t>(rank)].get();
-    o.snapshots = SnapshotWriting::kDisabled;
+    const SolverOptions o = rank_options(rank, 2, comms[static_cast<size_t>(rank)].get(), SnapshotWriting::kDisabled);
     Solver solver(config, o);
     DataParallel dp(solver, *comms[static_cast<size_t>(rank)], dp_config(kOneBucket, Overlap::kOn));
     EXPECT_TRUE(solver.results_one_step_later());
@@ -487,10 +494,7 @@ TEST_F(DataParallelTest, DifferentNetsAreAnErrorNamingTheParameter) {
     RunSpec spec;
     spec.batch = kBatch / 2;
     spec.hidden = rank == 0 ? 16 : 17;
-    SolverOptions o;
-    o.rank = rank;
-    o.world_size = 2;
-    o.comm = comms[static_cast<size_t>(rank)].get();
+    const SolverOptions o = rank_options(rank, 2, comms[static_cast<size_t>(rank)].get(), SnapshotWriting::kEnabled);
     Solver solver(make_config(dir_, spec), o);
     DataParallel dp(solver, *comms[static_cast<size_t>(rank)], DataParallelConfig{});
   });
@@ -518,11 +522,7 @@ ParallelRun run_world(const TempDir& dir, int world, const RunSpec& spec, const 
   const SolverConfig config = make_config(dir, spec);
   std::filesystem::create_directories(dirname_of(config.snapshot_prefix));
   expect_no_errors(run_ranks(world, [&](int rank) {
-    SolverOptions o;
-    o.rank = rank;
-    o.world_size = world;
-    o.comm = comms[static_cast<size_t>(rank)].get();
-    o.snapshots = rank == 0 ? SnapshotWriting::kEnabled : SnapshotWriting::kDisabled;
+    const SolverOptions o = rank_options(rank, world, comms[static_cast<size_t>(rank)].get(), rank_zero_writes(rank));
     Solver solver(config, o);
     if (!resume_from.empty()) out.resume[static_cast<size_t>(rank)] = solver.restore(resume_from);
     DataParallel dp(solver, *comms[static_cast<size_t>(rank)], DataParallelConfig{});
@@ -595,11 +595,7 @@ TEST_F(DataParallelTest, ADeadRankIsAnErrorOnTheOthers) {
   }());
   const auto start = std::chrono::steady_clock::now();
   const std::vector<std::string> errors = run_ranks(2, [&](int rank) {
-    SolverOptions o;
-    o.rank = rank;
-    o.world_size = 2;
-    o.comm = comms[static_cast<size_t>(rank)].get();
-    o.snapshots = SnapshotWriting::kDisabled;
+    const SolverOptions o = rank_options(rank, 2, comms[static_cast<size_t>(rank)].get(), SnapshotWriting::kDisabled);
     Solver solver(config, o);
     {
       DataParallel dp(solver, *comms[static_cast<size_t>(rank)], DataParallelConfig{});
