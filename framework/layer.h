@@ -298,6 +298,19 @@ class Layer {
   const Epilogue& epilogue() const { return epilogue_; }
   void set_epilogue(const Epilogue& e) { epilogue_ = e; }
 
+  // Step graphs (framework/solver/step_graph.h). Whether this layer's
+  // forward and backward, once its shapes are fixed, queue the same device
+  // work with the same arguments on every call: nothing read back to the
+  // host, no host state that changes per call reaching a kernel (a random
+  // seed drawn on the host), no host work the step needs. A captured step
+  // replays that work without calling the layer; false unless a layer says.
+  virtual bool replays_in_a_graph() const { return false; }
+  // Before each replayed pass, on the host: what forward does on the host
+  // each call and a replay does not (Dropout draws its seed and queues it to
+  // the device; a loss reports the bad label its previous pass found). While
+  // the step is captured (cuda::capturing()), forward leaves that to this.
+  virtual void before_replay() {}
+
   // Once: check bottom shapes, create parameters with add_param(). Nothing
   // by default (a layer without parameters may need only reshape()).
   virtual void setup(const BlobVec& /*bottom*/, const BlobVec& /*top*/) {}

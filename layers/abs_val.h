@@ -21,6 +21,7 @@ class AbsValLayer : public InputSavingNeuronLayer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in abs_val.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

@@ -61,6 +61,13 @@ __global__ void accuracy_finish_kernel(int64_t channels, const int32_t* counts, 
 
 }  // namespace
 
+void AccuracyLayer::before_replay() {
+  if (!cuda_) return;
+  CudaState& st = *cuda_;
+  report_bad_label_of_previous_batch(where(), st.bad_label.before_replay(), st.checked_inner, st.checked_classes,
+                                     ignore_label_);
+}
+
 void AccuracyLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   CudaState& st = *cuda_;

@@ -32,6 +32,10 @@ class AccuracyLayer : public Layer {
   void backward_cpu(const BlobVec& /*top*/, const std::vector<bool>& /*propagate_down*/,
                     const BlobVec& /*bottom*/) override {}
   STRATA_CUDA_METHODS;
+  bool replays_in_a_graph() const override { return true; }
+#ifdef STRATA_WITH_CUDA
+  void before_replay() override;  // reports the bad label the last replay found
+#endif
   // Scores in bf16 or f16 as they are (the labels and the accuracies stay f32).
   bool takes_storage(DType dtype) const override { return is_float_dtype(dtype); }
 

@@ -32,6 +32,7 @@ class AdaptivePoolingLayer : public Layer {
 
  public:
   STRATA_CUDA_METHODS;  // in adaptive_pooling.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

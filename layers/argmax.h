@@ -76,6 +76,7 @@ class ArgMaxLayer : public Layer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in argmax.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   bool has_axis_;

@@ -48,6 +48,7 @@ class BatchNormLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in batch_norm.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   void check_shape(const Shape& s) const;

@@ -23,6 +23,7 @@ class BiasLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in bias.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   const Blob& bias_blob(const BlobVec& bottom) const { return bottom.size() > 1 ? *bottom[1] : param(0); }

@@ -21,6 +21,7 @@ class ConcatLayer : public Layer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in concat.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   int64_t axis_param_;

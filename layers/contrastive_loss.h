@@ -31,6 +31,7 @@ class ContrastiveLossLayer : public LossLayer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   enum class Version { kCurrent, kLegacy };

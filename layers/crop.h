@@ -47,6 +47,7 @@ class CropLayer : public Layer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in crop.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   int64_t axis_param_;

@@ -128,6 +128,7 @@ class DeconvolutionLayer : public Layer {
   ForwardCost forward_cost(const BlobVec& bottom, const BlobVec& top) const override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in deconvolution.cu
+  bool replays_in_a_graph() const override { return true; }
 
   // The geometry of the current shapes (after reshape), for tests.
   const DeconvGeometry& geometry() const { return geom_; }

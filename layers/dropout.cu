@@ -21,8 +21,11 @@ __device__ inline uint64_t splitmix64(uint64_t x) {
 }
 
 // T: the blobs' element type (float, __nv_bfloat16, __half); the scaling in f32.
+// seed_slot, when set (a replayed step), holds the seed instead of `seed`.
 template <class T>
-__global__ void dropout_forward(int64_t n, uint64_t seed, float keep, float scale, const T* x, T* y, uint8_t* mask) {
+__global__ void dropout_forward(int64_t n, uint64_t seed, const uint64_t* seed_slot, float keep, float scale,
+                                const T* x, T* y, uint8_t* mask) {
+  if (seed_slot) seed = *seed_slot;
   STRATA_CUDA_LOOP(i, n) {
     // 24 random bits, as Rng::uniform() on the CPU.
     const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(i)));
@@ -40,6 +43,15 @@ __global__ void dropout_backward(int64_t n, float scale, const uint8_t* mask, co
 
 }  // namespace
 
+void DropoutLayer::before_replay() {
+  if (is_identity()) return;
+  // The draw forward makes eagerly, queued behind the replays before it.
+  const uint64_t seed = rng_.next_u64();
+  cuda::ensure_on_device(seed_slot_, {static_cast<int64_t>(sizeof seed)}, DType::kU8, device());
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(seed_slot_.device_data<uint8_t>(), &seed, sizeof seed, cudaMemcpyHostToDevice,
+                                    cuda::compute_stream()));
+}
+
 void DropoutLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const Tensor& x = bottom[0]->data;
   Tensor& y = top[0]->data;
@@ -51,13 +63,18 @@ void DropoutLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   }
   cuda::ensure_on_device(mask_, bottom[0]->shape(), DType::kU8, device());
   // One draw per forward, even for an empty batch, so the RNG stream does
-  // not depend on batch sizes.
-  const uint64_t seed = rng_.next_u64();
+  // not depend on batch sizes. Captured, the replay reads the seed
+  // before_replay() queued.
+  const bool captured = cuda::capturing();
+  STRATA_CHECK(!captured || seed_slot_.numel() == sizeof(uint64_t), where(),
+               ": captured into a step graph without before_replay() first");
+  const uint64_t seed = captured ? 0 : rng_.next_u64();
+  const uint64_t* seed_slot = captured ? reinterpret_cast<const uint64_t*>(seed_slot_.device_data<uint8_t>()) : nullptr;
   if (n == 0) return;
   with_device_element(x.dtype(), "Dropout forward", [&](auto e) {
     using T = decltype(e);
     dropout_forward<T><<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        n, seed, 1.0f - ratio_, scale_, static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
+        n, seed, seed_slot, 1.0f - ratio_, scale_, static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
         mask_.device_data<uint8_t>());
     STRATA_KERNEL_CHECK();
   });

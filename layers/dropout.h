@@ -21,6 +21,12 @@ class DropoutLayer : public NeuronLayer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in dropout.cu
+  // A replayed forward reads its seed from the device, where before_replay
+  // queues the one forward would have drawn: the same masks as eager steps.
+  bool replays_in_a_graph() const override { return true; }
+#ifdef STRATA_WITH_CUDA
+  void before_replay() override;
+#endif
 
  private:
   // Ratio 0 at TRAIN behaves like TEST and draws nothing from rng_.
@@ -29,6 +35,7 @@ class DropoutLayer : public NeuronLayer {
   float ratio_;
   float scale_;  // 1 / (1 - ratio_)
   Tensor mask_;  // u8, 1 = kept; valid after a TRAIN forward
+  Tensor seed_slot_;  // GPU, step graphs: the replayed forward's seed (8 bytes)
 };
 
 }  // namespace strata

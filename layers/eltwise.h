@@ -36,6 +36,7 @@ class EltwiseLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in eltwise.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   // The 16-bit paths (eltwise.cpp): all of one call's blobs in one dtype.

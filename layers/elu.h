@@ -32,6 +32,7 @@ class ELULayer : public InputSavingNeuronLayer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in elu.cu
+  bool replays_in_a_graph() const override { return true; }
 
  protected:
   bool backward_reads_input() const override { return alpha_ < 0.0f; }

@@ -49,15 +49,21 @@ __global__ void embed_weight_grad_kernel(int64_t total, int64_t n, int64_t rows,
 
 }  // namespace
 
+void EmbedLayer::report_bad_index(int64_t bad) const {
+  if (bad < 0) return;
+  shape_error("an index at position " + std::to_string(bad) + " of the previous batch's bottom " +
+              shape_str(cuda_->checked_shape) + " is not a whole number in [0, " + std::to_string(input_dim_) +
+              "); the indices must be row numbers of the table (raise embed_param input_dim if the data has more)");
+}
+
+void EmbedLayer::before_replay() {
+  if (cuda_) report_bad_index(cuda_->bad.before_replay());
+}
+
 void EmbedLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   CudaState& st = *cuda_;
-  const int64_t bad = st.bad.previous();
-  if (bad >= 0) {
-    shape_error("an index at position " + std::to_string(bad) + " of the previous batch's bottom " +
-                shape_str(st.checked_shape) + " is not a whole number in [0, " + std::to_string(input_dim_) +
-                "); the indices must be row numbers of the table (raise embed_param input_dim if the data has more)");
-  }
+  report_bad_index(st.bad.previous());
   unsigned long long* slot = st.bad.arm();
   st.checked_shape = bottom[0]->shape();
   const int64_t total = positions_ * num_output_;

@@ -25,12 +25,15 @@ class EmbedLayer : public Layer {
 
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
+  bool replays_in_a_graph() const override { return true; }
 #ifdef STRATA_WITH_CUDA
   STRATA_CUDA_METHODS;
+  void before_replay() override;  // reports the bad index the last replay found
 
  private:
   struct CudaState;  // the deferred index check, in layers/embed.cu
   std::shared_ptr<CudaState> cuda_;
+  void report_bad_index(int64_t bad) const;  // of the previous batch, if any (>= 0)
 #endif
 
  private:

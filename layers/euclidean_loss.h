@@ -21,6 +21,7 @@ class EuclideanLossLayer : public LossLayer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   // 2 N, at least 1 (a zero batch gives loss 0).

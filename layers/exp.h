@@ -25,6 +25,7 @@ class ExpLayer : public NeuronLayer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in exp.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   ExpOp op_;

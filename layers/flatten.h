@@ -20,6 +20,7 @@ class FlattenLayer : public Layer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in flatten.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   int64_t axis_;

@@ -59,6 +59,7 @@ class GELULayer : public NeuronLayer {
 
  public:
   STRATA_CUDA_METHODS;  // in gelu.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

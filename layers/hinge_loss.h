@@ -21,6 +21,10 @@ class HingeLossLayer : public LossLayer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;
+  bool replays_in_a_graph() const override { return true; }
+#ifdef STRATA_WITH_CUDA
+  void before_replay() override;  // reports the bad label the last replay found
+#endif
 
  private:
   enum class Norm { kL1, kL2 };

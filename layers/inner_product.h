@@ -52,6 +52,8 @@ class InnerProductLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in inner_product.cu
+  // Tensor parallel (split) reduces through a communicator the host drives.
+  bool replays_in_a_graph() const override { return split_ == Split::kNone; }
   ParamShard param_shard(size_t param_index) const override;
 
  private:

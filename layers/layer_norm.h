@@ -25,6 +25,7 @@ class LayerNormLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;
+  bool replays_in_a_graph() const override { return true; }
   // The rows' mean and 1/std, from forward to backward (Kept).
   size_t kept_bytes() const override;
   // On a GPU in TRAIN: backward's per-chunk partial sums of the parameter

@@ -25,6 +25,7 @@ class LogLayer : public InputSavingNeuronLayer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in log.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   LogOp op_;

@@ -94,6 +94,7 @@ class LRNLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in lrn.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   void check_bottom(const Shape& s) const;

@@ -54,6 +54,8 @@ class MultiHeadAttentionLayer : public Layer {
   ForwardCost forward_cost(const BlobVec& bottom, const BlobVec& top) const override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;
+  // Tensor parallel reduces through a communicator the host drives.
+  bool replays_in_a_graph() const override { return !tp_.active(); }
   // Tensor parallel (attention_param { split: HEADS }): this rank's rows of
   // in_proj (its heads' q, k and v) and columns of out_proj.
   ParamShard param_shard(size_t param_index) const override;

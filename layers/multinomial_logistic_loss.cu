@@ -37,6 +37,11 @@ __global__ void mll_backward_kernel(int64_t n, int64_t dim, const float* p, cons
 
 }  // namespace
 
+void MultinomialLogisticLossLayer::before_replay() {
+  if (!cuda_) return;
+  report_bad_label_of_previous_batch(where(), cuda_->bad_label.before_replay(), 1, cuda_->checked_classes, {});
+}
+
 void MultinomialLogisticLossLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (!cuda_) cuda_ = std::make_shared<CudaState>();
   CudaState& st = *cuda_;

@@ -23,6 +23,10 @@ class MultinomialLogisticLossLayer : public LossLayer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;
+  bool replays_in_a_graph() const override { return true; }
+#ifdef STRATA_WITH_CUDA
+  void before_replay() override;  // reports the bad label the last replay found
+#endif
 
  private:
   double divisor() const { return static_cast<double>(num_ > 0 ? num_ : 1); }

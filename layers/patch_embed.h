@@ -73,6 +73,7 @@ class PatchEmbedLayer : public Layer {
 
  public:
   STRATA_CUDA_METHODS;  // in patch_embed.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

@@ -34,6 +34,7 @@ class PoolingLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in pooling.cu
+  bool replays_in_a_graph() const override { return true; }
   // MAX: the argmax mask, from forward to backward (take_mask()); AVE: none.
   size_t kept_bytes() const override;
 

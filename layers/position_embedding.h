@@ -38,6 +38,7 @@ class PositionEmbeddingLayer : public Layer {
 
  public:
   STRATA_CUDA_METHODS;  // in position_embedding.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

@@ -30,6 +30,7 @@ class PowerLayer : public InputSavingNeuronLayer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in power.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   PowerOp op_;

@@ -38,6 +38,7 @@ class PReLULayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in prelu.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   enum class Shared { kNo, kYes };

@@ -42,6 +42,7 @@ class ReductionLayer : public Layer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in reduction.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   // coeff, divided by dim for MEAN (0 for an empty row, whose mean is 0).

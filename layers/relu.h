@@ -44,6 +44,7 @@ class ReLULayer : public NeuronLayer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in relu.cu
+  bool replays_in_a_graph() const override { return true; }
 
  protected:
   // For subclasses that read the slope from another block.

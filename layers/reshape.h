@@ -20,6 +20,7 @@ class ReshapeLayer : public Layer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in reshape.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   std::vector<int64_t> dims_;  // as written: >0 fixed, 0 copy, -1 infer

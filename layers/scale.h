@@ -32,6 +32,7 @@ class ScaleLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in scale.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   // Where the scale and bias live, once setup() knows the number of bottoms.

@@ -31,6 +31,7 @@ class SigmoidLayer : public NeuronLayer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in sigmoid.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

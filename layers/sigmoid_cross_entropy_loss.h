@@ -25,6 +25,7 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   // The divisor for VALID needs the count of kept targets, known after forward.

@@ -23,6 +23,7 @@ class SilenceLayer : public Layer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in silence.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

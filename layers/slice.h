@@ -21,6 +21,7 @@ class SliceLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in slice.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   int64_t axis_param_;

@@ -35,6 +35,7 @@ class SoftmaxLayer : public Layer {
   // Uses only the output y: dx = y * (dy - sum_c(dy * y)).
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in softmax.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   int axis_;  // as configured; resolved against the bottom in reshape()

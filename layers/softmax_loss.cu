@@ -31,6 +31,13 @@ __global__ void probability_backward_kernel(int64_t outer, int64_t channels, int
 
 }  // namespace
 
+void SoftmaxLossLayer::before_replay() {
+  if (!cuda_) return;
+  CudaScratch& st = *cuda_;
+  report_bad_label_of_previous_batch(where(), st.bad_label.before_replay(), st.checked_inner, st.checked_classes,
+                                     ignore_label_);
+}
+
 void SoftmaxLossLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (!cuda_) cuda_ = std::make_shared<CudaScratch>();
   CudaScratch& st = *cuda_;

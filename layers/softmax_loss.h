@@ -43,6 +43,10 @@ class SoftmaxLossLayer : public LossLayer {
   void forward_cpu(const BlobVec& bottom, const BlobVec& top) final;
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) final;
   STRATA_CUDA_METHODS;  // in layers/softmax_loss.cu
+  bool replays_in_a_graph() const override { return true; }
+#ifdef STRATA_WITH_CUDA
+  void before_replay() override;  // reports the bad label the last replay found
+#endif
 
  protected:
   // `axis_block` holds the class axis ("softmax_param"); loss_param gives

@@ -28,6 +28,7 @@ class SplitLayer : public Layer {
   void setup(const BlobVec& bottom, const BlobVec& top) override;
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in split.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

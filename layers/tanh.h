@@ -25,6 +25,7 @@ class TanHLayer : public NeuronLayer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in tanh.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

@@ -26,6 +26,7 @@ class ThresholdLayer : public NeuronLayer {
   void backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,
                     const BlobVec& bottom) override;
   STRATA_CUDA_METHODS;  // in threshold.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   void refuse_gradient(const std::vector<bool>& propagate_down) const;

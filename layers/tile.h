@@ -34,6 +34,7 @@ class TileLayer : public Layer {
 
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in tile.cu
+  bool replays_in_a_graph() const override { return true; }
 
  private:
   int64_t axis_param_;

@@ -26,6 +26,7 @@ class TokenPoolLayer : public Layer {
 
  public:
   STRATA_CUDA_METHODS;  // in token_pool.cu
+  bool replays_in_a_graph() const override { return true; }
 };
 
 }  // namespace strata

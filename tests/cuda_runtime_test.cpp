@@ -175,6 +175,51 @@ TEST(CachingAllocatorTest, OutOfMemoryEmptiesTheCacheRetriesThenReports) {
   cache.free(c);
 }
 
+// A captured step graph keeps its addresses: while its pool is open, what
+// it allocates, and what is freed meanwhile, serves that pool alone until
+// the pool is released.
+TEST(CachingAllocatorTest, APrivatePoolKeepsItsBlocksUntilReleased) {
+  FakeDevice dev;
+  BlockCache cache(dev.backend());
+  void* before = cache.allocate(1000, throw_oom);  // a tensor from before the capture
+  void* cached = cache.allocate(4000, throw_oom);
+  cache.free(cached);
+  const int pool = cache.open_pool();
+  EXPECT_GT(pool, 0);
+  void* inside = cache.allocate(4000, throw_oom);  // served from the cache, now the pool's
+  EXPECT_EQ(inside, cached);
+  cache.free(inside);
+  cache.free(before);  // freed during the capture: captured work may still read it
+  void* again = cache.allocate(4000, throw_oom);  // the pool's own free block, reused inside it
+  EXPECT_EQ(again, inside);
+  void* kept = cache.allocate(3u << 20, throw_oom);  // new from the device, live after the capture
+  cache.close_pool();
+  EXPECT_EQ(cache.pool_blocks(pool), 3u);  // again, before, kept
+  cache.free(again);
+  // Outside the capture no pool block serves anyone: the same sizes come new from the device.
+  const int mallocs = dev.mallocs;
+  void* a = cache.allocate(4000, throw_oom);
+  void* b = cache.allocate(1000, throw_oom);
+  EXPECT_NE(a, again);
+  EXPECT_NE(b, before);
+  EXPECT_EQ(dev.mallocs, mallocs + 2);
+  cache.free(a);
+  cache.free(b);
+  // Released (the graph is gone): its free blocks serve everyone again, and a live one once freed.
+  cache.release_pool(pool);
+  EXPECT_EQ(cache.pool_blocks(pool), 0u);
+  void* c = cache.allocate(1000, throw_oom);
+  void* d = cache.allocate(1000, throw_oom);
+  EXPECT_TRUE((c == before || d == before) && c != d);
+  cache.free(kept);
+  EXPECT_EQ(cache.allocate(3u << 20, throw_oom), kept);
+  EXPECT_EQ(dev.mallocs, mallocs + 2);
+  cache.free(c);
+  cache.free(d);
+  cache.empty_cache();
+  EXPECT_EQ(cache.stats().reserved_bytes, 4u << 20);  // only `kept`, still live
+}
+
 TEST(CopyElementsTest, CopiesARangeBetweenHostTensorsAndChecksBounds) {
   Tensor src({6});
   for (int i = 0; i < 6; ++i) src.data<float>()[i] = static_cast<float>(i + 1);

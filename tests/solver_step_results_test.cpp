@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -206,9 +207,18 @@ TEST(StepLedger, ReadsEachRecordOnceOldestFirstAndFreesSlotsBeforeReuse) {
   carry.updates = 10;
   StepLedger ledger(Device::cpu(), rule, carry);
   std::vector<int64_t> read;
+  std::vector<double> lrs;
+  std::set<const double*> fixed_places, ring_places;
   for (int64_t it = 1; it <= 7; ++it) {
     StepSlots s;
-    for (const SettledStep& r : ledger.begin(it, s)) read.push_back(r.iteration);
+    // Odd steps as a captured step graph runs them: the record at one fixed place.
+    const bool fixed = it % 2 == 1;
+    for (const SettledStep& r : ledger.begin(it, 0.5 * static_cast<double>(it), s, fixed)) {
+      read.push_back(r.iteration);
+      lrs.push_back(r.verdict.lr);
+    }
+    EXPECT_EQ(*s.lr, 0.5 * static_cast<double>(it));
+    (fixed ? fixed_places : ring_places).insert(s.loss_sum);
     *s.loss_sum = 3.0 * static_cast<double>(it);
     *s.nonfinite = it == 5 ? 1 : 0;
     ledger.decide();
@@ -218,12 +228,17 @@ TEST(StepLedger, ReadsEachRecordOnceOldestFirstAndFreesSlotsBeforeReuse) {
   }
   // begin() read the oldest ones to free their slots, in order.
   EXPECT_EQ(read, (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_EQ(lrs, (std::vector<double>{0.5, 1.0, 1.5}));  // each step's own, fixed record or not
+  EXPECT_EQ(fixed_places.size(), 1u);
+  EXPECT_EQ(ring_places.size(), 2u);  // slots 2, 0 and 2 again
+  EXPECT_EQ(ring_places.count(*fixed_places.begin()), 0u);
   const std::vector<SettledStep> rest = ledger.settle(0);
   ASSERT_EQ(rest.size(), 4u);
   EXPECT_EQ(rest[0].iteration, 4);
   EXPECT_EQ(rest[0].verdict.halted, 0);
   EXPECT_EQ(rest[1].iteration, 5);
-  EXPECT_EQ(step_loss(rest[1].verdict, rule), 7.5);
+  EXPECT_EQ(step_loss(rest[1].verdict, rule), 7.5);  // a fixed record, copied out at finish
+  EXPECT_EQ(rest[1].verdict.lr, 2.5);
   EXPECT_EQ(rest[1].verdict.halted, 1);
   EXPECT_EQ(rest[3].verdict.updates, 14);  // 10 + the four good steps
   EXPECT_EQ(ledger.unread(), 0u);

@@ -38,16 +38,16 @@ size_t round_allocation(size_t bytes) {
   return (bytes + r - 1) / r * r;
 }
 
-void* BlockCache::take_cached(size_t size) {
+void* BlockCache::take_cached(FreeList& list, size_t size) {
   // Small classes reuse exact matches only; a large request may take a block
   // up to 1/8 bigger than itself.
   const size_t limit = size < kSmallLimit ? size : size + size / 8;
-  for (auto it = free_.lower_bound(size); it != free_.end() && it->first <= limit; ++it) {
+  for (auto it = list.lower_bound(size); it != list.end() && it->first <= limit; ++it) {
     void* p = it->second;
     if (backend_.pending && backend_.pending(p)) continue;  // still in use on another stream
     const size_t got = it->first;
-    free_.erase(it);
-    live_[p] = Block{got, {}};
+    list.erase(it);
+    live_[p] = Block{got, {}, open_pool_};
     return p;
   }
   return nullptr;
@@ -70,7 +70,8 @@ void* BlockCache::allocate(size_t bytes, const std::function<void(size_t, const 
   if (bytes == 0) return nullptr;
   const size_t size = round_allocation(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  void* p = take_cached(size);
+  void* p = open_pool_ ? take_cached(pool_free_[open_pool_], size) : nullptr;
+  if (!p) p = take_cached(free_, size);
   if (p) {
     ++stats_.cache_hits;
   } else {
@@ -87,7 +88,7 @@ void* BlockCache::allocate(size_t bytes, const std::function<void(size_t, const 
     ++stats_.device_mallocs;
     stats_.reserved_bytes += size;
     stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
-    live_[p] = Block{size, {}};
+    live_[p] = Block{size, {}, open_pool_};
   }
   stats_.allocated_bytes += live_[p].size;
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
@@ -101,8 +102,44 @@ void BlockCache::free(void* ptr) {
   if (it == live_.end()) return;  // not ours: nothing to do (never happens for Storage)
   if (!it->second.other_streams.empty() && backend_.retire) backend_.retire(ptr, it->second.other_streams);
   stats_.allocated_bytes -= it->second.size;
-  free_.emplace(it->second.size, ptr);
+  // Freed while a pool is open: captured work may still use it, so it joins the pool.
+  const int pool = it->second.pool ? it->second.pool : open_pool_;
+  (pool ? pool_free_[pool] : free_).emplace(it->second.size, ptr);
   live_.erase(it);
+}
+
+int BlockCache::open_pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  open_pool_ = ++last_pool_;
+  pool_free_[open_pool_];
+  return open_pool_;
+}
+
+void BlockCache::close_pool() {
+  std::lock_guard<std::mutex> lock(mu_);
+  open_pool_ = 0;
+}
+
+void BlockCache::release_pool(int pool) {
+  if (pool <= 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (open_pool_ == pool) open_pool_ = 0;
+  auto it = pool_free_.find(pool);
+  if (it != pool_free_.end()) {
+    free_.insert(it->second.begin(), it->second.end());
+    pool_free_.erase(it);
+  }
+  for (auto& [p, b] : live_) {
+    if (b.pool == pool) b.pool = 0;
+  }
+}
+
+size_t BlockCache::pool_blocks(int pool) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  if (auto it = pool_free_.find(pool); it != pool_free_.end()) n += it->second.size();
+  for (const auto& [p, b] : live_) n += b.pool == pool ? 1 : 0;
+  return n;
 }
 
 void BlockCache::record_use(void* ptr, int stream) {

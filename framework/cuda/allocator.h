@@ -14,6 +14,13 @@
 // record_use(); when it is freed an event is recorded on each such stream
 // and the block is not reused until those events have completed.
 //
+// Private pools (step graphs, framework/solver/step_graph.h): a captured
+// CUDA graph keeps the addresses it was captured with, so the blocks its work
+// used must not serve anyone else while it lives. While a pool is open, every
+// allocation is tagged with it, and so is every block freed meanwhile (work
+// already captured may still use it); a tagged block, once free, serves only
+// its own pool, until release_pool() hands the pool's blocks back.
+//
 // The cache logic (BlockCache) is plain C++ over a Backend, so it is unit
 // tested without a GPU; the CUDA backend lives in allocator.cpp.
 #pragma once
@@ -80,18 +87,32 @@ class BlockCache {
   void reset_peak();
   size_t block_size(void* ptr) const;  // rounded size of a live block; 0 if unknown
 
+  // Private pools (above). open_pool() returns the new pool's id (> 0);
+  // one pool is open at a time.
+  int open_pool();
+  void close_pool();
+  // The pool's free blocks go back to the cache; its live blocks return there
+  // when freed. Call when nothing captured with the pool can run any more.
+  void release_pool(int pool);
+  size_t pool_blocks(int pool) const;  // blocks tagged with `pool`, live or free
+
  private:
+  using FreeList = std::multimap<size_t, void*>;  // size -> block
   struct Block {
     size_t size = 0;
     std::vector<int> other_streams;
+    int pool = 0;
   };
-  void* take_cached(size_t size);
+  void* take_cached(FreeList& list, size_t size);
   void release_free_blocks();
 
   Backend backend_;
   mutable std::mutex mu_;
   std::unordered_map<void*, Block> live_;
-  std::multimap<size_t, void*> free_;  // size -> block
+  FreeList free_;
+  std::map<int, FreeList> pool_free_;  // a pool's free blocks
+  int open_pool_ = 0;
+  int last_pool_ = 0;
   AllocatorStats stats_;
 };
 

@@ -100,4 +100,21 @@ void release_workspace(int index);
 // "cuda:0 (NVIDIA H100): allocated ... reserved ...; device 79.10 GiB total, 78.00 GiB free".
 std::string memory_report(int index);
 
+// Step graphs (framework/solver/step_graph.h): work queued on the compute
+// stream of `index` captured into a CUDA graph and replayed. While a capture
+// is open, the caching allocator serves it from a private pool (allocator.h)
+// that the graph keeps until it is destroyed.
+struct CapturedGraph;
+// Opens the capture (cudaStreamCaptureModeThreadLocal: a call of this thread
+// that would wait for the device fails instead).
+void begin_capture(int index);
+// Closes it and instantiates the graph; throws with CUDA's reason when the
+// capture failed (the pool is released then).
+CapturedGraph* end_capture(int index);
+// Closes a capture whose work threw, discarding it; never throws.
+void abandon_capture(int index) noexcept;
+void launch_graph(CapturedGraph* graph);
+// Waits for its last launch, destroys it and releases its pool.
+void destroy_graph(CapturedGraph* graph) noexcept;
+
 }  // namespace strata::cuda

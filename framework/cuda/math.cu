@@ -367,7 +367,7 @@ DeferredIndexCheck::~DeferredIndexCheck() {
 }
 
 int64_t DeferredIndexCheck::previous() {
-  if (!pending_) return -1;
+  if (!pending_ || capturing()) return -1;
   STRATA_CUDA_CHECK(cudaEventSynchronize(done_));
   pending_ = false;
   return *host_ == ~0ull ? -1 : static_cast<int64_t>(*host_);
@@ -384,10 +384,25 @@ unsigned long long* DeferredIndexCheck::arm() {
   return device_;
 }
 
+int64_t DeferredIndexCheck::before_replay() {
+  int64_t found = -1;
+  if (pending_) {
+    STRATA_CUDA_CHECK(cudaEventSynchronize(done_));
+    found = *host_ == ~0ull ? -1 : static_cast<int64_t>(*host_);
+  }
+  pending_ = device_ != nullptr;  // the replay records again
+  return found;
+}
+
 void DeferredIndexCheck::record() {
   STRATA_CUDA_CHECK(cudaMemcpyAsync(host_, device_, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                     compute_stream()));
-  STRATA_CUDA_CHECK(cudaEventRecord(done_, compute_stream()));
+  if (capturing()) {
+    // A node of the graph: every replay records it, and the host waits on it as on any record.
+    STRATA_CUDA_CHECK(cudaEventRecordWithFlags(done_, compute_stream(), cudaEventRecordExternal));
+  } else {
+    STRATA_CUDA_CHECK(cudaEventRecord(done_, compute_stream()));
+  }
   pending_ = true;
 }
 

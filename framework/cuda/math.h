@@ -93,6 +93,9 @@ void softmax_channels_backward(int64_t outer, int64_t channels, int64_t inner, c
 // asynchronous copy to pinned host memory, and previous() waits for the last
 // record() and returns what it found, or -1. Use arm() -> kernel -> record()
 // once per step, calling previous() first.
+// In a step graph: while the step is captured previous() reports nothing and
+// record() becomes the graph's own event; the layer's before_replay() calls
+// before_replay(), which reports the last one and expects the replay's.
 class DeferredIndexCheck {
  public:
   DeferredIndexCheck() = default;
@@ -101,6 +104,7 @@ class DeferredIndexCheck {
   DeferredIndexCheck& operator=(const DeferredIndexCheck&) = delete;
 
   int64_t previous();
+  int64_t before_replay();
   unsigned long long* arm();  // resets the device slot (on the compute stream)
   void record();
 

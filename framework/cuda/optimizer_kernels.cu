@@ -34,6 +34,7 @@ bool same_table(const std::vector<FusedTensor>& a, const std::vector<FusedTensor
 // scratch for the reductions.
 struct DeviceTable {
   int device = 0;
+  bool kept = false;  // used by a captured step graph: never dropped
   std::vector<FusedTensor> host;
   int count = 0;
   int64_t chunks = 0;
@@ -62,6 +63,7 @@ DeviceTable& table_for(const std::vector<FusedTensor>& all, int index) {
   for (size_t i = 0; i < g_tables.size(); ++i) {
     if (g_tables[i]->device == index && same_table(g_tables[i]->host, tensors)) {
       std::unique_ptr<DeviceTable> hit = std::move(g_tables[i]);
+      hit->kept = hit->kept || capturing();  // a graph replays with this table's addresses
       g_tables.erase(g_tables.begin() + static_cast<std::ptrdiff_t>(i));
       g_tables.push_back(std::move(hit));
       return *g_tables.back();
@@ -93,7 +95,15 @@ DeviceTable& table_for(const std::vector<FusedTensor>& all, int index) {
                                     cudaMemcpyHostToDevice, compute_stream()));
   // The host vectors die on return: wait for the copies (only when the table changed).
   STRATA_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
-  if (g_tables.size() >= 8) g_tables.erase(g_tables.begin());
+  // Keep a few; the oldest not used by a captured graph goes.
+  if (g_tables.size() >= 8) {
+    for (auto it = g_tables.begin(); it != g_tables.end(); ++it) {
+      if (!(*it)->kept) {
+        g_tables.erase(it);
+        break;
+      }
+    }
+  }
   g_tables.push_back(std::move(t));
   return *g_tables.back();
 }
@@ -133,6 +143,7 @@ __device__ float regularizer(bool l1, float w) { return l1 ? static_cast<float>(
 __global__ void sgd_kernel(const FusedTensor* tensors, const int64_t* offsets, int count, double lr, float mom,
                            double weight_decay, bool nesterov, bool l1, DeviceGate gate) {
   if (gate.applied && *gate.applied == 0) return;
+  if (gate.lr) lr = *gate.lr;
   const ChunkRange r = my_chunk(tensors, offsets, count);
   const float rate = static_cast<float>(lr * static_cast<double>(r.t.lr_mult));
   const float decay = static_cast<float>(weight_decay * static_cast<double>(r.t.decay_mult));
@@ -155,6 +166,7 @@ __global__ void adam_kernel(const FusedTensor* tensors, const int64_t* offsets, 
                             float bc2_sqrt, float eps, double weight_decay, bool decoupled, bool l1,
                             double beta1_d, double beta2_d, DeviceGate gate) {
   if (gate.applied && *gate.applied == 0) return;
+  if (gate.lr) lr = *gate.lr;
   if (gate.step) {
     // t is the device's count of applied updates: the bias corrections as fused_adam computes them.
     const double tt = static_cast<double>(*gate.step);
@@ -189,6 +201,7 @@ __global__ void adaptive_kernel(const FusedTensor* tensors, const int64_t* offse
                                 AdaptiveRule rule, float keep, float add, float delta, double weight_decay,
                                 bool l1, DeviceGate gate) {
   if (gate.applied && *gate.applied == 0) return;
+  if (gate.lr) lr = *gate.lr;
   const ChunkRange r = my_chunk(tensors, offsets, count);
   const float rate = static_cast<float>(lr * static_cast<double>(r.t.lr_mult));
   const float decay = static_cast<float>(weight_decay * static_cast<double>(r.t.decay_mult));

@@ -27,10 +27,13 @@ struct FusedTensor {
 
 // Results read one step later (framework/solver/step_ledger.h): the update
 // runs only when the device's decision `*applied` is 1, and Adam's t is the
-// device's update count `*step`. Null: always run, t from the args.
+// device's update count `*step`; `*lr`, when set, replaces the args' lr (a
+// captured step graph replays the same arguments every step). Null: always
+// run, t and lr from the args.
 struct DeviceGate {
   const int32_t* applied = nullptr;
   const int64_t* step = nullptr;
+  const double* lr = nullptr;
 };
 
 struct FusedSgdArgs {

@@ -193,6 +193,12 @@ void check_device_index(int index) {
 }
 
 cudaStream_t compute_stream() { return current().compute; }
+
+bool capturing() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  STRATA_CUDA_CHECK(cudaStreamIsCapturing(current().compute, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
 cudaStream_t copy_stream() { return current().copy; }
 cudaStream_t comm_stream() { return current().comm; }
 
@@ -535,6 +541,99 @@ float EventTimer::elapsed_ms() {
   float ms = 0.0f;
   STRATA_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
   return ms;
+}
+
+// ---- step graphs ----
+
+struct CapturedGraph {
+  int device = 0;
+  int pool = 0;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+};
+
+namespace {
+thread_local int t_capture_pool = 0;  // the pool of the capture this thread has open
+}  // namespace
+
+void begin_capture(int index) {
+  DeviceGuard guard(index);
+  DeviceContext& ctx = context(index);
+  STRATA_CHECK(t_capture_pool == 0, "a step graph capture is already open on this thread");
+  t_capture_pool = ctx.cache->open_pool();
+  {
+    // The shared workspace joins the pool (the same block, freed and taken
+    // again while it is open): grown later, it must not serve anyone else.
+    std::lock_guard<std::mutex> lock(ctx.mu);
+    if (ctx.workspace) {
+      ctx.cache->free(ctx.workspace);
+      ctx.workspace = device_malloc(ctx.workspace_bytes, index);
+    }
+  }
+  const cudaError_t e = cudaStreamBeginCapture(ctx.compute, cudaStreamCaptureModeThreadLocal);
+  if (e != cudaSuccess) {
+    ctx.cache->release_pool(t_capture_pool);
+    t_capture_pool = 0;
+    STRATA_CUDA_CHECK(e);
+  }
+}
+
+CapturedGraph* end_capture(int index) {
+  DeviceGuard guard(index);
+  DeviceContext& ctx = context(index);
+  auto g = std::make_unique<CapturedGraph>();
+  g->device = index;
+  g->pool = t_capture_pool;
+  t_capture_pool = 0;
+  ctx.cache->close_pool();
+  const cudaError_t ended = cudaStreamEndCapture(ctx.compute, &g->graph);
+  cudaError_t made = ended;
+  if (ended == cudaSuccess) made = cudaGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+  if (made != cudaSuccess) {
+    (void)cudaGetLastError();  // an invalidated capture is not the next launch's error
+    if (g->graph) cudaGraphDestroy(g->graph);
+    ctx.cache->release_pool(g->pool);
+    fail<Error>("the step could not be captured as a CUDA graph: ", cudaGetErrorString(made));
+  }
+  return g.release();
+}
+
+void abandon_capture(int index) noexcept {
+  try {
+    DeviceGuard guard(index);
+    DeviceContext& ctx = context(index);
+    ctx.cache->close_pool();
+    cudaGraph_t graph = nullptr;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(ctx.compute, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+      cudaStreamEndCapture(ctx.compute, &graph);
+    }
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    // Nothing captured ever ran: the pool's blocks are free for everyone again.
+    ctx.cache->release_pool(t_capture_pool);
+  } catch (...) {
+  }
+  t_capture_pool = 0;
+}
+
+void launch_graph(CapturedGraph* graph) {
+  DeviceGuard guard(graph->device);
+  STRATA_CUDA_CHECK(cudaGraphLaunch(graph->exec, context(graph->device).compute));
+}
+
+void destroy_graph(CapturedGraph* graph) noexcept {
+  if (!graph) return;
+  try {
+    DeviceGuard guard(graph->device);
+    DeviceContext& ctx = context(graph->device);
+    cudaStreamSynchronize(ctx.compute);  // its last replay may still run
+    if (graph->exec) cudaGraphExecDestroy(graph->exec);
+    if (graph->graph) cudaGraphDestroy(graph->graph);
+    ctx.cache->release_pool(graph->pool);
+  } catch (...) {
+  }
+  delete graph;
 }
 
 }  // namespace strata::cuda

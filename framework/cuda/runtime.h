@@ -79,6 +79,11 @@ cublasHandle_t cublas_handle();  // bound to compute_stream()
 cublasLtHandle_t cublaslt_handle();  // cuBLASLt (its calls name their stream)
 cudnnHandle_t cudnn_handle();    // bound to compute_stream()
 
+// Whether the current device's compute stream is being captured into a step
+// graph (device_api.h): host work a replay would skip is left to
+// Layer::before_replay.
+bool capturing();
+
 // Scratch memory (cuDNN workspaces, reductions) from the caching allocator,
 // valid until the next call on this device; it grows, never shrinks.
 void* workspace(size_t bytes);

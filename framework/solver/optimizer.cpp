@@ -210,6 +210,7 @@ void Optimizer::update(std::vector<NetParam>& params, double lr, const StepSlots
     if (slots) {
       gate.applied = slots->applied;
       gate.step = slots->updates;
+      gate.lr = slots->lr;
     }
     // One launch for every parameter: the same formulas as update_of below.
     const std::vector<cuda::FusedTensor> table = fused_table(params, &history_);
@@ -256,6 +257,7 @@ void Optimizer::update(std::vector<NetParam>& params, double lr, const StepSlots
   if (slots) {
     if (*slots->applied == 0) return;  // the CPU decided already: nothing to apply
     steps_ = *slots->updates - 1;      // t from the record, as the kernels read it
+    if (slots->lr) lr = *slots->lr;    // and the learning rate
   }
   // Every parameter's elements cut into pieces of kMinChunk, all run in one
   // parallel region: the element-wise formulas give the same bits however

@@ -17,6 +17,7 @@
 #include "framework/io/file_util.h"
 #include "framework/solver/lr_policy.h"
 #include "framework/solver/precision.h"
+#include "framework/solver/step_graph.h"
 #include "framework/solver/step_ledger.h"
 
 namespace strata {
@@ -322,7 +323,13 @@ void Solver::queue_step() {
   for (TrainingStrategy* t : strategies_) t->before_step();
   net_->zero_param_diffs();
   StepSlots slots;
-  account(ledger_->begin(iter_ + 1, slots));
+  last_lr_ = learning_rate(config_.lr, iter_);
+  if (uses_step_graph()) {
+    account(ledger_->begin(iter_ + 1, last_lr_, slots, /*fixed=*/true));
+    queue_graph_step(slots);
+    return;
+  }
+  account(ledger_->begin(iter_ + 1, last_lr_, slots));
   {
     struct Sinks {
       Net& net;
@@ -339,7 +346,6 @@ void Solver::queue_step() {
   for (TrainingStrategy* t : strategies_) t->before_update(*net_);
   for (TrainingStrategy* t : strategies_) t->reduce_results(slots);
   std::vector<NetParam>& params = net_->params();
-  last_lr_ = learning_rate(config_.lr, iter_);
   const bool clip = config_.clip_gradients > 0.0;
   scale_check_gradients_into(params, 1.0f / static_cast<float>(config_.iter_size), scaler_ != nullptr,
                              static_cast<double>(config_.iter_size), clip, slots);
@@ -350,6 +356,103 @@ void Solver::queue_step() {
   net_->trace_update();
   net_->flush_device_timeline();
   ++iter_;
+}
+
+// ---- step graphs (framework/solver/step_graph.h) ----
+
+std::string Solver::step_graph_obstacle() const {
+  if (!graph_failure_.empty()) return graph_failure_;
+  if (!results_one_step_later()) {
+    return "the step's results are read every step (" + step_results_summary() +
+           "); a captured step must not wait for the device";
+  }
+  if (!strategies_.empty()) {
+    return strategies_.front()->name() + " is attached, and its work is launched by the host during the step";
+  }
+  if (Timeline::on()) return "the timeline (--timeline) times each layer from the host";
+  return StepGraph::net_obstacle(*net_);
+}
+
+bool Solver::uses_step_graph() const {
+  switch (config_.step_graph) {
+    case StepGraphMode::kOff:
+      return false;
+    case StepGraphMode::kAuto:
+      if (options_.device.is_cpu()) return false;
+      break;
+    case StepGraphMode::kOn:
+      break;
+  }
+  return step_graph_obstacle().empty();
+}
+
+bool Solver::step_graph_captured() const { return graph_ && graph_->captured(); }
+
+void Solver::graph_failed(const std::string& why) {
+  graph_failure_ = "at iteration " + std::to_string(iter_ + 1) + ", " + why;
+  if (graph_) graph_->reset();
+  if (config_.step_graph == StepGraphMode::kOn) {
+    fail<Error>(graph_failure_, " (set `step_graph: AUTO` in the solver to go on without graphs, or OFF)");
+  }
+  if (notice_) notice_("step graph: " + graph_failure_ + "; the steps run eagerly from here on");
+}
+
+// The step as a captured graph replays it (the header says what runs where).
+// The record is the ledger's fixed one, so its addresses are the same every step.
+void Solver::queue_graph_step(StepSlots& slots) {
+  if (!graph_) graph_ = std::make_unique<StepGraph>(options_.device);
+  struct Sinks {
+    Net& net;
+    ~Sinks() {
+      net.set_loss_sink(nullptr);
+      net.set_loss_scale_source(nullptr);
+    }
+  } sinks{*net_};
+  net_->set_loss_sink(slots.loss_sum);
+  if (scaler_) net_->set_loss_scale_source(slots.scale);
+  const int k = StepGraph::sources(*net_);
+  const int last = net_->num_layers() - 1;
+  const auto pass = [&] {
+    net_->forward(k, last);
+    net_->backward(k, last);
+  };
+  const auto before_replay = [&] {
+    for (int i = k; i <= last; ++i) net_->layer(i).before_replay();
+  };
+  std::vector<NetParam>& params = net_->params();
+  const bool clip = config_.clip_gradients > 0.0;
+  const auto update = [&] {
+    scale_check_gradients_into(params, 1.0f / static_cast<float>(config_.iter_size), scaler_ != nullptr,
+                               static_cast<double>(config_.iter_size), clip, slots);
+    ledger_->decide();
+    if (clip) clip_gradients_from(params, slots, config_.clip_gradients);
+    optimizer_->update(params, last_lr_, &slots);
+  };
+  // A part whose capture fails has run eagerly: the step goes on, and so does the run.
+  const auto run = [&](StepGraph::Part part, const std::function<void()>& work, const std::function<void()>& before) {
+    try {
+      graph_->run(part, work, before);
+    } catch (const StepGraph::Failed& f) {
+      graph_failed("capturing the step failed: " + f.why);
+    }
+  };
+  for (pass_ = 0; pass_ < config_.iter_size; ++pass_) {
+    net_->forward(0, k - 1);  // the sources: a new batch into the same blobs
+    if (graph_->enabled()) {
+      if (const std::string changed = graph_->check_shapes(*net_); !changed.empty()) graph_failed(changed);
+    }
+    run(StepGraph::kPass, pass, before_replay);
+    net_->backward(0, k - 1);
+  }
+  pass_ = 0;
+  run(StepGraph::kUpdate, update, nullptr);
+  ledger_->finish();
+  net_->trace_update();
+  net_->flush_device_timeline();
+  ++iter_;
+  // The first step ran eagerly (cuDNN's measurements, the allocator's
+  // cache); capture from the next one on.
+  if (!graph_->enabled() && graph_failure_.empty()) graph_->enable();
 }
 
 // The host's part of steps read back: progress, the scaler's and the
@@ -534,6 +637,20 @@ SolveResult Solver::solve() {
   start.net_name = net_->name();
   start.summary = config_.summary();
   if (results_one_step_later()) start.summary += ", " + step_results_summary();
+  const bool on = config_.step_graph == StepGraphMode::kOn;
+  if (on || (config_.step_graph == StepGraphMode::kAuto && !options_.device.is_cpu())) {
+    const std::string why = step_graph_obstacle();
+    if (why.empty()) {
+      start.summary += options_.device.is_cpu()
+                           ? std::string(", the step split as a graph runs it (eagerly: the CPU has no graphs)")
+                           : ", the step captured as a CUDA graph from iteration " + std::to_string(iter_ + 2);
+    } else if (on) {
+      fail<ConfigError>("step_graph: ON, but the step cannot be captured: ", why,
+                        " (set `step_graph: AUTO` to run it eagerly)");
+    } else {
+      start.summary += ", steps not captured as a CUDA graph: " + why;
+    }
+  }
   for (TrainingObserver* o : observers_) o->on_start(start);
 
   const bool testing = test_net_ && config_.test_interval > 0;

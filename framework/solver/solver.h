@@ -30,6 +30,7 @@
 #include "framework/net.h"
 #include "framework/solver/optimizer.h"
 #include "framework/solver/solver_config.h"
+#include "framework/solver/step_graph.h"
 #include "framework/solver/step_ledger.h"
 #include "framework/solver/training_log.h"
 #include "framework/solver/training_strategy.h"
@@ -171,6 +172,13 @@ class Solver {
   // saying so for the start of a run.
   bool results_one_step_later() const;
   std::string step_results_summary() const;
+  // Step graphs (`step_graph`, framework/solver/step_graph.h): why this
+  // run's steps cannot be captured ("" when they can), and whether its
+  // steps run the graph's way (on a GPU: captured from the second step on).
+  std::string step_graph_obstacle() const;
+  bool uses_step_graph() const;
+  // Whether the steps are being replayed from captured graphs now.
+  bool step_graph_captured() const;
   // Runs the TEST net for test_iter batches; each scalar output averaged.
   // Empty when there is no TEST net.
   NamedValues test();
@@ -196,6 +204,8 @@ class Solver {
   float step_each();
   const TrainingStrategy* reads_every_step() const;
   void queue_step();
+  void queue_graph_step(StepSlots& slots);
+  void graph_failed(const std::string& why);
   void account(const std::vector<SettledStep>& steps);
   void settle_results();
   void overflow_notice(int64_t iteration, double scale) const;
@@ -222,6 +232,9 @@ class Solver {
   std::unique_ptr<LossScaler> scaler_;
   // Steps whose results are read one step later (made at the first such step).
   std::unique_ptr<StepLedger> ledger_;
+  // The captured step (made at the first step that uses it); why capturing stopped.
+  std::unique_ptr<StepGraph> graph_;
+  std::string graph_failure_;
   float last_loss_ = 0.0f;
   int64_t pass_ = 0;  // forward/backward pass of the running step()
   int64_t nonfinite_skipped_ = 0;

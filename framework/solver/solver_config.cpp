@@ -25,7 +25,8 @@ const std::vector<std::string>& solver_keys() {
       "clip_gradients", "nonfinite", "layer_decay", "no_weight_decay",
       "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_keep", "snapshot_best", "snapshot_best_mode", "snapshot_format", "log",
       "random_seed", "solver_mode", "device_id", "debug_info", "parallel", "train_state", "test_state", "rms_decay",
-      "precision", "initial_loss_scale", "loss_scale_growth_interval", "blob_memory", "fuse_epilogues", "step_results"};
+      "precision", "initial_loss_scale", "loss_scale_growth_interval", "blob_memory", "fuse_epilogues", "step_results",
+      "step_graph"};
   return keys;
 }
 
@@ -348,6 +349,10 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
     c.step_results = r == "EACH_STEP"        ? StepResults::kEachStep
                      : r == "ONE_STEP_LATER" ? StepResults::kOneStepLater
                                              : StepResults::kAuto;
+  }
+  {
+    const std::string g = root.get_enum("step_graph", {"AUTO", "ON", "OFF"}, "AUTO");
+    c.step_graph = g == "ON" ? StepGraphMode::kOn : g == "OFF" ? StepGraphMode::kOff : StepGraphMode::kAuto;
   }
   c.parallel = root.block("parallel");  // ConfigError when it is not a single block
   return c;

@@ -49,6 +49,14 @@ enum class SnapshotAfterTrain { kNo, kYes };
 // GPU without a multi-rank strategy, every step otherwise. The same weights either way.
 enum class StepResults { kAuto, kEachStep, kOneStepLater };
 
+// Whether training steps are captured once as CUDA graphs and replayed
+// (framework/solver/step_graph.h). AUTO: on a GPU, where the step allows it
+// (results read one step later, no strategy attached, every layer replays),
+// else eagerly with a notice saying why. ON: the same, but a step that cannot
+// be captured is an error (on the CPU: the graph's split step runs eagerly).
+// OFF: never. The same weights in all three.
+enum class StepGraphMode { kAuto, kOn, kOff };
+
 // Which way a snapshot_best metric improves.
 enum class BestIs { kHigher, kLower };
 
@@ -119,6 +127,7 @@ struct SolverConfig {
   // Convolution before it (NetOptions::fuse_epilogues); the same bits either way.
   bool fuse_epilogues = true;
   StepResults step_results = StepResults::kAuto;
+  StepGraphMode step_graph = StepGraphMode::kAuto;
 
   // ---- multi-process training ----
   // The `parallel { data { ... } }` block as written (empty when absent). The

@@ -239,6 +239,8 @@ void Solver::adapt_layer_states(SolverState& st, ResumeInfo& info) const {
 
 ResumeInfo Solver::restore(const std::string& state_path) {
   settle_results();
+  // A captured step points into the ledger and may into the tensors a restore replaces: capture it again.
+  graph_.reset();
   ledger_.reset();  // the next step starts from the restored scale and update count
   SolverState st = load_solver_state(state_path);
   slice_split_history(*net_, st.history);  // tensor parallel: this rank's blocks

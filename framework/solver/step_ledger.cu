@@ -28,6 +28,12 @@ __global__ void decide_kernel(StepRule rule, StepCarry* carry, StepVerdict* reco
   decide_step(rule, *carry, *record);
 }
 
+__global__ void begin_kernel(StepVerdict* record, double lr) {
+  StepVerdict v;
+  v.lr = lr;
+  *record = v;
+}
+
 constexpr size_t kCarryBytes = 256;  // the records start aligned
 
 }  // namespace
@@ -38,7 +44,7 @@ Ring* create(int index, const StepCarry& carry, int slots) {
   ring->device = index;
   ring->slots = slots;
   static_assert(sizeof(StepCarry) <= kCarryBytes, "the carry outgrew its place");
-  ring->block = cuda::device_malloc(kCarryBytes + sizeof(StepVerdict) * static_cast<size_t>(slots), index);
+  ring->block = cuda::device_malloc(kCarryBytes + sizeof(StepVerdict) * static_cast<size_t>(slots + 1), index);
   ring->carry = static_cast<StepCarry*>(ring->block);
   ring->records = reinterpret_cast<StepVerdict*>(static_cast<char*>(ring->block) + kCarryBytes);
   void* pinned = nullptr;
@@ -70,10 +76,12 @@ void destroy(Ring* ring) noexcept {
   delete ring;
 }
 
-void begin(Ring* ring, int slot, StepSlots& slots) {
+void begin(Ring* ring, int record, double lr, StepSlots& slots) {
   cuda::DeviceGuard guard(ring->device);
-  StepVerdict* r = ring->records + slot;
-  STRATA_CUDA_CHECK(cudaMemsetAsync(r, 0, sizeof(StepVerdict), cuda::compute_stream()));
+  StepVerdict* r = ring->records + record;
+  begin_kernel<<<1, 1, 0, cuda::compute_stream()>>>(r, lr);
+  STRATA_KERNEL_CHECK();
+  slots.lr = &r->lr;
   slots.loss_sum = &r->loss_sum;
   slots.sum_squares = &r->sum_squares;
   slots.nonfinite = &r->nonfinite;
@@ -83,16 +91,16 @@ void begin(Ring* ring, int slot, StepSlots& slots) {
   slots.updates = &r->updates;
 }
 
-void decide(Ring* ring, int slot, const StepRule& rule) {
+void decide(Ring* ring, int record, const StepRule& rule) {
   cuda::DeviceGuard guard(ring->device);
-  decide_kernel<<<1, 1, 0, cuda::compute_stream()>>>(rule, ring->carry, ring->records + slot);
+  decide_kernel<<<1, 1, 0, cuda::compute_stream()>>>(rule, ring->carry, ring->records + record);
   STRATA_KERNEL_CHECK();
 }
 
-void finish(Ring* ring, int slot) {
+void finish(Ring* ring, int record, int slot) {
   cuda::DeviceGuard guard(ring->device);
   cudaStream_t stream = cuda::compute_stream();
-  STRATA_CUDA_CHECK(cudaMemcpyAsync(ring->pinned + slot, ring->records + slot, sizeof(StepVerdict),
+  STRATA_CUDA_CHECK(cudaMemcpyAsync(ring->pinned + slot, ring->records + record, sizeof(StepVerdict),
                                     cudaMemcpyDeviceToHost, stream));
   STRATA_CUDA_CHECK(cudaEventRecord(ring->copied[static_cast<size_t>(slot)], stream));
 }

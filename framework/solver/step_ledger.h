@@ -37,6 +37,7 @@ struct StepSlots {
   int32_t* nonfinite = nullptr;      // the gradient check sets 1 on inf/NaN
   double* stop = nullptr;            // a strategy's stop requests (TrainingStrategy::reduce_results)
   const double* scale = nullptr;     // the loss scale backward multiplies by
+  const double* lr = nullptr;        // the learning rate the update uses
   const int32_t* applied = nullptr;  // after decide(): the update runs
   const int64_t* updates = nullptr;  // after decide(): updates applied, this one included (Adam's t)
 };
@@ -51,11 +52,12 @@ struct SettledStep {
 // The ledger's device half (step_ledger.cu); only StepLedger calls these.
 namespace step_ledger_cuda {
 struct Ring;
+// Records 0 .. slots - 1 are the ring; record `slots` is the fixed one.
 Ring* create(int index, const StepCarry& carry, int slots);
 void destroy(Ring* ring) noexcept;
-void begin(Ring* ring, int slot, StepSlots& slots);
-void decide(Ring* ring, int slot, const StepRule& rule);
-void finish(Ring* ring, int slot);
+void begin(Ring* ring, int record, double lr, StepSlots& slots);
+void decide(Ring* ring, int record, const StepRule& rule);
+void finish(Ring* ring, int record, int slot);  // record `record` to slot `slot`'s host copy
 StepVerdict read(Ring* ring, int slot);  // waits for the slot's copy
 }  // namespace step_ledger_cuda
 #endif
@@ -73,9 +75,11 @@ class StepLedger {
 
   const StepRule& rule() const { return rule_; }
   Device device() const { return device_; }
-  // Starts the record of iteration `iteration`. Returns the settled steps it
-  // had to read first to free its slot (oldest first).
-  std::vector<SettledStep> begin(int64_t iteration, StepSlots& slots);
+  // Starts the record of iteration `iteration`, whose update uses `lr`.
+  // Returns the settled steps it had to read first to free its slot (oldest
+  // first). `fixed`: the step's work finds its record at the same place every
+  // step (a captured step graph, step_graph.h), and finish() copies it out.
+  std::vector<SettledStep> begin(int64_t iteration, double lr, StepSlots& slots, bool fixed = false);
   // The step's gradients are checked: decides it (before the update is queued).
   void decide();
   // The step's work is queued: its record goes to the host behind an event.
@@ -89,10 +93,12 @@ class StepLedger {
   Device device_;
   StepRule rule_;
   int slot_ = 0;
+  bool fixed_ = false;     // the open record is the fixed one (index kSlots)
   int64_t iteration_ = 0;  // of the open record
   bool open_ = false;      // begin() without finish() yet (a step that threw stays unread)
   std::deque<std::pair<int64_t, int>> pending_;  // (iteration, slot), oldest first
-  // The CPU's records and carry (a GPU keeps its own on the device).
+  int record() const { return fixed_ ? kSlots : slot_; }
+  // The CPU's records (the ring, then the fixed one) and carry (a GPU keeps its own on the device).
   std::vector<StepVerdict> host_;
   StepCarry host_carry_;
 #ifdef STRATA_WITH_CUDA

@@ -63,6 +63,7 @@ struct StepVerdict {
   double scale = 1.0;        // the loss scale this step's backward used
   double next_scale = 1.0;   // the scale the next step uses
   double stop = 0.0;         // ranks that asked to stop at this step (data parallel agrees on it)
+  double lr = 0.0;           // the learning rate the update uses (StepLedger::begin writes it)
   int64_t good_steps = 0;    // overflow-free steps in a row, after this one
   int64_t updates = 0;       // optimizer updates applied, this one included (Adam's t)
   int32_t nonfinite = 0;     // some gradient was inf or NaN

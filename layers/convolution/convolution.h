@@ -71,6 +71,8 @@ class ConvolutionLayer : public Layer {
   bool takes_epilogue(const Epilogue& e) const override {
     return e.kind == Epilogue::Kind::kReLU && !tp_.active() && (device().is_cpu() || bias_ == Bias::kYes);
   }
+  // Tensor parallel reduces through a communicator the host drives.
+  bool replays_in_a_graph() const override { return !tp_.active(); }
   // 16-bit blobs on a GPU: the weight's 16-bit copy, from forward to backward.
   size_t kept_bytes() const override;
   ParamShard param_shard(size_t param_index) const override;
