@@ -161,6 +161,16 @@ struct Epilogue {
   bool none() const { return kind == Kind::kNone; }
 };
 
+// A residual sum fused into the layer that reads it (Layer::residual_sum,
+// framework/net_fusion.cpp): that layer's one bottom is a + b, which its
+// forward computes and writes as it reads it, in place of the sum's own
+// layer (an Eltwise SUM), with the bits of the two calls.
+struct ResidualSum {
+  const Blob* a = nullptr;
+  const Blob* b = nullptr;
+  bool none() const { return a == nullptr; }
+};
+
 // For forward_cost: the elements of a blob but its feature dimension (C of
 // NCHW, the last of anything else); the elements of a layer's parameters of
 // two or more dimensions (its weights; biases and scales add too little).
@@ -298,6 +308,28 @@ class Layer {
   const Epilogue& epilogue() const { return epilogue_; }
   void set_epilogue(const Epilogue& e) { epilogue_ = e; }
 
+  // Residual fusion (framework/net_fusion.cpp). Whether this layer's
+  // forward is a plain sum of two bottoms (y = a + b, rounded once to the
+  // blobs' dtype) that the layer reading y next may compute for it; false
+  // unless a layer says (an Eltwise SUM with unit coefficients).
+  virtual bool as_residual_sum() const { return false; }
+  // Whether this layer's forward, on its device and in its call_dtype(), can
+  // compute its one bottom as a ResidualSum, writing it there as it reads
+  // it, with the bits the sum's own layer would write; false unless a layer
+  // says (LayerNorm).
+  virtual bool takes_residual_sum() const { return false; }
+  // The sum this layer's forward computes into its bottom, set by the Net
+  // before a forward (none: its bottom is read as it is).
+  const ResidualSum& residual_sum() const { return residual_sum_; }
+  void set_residual_sum(const ResidualSum& r) { residual_sum_ = r; }
+
+  // Whether the Net may give every top this layer's bottom's memory instead
+  // of memory of its own (its plan does so where nothing writes one of them
+  // in place and no recompute range is near; framework/net_plan.cpp). A
+  // forward whose tops are the bottom's memory copies nothing. False unless
+  // a layer says (Split).
+  virtual bool tops_may_share_bottom() const { return false; }
+
   // Step graphs (framework/solver/step_graph.h). Whether this layer's
   // forward and backward, once its shapes are fixed, queue the same device
   // work with the same arguments on every call: nothing read back to the
@@ -429,6 +461,7 @@ class Layer {
   DType call_dtype_ = DType::kF32;
   bool tops_overwritten_later_ = true;
   Epilogue epilogue_;
+  ResidualSum residual_sum_;
 };
 
 }  // namespace strata

@@ -503,7 +503,10 @@ void Net::run_forward(int i, Call call) {
   Layer& layer = *layers_[static_cast<size_t>(i)];
   if (pass_hooks_.before_forward) pass_hooks_.before_forward(i);
   if (static_cast<size_t>(i) < absorbed_.size() && absorbed_[static_cast<size_t>(i)]) {
-    // The layer before it applied this activation as it wrote (fuse_epilogues).
+    // Another layer runs its forward (fuse_epilogues): the layer before it
+    // applied this activation as it wrote, or the layer reading this sum
+    // computes it. Its tops still take their shapes.
+    naming_layer_on_failure(i, "forward", [&] { layer.reshape(bottoms_[i], tops_[i]); });
     if (pass_hooks_.after_forward) pass_hooks_.after_forward(i);
     return;
   }

@@ -288,9 +288,19 @@ class Net {
   // The activations fused into the layer before them (NetOptions::fuse_epilogues),
   // as {producer, activation} layer indices, in net order.
   const std::vector<std::pair<int, int>>& fused_epilogues() const { return fused_; }
-  // "fused 2 activation(s) into the layer before them: relu1 into conv1, ...";
-  // "" when none.
+  // The residual sums fused into the layer reading them, as {sum, reader}
+  // layer indices (NetOptions::fuse_epilogues).
+  const std::vector<std::pair<int, int>>& fused_residuals() const { return fused_residuals_; }
+  // "fused 2 activation(s) into the layer before them: relu1 into conv1, ...;
+  // 2 residual sum(s) into the layer reading them: add1 into ln2, ..."; ""
+  // when none.
   std::string fusion_report() const;
+  // The tops that are their bottom's memory (Layer::tops_may_share_bottom),
+  // each with that bottom; empty under kSeparate.
+  const std::map<const Blob*, const Blob*>& shared_tops() const { return shared_tops_; }
+  // Counts the plans of the blob memory (and the parameter changes that
+  // plan again): a captured step graph holds the addresses of one plan.
+  uint64_t plan_generation() const { return plan_generation_; }
   // The dtype `b`'s value and gradient are stored in between layer calls
   // (NetOptions::storage_dtype, or f32 for the blobs kept f32).
   DType storage_dtype_of(const Blob& b) const { return reduced_.count(&b) ? options_.storage_dtype : DType::kF32; }
@@ -349,6 +359,10 @@ class Net {
   // absorbed_; after choose_storage, by every plan, as kept blobs and the
   // storage dtypes change what may be fused.
   void fuse_epilogues();
+  void fuse_residual_sums();  // its second half
+  // Which tops share their bottom's memory (shared_tops_), before the fusion
+  // pass that looks through them (net_plan.cpp).
+  void share_tops();
   // The blobs a reduced storage dtype applies to: read and written by layers
   // alone (not an input, an output, a loss or a kept blob) and not declared
   // f32 by their layers (Layer::bottom_stays_f32, top_stays_f32); none for f32.
@@ -436,7 +450,11 @@ class Net {
   Tensor cast_buffer_;                // u8: kSeparate's copies, the largest call's
   std::set<const Blob*> reduced_;     // the blobs stored in options_.storage_dtype
   std::vector<std::pair<int, int>> fused_;  // {producer, activation} (fuse_epilogues)
-  std::vector<char> absorbed_;              // per layer: its forward is its producer's epilogue
+  std::vector<char> absorbed_;              // per layer: its forward is run by another layer (fusion)
+  std::vector<std::pair<int, int>> fused_residuals_;  // {sum, reader} (fuse_epilogues)
+  std::vector<int> residual_reader_;        // per layer: the layer that computes its sum, or -1
+  std::map<const Blob*, const Blob*> shared_tops_;  // top -> the bottom whose memory it is
+  uint64_t plan_generation_ = 0;
   StorageReport storage_report_;
   Tensor flat_grads_;                  // f32: the updated parameters' gradients, in readiness order
   std::vector<int64_t> grad_offsets_;  // per parameter: its first element in flat_grads_, -1 when not there

@@ -154,7 +154,9 @@ void Net::plan_blob_memory() {
   recompute_places_.assign(static_cast<size_t>(L), {});
   scratch_places_.assign(static_cast<size_t>(L), {});
   cast_places_.assign(static_cast<size_t>(L), {});
+  ++plan_generation_;
   choose_storage();  // the dtypes first: the sizes below follow them
+  share_tops();      // before the fusion pass, which looks through them
   fuse_epilogues();
   if (options_.blob_memory == BlobMemory::kSeparate) {
     for (Tensor* t : old_arena) *t = Tensor(t->shape(), t->dtype(), options_.device);
@@ -183,6 +185,13 @@ void Net::plan_blob_memory() {
       ++blob_plan_.kept;
       continue;
     }
+    // A top that is its bottom's memory is that bottom's value: its reads
+    // are the bottom's (below), and only its gradient is its own.
+    const bool shared = shared_tops_.count(b) > 0;
+    const auto value_of = [&](const Blob* x) {
+      auto it = shared_tops_.find(x);
+      return it == shared_tops_.end() ? x : it->second;
+    };
     std::vector<int> touches;  // every step that writes or reads the value
     int grad_first = INT_MAX, grad_last = -1;
     bool grad_read = false;
@@ -191,14 +200,21 @@ void Net::plan_blob_memory() {
       const BlobVec& bots = bottoms_[i];
       const bool as_bottom = std::find(bots.begin(), bots.end(), b) != bots.end();
       const bool as_top = std::find(tops_[i].begin(), tops_[i].end(), b) != tops_[i].end();
-      if (!as_bottom && !as_top) continue;
+      bool value_bottom = false, value_top = false;
+      for (const Blob* x : bots) value_bottom = value_bottom || value_of(x) == b;
+      for (const Blob* x : tops_[i]) value_top = value_top || value_of(x) == b;
+      if (!value_bottom && !value_top && !as_bottom && !as_top) continue;
       touches.push_back(forward_step_[u]);
+      // A sum fused into its reader is read at the reader's forward.
+      if (value_bottom && !residual_reader_.empty() && residual_reader_[u] >= 0) {
+        touches.push_back(forward_step_[static_cast<size_t>(residual_reader_[u])]);
+      }
       if (forward_only) continue;
       if (recompute_step_[u] >= 0) touches.push_back(recompute_step_[u]);  // every layer of a range runs again
       if (!layer_need_backward_[i]) continue;
       const int bwd = backward_step_[u];
       const Layer::BackwardReads reads = layers_[i]->backward_reads();
-      if ((as_bottom && reads.bottoms) || (as_top && reads.tops)) touches.push_back(bwd);
+      if ((value_bottom && reads.bottoms) || (value_top && reads.tops)) touches.push_back(bwd);
       for (size_t k = 0; k < bots.size(); ++k) {
         if (bots[k] != b || !bottom_need_backward_[i][k]) continue;
         grad_first = std::min(grad_first, bwd);
@@ -212,7 +228,9 @@ void Net::plan_blob_memory() {
     const size_t bytes = b->data.nbytes();
     const int made = forward_step_[static_cast<size_t>(producer)];
     const int range = forward_only ? -1 : range_of_[static_cast<size_t>(producer)];
-    if (range >= 0) {
+    if (shared) {
+      // Bound to its bottom's memory below; only its gradient is placed.
+    } else if (range >= 0) {
       // Made inside a recompute range: its uses before the recompute, then
       // from the recompute on.
       const int again = recompute_step_[static_cast<size_t>(recompute_[static_cast<size_t>(range)].first)];
@@ -229,7 +247,7 @@ void Net::plan_blob_memory() {
       for (int t : touches) value.last = std::max(value.last, t);
       planned.push_back({&b->data, value});
     }
-    planned_values_.insert(b);
+    if (!shared) planned_values_.insert(b);
     if (grad_first != INT_MAX) {
       planned.push_back({&b->diff, Lifetime{b->diff.nbytes(), grad_first, std::max(grad_first, grad_last)},
                          PlannedTensor::Pass::kOnly, -1, PlannedTensor::Kind::kGradient});
@@ -384,6 +402,18 @@ void Net::plan_blob_memory() {
           .push_back(blob_arena_.view_bytes(place.offsets[k], bytes, {static_cast<int64_t>(bytes)}, DType::kU8));
     }
   }
+  // The tops that are their bottom's memory (share_tops).
+  for (auto& entry : blobs_) {
+    Blob* t = entry.second.get();
+    auto shared = shared_tops_.find(t);
+    if (shared == shared_tops_.end()) continue;
+    const Blob* bottom = shared->second;
+    t->data = bottom->data;
+    if (planned_values_.count(bottom)) {
+      planned_values_.insert(t);
+      in_arena_.push_back(&t->data);
+    }
+  }
   for (Tensor* t : idle_bytes > 0 ? idle : std::vector<Tensor*>()) {
     *t = blob_arena_.view_bytes(place.offsets.back(), idle_bytes, t->shape(), t->dtype());
     in_arena_.push_back(t);
@@ -419,6 +449,46 @@ void Net::plan_blob_memory() {
     host->plan_blob_memory();
     host_arena_ = blob_arena_.storage_id();
     blob_plan_.host = host->shared_arena_name();
+  }
+}
+
+// Tops that may be their bottom's memory (Layer::tops_may_share_bottom: a
+// Split) are, unless: a layer writes one of them, or the bottom after the
+// layer, in place (the other readers would see it); one is kept whole (a
+// kept blob, an output); their dtypes differ; or a recompute range holds the
+// layer, the bottom's producer or a reader (a value recomputed has two
+// places). Not under kSeparate, the reference where every blob has its own.
+void Net::share_tops() {
+  shared_tops_.clear();
+  if (options_.blob_memory == BlobMemory::kSeparate) return;
+  const int L = num_layers();
+  const auto range = [&](int i) { return range_of_.empty() ? -1 : range_of_[static_cast<size_t>(i)]; };
+  std::map<const Blob*, int> producer;
+  for (const auto& [name, blob] : blobs_) producer[blob.get()] = blob_producer_.at(name);
+  std::map<const Blob*, int> last_in_place;  // blob -> the last layer that writes it in place
+  std::map<const Blob*, std::vector<int>> readers;
+  for (int i = 0; i < L; ++i) {
+    for (const Blob* b : bottoms_[i]) {
+      readers[b].push_back(i);
+      if (std::find(tops_[i].begin(), tops_[i].end(), b) != tops_[i].end()) last_in_place[b] = i;
+    }
+  }
+  for (int i = 0; i < L; ++i) {
+    if (!layers_[i]->tops_may_share_bottom() || bottoms_[i].size() != 1 || range(i) >= 0) continue;
+    const Blob* bottom = bottoms_[i][0];
+    if (auto it = shared_tops_.find(bottom); it != shared_tops_.end()) bottom = it->second;  // a split of a split
+    if (range(producer.at(bottom)) >= 0) continue;
+    if (auto w = last_in_place.find(bottom); w != last_in_place.end() && w->second > i) continue;
+    bool ok = true;
+    for (size_t k = 0; k < tops_[i].size() && ok; ++k) {
+      const Blob* t = tops_[i][k];
+      auto r = readers.find(t);
+      ok = t != bottom && !last_in_place.count(t) && !kept_blobs_.count(top_names_[i][k]) && r != readers.end() &&
+           storage_dtype_of(*t) == storage_dtype_of(*bottom);
+      for (int reader : ok ? r->second : std::vector<int>()) ok = ok && range(reader) < 0;
+    }
+    if (!ok) continue;
+    for (const Blob* t : tops_[i]) shared_tops_[t] = bottom;
   }
 }
 

@@ -37,6 +37,14 @@ class EltwiseLayer : public Layer {
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in eltwise.cu
   bool replays_in_a_graph() const override { return true; }
+  // SUM of two bottoms with unit coefficients: y = a + b in f32, rounded once.
+  bool as_residual_sum() const override {
+    if (op_ != Op::kSum || spec().bottoms.size() != 2) return false;
+    for (float c : coeffs_) {
+      if (c != 1.0f) return false;
+    }
+    return true;
+  }
 
  private:
   // The 16-bit paths (eltwise.cpp): all of one call's blobs in one dtype.

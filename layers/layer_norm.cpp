@@ -111,9 +111,15 @@ int64_t row_chunk(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int6
 }  // namespace
 
 void LayerNormLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  const Tensor& xt = bottom[0]->data;
+  Tensor& xt = bottom[0]->data;
   Tensor& yt = top[0]->data;
   check_same_storage("LayerNorm forward", {&xt, &yt});
+  const ResidualSum& sum = residual_sum();
+  if (!sum.none()) {
+    check_same_storage("LayerNorm forward", {&xt, &sum.a->data, &sum.b->data});
+    STRATA_CHECK(sum.a->numel() == xt.numel() && sum.b->numel() == xt.numel(), where(), ": the residual sum's ",
+                 sum.a->numel(), " + ", sum.b->numel(), " elements do not match the bottom's ", xt.numel());
+  }
   const float* w = param(0).data.data<float>();
   const float* b = param(1).data.data<float>();
   Kept kept = take_kept();
@@ -126,8 +132,15 @@ void LayerNormLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
     using T = typename E::T;
     const T* x = xt.data<T>();
     T* y = yt.data<T>();
+    // A fused residual sum: the row's x = a + b, written first (as Eltwise SUM does), read back below.
+    const T* ra = sum.none() ? nullptr : sum.a->data.data<T>();
+    const T* rb = sum.none() ? nullptr : sum.b->data.data<T>();
+    T* rx = sum.none() ? nullptr : xt.data<T>();
     parallel_for(rows_, row_chunk(d), [&](int64_t begin, int64_t end) {
       for (int64_t r = begin; r < end; ++r) {
+        if (rx) {
+          for (int64_t j = r * d; j < (r + 1) * d; ++j) rx[j] = E::store(E::load(ra[j]) + E::load(rb[j]));
+        }
         const T* xr = x + r * d;
         // Two passes in double: exact enough for rows with a large mean.
         double sum = 0.0;

@@ -25,13 +25,23 @@ unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_
 using cuda::load_element;
 using cuda::store_element;
 
+// With ra and rb (a fused residual sum), x = ra + rb is written first, as
+// Eltwise SUM writes it, and each thread reads back the elements it wrote.
 template <class T>
-__global__ void layer_norm_forward(int64_t rows, int64_t d, double eps, const T* x, const float* w, const float* b,
-                                   T* y, float* mean, float* rstd) {
+__global__ void layer_norm_forward(int64_t rows, int64_t d, double eps, T* x, const T* ra, const T* rb,
+                                   const float* w, const float* b, T* y, float* mean, float* rstd) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* xr = x + r * d;
+    T* xr = x + r * d;
     double sum = 0.0;
-    for (int64_t j = threadIdx.x; j < d; j += blockDim.x) sum += load_element(xr[j]);
+    if (ra) {
+      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+        const T v = store_element<T>(load_element(ra[r * d + j]) + load_element(rb[r * d + j]));
+        xr[j] = v;
+        sum += load_element(v);
+      }
+    } else {
+      for (int64_t j = threadIdx.x; j < d; j += blockDim.x) sum += load_element(xr[j]);
+    }
     sum = cuda::block_sum(sum);
     const double mu = sum / static_cast<double>(d);
     double sq = 0.0;
@@ -131,13 +141,21 @@ __global__ void layer_norm_param_finish(int64_t chunks, int64_t d, const float* 
 void LayerNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   Kept kept = take_kept();
   if (rows_ == 0) return;
-  const Tensor& x = bottom[0]->data;
+  Tensor& x = bottom[0]->data;
   Tensor& y = top[0]->data;
   check_same_storage("LayerNorm forward", {&x, &y});
+  const ResidualSum& sum = residual_sum();
+  if (!sum.none()) {
+    check_same_storage("LayerNorm forward", {&x, &sum.a->data, &sum.b->data});
+    STRATA_CHECK(sum.a->numel() == x.numel() && sum.b->numel() == x.numel(), where(), ": the residual sum's ",
+                 sum.a->numel(), " + ", sum.b->numel(), " elements do not match the bottom's ", x.numel());
+  }
   cuda::with_device_element(x.dtype(), "LayerNorm forward", [&](auto e) {
     using T = decltype(e);
     layer_norm_forward<T><<<row_blocks(rows_), row_threads(d_), 0, cuda::compute_stream()>>>(
-        rows_, d_, eps_, static_cast<const T*>(x.raw_data()), param(0).data.device_data<float>(),
+        rows_, d_, eps_, static_cast<T*>(x.raw_data()),
+        sum.none() ? nullptr : static_cast<const T*>(sum.a->data.raw_data()),
+        sum.none() ? nullptr : static_cast<const T*>(sum.b->data.raw_data()), param(0).data.device_data<float>(),
         param(1).data.device_data<float>(), static_cast<T*>(y.raw_data()), kept.mean.device_data<float>(),
         kept.rstd.device_data<float>());
     STRATA_KERNEL_CHECK();

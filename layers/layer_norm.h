@@ -26,6 +26,10 @@ class LayerNormLayer : public Layer {
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;
   bool replays_in_a_graph() const override { return true; }
+  // Its bottom as a residual sum a + b (residual_sum()): each element summed
+  // in f32, rounded to the blobs' dtype and written to the bottom, and the
+  // row normalised from those stored values, as the two layers would.
+  bool takes_residual_sum() const override { return true; }
   // The rows' mean and 1/std, from forward to backward (Kept).
   size_t kept_bytes() const override;
   // On a GPU in TRAIN: backward's per-chunk partial sums of the parameter

@@ -31,7 +31,9 @@ void SplitLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
 }
 
 void SplitLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
-  for (Blob* t : top) t->data.copy_from(bottom[0]->data);  // any dtype
+  for (Blob* t : top) {
+    if (!is_bottom_memory(t->data, bottom[0]->data)) t->data.copy_from(bottom[0]->data);  // any dtype
+  }
 }
 
 void SplitLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& propagate_down,

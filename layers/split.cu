@@ -26,7 +26,10 @@ __global__ void sum_tops(int64_t n, StoredTops<T> tops, T* dx) {
 }  // namespace
 
 void SplitLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
-  for (Blob* t : top) t->data.copy_from(bottom[0]->data);  // any dtype; queued on the compute stream
+  for (Blob* t : top) {
+    // Any dtype; queued on the compute stream.
+    if (!is_bottom_memory(t->data, bottom[0]->data)) t->data.copy_from(bottom[0]->data);
+  }
 }
 
 void SplitLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down, const BlobVec& bottom) {

@@ -1,6 +1,8 @@
-// Split: hands one bottom to several consumers. Forward copies the bottom to
-// every top; backward sums the tops' gradients. The Net inserts it wherever a
-// blob feeds more than one layer; it may also be written explicitly.
+// Split: hands one bottom to several consumers. The Net's plan makes the
+// tops the bottom's own memory where it can (tops_may_share_bottom), and
+// forward then copies nothing; otherwise it copies the bottom to each top.
+// Backward sums the tops' gradients. The Net inserts it wherever a blob
+// feeds more than one layer; it may also be written explicitly.
 #pragma once
 
 #include <vector>
@@ -29,6 +31,12 @@ class SplitLayer : public Layer {
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in split.cu
   bool replays_in_a_graph() const override { return true; }
+  bool tops_may_share_bottom() const override { return true; }
 };
+
+// Whether the Net made `top` the bottom's own memory: nothing to copy.
+inline bool is_bottom_memory(const Tensor& top, const Tensor& bottom) {
+  return top.storage_id() == bottom.storage_id() && top.raw_data() == bottom.raw_data();
+}
 
 }  // namespace strata

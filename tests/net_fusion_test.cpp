@@ -147,6 +147,104 @@ TEST(Fusion, NothingWhereAReaderWouldSeeADifferentValue) {
   EXPECT_EQ(fused_names(*kept), (std::vector<std::string>{"ip1+relu2"}));
 }
 
+// Two pre-norm residual blocks as a ViT writes them. The Net inserts a
+// Split after x and after s1 (each read twice); under a plan their tops are
+// the bottom's memory, and add1's sum is computed by ln2, which reads it
+// through that Split. add2's sum has no LayerNorm after it.
+const char* kResidualNet = R"(
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 3 dim: 4 dim: 8 } shape { dim: 3 dim: 4 dim: 8 } } }
+layer { name: "ln1" type: "LayerNorm" bottom: "x" top: "n1"
+        layer_norm_param { weight_filler { type: "gaussian" mean: 1 std: 0.3 } bias_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "n1" top: "h1"
+        inner_product_param { num_output: 8 axis: 2 weight_filler { type: "gaussian" std: 0.4 } bias_filler { type: "gaussian" std: 0.2 } } }
+layer { name: "add1" type: "Eltwise" bottom: "x" bottom: "h1" top: "s1" }
+layer { name: "ln2" type: "LayerNorm" bottom: "s1" top: "n2"
+        layer_norm_param { weight_filler { type: "gaussian" mean: 1 std: 0.3 } bias_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "ip2" type: "InnerProduct" bottom: "n2" top: "h2"
+        inner_product_param { num_output: 8 axis: 2 weight_filler { type: "gaussian" std: 0.4 } } }
+layer { name: "add2" type: "Eltwise" bottom: "s1" bottom: "h2" top: "s2" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "s2" bottom: "y" top: "loss" }
+)";
+
+std::vector<std::string> fused_residual_names(const Net& net) {
+  std::vector<std::string> out;
+  for (const auto& [sum, reader] : net.fused_residuals()) out.push_back(net.layer(sum).name() + "+" + net.layer(reader).name());
+  return out;
+}
+
+TEST(Fusion, AResidualSumComputedByTheLayerNormReadingItGivesTheUnfusedBits) {
+  for (DType storage : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (BlobMemory memory : {BlobMemory::kByLifetime, BlobMemory::kByLifetimeChecked}) {
+      SCOPED_TRACE(std::string(dtype_name(storage)) + (memory == BlobMemory::kByLifetime ? " planned" : " checked"));
+      auto fused = make_net(kResidualNet, true, storage, memory);
+      EXPECT_EQ(fused_residual_names(*fused), (std::vector<std::string>{"add1+ln2"}));
+      EXPECT_CONTAINS(fused->fusion_report(), "1 residual sum(s) into the layer reading them: add1 into ln2");
+      // The reference: every blob its own memory, every layer its own pass.
+      auto plain = make_net(kResidualNet, false, storage, BlobMemory::kSeparate);
+      EXPECT_TRUE(plain->fused_residuals().empty());
+      EXPECT_TRUE(plain->shared_tops().empty());
+      const auto a = run(*fused);
+      const auto b = run(*plain);
+      EXPECT_EQ(a.first, b.first);
+      ASSERT_EQ(a.second.size(), b.second.size());
+      for (size_t k = 0; k < a.second.size(); ++k) EXPECT_EQ(a.second[k], b.second[k]) << "gradient " << k;
+    }
+  }
+  // Without the Split's shared memory the LayerNorm does not read the sum's own blob: nothing to fuse.
+  EXPECT_TRUE(make_net(kResidualNet, true, DType::kF32, BlobMemory::kSeparate)->fused_residuals().empty());
+}
+
+TEST(Fusion, NoResidualSumWithCoefficientsOrInsideARecomputeRange) {
+  std::string weighted = kResidualNet;
+  const std::string add1 = R"(layer { name: "add1" type: "Eltwise" bottom: "x" bottom: "h1" top: "s1" })";
+  weighted.replace(weighted.find(add1), add1.size(),
+                   R"(layer { name: "add1" type: "Eltwise" bottom: "x" bottom: "h1" top: "s1" eltwise_param { coeff: 1 coeff: 0.5 } })");
+  EXPECT_TRUE(make_net(weighted, true)->fused_residuals().empty());
+  const std::string recomputed = std::string(kResidualNet) + R"(recompute { from: "ln1" to: "ln2" })";
+  auto net = make_net(recomputed, true);
+  EXPECT_TRUE(net->fused_residuals().empty());
+  EXPECT_TRUE(net->shared_tops().empty()) << "x's and s1's Splits both border the range";
+  const auto a = run(*net);
+  const auto b = run(*make_net(recomputed, false, DType::kF32, BlobMemory::kSeparate));
+  EXPECT_EQ(a.first, b.first);
+  EXPECT_EQ(a.second, b.second);
+}
+
+// A Split's tops are its bottom's memory under a plan, and its forward
+// copies nothing; not where a reader writes a top in place.
+TEST(SharedTops, ASplitsTopsAreItsBottomsMemoryUnlessOneIsWrittenInPlace) {
+  auto net = make_net(kResidualNet, false, DType::kF32, BlobMemory::kByLifetime);
+  int shared = 0;
+  for (int i = 0; i < net->num_layers(); ++i) {
+    if (net->layer(i).type() != "Split") continue;
+    for (const Blob* t : net->tops(i)) {
+      ASSERT_TRUE(net->shared_tops().count(t)) << net->layer(i).name();
+      EXPECT_EQ(net->shared_tops().at(t), net->bottoms(i)[0]);
+      ++shared;
+    }
+  }
+  EXPECT_EQ(shared, 4);  // x's two and s1's two
+  net->forward();
+  for (int i = 0; i < net->num_layers(); ++i) {
+    if (net->layer(i).type() != "Split") continue;
+    for (const Blob* t : net->tops(i)) EXPECT_EQ(t->data.raw_data(), net->bottoms(i)[0]->data.raw_data());
+  }
+  const std::string written = R"(
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 2 dim: 6 } shape { dim: 2 dim: 6 } } }
+layer { name: "fork" type: "Split" bottom: "x" top: "a" top: "b" }
+layer { name: "relu" type: "ReLU" bottom: "a" top: "a" }
+layer { name: "sum" type: "Eltwise" bottom: "a" bottom: "b" top: "s" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "s" bottom: "y" top: "loss" }
+)";
+  auto in_place = make_net(written, false, DType::kF32, BlobMemory::kByLifetime);
+  EXPECT_TRUE(in_place->shared_tops().empty());
+  test::set_values(in_place->blob("x").data, {-1, 2, -3, 4, -5, 6, 1, -2, 3, -4, 5, -6});
+  in_place->forward();
+  // b kept x's negatives: relu on a did not reach it.
+  EXPECT_EQ(test::values(in_place->blob("s").data),
+            (std::vector<float>{-1, 4, -3, 8, -5, 12, 2, -2, 6, -4, 10, -6}));
+}
+
 #ifdef STRATA_WITH_CUDA
 // On a GPU the ReLU runs in the bias kernel of the Convolution (f32 and 16
 // bits) and of the InnerProduct (f32): the bits of the unfused net on the
@@ -169,6 +267,40 @@ TEST(Fusion, OnAGpuTheBitsOfTheUnfusedNet) {
                                                   : std::vector<std::string>{"conv1+relu1"};
         EXPECT_EQ(fused_names(net), want);
       }
+      Rng rng(3);
+      for (const char* in : {"x", "y"}) {
+        Tensor host(net.blob(in).shape());
+        for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>(rng.uniform(-1, 1));
+        net.blob(in).data.copy_from(host);
+      }
+      for (const NetParam& p : net.params()) p.blob->diff.fill(0.0f);
+      const float loss = net.forward();
+      net.backward();
+      std::vector<std::vector<uint32_t>>& out = results[fuse ? 0 : 1];
+      uint32_t b;
+      std::memcpy(&b, &loss, 4);
+      out.push_back({b});
+      for (const NetParam& p : net.params()) out.push_back(bits(p.blob->diff.to(Device::cpu())));
+    }
+    EXPECT_EQ(results[0], results[1]);
+  }
+}
+
+// On a GPU the LayerNorm kernel sums the residual as it reads it: the bits
+// of the unfused net (every blob its own memory) on the same GPU.
+TEST(Fusion, OnAGpuAResidualSumGivesTheBitsOfTheUnfusedNet) {
+  STRATA_SKIP_WITHOUT_GPU("the fused LayerNorm kernel is compiled, not run");
+  for (DType storage : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    std::vector<std::vector<uint32_t>> results[2];
+    for (bool fuse : {true, false}) {
+      NetOptions o;
+      o.fuse_epilogues = fuse;
+      o.storage_dtype = storage;
+      o.blob_memory = fuse ? BlobMemory::kByLifetime : BlobMemory::kSeparate;
+      o.device = Device::cuda(0);
+      Net net(parse_config_text(kResidualNet, "net.prototxt"), o);
+      EXPECT_EQ(fused_residual_names(net), fuse ? std::vector<std::string>{"add1+ln2"} : std::vector<std::string>{});
       Rng rng(3);
       for (const char* in : {"x", "y"}) {
         Tensor host(net.blob(in).shape());

@@ -41,6 +41,13 @@ bool StepGraph::captured() const {
 }
 
 std::string StepGraph::check_shapes(const Net& net) {
+  if (remembered_ && generation_ != net.plan_generation()) {
+    // The blobs were placed again (a larger batch, a parameter frozen): the
+    // graphs hold the old addresses. Drop them; the step runs eagerly and
+    // the next one is captured anew.
+    reset();
+    return "";
+  }
   std::vector<Shape> now;
   std::vector<int> owner;
   for (int i = 0; i < sources(net); ++i) {
@@ -51,6 +58,7 @@ std::string StepGraph::check_shapes(const Net& net) {
   }
   if (!remembered_) {
     shapes_ = now;
+    generation_ = net.plan_generation();
     remembered_ = true;
     return "";
   }

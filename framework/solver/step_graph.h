@@ -32,6 +32,7 @@
 // learning rate read from the record), which is what CI checks.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -82,7 +83,9 @@ class StepGraph {
   bool captured() const;
   // The sources' top shapes, remembered at the first call after enable():
   // a replay with other shapes would read the wrong sizes. Says how they
-  // changed since, or "".
+  // changed since, or "". When the net's blobs were placed again since
+  // (Net::plan_generation), drops the graphs instead: the step runs eagerly
+  // and the next one is captured anew.
   std::string check_shapes(const Net& net);
   // Drops both graphs (their memory goes back to the cache) and disables capture.
   void reset();
@@ -92,6 +95,7 @@ class StepGraph {
   bool enabled_ = false;
   bool remembered_ = false;
   std::vector<Shape> shapes_;
+  uint64_t generation_ = 0;
 #ifdef STRATA_WITH_CUDA
   cuda::CapturedGraph* graphs_[2] = {nullptr, nullptr};
 #endif
