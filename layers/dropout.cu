@@ -3,6 +3,10 @@
 // per-thread generator state, is the same for any launch geometry, and a
 // resumed run (rng_ restored) draws the same masks. It differs from the CPU
 // layer's mask; both keep each element with probability 1 - ratio.
+#include <memory>
+#include <vector>
+
+#include "framework/cuda/device_api.h"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
@@ -43,13 +47,42 @@ __global__ void dropout_backward(int64_t n, float scale, const uint8_t* mask, co
 
 }  // namespace
 
+// The seeds on their way to the device: pinned, so that queuing one never
+// waits for the device, in a ring whose slot is reused only once its copy
+// has run (the host is never more than a few steps ahead).
+struct DropoutLayer::SeedRing {
+  static constexpr int kSlots = 8;
+  explicit SeedRing(int index) : host(static_cast<uint64_t*>(cuda::pinned_alloc(sizeof(uint64_t) * kSlots))) {
+    for (int s = 0; s < kSlots; ++s) copied.push_back(std::make_unique<cuda::StreamMark>(index));
+  }
+  ~SeedRing() {
+    try {
+      for (auto& m : copied) m->wait();  // a copy still queued reads `host`
+    } catch (...) {
+      return;  // the device failed: leave the pinned block rather than free what a copy may read
+    }
+    cuda::pinned_free(host);
+  }
+  SeedRing(const SeedRing&) = delete;
+  SeedRing& operator=(const SeedRing&) = delete;
+  uint64_t* host;
+  std::vector<std::unique_ptr<cuda::StreamMark>> copied;
+  int next = 0;
+};
+
 void DropoutLayer::before_replay() {
   if (is_identity()) return;
   // The draw forward makes eagerly, queued behind the replays before it.
   const uint64_t seed = rng_.next_u64();
   cuda::ensure_on_device(seed_slot_, {static_cast<int64_t>(sizeof seed)}, DType::kU8, device());
-  STRATA_CUDA_CHECK(cudaMemcpyAsync(seed_slot_.device_data<uint8_t>(), &seed, sizeof seed, cudaMemcpyHostToDevice,
-                                    cuda::compute_stream()));
+  if (!seeds_) seeds_ = std::make_shared<SeedRing>(device().index);
+  SeedRing& r = *seeds_;
+  const int s = r.next;
+  r.next = (r.next + 1) % SeedRing::kSlots;
+  r.copied[static_cast<size_t>(s)]->wait();  // its last copy has run (long since)
+  r.host[s] = seed;
+  cuda::copy_to_device_queued(seed_slot_.raw_data(), &r.host[s], sizeof seed, device().index);
+  r.copied[static_cast<size_t>(s)]->record();
 }
 
 void DropoutLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {

@@ -5,6 +5,8 @@
 // May run in place (backward uses only the stored mask).
 #pragma once
 
+#include <memory>
+
 #include "layers/neuron_layer.h"
 
 namespace strata {
@@ -36,6 +38,10 @@ class DropoutLayer : public NeuronLayer {
   float scale_;  // 1 / (1 - ratio_)
   Tensor mask_;  // u8, 1 = kept; valid after a TRAIN forward
   Tensor seed_slot_;  // GPU, step graphs: the replayed forward's seed (8 bytes)
+#ifdef STRATA_WITH_CUDA
+  struct SeedRing;  // the seeds' pinned host copies (dropout.cu)
+  std::shared_ptr<SeedRing> seeds_;
+#endif
 };
 
 }  // namespace strata

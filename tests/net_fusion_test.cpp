@@ -246,6 +246,26 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "s" bottom: "y" top: "loss" }
 }
 
 #ifdef STRATA_WITH_CUDA
+// One forward and backward on a GPU from inputs x and y: the loss's and every
+// parameter gradient's bits.
+std::vector<std::vector<uint32_t>> one_step_bits_on_gpu(Net& net) {
+  Rng rng(3);
+  for (const char* in : {"x", "y"}) {
+    Tensor host(net.blob(in).shape());
+    for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>(rng.uniform(-1, 1));
+    net.blob(in).data.copy_from(host);
+  }
+  for (const NetParam& p : net.params()) p.blob->diff.fill(0.0f);
+  const float loss = net.forward();
+  net.backward();
+  std::vector<std::vector<uint32_t>> out;
+  uint32_t b;
+  std::memcpy(&b, &loss, 4);
+  out.push_back({b});
+  for (const NetParam& p : net.params()) out.push_back(bits(p.blob->diff.to(Device::cpu())));
+  return out;
+}
+
 // On a GPU the ReLU runs in the bias kernel of the Convolution (f32 and 16
 // bits) and of the InnerProduct (f32): the bits of the unfused net on the
 // same GPU, forward and backward.
@@ -267,20 +287,7 @@ TEST(Fusion, OnAGpuTheBitsOfTheUnfusedNet) {
                                                   : std::vector<std::string>{"conv1+relu1"};
         EXPECT_EQ(fused_names(net), want);
       }
-      Rng rng(3);
-      for (const char* in : {"x", "y"}) {
-        Tensor host(net.blob(in).shape());
-        for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>(rng.uniform(-1, 1));
-        net.blob(in).data.copy_from(host);
-      }
-      for (const NetParam& p : net.params()) p.blob->diff.fill(0.0f);
-      const float loss = net.forward();
-      net.backward();
-      std::vector<std::vector<uint32_t>>& out = results[fuse ? 0 : 1];
-      uint32_t b;
-      std::memcpy(&b, &loss, 4);
-      out.push_back({b});
-      for (const NetParam& p : net.params()) out.push_back(bits(p.blob->diff.to(Device::cpu())));
+      results[fuse ? 0 : 1] = one_step_bits_on_gpu(net);
     }
     EXPECT_EQ(results[0], results[1]);
   }
@@ -301,20 +308,7 @@ TEST(Fusion, OnAGpuAResidualSumGivesTheBitsOfTheUnfusedNet) {
       o.device = Device::cuda(0);
       Net net(parse_config_text(kResidualNet, "net.prototxt"), o);
       EXPECT_EQ(fused_residual_names(net), fuse ? std::vector<std::string>{"add1+ln2"} : std::vector<std::string>{});
-      Rng rng(3);
-      for (const char* in : {"x", "y"}) {
-        Tensor host(net.blob(in).shape());
-        for (int64_t i = 0; i < host.numel(); ++i) host.data<float>()[i] = static_cast<float>(rng.uniform(-1, 1));
-        net.blob(in).data.copy_from(host);
-      }
-      for (const NetParam& p : net.params()) p.blob->diff.fill(0.0f);
-      const float loss = net.forward();
-      net.backward();
-      std::vector<std::vector<uint32_t>>& out = results[fuse ? 0 : 1];
-      uint32_t b;
-      std::memcpy(&b, &loss, 4);
-      out.push_back({b});
-      for (const NetParam& p : net.params()) out.push_back(bits(p.blob->diff.to(Device::cpu())));
+      results[fuse ? 0 : 1] = one_step_bits_on_gpu(net);
     }
     EXPECT_EQ(results[0], results[1]);
   }

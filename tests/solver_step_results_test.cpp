@@ -192,6 +192,23 @@ TEST(StepResultsOneStepLater, StepReturnsItsOwnLoss) {
   EXPECT_CONTAINS(msg, "already holds non-finite weights");
 }
 
+// run_steps: the training loop without tests or progress (what benchmarks
+// time), reading one step later; everything read when it returns.
+TEST(StepResultsOneStepLater, RunStepsTrainsAsStepsDo) {
+  TempDir dir;
+  Solver each(parse_solver(linear_solver("max_iter: 50 type: \"Adam\" step_results: EACH_STEP"), dir.file("a.prototxt")));
+  Solver later(parse_solver(linear_solver("max_iter: 50 type: \"Adam\" step_results: ONE_STEP_LATER"),
+                            dir.file("b.prototxt")));
+  fill_inputs(each.net());
+  fill_inputs(later.net());
+  for (int i = 0; i < 7; ++i) each.step();
+  later.run_steps(7);
+  EXPECT_EQ(later.iter(), 7);
+  EXPECT_EQ(later.optimizer().steps(), 7);  // every record read: the optimizer's count is the device's
+  expect_same_bits(all_weights(later.net()), all_weights(each.net()), "weights");
+  EXPECT_NEAR(later.smoothed_loss(), each.smoothed_loss(), 1e-6 * std::abs(each.smoothed_loss()));
+}
+
 TEST(StepResultsOneStepLater, AutoReadsEveryStepOnTheCpu) {
   TempDir dir;
   Solver s(parse_solver(linear_solver("max_iter: 5"), dir.file("s.prototxt")));

@@ -40,6 +40,38 @@ std::string format_loss(double loss) {
   return os.str();
 }
 
+// For one queued step: forward adds its losses into the step's record and
+// backward reads the loss scale from the device; unbound when it ends.
+class RecordBinding {
+ public:
+  RecordBinding(Net& net, const StepSlots& slots, bool scaled) : net_(net) {
+    net_.set_loss_sink(slots.loss_sum);
+    if (scaled) net_.set_loss_scale_source(slots.scale);
+  }
+  ~RecordBinding() {
+    net_.set_loss_sink(nullptr);
+    net_.set_loss_scale_source(nullptr);
+  }
+  RecordBinding(const RecordBinding&) = delete;
+  RecordBinding& operator=(const RecordBinding&) = delete;
+
+ private:
+  Net& net_;
+};
+
+// The end of a queued step, nothing read back: the gradients unscaled and
+// checked into the record, the device's decision, clipping by the norm
+// taken there, and the update gated by the decision.
+void queue_update(std::vector<NetParam>& params, const SolverConfig& config, bool scaled, StepLedger& ledger,
+                  Optimizer& optimizer, double lr, StepSlots& slots) {
+  const bool clip = config.clip_gradients > 0.0;
+  scale_check_gradients_into(params, 1.0f / static_cast<float>(config.iter_size), scaled,
+                             static_cast<double>(config.iter_size), clip, slots);
+  ledger.decide();
+  if (clip) clip_gradients_from(params, slots, config.clip_gradients);  // a skipped step's are never used
+  optimizer.update(params, lr, &slots);
+}
+
 }  // namespace
 
 int64_t count_nonfinite(const Tensor& t) {
@@ -202,6 +234,18 @@ float Solver::step() {
   return step_each();
 }
 
+void Solver::run_steps(int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (results_one_step_later()) {
+      queue_step();
+      account(ledger_->settle(1));
+    } else {
+      step_each();
+    }
+  }
+  settle_results();
+}
+
 // The eager step: the host reads the loss and the finite flag, and decides.
 float Solver::step_each() {
   settle_results();  // a step queued by solve() before a strategy attached
@@ -331,27 +375,13 @@ void Solver::queue_step() {
   }
   account(ledger_->begin(iter_ + 1, last_lr_, slots));
   {
-    struct Sinks {
-      Net& net;
-      ~Sinks() {
-        net.set_loss_sink(nullptr);
-        net.set_loss_scale_source(nullptr);
-      }
-    } sinks{*net_};
-    net_->set_loss_sink(slots.loss_sum);
-    if (scaler_) net_->set_loss_scale_source(slots.scale);
+    const RecordBinding bound(*net_, slots, scaler_ != nullptr);
     for (pass_ = 0; pass_ < config_.iter_size; ++pass_) net_->forward_backward();
     pass_ = 0;
   }
   for (TrainingStrategy* t : strategies_) t->before_update(*net_);
   for (TrainingStrategy* t : strategies_) t->reduce_results(slots);
-  std::vector<NetParam>& params = net_->params();
-  const bool clip = config_.clip_gradients > 0.0;
-  scale_check_gradients_into(params, 1.0f / static_cast<float>(config_.iter_size), scaler_ != nullptr,
-                             static_cast<double>(config_.iter_size), clip, slots);
-  ledger_->decide();
-  if (clip) clip_gradients_from(params, slots, config_.clip_gradients);  // a skipped step's are never used
-  optimizer_->update(params, last_lr_, &slots);
+  queue_update(net_->params(), config_, scaler_ != nullptr, *ledger_, *optimizer_, last_lr_, slots);
   ledger_->finish();
   net_->trace_update();
   net_->flush_device_timeline();
@@ -401,15 +431,7 @@ void Solver::graph_failed(const std::string& why) {
 // The record is the ledger's fixed one, so its addresses are the same every step.
 void Solver::queue_graph_step(StepSlots& slots) {
   if (!graph_) graph_ = std::make_unique<StepGraph>(options_.device);
-  struct Sinks {
-    Net& net;
-    ~Sinks() {
-      net.set_loss_sink(nullptr);
-      net.set_loss_scale_source(nullptr);
-    }
-  } sinks{*net_};
-  net_->set_loss_sink(slots.loss_sum);
-  if (scaler_) net_->set_loss_scale_source(slots.scale);
+  const RecordBinding bound(*net_, slots, scaler_ != nullptr);
   const int k = StepGraph::sources(*net_);
   const int last = net_->num_layers() - 1;
   const auto pass = [&] {
@@ -419,14 +441,8 @@ void Solver::queue_graph_step(StepSlots& slots) {
   const auto before_replay = [&] {
     for (int i = k; i <= last; ++i) net_->layer(i).before_replay();
   };
-  std::vector<NetParam>& params = net_->params();
-  const bool clip = config_.clip_gradients > 0.0;
   const auto update = [&] {
-    scale_check_gradients_into(params, 1.0f / static_cast<float>(config_.iter_size), scaler_ != nullptr,
-                               static_cast<double>(config_.iter_size), clip, slots);
-    ledger_->decide();
-    if (clip) clip_gradients_from(params, slots, config_.clip_gradients);
-    optimizer_->update(params, last_lr_, &slots);
+    queue_update(net_->params(), config_, scaler_ != nullptr, *ledger_, *optimizer_, last_lr_, slots);
   };
   // A part whose capture fails has run eagerly: the step goes on, and so does the run.
   const auto run = [&](StepGraph::Part part, const std::function<void()>& work, const std::function<void()>& before) {

@@ -168,6 +168,10 @@ class Solver {
   // results before it returns; solve() reads them one step later where the
   // config lets it (`step_results`, framework/solver/step_ledger.h).
   float step();
+  // `n` steps as solve() runs them (results read one step later where it
+  // reads them so, the device always a step ahead), all read on return; no
+  // tests, progress or snapshots. What a benchmark of the training loop runs.
+  void run_steps(int64_t n);
   // Whether solve() reads each step's results one step later, and a line
   // saying so for the start of a run.
   bool results_one_step_later() const;
