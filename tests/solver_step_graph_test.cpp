@@ -162,6 +162,54 @@ TEST(StepGraph, ABatchOfAnotherShapeEndsTheCapturedSteps) {
 }
 
 #ifdef STRATA_WITH_CUDA
+// The capture itself: the work runs once, into a graph; a replay reads what
+// its inputs hold at launch; a capture that CUDA refuses (a copy the host
+// waits for) runs the work eagerly, says why, and stops capturing.
+TEST(CudaStepGraph, ACaptureReplaysAndARefusedOneRunsEagerly) {
+  STRATA_SKIP_WITHOUT_GPU("step graphs are compile-tested only");
+  const Device gpu = Device::cuda(0);
+  Tensor src({1000}, DType::kF32, gpu), dst({1000}, DType::kF32, gpu);
+  src.fill(1.0f);
+  StepGraph graph(gpu);
+  int ran = 0, before = 0;
+  const auto work = [&] {
+    ++ran;
+    dst.copy_from(src);
+  };
+  graph.run(StepGraph::kPass, work, [&] { ++before; });  // not enabled: eager
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(before, 0);
+  graph.enable();
+  src.fill(2.0f);
+  graph.run(StepGraph::kPass, work, [&] { ++before; });  // captured, then launched
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(before, 1);
+  EXPECT_EQ(test::values(dst.to(Device::cpu()))[999], 2.0f);
+  src.fill(3.0f);
+  graph.run(StepGraph::kPass, work, [&] { ++before; });  // replayed: the work's host code does not run
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(before, 2);
+  EXPECT_EQ(test::values(dst.to(Device::cpu()))[999], 3.0f);
+
+  StepGraph refused(gpu);
+  refused.enable();
+  int tries = 0;
+  float seen = 0.0f;
+  try {
+    refused.run(StepGraph::kUpdate, [&] {
+      ++tries;
+      seen = test::values(src.to(Device::cpu()))[0];  // the host waits for the device: not capturable
+    }, nullptr);
+    ADD_FAILURE() << "a capture that waits for the device was accepted";
+  } catch (const StepGraph::Failed& f) {
+    EXPECT_FALSE(f.why.empty());
+  }
+  EXPECT_EQ(tries, 2);  // tried in the capture, then run eagerly
+  EXPECT_EQ(seen, 3.0f);
+  EXPECT_FALSE(refused.enabled());
+  EXPECT_FALSE(refused.captured());
+}
+
 // The captured step on a GPU: the same weights as the eager GPU step, bit for
 // bit, in every precision, and it must really replay.
 TEST(CudaStepGraph, CapturedStepsTrainTheEagerWeights) {

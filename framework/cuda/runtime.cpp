@@ -54,6 +54,7 @@ struct DeviceContext {
   int index = 0;
   cudaStream_t compute = nullptr, copy = nullptr, comm = nullptr;
   cublasHandle_t cublas = nullptr;
+  void* cublas_workspace = nullptr;  // cuBLAS's own, for the process (never freed, as the context)
   cublasLtHandle_t cublaslt = nullptr;
   cudnnHandle_t cudnn = nullptr;
   std::unique_ptr<BlockCache> cache;
@@ -208,6 +209,13 @@ cublasHandle_t cublas_handle() {
   if (!ctx.cublas) {
     STRATA_CUBLAS_CHECK(cublasCreate(&ctx.cublas));
     STRATA_CUBLAS_CHECK(cublasSetStream(ctx.cublas, ctx.compute));
+    // A workspace of its own, set once: cuBLAS would otherwise take one from
+    // the driver when it first needs it, which a step graph's capture must
+    // not do. 32 MiB is what cuBLAS's guide asks for on Hopper (after
+    // cublasSetStream, which resets it).
+    constexpr size_t kCublasWorkspace = size_t(32) << 20;
+    ctx.cublas_workspace = device_malloc(kCublasWorkspace, ctx.index);
+    STRATA_CUBLAS_CHECK(cublasSetWorkspace(ctx.cublas, ctx.cublas_workspace, kCublasWorkspace));
   }
   return ctx.cublas;
 }
