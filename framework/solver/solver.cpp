@@ -658,7 +658,7 @@ SolveResult Solver::solve() {
     const std::string why = step_graph_obstacle();
     if (why.empty()) {
       start.summary += options_.device.is_cpu()
-                           ? std::string(", the step split as a graph runs it (eagerly: the CPU has no graphs)")
+                           ? std::string(", the step split as a CUDA graph replays it (run eagerly: the CPU has no graphs)")
                            : ", the step captured as a CUDA graph from iteration " + std::to_string(iter_ + 2);
     } else if (on) {
       fail<ConfigError>("step_graph: ON, but the step cannot be captured: ", why,
