@@ -134,6 +134,14 @@ TEST(StepGraph, SaysWhyAStepCannotBeCaptured) {
     EXPECT_CONTAINS(s.step_graph_obstacle(), "layer 'labels' (DummyData) does not say");
     EXPECT_CONTAINS(s.step_graph_obstacle(), "replays_in_a_graph");
   }
+  // Hooks around the layers run on the host: a replay would skip them.
+  {
+    Solver s(parse_solver(solver_text("max_iter: 1 step_results: ONE_STEP_LATER"), dir.file("e.prototxt")));
+    Net::LayerPassHooks hooks;
+    hooks.after_forward = [](int) {};
+    s.net().set_layer_pass_hooks(hooks);
+    EXPECT_CONTAINS(s.step_graph_obstacle(), "layer pass hooks are set");
+  }
   // The net of the first test passes: every layer after its source replays.
   Solver ok(parse_solver(solver_text("max_iter: 1 step_results: ONE_STEP_LATER"), dir.file("d.prototxt")));
   EXPECT_EQ(StepGraph::net_obstacle(ok.net()), "");

@@ -400,6 +400,10 @@ std::string Solver::step_graph_obstacle() const {
     return strategies_.front()->name() + " is attached, and its work is launched by the host during the step";
   }
   if (Timeline::on()) return "the timeline (--timeline) times each layer from the host";
+  const Net::LayerPassHooks& hooks = net_->layer_pass_hooks();
+  if (hooks.before_forward || hooks.after_forward || hooks.before_backward || hooks.after_backward) {
+    return "layer pass hooks are set (Net::set_layer_pass_hooks), and a replay would not call them";
+  }
   return StepGraph::net_obstacle(*net_);
 }
 
