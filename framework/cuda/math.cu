@@ -358,9 +358,10 @@ void softmax_channels_backward_stored(int64_t outer, int64_t channels, int64_t i
 
 DeferredIndexCheck::~DeferredIndexCheck() {
   // Destructors must not throw: errors here are ignored.
-  if (done_) {
-    cudaEventSynchronize(done_);
-    cudaEventDestroy(done_);
+  for (cudaEvent_t e : {done_, replayed_}) {
+    if (!e) continue;
+    cudaEventSynchronize(e);
+    cudaEventDestroy(e);
   }
   if (device_) cudaFree(device_);
   if (host_) cudaFreeHost(host_);
@@ -368,7 +369,7 @@ DeferredIndexCheck::~DeferredIndexCheck() {
 
 int64_t DeferredIndexCheck::previous() {
   if (!pending_ || capturing()) return -1;
-  STRATA_CUDA_CHECK(cudaEventSynchronize(done_));
+  STRATA_CUDA_CHECK(cudaEventSynchronize(last_event()));
   pending_ = false;
   return *host_ == ~0ull ? -1 : static_cast<int64_t>(*host_);
 }
@@ -379,6 +380,7 @@ unsigned long long* DeferredIndexCheck::arm() {
     STRATA_CUDA_CHECK(cudaMalloc(&device_, sizeof(unsigned long long)));
     STRATA_CUDA_CHECK(cudaMallocHost(&host_, sizeof(unsigned long long)));
     STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    STRATA_CUDA_CHECK(cudaEventCreateWithFlags(&replayed_, cudaEventDisableTiming));
   }
   STRATA_CUDA_CHECK(cudaMemsetAsync(device_, 0xFF, sizeof(unsigned long long), compute_stream()));
   return device_;
@@ -387,10 +389,13 @@ unsigned long long* DeferredIndexCheck::arm() {
 int64_t DeferredIndexCheck::before_replay() {
   int64_t found = -1;
   if (pending_) {
-    STRATA_CUDA_CHECK(cudaEventSynchronize(done_));
+    STRATA_CUDA_CHECK(cudaEventSynchronize(last_event()));
     found = *host_ == ~0ull ? -1 : static_cast<int64_t>(*host_);
   }
-  pending_ = device_ != nullptr;  // the replay records again
+  // A replay records the graph's event (once a capture put it there; the
+  // capture about to run sets it itself).
+  pending_ = graph_records_;
+  last_replayed_ = graph_records_;
   return found;
 }
 
@@ -398,12 +403,18 @@ void DeferredIndexCheck::record() {
   STRATA_CUDA_CHECK(cudaMemcpyAsync(host_, device_, sizeof(unsigned long long), cudaMemcpyDeviceToHost,
                                     compute_stream()));
   if (capturing()) {
-    // A node of the graph: every replay records it, and the host waits on it as on any record.
-    STRATA_CUDA_CHECK(cudaEventRecordWithFlags(done_, compute_stream(), cudaEventRecordExternal));
-  } else {
-    STRATA_CUDA_CHECK(cudaEventRecord(done_, compute_stream()));
+    // A node of the graph: every launch records it, and the host waits on
+    // it as on an eager record (before_replay, or previous() when a failed
+    // capture is run eagerly: done_ was not touched).
+    STRATA_CUDA_CHECK(cudaEventRecordWithFlags(replayed_, compute_stream(), cudaEventRecordExternal));
+    pending_ = true;
+    last_replayed_ = true;
+    graph_records_ = true;
+    return;
   }
+  STRATA_CUDA_CHECK(cudaEventRecord(done_, compute_stream()));
   pending_ = true;
+  last_replayed_ = false;
 }
 
 void ensure_on_device(Tensor& t, const Shape& shape, DType dtype, Device device) {

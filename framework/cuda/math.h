@@ -94,8 +94,10 @@ void softmax_channels_backward(int64_t outer, int64_t channels, int64_t inner, c
 // record() and returns what it found, or -1. Use arm() -> kernel -> record()
 // once per step, calling previous() first.
 // In a step graph: while the step is captured previous() reports nothing and
-// record() becomes the graph's own event; the layer's before_replay() calls
-// before_replay(), which reports the last one and expects the replay's.
+// record() records a second event of its own as a node of the graph; the
+// layer's before_replay() calls before_replay(), which reports the last
+// record (eager or replayed) and expects the replay's. A capture that fails
+// leaves the eager event as it was, so the eager run after it reads that.
 class DeferredIndexCheck {
  public:
   DeferredIndexCheck() = default;
@@ -111,8 +113,12 @@ class DeferredIndexCheck {
  private:
   unsigned long long* device_ = nullptr;
   unsigned long long* host_ = nullptr;  // pinned
-  cudaEvent_t done_ = nullptr;
-  bool pending_ = false;
+  cudaEvent_t done_ = nullptr;        // recorded by an eager record()
+  cudaEvent_t replayed_ = nullptr;    // recorded by a graph's replay
+  bool pending_ = false;              // a record() not read yet
+  bool last_replayed_ = false;        // which of the two events that record set
+  bool graph_records_ = false;        // a captured graph records replayed_
+  cudaEvent_t last_event() const { return last_replayed_ ? replayed_ : done_; }
 };
 
 // Makes `t` a tensor of `shape` and `dtype` on `device`: resized in place
