@@ -168,7 +168,9 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "s2" bottom: "y" top: "loss" 
 
 std::vector<std::string> fused_residual_names(const Net& net) {
   std::vector<std::string> out;
-  for (const auto& [sum, reader] : net.fused_residuals()) out.push_back(net.layer(sum).name() + "+" + net.layer(reader).name());
+  for (const auto& [sum, reader] : net.fused_residuals()) {
+    out.push_back(net.layer(sum).name() + "+" + net.layer(reader).name());
+  }
   return out;
 }
 
@@ -246,6 +248,15 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "s" bottom: "y" top: "loss" }
 }
 
 #ifdef STRATA_WITH_CUDA
+NetOptions gpu_options(bool fuse, DType storage, BlobMemory memory) {
+  NetOptions o;
+  o.fuse_epilogues = fuse;
+  o.storage_dtype = storage;
+  o.blob_memory = memory;
+  o.device = Device::cuda(0);
+  return o;
+}
+
 // One forward and backward on a GPU from inputs x and y: the loss's and every
 // parameter gradient's bits.
 std::vector<std::vector<uint32_t>> one_step_bits_on_gpu(Net& net) {
@@ -275,12 +286,8 @@ TEST(Fusion, OnAGpuTheBitsOfTheUnfusedNet) {
     SCOPED_TRACE(dtype_name(storage));
     std::vector<std::vector<uint32_t>> results[2];
     for (bool fuse : {true, false}) {
-      NetOptions o;
-      o.fuse_epilogues = fuse;
-      o.storage_dtype = storage;
-      o.blob_memory = BlobMemory::kByLifetimeChecked;
-      o.device = Device::cuda(0);
-      Net net(parse_config_text(net_text(), "net.prototxt"), o);
+      Net net(parse_config_text(net_text(), "net.prototxt"),
+              gpu_options(fuse, storage, BlobMemory::kByLifetimeChecked));
       if (fuse) {
         const std::vector<std::string> want = storage == DType::kF32
                                                   ? std::vector<std::string>{"conv1+relu1", "ip1+relu2"}
@@ -301,12 +308,8 @@ TEST(Fusion, OnAGpuAResidualSumGivesTheBitsOfTheUnfusedNet) {
     SCOPED_TRACE(dtype_name(storage));
     std::vector<std::vector<uint32_t>> results[2];
     for (bool fuse : {true, false}) {
-      NetOptions o;
-      o.fuse_epilogues = fuse;
-      o.storage_dtype = storage;
-      o.blob_memory = fuse ? BlobMemory::kByLifetime : BlobMemory::kSeparate;
-      o.device = Device::cuda(0);
-      Net net(parse_config_text(kResidualNet, "net.prototxt"), o);
+      Net net(parse_config_text(kResidualNet, "net.prototxt"),
+              gpu_options(fuse, storage, fuse ? BlobMemory::kByLifetime : BlobMemory::kSeparate));
       EXPECT_EQ(fused_residual_names(net), fuse ? std::vector<std::string>{"add1+ln2"} : std::vector<std::string>{});
       results[fuse ? 0 : 1] = one_step_bits_on_gpu(net);
     }
