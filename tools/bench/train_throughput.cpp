@@ -9,7 +9,11 @@
 // with the start-up plan's total and the process's tensor peak (planned_bytes,
 // tensor_peak_bytes). `--blob-memory SEPARATE` trains in Caffe's layout;
 // `--recompute blocks` recomputes every ViT block and VGG stage in backward;
-// `--fuse off` runs every ReLU's own forward (the solver's fuse_epilogues).
+// `--fuse off` runs every ReLU's own forward and every residual sum's (the
+// solver's fuse_epilogues). The steps are timed as `strata train` runs them
+// (Solver::run_steps): on a GPU each step's results are read while the next
+// runs, and from the second step the step replays as a CUDA graph; the CPU
+// reads every step.
 //
 // On a GPU (a build with CUDA):
 //   strata_bench_train --device cuda --precision BF16 --models cifar_vgg,vgg16
