@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "framework/config/config.h"
+#include "framework/layout.h"
 #include "framework/rng.h"
 #include "framework/tensor.h"
 
@@ -273,6 +274,19 @@ class Layer {
   // (or code that runs a layer without one, framework/layer_harness.h) says.
   DType call_dtype() const { return call_dtype_; }
   void set_call_dtype(DType dtype) { call_dtype_ = dtype; }
+  // Channels-last (framework/layout.h). Whether forward and backward take
+  // image blobs laid out NHWC ([N][H][W][C] under the shape [N, C, H, W]),
+  // and whether they run faster so. A net asked to (NetOptions::channels_last)
+  // stores channels-last the blobs between layers that take it, grown from
+  // the layers that run faster in it, and hands a layer that does not take
+  // it NCHW copies (framework/net_storage.cpp). kNo unless a layer says.
+  virtual ChannelsLast channels_last() const { return ChannelsLast::kNo; }
+  // The layout this layer's calls get their 4-D blobs in: NHWC when it takes
+  // it and one of its blobs is stored so, else NCHW. Set by the Net before
+  // setup() and whenever its choice changes (then reshape() follows, so what
+  // a layer prepares for its shapes can follow the layout too).
+  Layout call_layout() const { return call_layout_; }
+  void set_call_layout(Layout layout) { call_layout_ = layout; }
   // Bottoms and tops whose values a 16-bit dtype cannot hold: class labels
   // and indices (whole numbers, exact in f32 to 2^24 but in bf16 only to
   // 256, in f16 to 2048), a loss, an accuracy. A net that stores its
@@ -459,6 +473,7 @@ class Layer {
   Tensor kept_place_;  // the Net's place for kept(), when it has planned one
   Tensor own_kept_;    // otherwise
   DType call_dtype_ = DType::kF32;
+  Layout call_layout_ = Layout::kNCHW;
   bool tops_overwritten_later_ = true;
   Epilogue epilogue_;
   ResidualSum residual_sum_;

@@ -115,6 +115,7 @@ void Net::build(const ConfigNode& root) {
   }
   // What dtype each layer's calls will see, before the layers size anything.
   assign_call_dtypes(blobs_to_reduce());
+  assign_call_layouts(blobs_channels_last());  // and layout
   // Which layers' tops a later layer overwrites in place.
   for (int i = 0; i < num_layers(); ++i) {
     bool overwritten = false;
@@ -451,7 +452,7 @@ void Net::reshape() {
   }
   plan_scratch();  // grows when a layer needs more now
   if (options_.blob_memory == BlobMemory::kSeparate) {
-    if (!reduced_.empty()) plan_casts();  // the f32 copies' buffer, likewise
+    if (has_casts()) plan_casts();  // the copies' buffer, likewise
     return;
   }
   for (size_t i = 0; i < layers_.size(); ++i) {

@@ -93,6 +93,15 @@ struct NetOptions {
   // skipped (its backward runs as it is), the same bits as unfused
   // (framework/net_fusion.cpp). Off: every layer runs its own forward.
   bool fuse_epilogues = true;
+  // Store image blobs channels-last (NHWC, framework/layout.h) where layers
+  // run faster so: the blobs between layers that take NHWC, grown from the
+  // layers that run faster in it (Layer::channels_last: a convolution), and
+  // not the ones code outside the layers touches (inputs, outputs, losses,
+  // keep_blobs). A layer that takes NCHW alone gets NCHW copies of them for
+  // each call, converted at the call's edges with the dtype casts, so a
+  // chain of such layers converts once where it starts and once where it
+  // ends. Off: every blob NCHW.
+  bool channels_last = false;
 };
 
 // Which blobs a net stores in a reduced dtype, and what converting them
@@ -104,6 +113,8 @@ struct StorageReport {
   int cast_layers = 0;        // layers that take f32 alone and touch a reduced blob
   int cast_calls = 0;         // their calls (forward, recompute, backward) with f32 copies
   size_t cast_bytes = 0;      // the largest call's f32 copies
+  int channels_last = 0;      // blobs stored NHWC (NetOptions::channels_last)
+  int layout_layers = 0;      // layers called in another layout than one of their blobs is stored in
   std::string str() const;    // "activations and gradients stored in bf16: ..."; "" for f32
 };
 
@@ -304,6 +315,8 @@ class Net {
   // The dtype `b`'s value and gradient are stored in between layer calls
   // (NetOptions::storage_dtype, or f32 for the blobs kept f32).
   DType storage_dtype_of(const Blob& b) const { return reduced_.count(&b) ? options_.storage_dtype : DType::kF32; }
+  // The layout `b`'s value and gradient are stored in (NetOptions::channels_last).
+  Layout layout_of(const Blob& b) const { return channels_last_.count(&b) ? Layout::kNHWC : Layout::kNCHW; }
   const std::vector<RecomputeRange>& recompute_ranges() const { return recompute_; }
   // Whether `b`'s value still holds what its layer wrote once the step is
   // over: always under kSeparate; under a plan only for the blobs kept whole
@@ -371,6 +384,15 @@ class Net {
   // touches a blob of `reduced` (other than one it declares f32), else f32.
   // Before setup, so what layers size follows it; then by every choose_storage.
   void assign_call_dtypes(const std::set<const Blob*>& reduced);
+  // Under NetOptions::channels_last: the blobs stored NHWC, those between
+  // layers that take it (Layer::channels_last) reached from a layer that runs
+  // faster so, and not an input, an output, a loss or a kept blob.
+  std::set<const Blob*> blobs_channels_last() const;
+  // Each layer's call_layout: NHWC for a layer that takes it and touches a
+  // blob of `nhwc`, else NCHW. Returns the layers whose layout changed.
+  std::vector<int> assign_call_layouts(const std::set<const Blob*>& nhwc);
+  // Whether any call gets copies of its blobs (another dtype or layout).
+  bool has_casts() const { return !reduced_.empty() || !channels_last_.empty(); }
   // One blob tensor a call of layer i reads or writes in another dtype than
   // it is stored in (f32 for a reduced blob in a call in f32, the storage
   // dtype for an f32 blob in a call in it): converted in before the call,
@@ -378,6 +400,8 @@ class Net {
   struct CastSlot {
     Blob* blob = nullptr;
     DType dtype = DType::kF32;  // the copy's
+    Layout layout = Layout::kNCHW;  // the copy's
+    Layout stored = Layout::kNCHW;  // the blob's
     bool diff = false;  // the gradient, else the value
     bool in = false;    // the call reads it
     bool out = false;   // the call writes it
@@ -449,6 +473,7 @@ class Net {
   std::vector<std::array<Tensor, 3>> cast_places_;
   Tensor cast_buffer_;                // u8: kSeparate's copies, the largest call's
   std::set<const Blob*> reduced_;     // the blobs stored in options_.storage_dtype
+  std::set<const Blob*> channels_last_;  // the blobs stored NHWC
   std::vector<std::pair<int, int>> fused_;  // {producer, activation} (fuse_epilogues)
   std::vector<char> absorbed_;              // per layer: its forward is run by another layer (fusion)
   std::vector<std::pair<int, int>> fused_residuals_;  // {sum, reader} (fuse_epilogues)

@@ -113,6 +113,9 @@ void Net::fuse_residual_sums() {
     const DType dt = storage_dtype_of(*s);
     if (storage_dtype_of(*a) != dt || storage_dtype_of(*b) != dt || storage_dtype_of(*x) != dt) continue;
     if (reader.call_dtype() != dt) continue;  // the reader would take f32 copies
+    // Likewise the layout: the reader reads the addends as they are stored.
+    const Layout lt = reader.call_layout();
+    if (layout_of(*a) != lt || layout_of(*b) != lt || layout_of(*s) != lt || layout_of(*x) != lt) continue;
     reader.set_residual_sum({a, b});
     absorbed_[ui] = 1;
     residual_reader_[ui] = j;

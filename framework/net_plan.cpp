@@ -302,7 +302,7 @@ void Net::plan_blob_memory() {
   // Under a reduced storage dtype, each call's f32 copies of its blobs
   // (framework/net_storage.cpp), at its step alone, as its scratch.
   size_t largest_copies = 0;
-  for (int i = 0; i < L && !reduced_.empty(); ++i) {
+  for (int i = 0; i < L && has_casts(); ++i) {
     const size_t u = static_cast<size_t>(i);
     const bool backward = !forward_only && layer_need_backward_[i];
     const std::pair<Call, int> calls[] = {{Call::kForward, forward_step_[u]},
@@ -484,7 +484,7 @@ void Net::share_tops() {
       const Blob* t = tops_[i][k];
       auto r = readers.find(t);
       ok = t != bottom && !last_in_place.count(t) && !kept_blobs_.count(top_names_[i][k]) && r != readers.end() &&
-           storage_dtype_of(*t) == storage_dtype_of(*bottom);
+           storage_dtype_of(*t) == storage_dtype_of(*bottom) && layout_of(*t) == layout_of(*bottom);
       for (int reader : ok ? r->second : std::vector<int>()) ok = ok && range(reader) < 0;
     }
     if (!ok) continue;

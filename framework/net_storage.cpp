@@ -22,11 +22,19 @@
 // backward reads its tops' gradients and the values Layer::backward_reads
 // names, and writes the gradients of the bottoms it propagates to. A blob that is a bottom and a top of one layer
 // (in place) is read and written through one copy.
+//
+// Layouts go the same way (NetOptions::channels_last, framework/layout.h):
+// blobs_channels_last picks the blobs stored NHWC, each layer is called in
+// NHWC when it takes it and touches one of them, and a call gets copies in
+// its layout of the blobs stored in the other, converted with the dtype in
+// one pass (convert_layout_into).
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 #include "framework/byte_size.h"
 #include "framework/error.h"
+#include "framework/layout.h"
 #include "framework/net.h"
 #include "framework/net_storage.h"
 
@@ -41,14 +49,22 @@ size_t aligned(size_t bytes) { return (bytes + kCopyAlignment - 1) / kCopyAlignm
 }  // namespace
 
 std::string StorageReport::str() const {
-  if (dtype == DType::kF32) return "";
+  if (dtype == DType::kF32 && channels_last == 0) return "";
   std::ostringstream os;
-  os << "activations and their gradients stored in " << dtype_name(dtype) << ": " << reduced << " blob(s) ("
-     << kept_f32 << " kept f32: inputs, outputs, losses, labels)";
+  if (dtype != DType::kF32) {
+    os << "activations and their gradients stored in " << dtype_name(dtype) << ": " << reduced << " blob(s) ("
+       << kept_f32 << " kept f32: inputs, outputs, losses, labels)";
+  }
+  if (channels_last) {
+    os << (dtype != DType::kF32 ? "; " : "") << channels_last << " blob(s) stored channels-last (NHWC), "
+       << layout_layers << " layer(s) at their borders converting";
+  }
   if (cast_layers) {
-    os << "; " << cast_layers << " layer(s) get copies of their blobs in the dtype they compute in (f32, or "
-       << dtype_name(dtype) << " for the layers that take it) in " << cast_calls << " call(s) (the largest "
-       << format_bytes(cast_bytes) << ")";
+    os << "; " << cast_layers << " layer(s) get copies of their blobs in the dtype";
+    if (channels_last) os << " and layout";
+    os << " they compute in";
+    if (dtype != DType::kF32) os << " (f32, or " << dtype_name(dtype) << " for the layers that take it)";
+    os << " in " << cast_calls << " call(s) (the largest " << format_bytes(cast_bytes) << ")";
   }
   return os.str();
 }
@@ -104,7 +120,79 @@ std::set<const Blob*> Net::blobs_to_reduce() const {
   return reduce;
 }
 
+std::set<const Blob*> Net::blobs_channels_last() const {
+  std::set<const Blob*> nhwc;
+  if (!options_.channels_last) return nhwc;
+  // Candidates: read and written by layers alone (as a reduced dtype's
+  // blobs), by layers that all take NHWC.
+  const size_t L = layers_.size();
+  std::map<const Blob*, std::vector<size_t>> touching;  // producer and readers
+  for (size_t i = 0; i < L; ++i) {
+    for (const Blob* b : bottoms_[i]) touching[b].push_back(i);
+    for (const Blob* t : tops_[i]) touching[t].push_back(i);
+  }
+  std::set<std::string> read;
+  for (const auto& names : bottom_names_) read.insert(names.begin(), names.end());
+  std::set<const Blob*> candidates;
+  for (const std::string& name : blob_names_) {
+    const Blob* b = blobs_.at(name).get();
+    const size_t producer = static_cast<size_t>(blob_producer_.at(name));
+    if (bottoms_[producer].empty() || !read.count(name) || kept_blobs_.count(name)) continue;
+    bool loss = false;
+    for (size_t t = 0; t < tops_[producer].size(); ++t) loss |= tops_[producer][t] == b && loss_weights_[producer][t] != 0.0f;
+    if (loss) continue;
+    bool all_take = true;
+    for (size_t i : touching[b]) all_take = all_take && layers_[i]->channels_last() != ChannelsLast::kNo;
+    if (all_take) candidates.insert(b);
+  }
+  // Grown from the layers that run faster in NHWC, through candidates.
+  std::vector<size_t> todo;
+  std::vector<char> seen(L, 0);
+  for (size_t i = 0; i < L; ++i) {
+    if (layers_[i]->channels_last() == ChannelsLast::kFaster) {
+      todo.push_back(i);
+      seen[i] = 1;
+    }
+  }
+  while (!todo.empty()) {
+    const size_t i = todo.back();
+    todo.pop_back();
+    std::vector<const Blob*> mine(bottoms_[i].begin(), bottoms_[i].end());
+    mine.insert(mine.end(), tops_[i].begin(), tops_[i].end());
+    for (const Blob* b : mine) {
+      if (!candidates.count(b) || !nhwc.insert(b).second) continue;
+      for (size_t j : touching[b]) {
+        if (!seen[j]) {
+          seen[j] = 1;
+          todo.push_back(j);
+        }
+      }
+    }
+  }
+  return nhwc;
+}
+
+std::vector<int> Net::assign_call_layouts(const std::set<const Blob*>& nhwc) {
+  std::vector<int> changed;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    Layer& l = *layers_[i];
+    bool touches = false;
+    for (const Blob* b : bottoms_[i]) touches |= nhwc.count(b) != 0;
+    for (const Blob* t : tops_[i]) touches |= nhwc.count(t) != 0;
+    const Layout want = touches && l.channels_last() != ChannelsLast::kNo ? Layout::kNHWC : Layout::kNCHW;
+    if (want != l.call_layout()) changed.push_back(static_cast<int>(i));
+    l.set_call_layout(want);
+  }
+  return changed;
+}
+
 void Net::choose_storage() {
+  // The layouts first: a layer whose layout changed (a kept blob) prepares
+  // for it again, so that the sizes the plan reads follow.
+  channels_last_ = blobs_channels_last();
+  for (int i : assign_call_layouts(channels_last_)) {
+    layers_[static_cast<size_t>(i)]->reshape(bottoms_[static_cast<size_t>(i)], tops_[static_cast<size_t>(i)]);
+  }
   const DType dtype = options_.storage_dtype;
   if (!is_float_dtype(dtype)) {
     fail<ConfigError>("net '", name_, "': activations cannot be stored in ", dtype_name(dtype),
@@ -112,6 +200,14 @@ void Net::choose_storage() {
   }
   storage_report_ = StorageReport{};
   storage_report_.dtype = dtype;
+  storage_report_.channels_last = static_cast<int>(channels_last_.size());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    bool border = false;
+    for (const BlobVec* blobs : {&bottoms_[i], &tops_[i]}) {
+      for (const Blob* b : *blobs) border |= layout_of(*b) != layers_[i]->call_layout() && b->shape().size() > 2;
+    }
+    storage_report_.layout_layers += border ? 1 : 0;
+  }
   reduced_ = blobs_to_reduce();
   if (reduced_.empty() && std::all_of(blobs_.begin(), blobs_.end(), [](const auto& kv) {
         return kv.second->data.dtype() == DType::kF32 && kv.second->diff.dtype() == DType::kF32;
@@ -135,15 +231,23 @@ void Net::choose_storage() {
 std::vector<Net::CastSlot> Net::cast_slots(int i, Call call) const {
   std::vector<CastSlot> slots;
   const Layer& layer = *layers_.at(static_cast<size_t>(i));
-  if (reduced_.empty()) return slots;
+  if (!has_casts()) return slots;
   // A layer called in f32 gets f32 copies of the reduced blobs; one called
   // in the storage dtype gets copies in it of the f32 ones (an input, an
   // output), so that all its blobs are of one dtype, but for those it
   // declares f32 (labels, a loss), which it gets as they are.
+  // Likewise a layer called in NHWC gets NHWC copies of its NCHW blobs, and
+  // one called in NCHW NCHW copies of its NHWC blobs (with the dtype's cast
+  // where both differ).
   const DType call_dtype = layer.call_dtype();
+  const Layout call_layout = layer.call_layout();
   auto add = [&](Blob* b, bool stays_f32, bool diff, bool in, bool out) {
     const DType dtype = stays_f32 ? DType::kF32 : call_dtype;
-    if (storage_dtype_of(*b) == dtype) return;
+    const Layout stored = layout_of(*b);
+    // Labels and losses (f32 by declaration) and blobs of rank 2 or less are
+    // the same in both layouts.
+    const Layout layout = stays_f32 || b->shape().size() <= 2 ? stored : call_layout;
+    if (storage_dtype_of(*b) == dtype && stored == layout) return;
     for (CastSlot& s : slots) {
       if (s.blob == b && s.diff == diff) {
         s.in = s.in || in;
@@ -151,7 +255,7 @@ std::vector<Net::CastSlot> Net::cast_slots(int i, Call call) const {
         return;
       }
     }
-    slots.push_back(CastSlot{b, dtype, diff, in, out});
+    slots.push_back(CastSlot{b, dtype, layout, stored, diff, in, out});
   };
   const BlobVec& bottoms = bottoms_[static_cast<size_t>(i)];
   const BlobVec& tops = tops_[static_cast<size_t>(i)];
@@ -227,7 +331,7 @@ void Net::plan_casts() {
 }
 
 Net::CastBinding::CastBinding(Net& net, int i, Call call) {
-  if (net.reduced_.empty()) return;
+  if (!net.has_casts()) return;
   slots_ = net.cast_slots(i, call);
   if (slots_.empty()) return;
   const bool has_place = static_cast<size_t>(i) < net.cast_places_.size();
@@ -245,7 +349,7 @@ Net::CastBinding::CastBinding(Net& net, int i, Call call) {
                                                                 : Tensor(t.shape(), dtype, t.device());
     offset += aligned(bytes);
     if (s.in) {
-      cast_into(copy, t);
+      convert_layout_into(copy, s.layout, t, s.stored);
     } else if (checked) {
       copy.fill_bytes(0xff);  // NaN: a read of what the call has not written shows
     }
@@ -260,7 +364,7 @@ void Net::CastBinding::finish() {
     const Tensor& written = tensor(slots_[k]);
     Tensor& stored = stored_[k];
     if (stored.shape() != written.shape()) stored.resize(written.shape());
-    cast_into(stored, written);
+    convert_layout_into(stored, slots_[k].stored, written, slots_[k].layout);
   }
   restore();
 }

@@ -37,6 +37,8 @@ class EltwiseLayer : public Layer {
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in eltwise.cu
   bool replays_in_a_graph() const override { return true; }
+  // Element by element, bottoms of one shape: either layout.
+  ChannelsLast channels_last() const override { return ChannelsLast::kTakes; }
   // SUM of two bottoms with unit coefficients: y = a + b in f32, rounded once.
   bool as_residual_sum() const override {
     if (op_ != Op::kSum || spec().bottoms.size() != 2) return false;

@@ -57,6 +57,8 @@ class NeuronLayer : public Layer {
   using Layer::Layer;
 
   bool supports_in_place() const override { return true; }
+  // Element by element: either layout (a Dropout's mask follows memory order).
+  ChannelsLast channels_last() const override { return ChannelsLast::kTakes; }
   // The top takes the bottom's shape; in place it already has it.
   void reshape(const BlobVec& bottom, const BlobVec& top) override {
     if (top[0] != bottom[0]) top[0]->reshape_like(*bottom[0]);

@@ -384,6 +384,7 @@ void PoolingLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   if (x.dtype() != y.dtype()) check_same_storage("Pooling forward", {&x, &y});  // names both dtypes
   const int64_t in_plane = height_ * width_;
   const int64_t out_plane = out_h_ * out_w_;
+  const Planes in = planes(in_plane), out = planes(out_plane);
   Tensor mask = method_ == Method::kMax ? take_mask() : Tensor();
   int32_t* m = method_ == Method::kMax ? mask.data<int32_t>() : nullptr;
   with_float_element(x.dtype(), "Pooling forward", [&](auto e) {
@@ -391,21 +392,25 @@ void PoolingLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
     using T = typename E::T;
     const T* xs = x.data<T>();
     T* ys = y.data<T>();
+    // f32 NCHW: pooled in place; 16 bits or NHWC: each plane gathered into
+    // f32 here, pooled, rounded once (NHWC: strided by the channels).
+    constexpr bool kF32 = std::is_same_v<E, F32Element>;
+    const bool direct = kF32 && call_layout() == Layout::kNCHW;
     parallel_for(num_ * channels_, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
-      // 16 bits: each plane widened to f32 here, pooled, rounded once.
       std::vector<float> wide_x, wide_y;
-      if (!std::is_same_v<E, F32Element>) {
+      if (!direct) {
         wide_x.resize(static_cast<size_t>(in_plane));
         wide_y.resize(static_cast<size_t>(out_plane));
       }
       for (int64_t p = begin; p < end; ++p) {
         const float* xp;
         float* yp;
-        if constexpr (std::is_same_v<E, F32Element>) {
-          xp = xs + p * in_plane;
-          yp = ys + p * out_plane;
+        if (direct) {
+          xp = reinterpret_cast<const float*>(xs) + p * in_plane;
+          yp = reinterpret_cast<float*>(ys) + p * out_plane;
         } else {
-          for (int64_t i = 0; i < in_plane; ++i) wide_x[static_cast<size_t>(i)] = E::load(xs[p * in_plane + i]);
+          const T* src = xs + in.first(p);
+          for (int64_t i = 0; i < in_plane; ++i) wide_x[static_cast<size_t>(i)] = E::load(src[i * in.step]);
           xp = wide_x.data();
           yp = wide_y.data();
         }
@@ -414,8 +419,9 @@ void PoolingLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
         } else {
           ave_plane(xp, yp);
         }
-        if constexpr (!std::is_same_v<E, F32Element>) {
-          for (int64_t o = 0; o < out_plane; ++o) ys[p * out_plane + o] = E::store(yp[o]);
+        if (!direct) {
+          T* dst = ys + out.first(p);
+          for (int64_t o = 0; o < out_plane; ++o) dst[o * out.step] = E::store(yp[o]);
         }
       }
     });
@@ -430,6 +436,7 @@ void PoolingLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& pro
   if (dx.dtype() != dy.dtype()) check_same_storage("Pooling backward", {&dy, &dx});
   const int64_t in_plane = height_ * width_;
   const int64_t out_plane = out_h_ * out_w_;
+  const Planes in = planes(in_plane), out = planes(out_plane);
   const Tensor kept_mask = method_ == Method::kMax ? take_mask() : Tensor();  // as forward left it
   const int32_t* mask = method_ == Method::kMax ? kept_mask.data<int32_t>() : nullptr;
   with_float_element(dy.dtype(), "Pooling backward", [&](auto e) {
@@ -437,26 +444,30 @@ void PoolingLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& pro
     using T = typename E::T;
     const T* dys = dy.data<T>();
     T* dxs = dx.data<T>();
+    constexpr bool kF32 = std::is_same_v<E, F32Element>;
+    const bool direct = kF32 && call_layout() == Layout::kNCHW;
     parallel_for(num_ * channels_, kMinPlanesPerChunk, [&](int64_t begin, int64_t end) {
-      std::vector<float> wide_dy, wide_dx;  // 16 bits: a plane summed in f32, rounded once
-      if (!std::is_same_v<E, F32Element>) {
+      std::vector<float> wide_dy, wide_dx;  // 16 bits or NHWC: a plane summed in f32, rounded once
+      if (!direct) {
         wide_dy.resize(static_cast<size_t>(out_plane));
         wide_dx.resize(static_cast<size_t>(in_plane));
       }
       for (int64_t p = begin; p < end; ++p) {
         const float* dyp;
         float* dxp;
-        if constexpr (std::is_same_v<E, F32Element>) {
-          dyp = dys + p * out_plane;
-          dxp = dxs + p * in_plane;
+        if (direct) {
+          dyp = reinterpret_cast<const float*>(dys) + p * out_plane;
+          dxp = reinterpret_cast<float*>(dxs) + p * in_plane;
         } else {
-          for (int64_t o = 0; o < out_plane; ++o) wide_dy[static_cast<size_t>(o)] = E::load(dys[p * out_plane + o]);
+          const T* src = dys + out.first(p);
+          for (int64_t o = 0; o < out_plane; ++o) wide_dy[static_cast<size_t>(o)] = E::load(src[o * out.step]);
           dyp = wide_dy.data();
           dxp = wide_dx.data();
         }
         backward_plane(dyp, mask ? mask + p * out_plane : nullptr, dxp);
-        if constexpr (!std::is_same_v<E, F32Element>) {
-          for (int64_t i = 0; i < in_plane; ++i) dxs[p * in_plane + i] = E::store(dxp[i]);
+        if (!direct) {
+          T* dst = dxs + in.first(p);
+          for (int64_t i = 0; i < in_plane; ++i) dst[i * in.step] = E::store(dxp[i]);
         }
       }
     });

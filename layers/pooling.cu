@@ -2,7 +2,8 @@
 // rounding (the last window overhanging the padded image) nor its AVE
 // divisor clipped to the padded image, so these follow pooling.cpp exactly.
 // Backward gathers (one thread per input pixel, over the windows covering
-// it, in the CPU's order): no atomics, deterministic. T is the blobs'
+// it, in the CPU's order): no atomics, deterministic. Either layout
+// (Layer::call_layout): the kernels find a plane's pixels `pixel_step` apart. T is the blobs'
 // element type (float, __nv_bfloat16, __half); every sum and comparison is
 // in f32, each output rounded once, as pooling.cpp's 16-bit path.
 #include "framework/cuda/math.h"
@@ -17,22 +18,42 @@ namespace {
 struct PoolGeom {
   int64_t channels, height, width, out_h, out_w;
   int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  int nhwc;  // the blobs' layout (Layer::call_layout); the mask is [N, C, out_h, out_w] in both
 };
+
+// Element k of a blob of `rows` x `cols` pixels: its plane n * C + c, and
+// the pixel's index r * cols + q in the plane.
+struct PixelAt {
+  int64_t plane, pixel;
+};
+__device__ inline PixelAt pixel_at(int64_t k, const PoolGeom& g, int64_t pixels) {
+  if (g.nhwc) {
+    const int64_t c = k % g.channels, rest = k / g.channels;  // rest = n * pixels + pixel
+    return {(rest / pixels) * g.channels + c, rest % pixels};
+  }
+  return {k / pixels, k % pixels};
+}
+// Where plane p's pixel 0 lies, and the distance between its pixels.
+__device__ inline int64_t plane_first(int64_t p, const PoolGeom& g, int64_t pixels) {
+  return g.nhwc ? (p / g.channels) * pixels * g.channels + p % g.channels : p * pixels;
+}
+__device__ inline int64_t pixel_step(const PoolGeom& g) { return g.nhwc ? g.channels : 1; }
 
 template <class T>
 __global__ void max_pool_forward(int64_t total, PoolGeom g, const T* x, T* y, int32_t* mask) {
   STRATA_CUDA_LOOP(k, total) {
-    const int64_t pw = k % g.out_w;
-    const int64_t ph = (k / g.out_w) % g.out_h;
-    const int64_t plane = k / (g.out_w * g.out_h);
-    const T* xp = x + plane * g.height * g.width;
+    const PixelAt at = pixel_at(k, g, g.out_h * g.out_w);
+    const int64_t pw = at.pixel % g.out_w;
+    const int64_t ph = at.pixel / g.out_w;
+    const T* xp = x + plane_first(at.plane, g, g.height * g.width);
+    const int64_t step = pixel_step(g);
     const PoolSpan sh = pool_span(ph, g.kernel_h, g.stride_h, g.pad_h, g.height);
     const PoolSpan sw = pool_span(pw, g.kernel_w, g.stride_w, g.pad_w, g.width);
     int64_t idx = sh.begin * g.width + sw.begin;
-    float m = neuron_load(xp[idx]);
+    float m = neuron_load(xp[idx * step]);
     for (int64_t h = sh.begin; h < sh.end; ++h) {
       for (int64_t w = sw.begin; w < sw.end; ++w) {
-        const float v = neuron_load(xp[h * g.width + w]);
+        const float v = neuron_load(xp[(h * g.width + w) * step]);
         // NaN propagates; otherwise the first maximum wins.
         if (v > m || (v != v && m == m)) {
           m = v;
@@ -41,22 +62,23 @@ __global__ void max_pool_forward(int64_t total, PoolGeom g, const T* x, T* y, in
       }
     }
     y[k] = neuron_store<T>(m);
-    mask[k] = static_cast<int32_t>(idx);
+    mask[at.plane * g.out_h * g.out_w + at.pixel] = static_cast<int32_t>(idx);
   }
 }
 
 template <class T>
 __global__ void ave_pool_forward(int64_t total, PoolGeom g, const T* x, T* y) {
   STRATA_CUDA_LOOP(k, total) {
-    const int64_t pw = k % g.out_w;
-    const int64_t ph = (k / g.out_w) % g.out_h;
-    const int64_t plane = k / (g.out_w * g.out_h);
-    const T* xp = x + plane * g.height * g.width;
+    const PixelAt at = pixel_at(k, g, g.out_h * g.out_w);
+    const int64_t pw = at.pixel % g.out_w;
+    const int64_t ph = at.pixel / g.out_w;
+    const T* xp = x + plane_first(at.plane, g, g.height * g.width);
+    const int64_t step = pixel_step(g);
     const PoolSpan sh = pool_span(ph, g.kernel_h, g.stride_h, g.pad_h, g.height);
     const PoolSpan sw = pool_span(pw, g.kernel_w, g.stride_w, g.pad_w, g.width);
     float s = 0.0f;
     for (int64_t h = sh.begin; h < sh.end; ++h) {
-      for (int64_t w = sw.begin; w < sw.end; ++w) s += neuron_load(xp[h * g.width + w]);
+      for (int64_t w = sw.begin; w < sw.end; ++w) s += neuron_load(xp[(h * g.width + w) * step]);
     }
     y[k] = neuron_store<T>(s / static_cast<float>(sh.extent * sw.extent));
   }
@@ -75,10 +97,12 @@ __device__ inline void covering(int64_t i, int64_t kernel, int64_t stride, int64
 template <class T>
 __global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const T* dy, const int32_t* mask, T* dx) {
   STRATA_CUDA_LOOP(k, total) {
-    const int64_t w = k % g.width;
-    const int64_t h = (k / g.width) % g.height;
-    const int64_t plane = k / (g.width * g.height);
-    const T* dyp = dy + plane * g.out_h * g.out_w;
+    const PixelAt at = pixel_at(k, g, g.height * g.width);
+    const int64_t w = at.pixel % g.width;
+    const int64_t h = at.pixel / g.width;
+    const int64_t plane = at.plane;
+    const T* dyp = dy + plane_first(plane, g, g.out_h * g.out_w);
+    const int64_t step = pixel_step(g);
     int64_t ph0, ph1, pw0, pw1;
     covering(h, g.kernel_h, g.stride_h, g.pad_h, g.out_h, &ph0, &ph1);
     covering(w, g.kernel_w, g.stride_w, g.pad_w, g.out_w, &pw0, &pw1);
@@ -88,7 +112,7 @@ __global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const T* 
       const int32_t me = static_cast<int32_t>(h * g.width + w);
       for (int64_t ph = ph0; ph <= ph1; ++ph) {
         for (int64_t pw = pw0; pw <= pw1; ++pw) {
-          if (mp[ph * g.out_w + pw] == me) grad += neuron_load(dyp[ph * g.out_w + pw]);
+          if (mp[ph * g.out_w + pw] == me) grad += neuron_load(dyp[(ph * g.out_w + pw) * step]);
         }
       }
     } else {
@@ -96,7 +120,7 @@ __global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const T* 
         const int64_t extent_h = pool_span(ph, g.kernel_h, g.stride_h, g.pad_h, g.height).extent;
         for (int64_t pw = pw0; pw <= pw1; ++pw) {
           const int64_t extent_w = pool_span(pw, g.kernel_w, g.stride_w, g.pad_w, g.width).extent;
-          grad += neuron_load(dyp[ph * g.out_w + pw]) / static_cast<float>(extent_h * extent_w);
+          grad += neuron_load(dyp[(ph * g.out_w + pw) * step]) / static_cast<float>(extent_h * extent_w);
         }
       }
     }
@@ -107,8 +131,8 @@ __global__ void pool_backward(int64_t total, PoolGeom g, int max_pool, const T* 
 }  // namespace
 
 void PoolingLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
-  const PoolGeom g{channels_, height_, width_, out_h_, out_w_, kernel_h_, kernel_w_,
-                   stride_h_, stride_w_, pad_h_, pad_w_};
+  const PoolGeom g{channels_, height_, width_, out_h_,   out_w_, kernel_h_, kernel_w_,
+                   stride_h_, stride_w_, pad_h_,  pad_w_,  call_layout() == Layout::kNHWC ? 1 : 0};
   const int64_t total = num_ * channels_ * out_h_ * out_w_;
   Tensor mask = method_ == Method::kMax ? take_mask() : Tensor();
   if (total == 0) return;
@@ -133,8 +157,8 @@ void PoolingLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
 void PoolingLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& propagate_down,
                                  const BlobVec& bottom) {
   if (!propagate_down[0]) return;
-  const PoolGeom g{channels_, height_, width_, out_h_, out_w_, kernel_h_, kernel_w_,
-                   stride_h_, stride_w_, pad_h_, pad_w_};
+  const PoolGeom g{channels_, height_, width_, out_h_,   out_w_, kernel_h_, kernel_w_,
+                   stride_h_, stride_w_, pad_h_,  pad_w_,  call_layout() == Layout::kNHWC ? 1 : 0};
   const int64_t total = num_ * channels_ * height_ * width_;
   if (total == 0) return;
   const bool max_pool = method_ == Method::kMax;

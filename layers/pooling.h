@@ -35,6 +35,10 @@ class PoolingLayer : public Layer {
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in pooling.cu
   bool replays_in_a_graph() const override { return true; }
+  // NHWC blobs too (Layer::call_layout), with the same windows and sums: on
+  // the CPU each plane is gathered into f32 first; on a GPU the kernels
+  // address either layout. MAX's mask is [N, C, out_h, out_w] in both.
+  ChannelsLast channels_last() const override { return ChannelsLast::kTakes; }
   // MAX: the argmax mask, from forward to backward (take_mask()); AVE: none.
   size_t kept_bytes() const override;
 
@@ -52,6 +56,18 @@ class PoolingLayer : public Layer {
   // input, [N, C, out_h, out_w] i32. Placed by the net's plan from forward to
   // backward, so it is not held for the whole run.
   Tensor take_mask();
+  // Where plane p = n * C + c of `plane` elements starts in a blob of the
+  // call's layout, and the distance between its consecutive elements.
+  struct Planes {
+    int64_t plane, channels;
+    bool nhwc;
+    int64_t step;
+    int64_t first(int64_t p) const { return nhwc ? (p / channels) * plane * channels + p % channels : p * plane; }
+  };
+  Planes planes(int64_t plane) const {
+    const bool nhwc = call_layout() == Layout::kNHWC;
+    return {plane, channels_, nhwc, nhwc ? channels_ : 1};
+  }
 
   Method method_;
   RoundMode round_;

@@ -32,6 +32,8 @@ class SplitLayer : public Layer {
   STRATA_CUDA_METHODS;  // in split.cu
   bool replays_in_a_graph() const override { return true; }
   bool tops_may_share_bottom() const override { return true; }
+  // Copies elements as they lie: either layout.
+  ChannelsLast channels_last() const override { return ChannelsLast::kTakes; }
 };
 
 // Whether the Net made `top` the bottom's own memory: nothing to copy.

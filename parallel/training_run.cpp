@@ -249,7 +249,7 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
     if (lead && !line.empty()) std::printf("%s\n", line.c_str());
   }
   if (lead && solver.net().blob_plan().planned > 0) std::printf("%s\n", solver.net().blob_plan().str().c_str());
-  if (lead && solver.net().storage_report().reduced > 0) {
+  if (lead && (solver.net().storage_report().reduced > 0 || solver.net().storage_report().channels_last > 0)) {
     std::printf("%s\n", solver.net().storage_report().str().c_str());
   }
   if (lead && !solver.net().fusion_report().empty()) std::printf("%s\n", solver.net().fusion_report().c_str());

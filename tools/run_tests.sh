@@ -183,7 +183,7 @@ asan_filter+=':ScratchCarver.*:SharedScratch.*:NetScratch.*:NetGradients.*:Recom
 asan_filter+=':DataParallelTest.BucketsAreAveragedInPlace*:GradientSlots.*:*PipelineEquivalence*shard*'
 asan_filter+=':PipelinePlan.*:*PipelineEquivalence*recompute*'
 asan_filter+=':CastInto.*:StorageDtype.*:LayerStorage.*:GemmBf16.*:Fusion.*:FlashAttentionEmulated.*'
-asan_filter+=':StepLedger.*:StepResultsOneStepLater.*:CompletionWatchdog.*:BatchPipeline.*:StepGraph.*:SharedTops.*'
+asan_filter+=':StepLedger.*:StepResultsOneStepLater.*:CompletionWatchdog.*:BatchPipeline.*:StepGraph.*:SharedTops.*:ChannelsLast.*:ConvertLayout.*'
 asan_filter+=':CachingAllocatorTest.*'
 if wants asan; then
   log=build-logs/asan.log

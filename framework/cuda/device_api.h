@@ -70,6 +70,13 @@ void set_bytes(void* ptr, uint8_t byte, size_t bytes, int index);
 // `dst`, both on device `index`; queued on its compute stream
 // (framework/cuda/cast.cu, rounding as framework/dtype.h does).
 void cast_elements(void* dst, DType to, const void* src, DType from, int64_t n, int index);
+// `images` images of `channels` x `spatial` elements at `src` (f32, f16 or
+// bf16) written to `dst` (likewise) in the other layout: NCHW [C][spatial]
+// to NHWC [spatial][C] per image when `to_nhwc`, else back; converted as
+// cast_elements does, or added into an f32 `dst` with `accumulate`. Both on
+// device `index`, queued on its compute stream (framework/cuda/layout.cu).
+void convert_layout(void* dst, DType to, const void* src, DType from, int64_t images, int64_t channels,
+                    int64_t spatial, bool to_nhwc, bool accumulate, int index);
 // y[0..n) += alpha * x[0..n), device pointers on `index`; queued on its compute stream.
 void axpy_f32(int64_t n, float alpha, const float* x, float* y, int index);
 // Reads n device floats (each at its own address) into out[0..n) with one

@@ -140,6 +140,7 @@ void Solver::build_nets() {
     o.blob_memory = config_.blob_memory;  // a TEST net: planned for forward passes only
     o.storage_dtype = storage_dtype_of(config_.precision);
     o.fuse_epilogues = config_.fuse_epilogues;
+    o.channels_last = config_.channels_last;
     if (phase == Phase::kTrain) o.optimizer_slots = static_cast<int>(optimizer_->slot_names().size());
     return o;
   };

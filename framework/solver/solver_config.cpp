@@ -26,7 +26,7 @@ const std::vector<std::string>& solver_keys() {
       "snapshot", "snapshot_prefix", "snapshot_after_train", "snapshot_keep", "snapshot_best", "snapshot_best_mode", "snapshot_format", "log",
       "random_seed", "solver_mode", "device_id", "debug_info", "parallel", "train_state", "test_state", "rms_decay",
       "precision", "initial_loss_scale", "loss_scale_growth_interval", "blob_memory", "fuse_epilogues", "step_results",
-      "step_graph"};
+      "step_graph", "channels_last"};
   return keys;
 }
 
@@ -344,6 +344,7 @@ SolverConfig parse_solver_config(const ConfigNode& root, const std::string& sour
                                                  : BlobMemory::kByLifetime;
   }
   c.fuse_epilogues = root.get_bool("fuse_epilogues", true);
+  c.channels_last = root.get_bool("channels_last", false);
   {
     const std::string r = root.get_enum("step_results", {"AUTO", "EACH_STEP", "ONE_STEP_LATER"}, "AUTO");
     c.step_results = r == "EACH_STEP"        ? StepResults::kEachStep

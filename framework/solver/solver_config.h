@@ -126,6 +126,9 @@ struct SolverConfig {
   // fuse_epilogues: an in-place ReLU applied by the InnerProduct or
   // Convolution before it (NetOptions::fuse_epilogues); the same bits either way.
   bool fuse_epilogues = true;
+  // channels_last: image blobs between the convolutions stored NHWC
+  // (NetOptions::channels_last); off by default.
+  bool channels_last = false;
   StepResults step_results = StepResults::kAuto;
   StepGraphMode step_graph = StepGraphMode::kAuto;
 

@@ -269,7 +269,7 @@ bool ConvolutionLayer::input_grad_as_convolution() const {
 }
 
 size_t ConvolutionLayer::kept_bytes() const {
-  if (call_dtype() == DType::kF32 || device().is_cpu()) return 0;
+  if (!stored_path() || device().is_cpu()) return 0;
   ScratchCarver counter;
   counter.take(param(0).shape(), call_dtype());
   return counter.bytes();
@@ -322,7 +322,7 @@ std::vector<ConvolutionLayer::Workspace> ConvolutionLayer::lay_out_workspaces(Sc
       ws.dw = c.take({wsize});
       if (bias_ == Bias::kYes) ws.db = c.take({num_output_});
     }
-    if (call_dtype() != DType::kF32) {
+    if (stored_path()) {
       const int64_t image = channels_ * height_ * width_;
       ws.wide_x = c.take({chunk_images_ * image});
       ws.wide_y = c.take({chunk_images_ * num_output_ * out_h_ * out_w_});
@@ -479,7 +479,7 @@ void ConvolutionLayer::forward_local(const BlobVec& bottom, const BlobVec& top) 
                                workspaces[0].wino_u);
   }
   if (use_bf16_tiles()) split_weight_for_tiles(workspaces[0]);
-  if (call_dtype() != DType::kF32 || bottom[0]->data.dtype() != DType::kF32) {
+  if (stored_path() || bottom[0]->data.dtype() != DType::kF32) {
     check_call_dtype({&bottom[0]->data, &top[0]->data});  // the workspaces follow it
     return forward_stored(bottom[0]->data, top[0]->data, workspaces);
   }
@@ -651,7 +651,7 @@ void ConvolutionLayer::backward_local(const BlobVec& top, const std::vector<bool
   const DType st = call_dtype();
   check_call_dtype({&top[0]->diff, &bottom[0]->data});  // the workspaces follow it
   if (want_dx) check_call_dtype({&bottom[0]->diff});
-  if (st == DType::kF32) {
+  if (st == DType::kF32 && call_layout() == Layout::kNCHW) {
     const float* x = bottom[0]->data.data<float>();
     const float* dy = top[0]->diff.data<float>();
     float* dx = want_dx ? bottom[0]->diff.data<float>() : nullptr;

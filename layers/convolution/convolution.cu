@@ -7,8 +7,9 @@
 // the plan places by step in the net's arena, where the bytes are free at
 // that layer's call. cuDNN handles groups itself (group count on the
 // convolution descriptor). Blobs stored in bf16 or f16 get descriptors of
-// that type (f32 compute) and a 16-bit copy of the weight that the forward
-// makes and keeps for the backward (forward_stored_cuda, backward_stored_cuda).
+// that type (f32 compute), NHWC blobs NHWC descriptors, and either a copy of
+// the weight in their dtype and layout (KRSC) that the forward makes and
+// keeps for the backward (forward_stored_cuda, backward_stored_cuda).
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -20,6 +21,7 @@
 #include "framework/cuda/runtime.h"
 #include "framework/cuda/stored_math.h"
 #include "framework/error.h"
+#include "framework/layout.h"
 #include "framework/scratch.h"
 #include "layers/convolution/convolution.h"
 #include "layers/epilogue.h"
@@ -57,13 +59,13 @@ cudnnDataType_t cudnn_data_type(DType dtype) {
 }  // namespace
 
 struct ConvolutionLayer::CudaState {
-  using Key = std::tuple<int64_t, int64_t, int64_t, int, int>;  // N, H, W, math mode, storage dtype
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, int, int>;  // N, H, W, math mode, storage dtype, layout
 
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   // One per direction, same geometry: each in its algorithm's math type.
   cudnnConvolutionDescriptor_t conv = nullptr, conv_bwd_data = nullptr, conv_bwd_filter = nullptr;
-  Key current{-1, -1, -1, -1, -1};  // shape the descriptors describe
+  Key current{-1, -1, -1, -1, -1, -1};  // shape the descriptors describe
   std::map<Key, cuda::ConvAlgos> cache;
   const cuda::ConvAlgos* algos = nullptr;
 
@@ -128,17 +130,21 @@ void ConvolutionLayer::prepare_cudnn() {
                                                   to_int(num_output_, "num_output"), 1, 1));
   }
   CudaState& st = *cuda_;
-  const CudaState::Key key{num_, height_, width_, static_cast<int>(cuda::math_mode()), static_cast<int>(call_dtype())};
+  const bool nhwc = call_layout() == Layout::kNHWC;
+  const CudaState::Key key{num_, height_, width_, static_cast<int>(cuda::math_mode()), static_cast<int>(call_dtype()),
+                           nhwc ? 1 : 0};
   if (key == st.current) return;
   const cudnnDataType_t data = cudnn_data_type(call_dtype());
   const bool reduced = call_dtype() != DType::kF32;
-  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(st.w, data, CUDNN_TENSOR_NCHW, to_int(num_output_, "num_output"),
+  // NHWC: the images [N][H][W][C] and the weight's copy KRSC (kept_weight).
+  const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(st.w, data, format, to_int(num_output_, "num_output"),
                                                 to_int(channels_ / group_, "channels per group"),
                                                 to_int(kernel_.h, "kernel_h"), to_int(kernel_.w, "kernel_w")));
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.x, CUDNN_TENSOR_NCHW, data, to_int(num_, "batch"),
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.x, format, data, to_int(num_, "batch"),
                                                 to_int(channels_, "channels"), to_int(height_, "height"),
                                                 to_int(width_, "width")));
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.y, CUDNN_TENSOR_NCHW, data, to_int(num_, "batch"),
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(st.y, format, data, to_int(num_, "batch"),
                                                 to_int(num_output_, "num_output"), to_int(out_h_, "out_h"),
                                                 to_int(out_w_, "out_w")));
   auto found = st.cache.find(key);
@@ -165,7 +171,7 @@ void ConvolutionLayer::prepare_cudnn() {
     p.dilation_w = dilation_.w;
     p.group = group_;
     p.dtype = dtype_name(call_dtype());
-    p.layout = "NCHW";
+    p.layout = layout_name(call_layout());
     p.math = static_cast<int>(math);
     cuda::ConvBuffers b;  // x and w null: timed on zeroed buffers
     const size_t elem = dtype_size(call_dtype());
@@ -189,7 +195,7 @@ size_t ConvolutionLayer::cudnn_workspace_bytes() const {
 
 ConvolutionLayer::CudaScratch ConvolutionLayer::lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const {
   CudaScratch s;
-  if (call_dtype() != DType::kF32 && phase() == Phase::kTrain) s.weight_grad = c.take(param(0).shape(), call_dtype());
+  if (stored_path() && phase() == Phase::kTrain) s.weight_grad = c.take(param(0).shape(), call_dtype());
   if (workspace_bytes > 0) s.workspace = c.take({static_cast<int64_t>(workspace_bytes)}, DType::kU8);
   return s;
 }
@@ -197,7 +203,8 @@ ConvolutionLayer::CudaScratch ConvolutionLayer::lay_out_cuda_scratch(ScratchCarv
 Tensor ConvolutionLayer::kept_weight(bool refresh) {
   ScratchCarver carver(kept(kept_bytes()));
   Tensor w = carver.take(param(0).shape(), call_dtype());
-  if (refresh) cast_into(w, param(0).data);  // rounded on the device, on the compute stream
+  // Rounded (NHWC: and turned KCRS -> KRSC) on the device, on the compute stream.
+  if (refresh) convert_layout_into(w, call_layout(), param(0).data, Layout::kNCHW);
   return w;
 }
 
@@ -214,8 +221,9 @@ void ConvolutionLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
                                              st.algos->fwd, s.workspace.raw_data(), st.algos->fwd_bytes, &zero, st.y,
                                              y.raw_data()));
   if (bias_ == Bias::kYes) {
-    cuda::add_channel_bias_stored(num_, num_output_, out_h_ * out_w_, param(1).data.device_data<float>(),
-                                  y.raw_data(), call_dtype(), device_activation(epilogue()));
+    const Rows r = bias_rows();
+    cuda::add_channel_bias_stored(r.outer, num_output_, r.inner, param(1).data.device_data<float>(), y.raw_data(),
+                                  call_dtype(), device_activation(epilogue()));
   }
 }
 
@@ -231,14 +239,20 @@ void ConvolutionLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, T
   // Parameter gradients accumulate, in f32: the bias's summed from the
   // 16-bit top gradient, the weight's computed in 16 bits and added.
   if (bias_ == Bias::kYes) {
-    cuda::channel_sums_stored(num_, num_output_, out_h_ * out_w_, dy.raw_data(), nullptr, call_dtype(), 1.0f,
+    const Rows r = bias_rows();
+    cuda::channel_sums_stored(r.outer, num_output_, r.inner, dy.raw_data(), nullptr, call_dtype(), 1.0f,
                               param(1).diff.device_data<float>());
   }
   STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, x.raw_data(), st.y, dy.raw_data(),
                                                     st.conv_bwd_filter, st.algos->bwd_filter, s.workspace.raw_data(),
                                                     st.algos->bwd_filter_bytes, &zero, st.w,
                                                     s.weight_grad.raw_data()));
-  cuda::accumulate_widened(param(0).numel(), s.weight_grad.raw_data(), call_dtype(), param(0).diff.device_data<float>());
+  if (call_layout() == Layout::kNHWC) {
+    convert_layout_into(param(0).diff, Layout::kNCHW, s.weight_grad, Layout::kNHWC, /*accumulate=*/true);  // KRSC -> KCRS
+  } else {
+    cuda::accumulate_widened(param(0).numel(), s.weight_grad.raw_data(), call_dtype(),
+                             param(0).diff.device_data<float>());
+  }
   if (dx) {
     const Tensor w = kept_weight(false);  // as the forward rounded it
     STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, st.w, w.raw_data(), st.y, dy.raw_data(),
@@ -265,7 +279,7 @@ void ConvolutionLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   if (num_ == 0) return;  // cuDNN rejects empty tensors; the top is empty too
   prepare_cudnn();
   check_call_dtype({&bottom[0]->data, &top[0]->data});  // the descriptors' type
-  if (call_dtype() != DType::kF32) return forward_stored_cuda(bottom[0]->data, top[0]->data);
+  if (stored_path()) return forward_stored_cuda(bottom[0]->data, top[0]->data);
   CudaState& st = *cuda_;
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
@@ -297,7 +311,7 @@ void ConvolutionLayer::backward_cuda(const BlobVec& top, const std::vector<bool>
   if (num_ == 0) return;  // nothing to add to the parameter gradients, no input gradient
   prepare_cudnn();
   check_call_dtype({&top[0]->diff, &bottom[0]->data, &bottom[0]->diff});
-  if (call_dtype() != DType::kF32) {
+  if (stored_path()) {
     return backward_stored_cuda(top[0]->diff, bottom[0]->data, propagate_down[0] ? &bottom[0]->diff : nullptr);
   }
   CudaState& st = *cuda_;

@@ -71,9 +71,19 @@ class ConvolutionLayer : public Layer {
   bool takes_epilogue(const Epilogue& e) const override {
     return e.kind == Epilogue::Kind::kReLU && !tp_.active() && (device().is_cpu() || bias_ == Bias::kYes);
   }
+  // Channels-last (NHWC) blobs, faster on tensor cores: a net asked to store
+  // them (NetOptions::channels_last) grows them from here. On a GPU cuDNN
+  // convolves NHWC with a KRSC copy of the weight that the forward makes
+  // and keeps (as the 16-bit copy), its weight gradient turned back to KCRS
+  // as it is added; the bias (and a fused ReLU) and the bias gradient run
+  // over rows of channels. On the CPU each chunk of images is gathered into
+  // the f32 NCHW scratch of the 16-bit path, so the arithmetic and the bits
+  // are NCHW's. Not with split (the gathered channels are NCHW).
+  ChannelsLast channels_last() const override { return tp_.active() ? ChannelsLast::kNo : ChannelsLast::kFaster; }
   // Tensor parallel reduces through a communicator the host drives.
   bool replays_in_a_graph() const override { return !tp_.active(); }
-  // 16-bit blobs on a GPU: the weight's 16-bit copy, from forward to backward.
+  // 16-bit or NHWC blobs on a GPU: the weight's copy in their dtype and
+  // layout, from forward to backward.
   size_t kept_bytes() const override;
   ParamShard param_shard(size_t param_index) const override;
 
@@ -165,6 +175,10 @@ class ConvolutionLayer : public Layer {
                         float beta, float* c, int64_t ldc) const;
   void flip_weights(Tensor& flipped) const;
   bool is_pointwise() const;
+  // Whether a call takes the stored path (16-bit or NHWC blobs): on the CPU
+  // each chunk widened into f32 NCHW scratch, on a GPU a copy of the weight
+  // in the blobs' dtype and layout.
+  bool stored_path() const { return call_dtype() != DType::kF32 || call_layout() == Layout::kNHWC; }
   // Copies (1x1) or unrolls (im2col) images [i0, i0 + n) into ws.col.
   void fill_columns(const float* x, int64_t i0, int64_t n, Workspace& ws) const;
   void forward_chunk(const float* x, float* y, int64_t i0, int64_t n, Workspace& ws) const;
@@ -217,15 +231,25 @@ class ConvolutionLayer : public Layer {
   // The most workspace one call of the chosen algorithms takes (TEST:
   // forward's); 0 before they are chosen.
   size_t cudnn_workspace_bytes() const;
-  // A call's scratch on a GPU: with 16-bit blobs (TRAIN) the weight's 16-bit
-  // gradient, then cuDNN's workspace.
+  // A call's scratch on a GPU: with 16-bit or NHWC blobs (TRAIN) the
+  // weight's gradient in their dtype and layout, then cuDNN's workspace.
   struct CudaScratch {
     Tensor weight_grad, workspace;
   };
-  // With 16-bit blobs, the weight's 16-bit copy in kept(): rounded from the
-  // f32 weight when `refresh` (forward), else as the forward left it.
+  // With 16-bit or NHWC blobs, the weight's copy in their dtype (rounded
+  // once) and layout (NHWC: KRSC) in kept(): made from the f32 weight when
+  // `refresh` (forward), else as the forward left it.
   Tensor kept_weight(bool refresh);
   CudaScratch lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const;
+  // The top as rows for the bias kernels, [outer][num_output][inner]: NCHW
+  // [N][C][H*W], NHWC [N*H*W][C][1].
+  struct Rows {
+    int64_t outer, inner;
+  };
+  Rows bias_rows() const {
+    const int64_t pixels = out_h_ * out_w_;
+    return call_layout() == Layout::kNHWC ? Rows{num_ * pixels, 1} : Rows{num_, pixels};
+  }
   void forward_stored_cuda(const Tensor& x, Tensor& y);
   void backward_stored_cuda(const Tensor& dy, const Tensor& x, Tensor* dx);
 #endif

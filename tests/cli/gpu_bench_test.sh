@@ -36,6 +36,7 @@ cat > "$work/a.jsonl" <<'EOF'
 {"kind": "row", "run": "a", "round": 1, "impl": "pytorch-eager", "task": "train", "model": "vgg16", "precision": "BF16", "batch": 64, "samples_per_s": 2000.0, "peak_allocated_bytes": 4831838208, "steady_peak_allocated_bytes": 4294967296}
 {"kind": "row", "run": "a", "round": 1, "impl": "pytorch-compile", "task": "train", "model": "vgg16", "precision": "BF16", "batch": 64, "samples_per_s": 4000.0, "peak_allocated_bytes": 4294967296, "first_step_s": 3.0}
 {"kind": "row", "run": "a", "round": 1, "impl": "strata-recompute", "task": "train", "model": "vgg16", "precision": "BF16", "batch": 64, "samples_per_s": 600.0, "peak_allocated_bytes": 3221225472}
+{"kind": "row", "run": "a", "round": 1, "impl": "strata-nhwc", "task": "train", "model": "vgg16", "precision": "BF16", "batch": 64, "samples_per_s": 1000.0, "peak_allocated_bytes": 9663676416}
 EOF
 cat > "$work/b.jsonl" <<'EOF'
 {"kind": "meta", "device": "cuda", "command": "python3 tools/bench/run_gpu_bench.py --precisions FP32 --tasks infer,embed", "notes": ["a note"]}
@@ -64,6 +65,8 @@ has "$out" "| ViT-B/16 | 256 | 64 | 128 | 900 | 2.0 | 3,072 | 1,000 |" "embed ro
 # strata-recompute (every VGG stage recomputed): its own table, speed against
 # strata without, memory against eager (a target only for ViT-B/16).
 has "$out" "| VGG-16 | BF16 | 600 | 850 | 2,000 | 0.71 | 3,072 / 10,240 / 4,608 | 0.67 |" "recompute row"
+# strata-nhwc (channels_last): its own table against strata's NCHW row.
+has "$out" "| VGG-16 | BF16 | 1,000 | 850 | 1.18 | 9,216 / 10,240 |" "channels-last row"
 has "$out" "targets met: 2; missed: 3" "target count"
 has "$out" "- VGG-16 BF16 train: strata / compile 0.21 < 1.0" "compile miss listed"
 has "$out" "- ViT-B/16 FP32 infer, pytorch-compile: exit 1: InductorError: no C compiler" "failure listed"

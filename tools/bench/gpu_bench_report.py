@@ -21,6 +21,10 @@ IMPLS = ("strata", "pytorch-eager", "pytorch-compile")
 # Not in the main table: strata training with every ViT block and VGG stage
 # recomputed (strata_bench_train --recompute blocks), in a table of its own.
 RECOMPUTE_IMPL = "strata-recompute"
+# Not in the main table: strata training with the image blobs between
+# convolutions stored NHWC (strata_bench_train --channels-last on), against
+# strata's NCHW row: what decides whether channels_last becomes a default.
+CHANNELS_LAST_IMPL = "strata-nhwc"
 RECOMPUTE_TARGET = 0.5  # with every ViT block recomputed, at most half of PyTorch eager's peak
 TASK_ORDER = {"train": 0, "infer": 1}
 MODEL_ORDER = {"vgg16": 0, "vit_b16": 1, "cifar_vgg": 2}
@@ -273,11 +277,36 @@ def recompute_table(records):
     return out, met, misses
 
 
+def channels_last_table(records):
+    """Training with NHWC blobs between the convolutions against strata's NCHW: speed and peak memory."""
+    groups = {}
+    for r in records:
+        if r.get("kind") == "row" and r.get("task") == "train":
+            groups.setdefault((r["model"], r["precision"]), {}).setdefault(r["impl"], []).append(r)
+    keys = sorted((k for k, g in groups.items() if CHANNELS_LAST_IMPL in g),
+                  key=lambda k: (MODEL_ORDER.get(k[0], 9), PRECISION_ORDER.get(k[1], 9)))
+    out = []
+    if keys:
+        out = ["| model | precision | NHWC img/s | NCHW img/s | NHWC / NCHW speed | peak MiB NHWC / NCHW |",
+               "|---|---|---|---|---|---|"]
+    for model, precision in keys:
+        g = groups[(model, precision)]
+        n, s = Cell(g[CHANNELS_LAST_IMPL]), Cell(g.get("strata", []))
+        speed = f"{n.rate / s.rate:.2f}" if n.rate and s.rate else "—"
+        out.append(f"| {MODEL_NAMES.get(model, model)} | {precision} | {n.text()} | {s.text()} | {speed} | "
+                   f"{mib(n.peak)} / {mib(s.peak)} |")
+    return out
+
+
 def report(records):
     peaks = peaks_by_precision(records)
     lines = header(records, peaks)
     table, met, misses, failures = throughput_table(records, peaks)
     lines += ["", *table]
+    channels_last = channels_last_table(records)
+    if channels_last:
+        lines += ["", "Training with the image blobs between convolutions stored NHWC (`strata_bench_train "
+                  "--channels-last on`) against strata's NCHW:", "", *channels_last]
     recompute, recompute_met, recompute_misses = recompute_table(records)
     if recompute:
         lines += ["", "Training with every ViT block and VGG stage recomputed (`strata_bench_train --recompute "

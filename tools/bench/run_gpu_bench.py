@@ -217,8 +217,9 @@ def parse_args():
                    help="training: vgg16, vit_b16, cifar_vgg; inference and embed: vgg16, vit_b16")
     p.add_argument("--tasks", default="train,infer,embed")
     p.add_argument("--precisions", default=None, help="default FP32,TF32,BF16,FP16 on a GPU, FP32 on the CPU")
-    p.add_argument("--impls", default="strata,pytorch-eager,pytorch-compile",
-                   help="add strata-recompute for training with every ViT block and VGG stage recomputed")
+    p.add_argument("--impls", default="strata,strata-nhwc,pytorch-eager,pytorch-compile",
+                   help="strata-nhwc: training with channels_last (a table of its own); add strata-recompute for "
+                        "training with every ViT block and VGG stage recomputed")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--iters", type=int, default=20, help="steps per timed run")
     p.add_argument("--warmup", type=int, default=5, help="untimed steps before the timed runs")
@@ -234,13 +235,13 @@ def parse_args():
     p.add_argument("--report", nargs="+", metavar="RESULTS", help="print the tables of these files; run nothing")
     p.add_argument("--quick", action="store_true",
                    help="the check that fits a short GPU lease (about 2 minutes on an H100): VGG-16 and ViT-B/16 "
-                        "training in FP32 and BF16, strata against PyTorch eager, one round of 8 steps after 3 "
+                        "training in FP32 and BF16, strata (NCHW and NHWC) against PyTorch eager, one round of 8 steps after 3 "
                         "(flags given as well override it)")
     a = p.parse_args()
     if a.quick:
         given = set(arg.split("=")[0] for arg in sys.argv[1:])
         for flag, value in (("--models", "vgg16,vit_b16"), ("--tasks", "train"), ("--precisions", "FP32,BF16"),
-                            ("--impls", "strata,pytorch-eager"), ("--rounds", 1), ("--iters", 8), ("--warmup", 3),
+                            ("--impls", "strata,strata-nhwc,pytorch-eager"), ("--rounds", 1), ("--iters", 8), ("--warmup", 3),
                             ("--repeats", 1), ("--timeout", 150)):
             if flag not in given:
                 setattr(a, flag[2:].replace("-", "_"), value)
@@ -251,7 +252,8 @@ def parse_args():
         a.precisions = ",".join(PRECISIONS) if a.on_gpu else "FP32"
     for flag, value, known in (("--precisions", a.precisions, PRECISIONS),
                                ("--tasks", a.tasks, ("train", "infer", "embed")),
-                               ("--impls", a.impls, gpu_bench_report.IMPLS + (gpu_bench_report.RECOMPUTE_IMPL,)),
+                               ("--impls", a.impls, gpu_bench_report.IMPLS + (gpu_bench_report.RECOMPUTE_IMPL,
+                                                                              gpu_bench_report.CHANNELS_LAST_IMPL)),
                                ("--models", a.models, TRAIN_MODELS)):
         for v in value.split(","):
             if v not in known:
@@ -311,6 +313,11 @@ def main():
                                 continue  # recomputation is a training setting
                             cmd = [os.path.join(a.build, "strata_bench_train"), "--models", ",".join(task_models),
                                    "--precision", precision, "--recompute", "blocks"] + common
+                        elif impl == gpu_bench_report.CHANNELS_LAST_IMPL:
+                            if task != "train":
+                                continue  # a training setting (the solver's channels_last)
+                            cmd = [os.path.join(a.build, "strata_bench_train"), "--models", ",".join(task_models),
+                                   "--precision", precision, "--channels-last", "on"] + common
                         elif impl == "strata":
                             program = "strata_bench_train" if task == "train" else "strata_bench_infer"
                             cmd = [os.path.join(a.build, program), "--models", ",".join(task_models),

@@ -10,7 +10,8 @@
 // tensor_peak_bytes). `--blob-memory SEPARATE` trains in Caffe's layout;
 // `--recompute blocks` recomputes every ViT block and VGG stage in backward;
 // `--fuse off` runs every ReLU's own forward and every residual sum's (the
-// solver's fuse_epilogues). The steps are timed as `strata train` runs them
+// solver's fuse_epilogues); `--channels-last on` stores the image blobs
+// between convolutions NHWC (the solver's channels_last). The steps are timed as `strata train` runs them
 // (Solver::run_steps): on a GPU each step's results are read while the next
 // runs, and from the second step the step replays as a CUDA graph; the CPU
 // reads every step.
@@ -76,7 +77,7 @@ const std::vector<BenchModel> kModels = {{"mlp", {1, 28, 28}, 128, 128},
 // VGG stage (convK_1 .. poolK) is a recompute range.
 std::string solver_text(const std::string& source_dir, const BenchModel& m, int64_t batch,
                         const std::string& precision, const std::string& blob_memory, bool recompute,
-                        bool fuse) {
+                        bool fuse, bool channels_last) {
   // A model without a train.prototxt (vgg16, vit_b16) is benchmarked from
   // its deploy net with a SoftmaxWithLoss on its last top (1000 logits); one
   // with neither (resnet50) from its benchmark.prototxt, which has its loss.
@@ -124,7 +125,8 @@ std::string solver_text(const std::string& source_dir, const BenchModel& m, int6
          << "test_interval: 0 snapshot: 0 snapshot_after_train: false\n"
          << "precision: " << precision << "\n"
          << "blob_memory: " << blob_memory << "\n"
-         << "fuse_epilogues: " << (fuse ? "true" : "false") << "\n";
+         << "fuse_epilogues: " << (fuse ? "true" : "false") << "\n"
+         << "channels_last: " << (channels_last ? "true" : "false") << "\n";
   return solver.str();
 }
 
@@ -134,7 +136,7 @@ int main(int argc, char** argv) {
   std::string models = "mlp,lenet,cifar_vgg";
   std::string source_dir = STRATA_SOURCE_DIR;
   std::string device_name = "cpu", precision = "FP32", blob_memory = "BY_LIFETIME";
-  bool recompute = false, fuse = true;
+  bool recompute = false, fuse = true, channels_last = false;
   int64_t batch_override = 0;
   int threads = 2, iters = 20, warmup = 5, repeats = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -151,10 +153,11 @@ int main(int argc, char** argv) {
     else if (flag == "--blob-memory") blob_memory = value;
     else if (flag == "--recompute") recompute = value == "1" || value == "true" || value == "blocks";
     else if (flag == "--fuse") fuse = !(value == "0" || value == "false" || value == "off");
+    else if (flag == "--channels-last") channels_last = value == "1" || value == "true" || value == "on";
     else {
       std::fprintf(stderr,
                    "unknown flag %s (flags: --models --threads --iters --warmup --repeats --source-dir --device "
-                   "--precision --batch --blob-memory --recompute --fuse)\n",
+                   "--precision --batch --blob-memory --recompute --fuse --channels-last)\n",
                    flag.c_str());
       return 2;
     }
@@ -178,7 +181,7 @@ int main(int argc, char** argv) {
       if (batch % world != 0) fail<ConfigError>("batch ", batch, " does not split over ", world, " ranks");
       const int64_t local_batch = batch / world;
       const std::string text =
-          solver_text(source_dir, *it, local_batch, precision, blob_memory, recompute, fuse);
+          solver_text(source_dir, *it, local_batch, precision, blob_memory, recompute, fuse, channels_last);
       const SolverConfig config = parse_solver_config(parse_config_text(text, name), "");
       bench::reset_peak_memory(device);
       SolverOptions options;
