@@ -65,6 +65,12 @@ void BatchNormLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   num_ = s[0];
   channels_ = s[1];
   spatial_ = bottom[0]->data.count(2);
+  if (call_layout() == Layout::kNHWC) {
+    // [N][spatial][C] is [N * spatial, C, 1]: every loop below as it is, and
+    // its sums in the same order (image by image, pixel by pixel).
+    num_ *= spatial_;
+    spatial_ = 1;
+  }
   mean_.resize({channels_});
   var_.resize({channels_});
   inv_std_.resize({channels_});

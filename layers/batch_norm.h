@@ -49,6 +49,9 @@ class BatchNormLayer : public Layer {
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in batch_norm.cu
   bool replays_in_a_graph() const override { return true; }
+  // NHWC blobs too: as [N * H * W, C, 1] (reshape), the same sums in the
+  // same order, so the NCHW bits.
+  ChannelsLast channels_last() const override { return ChannelsLast::kTakes; }
 
  private:
   void check_shape(const Shape& s) const;
@@ -69,7 +72,7 @@ class BatchNormLayer : public Layer {
   Stats stats_;
   float moving_average_fraction_;
   float eps_;
-  int64_t num_ = 0, channels_ = 0, spatial_ = 0;  // bottom as [N, C, spatial]
+  int64_t num_ = 0, channels_ = 0, spatial_ = 0;  // bottom as [N, C, spatial] (NHWC: [N * spatial, C, 1])
   // Per channel, from forward to backward.
   Tensor mean_;     // [C] mean used to normalise
   Tensor var_;      // [C] biased batch variance (batch mode)

@@ -82,6 +82,12 @@ void ScaleLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   outer_ = bottom[0]->data.count(0, static_cast<int>(a));
   dim_ = bottom[0]->data.count(static_cast<int>(a), static_cast<int>(e));
   inner_ = bottom[0]->data.count(static_cast<int>(e));
+  if (call_layout() == Layout::kNHWC) {
+    // Only a scale over the channels alone takes NHWC (channels_last):
+    // [N][spatial][C] is [N * spatial, C, 1], the same sums in the same order.
+    outer_ *= inner_;
+    inner_ = 1;
+  }
   top[0]->resize(s);
   in_place_ = top[0] == bottom[0];
 }

@@ -33,6 +33,12 @@ class ScaleLayer : public Layer {
   STRATA_CPU_METHODS;
   STRATA_CUDA_METHODS;  // in scale.cu
   bool replays_in_a_graph() const override { return true; }
+  // NHWC blobs too where the scale spans the channels alone (one bottom,
+  // axis 1, one axis: after a BatchNorm), as [N * H * W, C, 1].
+  ChannelsLast channels_last() const override {
+    return spec_.bottoms.size() == 1 && axis_param_ == 1 && num_axes_param_ == 1 ? ChannelsLast::kTakes
+                                                                                 : ChannelsLast::kNo;
+  }
 
  private:
   // Where the scale and bias live, once setup() knows the number of bottoms.

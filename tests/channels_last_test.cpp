@@ -46,6 +46,21 @@ layer { name: "ip" type: "InnerProduct" bottom: "p2" top: "h" inner_product_para
 layer { name: "loss" type: "EuclideanLoss" bottom: "h" bottom: "y" top: "loss" }
 )";
 
+// A residual-free ResNet stem: conv -> BatchNorm -> Scale -> ReLU (all in
+// place, Caffe's habit) -> conv -> BatchNorm -> global pooling -> ip.
+const char* kBatchNormNet = R"(
+layer { name: "in" type: "Input" top: "x" top: "y" input_param { shape { dim: 4 dim: 3 dim: 8 dim: 8 } shape { dim: 4 dim: 3 } } }
+layer { name: "conv1" type: "Convolution" bottom: "x" top: "c1" convolution_param { num_output: 6 kernel_size: 3 pad: 1 bias_term: false weight_filler { type: "gaussian" std: 0.4 } } }
+layer { name: "bn1" type: "BatchNorm" bottom: "c1" top: "c1" }
+layer { name: "scale1" type: "Scale" bottom: "c1" top: "c1" scale_param { bias_term: true filler { type: "gaussian" mean: 1 std: 0.2 } bias_filler { type: "gaussian" std: 0.2 } } }
+layer { name: "relu1" type: "ReLU" bottom: "c1" top: "c1" }
+layer { name: "conv2" type: "Convolution" bottom: "c1" top: "c2" convolution_param { num_output: 5 kernel_size: 3 stride: 2 weight_filler { type: "gaussian" std: 0.4 } } }
+layer { name: "bn2" type: "BatchNorm" bottom: "c2" top: "b2" }
+layer { name: "pool" type: "Pooling" bottom: "b2" top: "p" pooling_param { pool: AVE global_pooling: true } }
+layer { name: "ip" type: "InnerProduct" bottom: "p" top: "h" inner_product_param { num_output: 3 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "h" bottom: "y" top: "loss" }
+)";
+
 NetOptions options(bool channels_last, DType storage, BlobMemory memory, Device device = Device::cpu()) {
   NetOptions o;
   o.channels_last = channels_last;
@@ -56,8 +71,9 @@ NetOptions options(bool channels_last, DType storage, BlobMemory memory, Device 
 }
 
 std::unique_ptr<Net> make_net(bool channels_last, DType storage = DType::kF32,
-                              BlobMemory memory = BlobMemory::kByLifetimeChecked, Device device = Device::cpu()) {
-  return std::make_unique<Net>(parse_config_text(kNet, "net.prototxt"), options(channels_last, storage, memory, device));
+                              BlobMemory memory = BlobMemory::kByLifetimeChecked, Device device = Device::cpu(),
+                              const char* text = kNet) {
+  return std::make_unique<Net>(parse_config_text(text, "net.prototxt"), options(channels_last, storage, memory, device));
 }
 
 // A tensor's values as f32 on the host (any float dtype, any device).
@@ -219,6 +235,38 @@ TEST(ChannelsLast, OnTheCpuTheBitsOfTheNchwNet) {
   }
 }
 
+// BatchNorm and Scale (over the channels) take NHWC as [N * H * W, C, 1]:
+// the sums in the same order, so a ResNet-style stem is NHWC throughout and
+// gives the NCHW bits.
+TEST(ChannelsLast, BatchNormAndScaleKeepAStemNhwc) {
+  for (DType storage : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    auto on = make_net(true, storage, BlobMemory::kByLifetimeChecked, Device::cpu(), kBatchNormNet);
+    auto off = make_net(false, storage, BlobMemory::kByLifetimeChecked, Device::cpu(), kBatchNormNet);
+    for (const char* b : {"c1", "c2", "b2"}) EXPECT_EQ(on->layout_of(on->blob(b)), Layout::kNHWC) << b;
+    EXPECT_EQ(on->layout_of(on->blob("p")), Layout::kNCHW);  // read by the InnerProduct
+    // conv1 reads x, pool writes p: the two borders.
+    EXPECT_EQ(on->storage_report().layout_layers, 2) << on->storage_report().str();
+    const Steps a = run(*on);
+    const Steps b = run(*off);
+    EXPECT_EQ(bits(a.losses), bits(b.losses));
+    ASSERT_EQ(a.grads.size(), b.grads.size());
+    for (size_t k = 0; k < a.grads.size(); ++k) EXPECT_EQ(bits(a.grads[k]), bits(b.grads[k])) << "gradient " << k;
+    // The running statistics too (BatchNorm's non-learnable parameters).
+    for (size_t k = 0; k < on->params().size(); ++k) {
+      EXPECT_EQ(bits(host_values(on->params()[k].blob->data)), bits(host_values(off->params()[k].blob->data)))
+          << on->params()[k].name;
+    }
+  }
+  // A Scale over more than the channels takes NCHW alone.
+  std::string text = kBatchNormNet;
+  const std::string scale_param = "scale_param { bias_term: true";
+  text.replace(text.find(scale_param), scale_param.size(), "scale_param { axis: 1 num_axes: 2 bias_term: true");
+  auto wide = make_net(true, DType::kF32, BlobMemory::kByLifetime, Device::cpu(), text.c_str());
+  EXPECT_EQ(wide->layout_of(wide->blob("c1")), Layout::kNCHW);
+  EXPECT_EQ(wide->layout_of(wide->blob("c2")), Layout::kNHWC);
+}
+
 TEST(ChannelsLast, TheSolverKey) {
   EXPECT_FALSE(solver_test::parse_solver("net: \"n\" base_lr: 0.1").channels_last);
   EXPECT_TRUE(solver_test::parse_solver("net: \"n\" base_lr: 0.1 channels_last: true").channels_last);
@@ -286,12 +334,13 @@ TEST(ChannelsLast, OnAGpuPoolingAndConvolutionInNhwcMatchTheCpu) {
 // algorithms, so not the same bits), and the conversions the CPU's bits.
 TEST(ChannelsLast, OnAGpuTheNchwNetWithinTheDtypesRounding) {
   STRATA_SKIP_WITHOUT_GPU("cuDNN's NHWC convolutions, the NHWC pooling and bias kernels are compiled, not run");
+  for (const char* text : {kNet, kBatchNormNet}) {
   for (DType storage : {DType::kF32, DType::kBF16, DType::kF16}) {
-    SCOPED_TRACE(dtype_name(storage));
+    SCOPED_TRACE(std::string(dtype_name(storage)) + (text == kNet ? "" : " batch norm net"));
     const float tol = storage == DType::kF32 ? 2e-3f : storage == DType::kF16 ? 2e-2f : 6e-2f;
-    auto on = make_net(true, storage, BlobMemory::kByLifetimeChecked, Device::cuda(0));
-    auto off = make_net(false, storage, BlobMemory::kByLifetimeChecked, Device::cuda(0));
-    ASSERT_EQ(on->storage_report().channels_last, 8);
+    auto on = make_net(true, storage, BlobMemory::kByLifetimeChecked, Device::cuda(0), text);
+    auto off = make_net(false, storage, BlobMemory::kByLifetimeChecked, Device::cuda(0), text);
+    ASSERT_GT(on->storage_report().channels_last, 0);
     const Steps a = run(*on);
     const Steps b = run(*off);
     test::expect_near(a.losses, b.losses, tol);
@@ -302,6 +351,7 @@ TEST(ChannelsLast, OnAGpuTheNchwNetWithinTheDtypesRounding) {
       for (float g : b.grads[k]) scale = std::max(scale, std::fabs(g));
       for (size_t i = 0; i < a.grads[k].size(); ++i) EXPECT_NEAR(a.grads[k][i], b.grads[k][i], tol * std::max(scale, 1e-3f));
     }
+  }
   }
 }
 
