@@ -64,7 +64,8 @@ std::string StorageReport::str() const {
     if (channels_last) os << " and layout";
     os << " they compute in";
     if (dtype != DType::kF32) os << " (f32, or " << dtype_name(dtype) << " for the layers that take it)";
-    os << " in " << cast_calls << " call(s) (the largest " << format_bytes(cast_bytes) << ")";
+    os << (dtype != DType::kF32 ? " in " : ", in ") << cast_calls << " call(s) (the largest "
+       << format_bytes(cast_bytes) << ")";
   }
   return os.str();
 }

@@ -297,6 +297,7 @@ EmbedResult run_embed(const EmbedOptions& o) {
   net_options.phase = Phase::kTest;
   net_options.device = o.device;
   net_options.storage_dtype = o.storage_dtype;
+  net_options.channels_last = o.channels_last;
   net_options.blob_memory = BlobMemory::kByLifetime;  // forward only; the embedded blob is kept (below)
   net_options.base_dir = dirname_of(o.model);
   auto net = std::make_unique<Net>(root, net_options);

@@ -72,6 +72,9 @@ struct EmbedOptions {
   // What the net stores its activations in (NetOptions::storage_dtype): f32,
   // or bf16/f16 (`--precision BF16/FP16`); the extracted blob stays f32.
   DType storage_dtype = DType::kF32;
+  // Image blobs between convolutions stored NHWC (NetOptions::channels_last,
+  // `--channels-last`); the extracted blob stays NCHW.
+  bool channels_last = false;
   // After each batch: inputs done and in all. Also once with done = 0.
   std::function<void(int64_t done, int64_t total)> progress;
   // Called once the net and weights are loaded (e.g. to print the report).

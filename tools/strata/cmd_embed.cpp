@@ -121,6 +121,8 @@ int embed_main(int argc, char** argv) {
              {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)", "cpu"},
              {"precision", FlagKind::kValue,
               "FP32, TF32 (GPU), BF16 or FP16: BF16/FP16 store activations in 16 bits (the rows stay f32)", "FP32"},
+             {"channels-last", FlagKind::kSwitch,
+              "store the image blobs between convolutions NHWC (the solver's channels_last; the rows are the same)", ""},
              {"threads", FlagKind::kValue, "CPU threads for GEMM and layer loops (0 = all cores)", "all cores"}});
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   transfer::EmbedOptions o;
@@ -172,6 +174,7 @@ int embed_main(int argc, char** argv) {
   const Precision precision = parse_precision(args.get("precision", "FP32"), "--precision");
   apply_precision(precision, o.device, "--precision");
   o.storage_dtype = storage_dtype_of(precision);
+  o.channels_last = args.has("channels-last");
   o.on_loaded = [](const LoadReport& report) { std::fprintf(stderr, "%s\n", report.str().c_str()); };
   ProgressBar bar;
   o.progress = [&bar](int64_t done, int64_t total) { bar.update(done, total); };

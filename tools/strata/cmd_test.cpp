@@ -104,6 +104,8 @@ int test_main(int argc, char** argv) {
                      {"device", FlagKind::kValue, "cpu, cuda or cuda:N (builds with CUDA)", "cpu"},
                      {"precision", FlagKind::kValue,
                       "FP32, TF32 (GPU), BF16 or FP16: BF16/FP16 store activations in 16 bits", "FP32"},
+                     {"channels-last", FlagKind::kSwitch,
+                      "store the image blobs between convolutions NHWC (the solver's channels_last)", ""},
                      {"threads", FlagKind::kValue, "CPU threads (0 = all cores)", "all cores"}});
   if (parse_command_flags(args, argc, argv) == FlagsParsed::kHelpShown) return 0;
   NetOptions options;
@@ -113,6 +115,7 @@ int test_main(int argc, char** argv) {
   const Precision precision = parse_precision(args.get("precision", "FP32"), "--precision");
   apply_precision(precision, options.device, "--precision");
   options.storage_dtype = storage_dtype_of(precision);
+  options.channels_last = args.has("channels-last");
   auto net = Net::from_file(args.require("model"), options);
   transfer::PretrainedOptions load;
   load.format = transfer::parse_weights_format(args.get("weights-format", "auto"), "--weights-format");
