@@ -3,6 +3,7 @@
 #include "framework/cuda/elements.cuh"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
+#include "framework/cuda/stored_math.h"
 #include "layers/batch_norm.h"
 #include "layers/neuron_layer.h"  // check_same_storage
 
@@ -46,6 +47,22 @@ __global__ void batch_stats_kernel(int64_t num, int64_t channels, int64_t spatia
       const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
       running_mean[c] = static_cast<float>(f * running_mean[c] + (1.0 - f) * mean_c);
       running_var[c] = static_cast<float>(f * running_var[c] + (1.0 - f) * var_c * unbias);
+    }
+  }
+}
+
+// NHWC: the statistics from channel_row_sums' mean and biased variance, as
+// batch_stats_kernel's thread 0 finishes them.
+__global__ void finish_stats_kernel(int64_t channels, int64_t m, float eps, int update_running, float fraction,
+                                    const float* mean, const float* var, float* inv_std, float* running_mean,
+                                    float* running_var) {
+  STRATA_CUDA_LOOP(c, channels) {
+    inv_std[c] = static_cast<float>(1.0 / sqrt(static_cast<double>(var[c]) + eps));
+    if (update_running) {
+      const double f = fraction;
+      const double unbias = static_cast<double>(m) / static_cast<double>(m - 1);
+      running_mean[c] = static_cast<float>(f * running_mean[c] + (1.0 - f) * mean[c]);
+      running_var[c] = static_cast<float>(f * running_var[c] + (1.0 - f) * var[c] * unbias);
     }
   }
 }
@@ -140,11 +157,28 @@ void BatchNormLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
     } else {
       // Only TRAIN updates the running statistics (see forward_cpu).
       const int update = phase() == Phase::kTrain && m > 1 ? 1 : 0;
-      batch_stats_kernel<T><<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(
-          num_, channels_, spatial_, x, eps_, update, moving_average_fraction_, mean_.device_data<float>(),
-          var_.device_data<float>(), inv_std_.device_data<float>(), param(0).data.device_data<float>(),
-          param(1).data.device_data<float>());
-      STRATA_KERNEL_CHECK();
+      if (call_layout() == Layout::kNHWC && m > 0) {
+        // Rows of channels: one block per channel would read one element in
+        // every C; the coalesced row sums instead (mean, then the centred squares).
+        cuda::ensure_on_device(row_partials_, {cuda::row_sums_partials(num_, channels_) * 8}, DType::kU8, dev);
+        double* partial = static_cast<double*>(row_partials_.raw_data());
+        float* mean = mean_.device_data<float>();
+        float* var = var_.device_data<float>();
+        cuda::channel_row_sums(num_, channels_, x, nullptr, nullptr, xt.dtype(), cuda::RowTerm::kValue,
+                               static_cast<double>(m), 0.0f, mean, partial);
+        cuda::channel_row_sums(num_, channels_, x, nullptr, mean, xt.dtype(), cuda::RowTerm::kCenteredSquare,
+                               static_cast<double>(m), 0.0f, var, partial);
+        finish_stats_kernel<<<cuda::blocks_for(channels_), cuda::kThreadsPerBlock, 0, s>>>(
+            channels_, m, eps_, update, moving_average_fraction_, mean, var, inv_std_.device_data<float>(),
+            param(0).data.device_data<float>(), param(1).data.device_data<float>());
+        STRATA_KERNEL_CHECK();
+      } else {
+        batch_stats_kernel<T><<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(
+            num_, channels_, spatial_, x, eps_, update, moving_average_fraction_, mean_.device_data<float>(),
+            var_.device_data<float>(), inv_std_.device_data<float>(), param(0).data.device_data<float>(),
+            param(1).data.device_data<float>());
+        STRATA_KERNEL_CHECK();
+      }
     }
     if (total == 0) return;
     T* xn = keeps_x_norm() ? static_cast<T*>(kept.x_norm.raw_data()) : nullptr;
@@ -182,9 +216,19 @@ void BatchNormLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& 
     // The normalised input: forward's copy, or the top as forward left it.
     const T* xn = static_cast<const T*>(keeps_x_norm() ? kept.x_norm.raw_data() : top[0]->data.raw_data());
     // Both means are complete before dx (possibly dy's memory) is written.
-    grad_means_kernel<T><<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(num_, channels_, spatial_, dy,
-                                                                                   xn, mean_dy, mean_dy_xn);
-    STRATA_KERNEL_CHECK();
+    const int64_t m = num_ * spatial_;
+    if (call_layout() == Layout::kNHWC) {  // rows of channels: the coalesced row sums (see forward)
+      cuda::ensure_on_device(row_partials_, {cuda::row_sums_partials(num_, channels_) * 8}, DType::kU8, device());
+      double* partial = static_cast<double*>(row_partials_.raw_data());
+      cuda::channel_row_sums(num_, channels_, dy, nullptr, nullptr, dyt.dtype(), cuda::RowTerm::kValue,
+                             static_cast<double>(m), 0.0f, mean_dy, partial);
+      cuda::channel_row_sums(num_, channels_, dy, xn, nullptr, dyt.dtype(), cuda::RowTerm::kProduct,
+                             static_cast<double>(m), 0.0f, mean_dy_xn, partial);
+    } else {
+      grad_means_kernel<T><<<static_cast<unsigned>(channels_), kStatThreads, 0, s>>>(num_, channels_, spatial_, dy,
+                                                                                     xn, mean_dy, mean_dy_xn);
+      STRATA_KERNEL_CHECK();
+    }
     batch_grad_kernel<T><<<cuda::blocks_for(total), cuda::kThreadsPerBlock, 0, s>>>(
         total, channels_, spatial_, dy, xn, inv_std, mean_dy, mean_dy_xn, dx);
     STRATA_KERNEL_CHECK();

@@ -78,6 +78,7 @@ class BatchNormLayer : public Layer {
   Tensor var_;      // [C] biased batch variance (batch mode)
   Tensor inv_std_;  // [C] 1 / sqrt(var + eps)
   Tensor grad_means_;  // [2, C] backward scratch: mean(dy), mean(dy * x_norm)
+  Tensor row_partials_;  // NHWC on a GPU: the per-channel sums' slab partials (cuda::channel_row_sums)
 };
 
 }  // namespace strata

@@ -70,10 +70,25 @@ void ScaleLayer::backward_cuda(const BlobVec& top, const std::vector<bool>& prop
     dscale = param(0).diff.device_data<float>();
   }
   Blob* bias = bias_blob();
-  if (dscale) cuda::channel_sums_stored(outer_, dim_, inner_, dyt.raw_data(), xt.raw_data(), dtype, beta, dscale);
-  if (bias) {
-    cuda::channel_sums_stored(outer_, dim_, inner_, dyt.raw_data(), nullptr, dtype, 1.0f,
-                              bias->diff.device_data<float>());
+  if (call_layout() == Layout::kNHWC && outer_ > 0) {
+    // Rows of channels: the coalesced row sums (one block per channel would
+    // read one element in every C).
+    cuda::ensure_on_device(row_partials_, {cuda::row_sums_partials(outer_, dim_) * 8}, DType::kU8, device());
+    double* partial = static_cast<double*>(row_partials_.raw_data());
+    if (dscale) {
+      cuda::channel_row_sums(outer_, dim_, dyt.raw_data(), xt.raw_data(), nullptr, dtype, cuda::RowTerm::kProduct, 1.0,
+                             beta, dscale, partial);
+    }
+    if (bias) {
+      cuda::channel_row_sums(outer_, dim_, dyt.raw_data(), nullptr, nullptr, dtype, cuda::RowTerm::kValue, 1.0, 1.0f,
+                             bias->diff.device_data<float>(), partial);
+    }
+  } else {
+    if (dscale) cuda::channel_sums_stored(outer_, dim_, inner_, dyt.raw_data(), xt.raw_data(), dtype, beta, dscale);
+    if (bias) {
+      cuda::channel_sums_stored(outer_, dim_, inner_, dyt.raw_data(), nullptr, dtype, 1.0f,
+                                bias->diff.device_data<float>());
+    }
   }
 
   const int64_t total = outer_ * dim_ * inner_;

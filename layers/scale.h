@@ -54,6 +54,7 @@ class ScaleLayer : public Layer {
   FillerSpec bias_filler_;
   int64_t outer_ = 0, dim_ = 0, inner_ = 0;  // bottom[0] as [outer, dim (scale), inner]
   bool in_place_ = false;                     // top 0 is bottom 0 (at the last reshape)
+  Tensor row_partials_;  // NHWC on a GPU: the parameter gradients' slab partials (cuda::channel_row_sums)
   // Forward's copy of the input when in place; empty otherwise.
   Tensor take_x_copy();
 };

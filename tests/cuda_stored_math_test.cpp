@@ -1,8 +1,10 @@
 // The GEMM with its bias in a cuBLASLt epilogue (framework/cuda/stored_math.h),
 // what InnerProduct's 16-bit forward runs on a GPU: against the product in
-// double from the same 16-bit operands, one rounding of the dtype apart.
+// double from the same 16-bit operands, one rounding of the dtype apart; and
+// the per-channel row sums of channels-last tensors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -128,6 +130,49 @@ TEST(CudaStoredMath, LinearGradientsAccumulateWithTheBiasGradientFromTheEpilogue
             ASSERT_NEAR(w.data<float>()[at], g, 1e-5 * gmag + 1e-6) << "dW at " << c << ", " << i;
           }
         }
+      }
+    }
+  }
+}
+
+// The per-channel row sums of channels-last tensors (BatchNorm, Scale and
+// the convolution's bias gradient in NHWC): against the sums in double on
+// the host from the same stored values, in each dtype and term, with a beta,
+// channels not a multiple of 32 and rows over several slabs.
+TEST(CudaStoredMath, ChannelRowSumsMatchTheSumsInDouble) {
+  STRATA_SKIP_WITHOUT_GPU("the channel-last row sums are compile-tested only");
+  const int64_t rows = 1500, channels = 45;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const std::vector<float> x = rounded_values(rows * channels, dtype, 11);
+    const std::vector<float> w = rounded_values(rows * channels, dtype, 12);
+    std::vector<float> center(static_cast<size_t>(channels)), start(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) {
+      center[static_cast<size_t>(c)] = 0.01f * static_cast<float>(c) - 0.2f;
+      start[static_cast<size_t>(c)] = 0.5f + 0.1f * static_cast<float>(c);
+    }
+    const Tensor gx = on_gpu(x, {rows, channels}, dtype), gw = on_gpu(w, {rows, channels}, dtype);
+    const Tensor gcenter = on_gpu(center, {channels}, DType::kF32);
+    Tensor partial({cuda::row_sums_partials(rows, channels) * 8}, DType::kU8, Device::cuda(0));
+    for (cuda::RowTerm term : {cuda::RowTerm::kValue, cuda::RowTerm::kProduct, cuda::RowTerm::kCenteredSquare}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " term " + std::to_string(static_cast<int>(term)));
+      Tensor y = on_gpu(start, {channels}, DType::kF32);
+      const double divisor = 3.0;
+      const float beta = 0.5f;
+      cuda::channel_row_sums(rows, channels, gx.raw_data(), gw.raw_data(), gcenter.device_data<float>(), dtype, term,
+                             divisor, beta, y.device_data<float>(), static_cast<double*>(partial.raw_data()));
+      const Tensor got = y.to(Device::cpu());
+      for (int64_t c = 0; c < channels; ++c) {
+        double sum = 0.0, mag = 0.0;
+        for (int64_t r = 0; r < rows; ++r) {
+          const double v = x[static_cast<size_t>(r * channels + c)];
+          double t = v;
+          if (term == cuda::RowTerm::kProduct) t = v * w[static_cast<size_t>(r * channels + c)];
+          if (term == cuda::RowTerm::kCenteredSquare) t = (v - center[static_cast<size_t>(c)]) * (v - center[static_cast<size_t>(c)]);
+          sum += t;
+          mag += std::fabs(t);
+        }
+        const double want = sum / divisor + beta * start[static_cast<size_t>(c)];
+        ASSERT_NEAR(got.data<float>()[c], want, 1e-6 * (mag / divisor + 1.0)) << "channel " << c;
       }
     }
   }

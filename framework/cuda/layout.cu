@@ -1,11 +1,13 @@
 // cuda::convert_layout (framework/cuda/device_api.h): NCHW <-> NHWC per
 // image, a transpose of [rows][cols] to [cols][rows] through 32x32 tiles in
 // shared memory, so that reads and writes are both coalesced; each element
-// converted as cast.cu does (round to nearest even), or added into f32.
+// converted as cast.cu does (round to nearest even, elements.cuh), or added
+// into f32.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "framework/cuda/device_api.h"
+#include "framework/cuda/elements.cuh"
 #include "framework/cuda/math.h"
 #include "framework/cuda/runtime.h"
 #include "framework/error.h"
@@ -17,14 +19,6 @@ namespace {
 constexpr int kTile = 32;
 constexpr int kRowsPerPass = 8;  // a block is kTile x kRowsPerPass threads
 
-__device__ __forceinline__ float load_f32(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load_f32(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float load_f32(const __half* p, int64_t i) { return __half2float(p[i]); }
-
-__device__ __forceinline__ void store_f32(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store_f32(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void store_f32(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
-
 // Image blockIdx.z: src [rows][cols] -> dst [cols][rows].
 template <typename From, typename To>
 __global__ void transpose_kernel(int64_t rows, int64_t cols, const From* src, To* dst, int accumulate) {
@@ -34,7 +28,7 @@ __global__ void transpose_kernel(int64_t rows, int64_t cols, const From* src, To
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile;
   for (int k = threadIdx.y; k < kTile; k += kRowsPerPass) {
     const int64_t r = r0 + k, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[k][threadIdx.x] = load_f32(src, image + r * cols + c);
+    if (r < rows && c < cols) tile[k][threadIdx.x] = load_element(src[image + r * cols + c]);
   }
   __syncthreads();
   for (int k = threadIdx.y; k < kTile; k += kRowsPerPass) {
@@ -42,11 +36,7 @@ __global__ void transpose_kernel(int64_t rows, int64_t cols, const From* src, To
     if (r < rows && c < cols) {
       const int64_t at = image + c * rows + r;
       const float v = tile[threadIdx.x][k];
-      if (accumulate) {
-        store_f32(dst, at, load_f32(dst, at) + v);
-      } else {
-        store_f32(dst, at, v);
-      }
+      dst[at] = store_element<To>(accumulate ? load_element(dst[at]) + v : v);
     }
   }
 }

@@ -68,6 +68,20 @@ void column_sums_stored(int64_t rows, int64_t cols, const void* A, DType dtype, 
 void channel_sums_stored(int64_t outer, int64_t channels, int64_t inner, const void* x, const void* w, DType dtype,
                          float beta, float* y);
 
+// Per-channel sums over the rows of x [rows, channels] (channels-last images
+// as [N * H * W, C]) stored in `dtype`, into f32
+//   y[c] = (sum_r term(x[r][c])) / divisor + beta * y[c],
+// term x, x * w[r][c] (w of x's shape and dtype) or (x - center[c])^2 (center
+// f32 [channels]), summed in double. A warp reads 32 adjacent channels
+// (coalesced, where one block per channel would read one element in every
+// `channels`), and the rows are spread over up to 128 blocks per 32 channels
+// whose partial sums, in `partial` (row_sums_partials(rows, channels) doubles
+// on the device; the caller's scratch), are added in order: deterministic.
+enum class RowTerm { kValue, kProduct, kCenteredSquare };
+int64_t row_sums_partials(int64_t rows, int64_t channels);
+void channel_row_sums(int64_t rows, int64_t channels, const void* x, const void* w, const float* center, DType dtype,
+                      RowTerm term, double divisor, float beta, float* y, double* partial);
+
 // y[o][c][i] = round(act(y[o][c][i] + b[c])), y [outer, channels, inner]
 // stored in `dtype` (f32 too), b f32: a convolution's bias (and a fused ReLU).
 void add_channel_bias_stored(int64_t outer, int64_t channels, int64_t inner, const float* b, void* y, DType dtype,

@@ -196,6 +196,10 @@ size_t ConvolutionLayer::cudnn_workspace_bytes() const {
 ConvolutionLayer::CudaScratch ConvolutionLayer::lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const {
   CudaScratch s;
   if (stored_path() && phase() == Phase::kTrain) s.weight_grad = c.take(param(0).shape(), call_dtype());
+  if (call_layout() == Layout::kNHWC && bias_ == Bias::kYes && phase() == Phase::kTrain) {
+    const int64_t partials = cuda::row_sums_partials(num_ * out_h_ * out_w_, num_output_);
+    s.row_partials = c.take({partials * static_cast<int64_t>(sizeof(double))}, DType::kU8);
+  }
   if (workspace_bytes > 0) s.workspace = c.take({static_cast<int64_t>(workspace_bytes)}, DType::kU8);
   return s;
 }
@@ -238,9 +242,12 @@ void ConvolutionLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, T
   CudaScratch s = lay_out_cuda_scratch(carver, ws_bytes);
   // Parameter gradients accumulate, in f32: the bias's summed from the
   // 16-bit top gradient, the weight's computed in 16 bits and added.
-  if (bias_ == Bias::kYes) {
-    const Rows r = bias_rows();
-    cuda::channel_sums_stored(r.outer, num_output_, r.inner, dy.raw_data(), nullptr, call_dtype(), 1.0f,
+  if (bias_ == Bias::kYes && call_layout() == Layout::kNHWC) {  // rows of channels: coalesced sums
+    cuda::channel_row_sums(num_ * out_h_ * out_w_, num_output_, dy.raw_data(), nullptr, nullptr, call_dtype(),
+                           cuda::RowTerm::kValue, 1.0, 1.0f, param(1).diff.device_data<float>(),
+                           static_cast<double*>(s.row_partials.raw_data()));
+  } else if (bias_ == Bias::kYes) {
+    cuda::channel_sums_stored(num_, num_output_, out_h_ * out_w_, dy.raw_data(), nullptr, call_dtype(), 1.0f,
                               param(1).diff.device_data<float>());
   }
   STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, st.x, x.raw_data(), st.y, dy.raw_data(),

@@ -235,6 +235,7 @@ class ConvolutionLayer : public Layer {
   // weight's gradient in their dtype and layout, then cuDNN's workspace.
   struct CudaScratch {
     Tensor weight_grad, workspace;
+    Tensor row_partials;  // NHWC with a bias (TRAIN): the bias gradient's slab sums (cuda::channel_row_sums)
   };
   // With 16-bit or NHWC blobs, the weight's copy in their dtype (rounded
   // once) and layout (NHWC: KRSC) in kept(): made from the f32 weight when
