@@ -7,9 +7,9 @@
 // the plan places by step in the net's arena, where the bytes are free at
 // that layer's call. cuDNN handles groups itself (group count on the
 // convolution descriptor). Blobs stored in bf16 or f16 get descriptors of
-// that type (f32 compute), NHWC blobs NHWC descriptors, and either a copy of
-// the weight in their dtype and layout (KRSC) that the forward makes and
-// keeps for the backward (forward_stored_cuda, backward_stored_cuda).
+// that type (f32 compute), NHWC blobs NHWC descriptors; both take a copy of
+// the weight in the blobs' dtype and layout (KRSC for NHWC) that the forward
+// makes and keeps for the backward (forward_stored_cuda, backward_stored_cuda).
 #include <algorithm>
 #include <limits>
 #include <map>
