@@ -36,8 +36,9 @@
 // 2026-11-28; 6: LayerSchema::storage_roundings and
 // tops_overwritten_later, 2026-11-29; 7: bottom_stays_f32 and
 // top_stays_f32, 2026-11-29; 8: the epilogues, 2026-11-29; 9: replays_in_a_graph,
-// before_replay, the residual sum and tops_may_share_bottom, 2026-11-29).
-#define STRATA_LAYER_INTERFACE "9"
+// before_replay, the residual sum and tops_may_share_bottom, 2026-11-29;
+// 10: channels_last and call_layout, 2026-11-29).
+#define STRATA_LAYER_INTERFACE "10"
 #define STRATA_PLUGIN_ABI                                                                         \
   "strata " STRATA_VERSION ", layer interface " STRATA_LAYER_INTERFACE ", g++ " STRATA_PLUGIN_STR( \
       __GNUC__) ", cxx11 abi " STRATA_PLUGIN_STR(_GLIBCXX_USE_CXX11_ABI)
