@@ -72,6 +72,20 @@ float storage_check_tolerance(DType storage, int roundings = 1);
 // The same for a registered layer type, by its schema's storage_roundings.
 float storage_check_tolerance(const std::string& type, DType storage);
 
+// The NHWC path against the NCHW path, on the CPU, for a layer that takes
+// channels-last blobs (Layer::channels_last): the example's layer built
+// twice with the same seed, parameters and inputs, once called NCHW and once
+// NHWC with its bottoms and tops laid out so (rank 3 or more; as a Net with
+// NetOptions::channels_last hands them). The tops (laid back), the
+// parameters after forward, the bottom gradients and the parameter gradients
+// must be the same bits; the same top gradients, NaN-filled bottom
+// gradients, and NaN in the NHWC values backward_reads() leaves out. A
+// problem when the layer does not take NHWC.
+std::vector<std::string> check_channels_last(const std::string& type, const LayerExample& example,
+                                             uint64_t seed = kLayerCheckSeed);
+// Whether the example's layer takes NHWC blobs (Layer::channels_last).
+bool example_takes_channels_last(const std::string& type, const LayerExample& example);
+
 // Why check_cpu_vs_cuda cannot run for `type` here ("this build has no
 // CUDA", "no GPU on this machine", "the layer has no CUDA code"), or empty.
 std::string cuda_check_unavailable(const std::string& type);

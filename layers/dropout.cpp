@@ -48,6 +48,17 @@ void DropoutLayer::reshape(const BlobVec& bottom, const BlobVec& top) {
   if (!is_identity()) mask_.resize(bottom[0]->shape());
 }
 
+namespace {
+
+// The NCHW index of memory position j (the mask's order).
+int64_t mask_index(const DropoutLayer::ChannelsLastIndex& cl, int64_t j) {
+  if (!cl.active()) return j;
+  const int64_t c = j % cl.channels, rest = j / cl.channels;  // rest = n * spatial + s
+  return ((rest / cl.spatial) * cl.channels + c) * cl.spatial + rest % cl.spatial;
+}
+
+}  // namespace
+
 void DropoutLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
   const Tensor& x = bottom[0]->data;
   Tensor& y = top[0]->data;
@@ -57,17 +68,19 @@ void DropoutLayer::forward_cpu(const BlobVec& bottom, const BlobVec& top) {
     if (!y.shares_storage_with(x) && n > 0) std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());  // any dtype
     return;
   }
-  // Drawn serially so the mask depends only on the RNG state, not on threads.
+  // Drawn serially so the mask depends only on the RNG state, not on
+  // threads; in NCHW order (the NHWC call reads it at each element's NCHW index).
   uint8_t* mask = mask_.data<uint8_t>();
   const float keep = 1.0f - ratio_;
   for (int64_t i = 0; i < n; ++i) mask[i] = rng_.uniform() < keep ? 1 : 0;
   const float scale = scale_;
+  const ChannelsLastIndex cl = channels_last_index(x.shape());
   with_float_element(x.dtype(), "Dropout forward", [&](auto e) {
     using E = decltype(e);
     const typename E::T* in = x.data<typename E::T>();
     typename E::T* out = y.data<typename E::T>();
     parallel_for(n, kMinChunk, [&](int64_t b, int64_t end) {
-      for (int64_t i = b; i < end; ++i) out[i] = E::store(mask[i] ? E::load(in[i]) * scale : 0.0f);
+      for (int64_t i = b; i < end; ++i) out[i] = E::store(mask[mask_index(cl, i)] ? E::load(in[i]) * scale : 0.0f);
     });
   });
 }
@@ -87,12 +100,13 @@ void DropoutLayer::backward_cpu(const BlobVec& top, const std::vector<bool>& pro
                " elements, gradient has ", n, ")");
   const uint8_t* mask = mask_.data<uint8_t>();
   const float scale = scale_;
+  const ChannelsLastIndex cl = channels_last_index(dy.shape());
   with_float_element(dy.dtype(), "Dropout backward", [&](auto e) {
     using E = decltype(e);
     const typename E::T* g = dy.data<typename E::T>();
     typename E::T* out = dx.data<typename E::T>();
     parallel_for(n, kMinChunk, [&](int64_t b, int64_t end) {
-      for (int64_t i = b; i < end; ++i) out[i] = E::store(mask[i] ? E::load(g[i]) * scale : 0.0f);
+      for (int64_t i = b; i < end; ++i) out[i] = E::store(mask[mask_index(cl, i)] ? E::load(g[i]) * scale : 0.0f);
     });
   });
 }

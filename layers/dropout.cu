@@ -26,13 +26,20 @@ __device__ inline uint64_t splitmix64(uint64_t x) {
 
 // T: the blobs' element type (float, __nv_bfloat16, __half); the scaling in f32.
 // seed_slot, when set (a replayed step), holds the seed instead of `seed`.
+// NHWC (channels > 0): element i's draw follows its NCHW index, so the mask
+// is the NCHW call's; the mask itself is kept in memory order.
 template <class T>
 __global__ void dropout_forward(int64_t n, uint64_t seed, const uint64_t* seed_slot, float keep, float scale,
-                                const T* x, T* y, uint8_t* mask) {
+                                int64_t channels, int64_t spatial, const T* x, T* y, uint8_t* mask) {
   if (seed_slot) seed = *seed_slot;
   STRATA_CUDA_LOOP(i, n) {
+    int64_t at = i;
+    if (channels > 0) {
+      const int64_t c = i % channels, rest = i / channels;  // rest = image * spatial + pixel
+      at = ((rest / spatial) * channels + c) * spatial + rest % spatial;
+    }
     // 24 random bits, as Rng::uniform() on the CPU.
-    const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(i)));
+    const uint64_t r = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(at)));
     const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);
     const uint8_t m = u < keep ? 1 : 0;
     mask[i] = m;
@@ -104,11 +111,12 @@ void DropoutLayer::forward_cuda(const BlobVec& bottom, const BlobVec& top) {
   const uint64_t seed = captured ? 0 : rng_.next_u64();
   const uint64_t* seed_slot = captured ? reinterpret_cast<const uint64_t*>(seed_slot_.device_data<uint8_t>()) : nullptr;
   if (n == 0) return;
+  const ChannelsLastIndex cl = channels_last_index(x.shape());
   with_device_element(x.dtype(), "Dropout forward", [&](auto e) {
     using T = decltype(e);
     dropout_forward<T><<<cuda::blocks_for(n), cuda::kThreadsPerBlock, 0, cuda::compute_stream()>>>(
-        n, seed, seed_slot, 1.0f - ratio_, scale_, static_cast<const T*>(x.raw_data()), static_cast<T*>(y.raw_data()),
-        mask_.device_data<uint8_t>());
+        n, seed, seed_slot, 1.0f - ratio_, scale_, cl.channels, cl.spatial, static_cast<const T*>(x.raw_data()),
+        static_cast<T*>(y.raw_data()), mask_.device_data<uint8_t>());
     STRATA_KERNEL_CHECK();
   });
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,7 +19,9 @@
 #include "framework/config/config.h"
 #include "framework/dtype.h"
 #include "framework/error.h"
+#include "framework/layer_check.h"
 #include "framework/layer_harness.h"
+#include "framework/layer_registry.h"
 #include "framework/layout.h"
 #include "framework/net.h"
 #include "framework/rng.h"
@@ -267,6 +270,83 @@ TEST(ChannelsLast, BatchNormAndScaleKeepAStemNhwc) {
   EXPECT_EQ(wide->layout_of(wide->blob("c2")), Layout::kNHWC);
 }
 
+// Every example of every layer that takes NHWC blobs, called NHWC against
+// NCHW on the CPU (check_channels_last): the same bits, forward and
+// backward. The list may grow, never shrink unnoticed.
+TEST(ChannelsLast, EveryLayerThatTakesNhwcGivesItsNchwBits) {
+  std::set<std::string> checked;
+  const LayerRegistry& reg = LayerRegistry::instance();
+  for (const std::string& type : reg.types()) {
+    for (const LayerExample& ex : reg.find(type).schema().examples) {
+      if (!example_takes_channels_last(type, ex)) continue;
+      SCOPED_TRACE(describe_example(type, ex));
+      for (const std::string& p : check_channels_last(type, ex)) ADD_FAILURE() << p;
+      checked.insert(type);
+    }
+  }
+  for (const char* type : {"BatchNorm", "BNLL", "Convolution", "Dropout", "Eltwise", "ELU", "Exp", "GELU", "Pooling",
+                           "ReLU", "Scale", "Sigmoid", "Split", "TanH", "Threshold"}) {
+    EXPECT_TRUE(checked.count(type)) << type << " no longer takes NHWC blobs (Layer::channels_last)";
+  }
+  for (const char* type : {"InnerProduct", "Concat", "LRN", "Softmax", "Flatten"}) {
+    EXPECT_FALSE(checked.count(type)) << type << " reads its channels by position: NCHW alone";
+  }
+  // Dropout's examples draw no mask (TEST, ratio 0): one at TRAIN, whose
+  // NHWC call keeps the NCHW call's elements.
+  LayerExample drop;
+  drop.config = "dropout_param { dropout_ratio: 0.5 }";
+  drop.bottom_shapes = {{2, 3, 4, 5}};
+  drop.phase = Phase::kTrain;
+  for (const std::string& p : check_channels_last("Dropout", drop)) ADD_FAILURE() << p;
+}
+
+// y = x * (1 + channel) over [N, C, H, W]: it reads the channel by
+// position, as if NCHW, yet declares that it takes NHWC.
+class ChannelIndexingLayer : public Layer {
+ public:
+  using Layer::Layer;
+  static LayerSchema schema() {
+    LayerSchema s;
+    s.summary = "test only: y = x * (1 + c), the channel taken from an NCHW position";
+    s.examples = {layer_example("", {{2, 3, 2, 2}})};
+    return s;
+  }
+  ChannelsLast channels_last() const override { return ChannelsLast::kTakes; }
+  BackwardReads backward_reads() const override { return {false, false}; }
+  void reshape(const BlobVec& bottom, const BlobVec& top) override { top[0]->reshape_like(*bottom[0]); }
+  void forward_cpu(const BlobVec& bottom, const BlobVec& top) override {
+    apply(bottom[0]->data.data<float>(), top[0]->data.data<float>(), bottom[0]->shape());
+  }
+  void backward_cpu(const BlobVec& top, const std::vector<bool>&, const BlobVec& bottom) override {
+    apply(top[0]->diff.data<float>(), bottom[0]->diff.data<float>(), bottom[0]->shape());
+  }
+
+ private:
+  static void apply(const float* x, float* y, const Shape& s) {
+    const int64_t plane = s[2] * s[3];
+    for (int64_t i = 0; i < s[0] * s[1] * plane; ++i) y[i] = x[i] * static_cast<float>(1 + (i / plane) % s[1]);
+  }
+};
+
+TEST(ChannelsLast, TheCheckCatchesALayerThatReadsChannelsByPosition) {
+  ScopedLayerRegistration reg(layer_registration<ChannelIndexingLayer>("TestOnlyChannelIndexing"));
+  const LayerExample ex = ChannelIndexingLayer::schema().examples[0];
+  EXPECT_TRUE(example_takes_channels_last("TestOnlyChannelIndexing", ex));
+  const std::vector<std::string> problems = check_channels_last("TestOnlyChannelIndexing", ex);
+  ASSERT_FALSE(problems.empty());
+  EXPECT_CONTAINS(problems[0], "top 0 element");
+  bool named_gradient = false;
+  for (const std::string& p : problems) named_gradient |= p.find("bottom 0 gradient") != std::string::npos;
+  EXPECT_TRUE(named_gradient);
+  // One that takes NCHW alone is named as such.
+  LayerExample ip;
+  ip.config = "inner_product_param { num_output: 2 }";
+  ip.bottom_shapes = {{2, 3, 2, 2}};
+  const std::vector<std::string> p = check_channels_last("InnerProduct", ip);
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_CONTAINS(p[0], "does not take channels-last");
+}
+
 TEST(ChannelsLast, TheSolverKey) {
   EXPECT_FALSE(solver_test::parse_solver("net: \"n\" base_lr: 0.1").channels_last);
   EXPECT_TRUE(solver_test::parse_solver("net: \"n\" base_lr: 0.1 channels_last: true").channels_last);
@@ -313,6 +393,67 @@ void expect_gpu_nhwc_matches_cpu(const std::string& type, const std::string& con
       expect(host_values(g.layer->params()[p].blob->diff), host_values(h.layer->params()[p].blob->diff), "param gradient");
     }
   }
+}
+
+// Every example of every layer that takes NHWC blobs and has CUDA code,
+// called NHWC on a GPU against NHWC on the CPU (whose bits are NCHW's, see
+// EveryLayerThatTakesNhwcGivesItsNchwBits), in FP32 math: the tops, the
+// bottom gradients and the parameter gradients within the CPU-vs-CUDA
+// check's tolerance.
+TEST(ChannelsLast, OnAGpuEveryLayerThatTakesNhwcMatchesTheCpu) {
+  STRATA_SKIP_WITHOUT_GPU("the layers' NHWC paths on a GPU are compiled, not run");
+  const LayerRegistry& reg = LayerRegistry::instance();
+  int checked = 0;
+  for (const std::string& type : reg.types()) {
+    if (!cuda_check_unavailable(type).empty()) continue;
+    for (const LayerExample& ex : reg.find(type).schema().examples) {
+      if (!example_takes_channels_last(type, ex)) continue;
+      SCOPED_TRACE(describe_example(type, ex));
+      LayerHarness h = make_harness(type, ex, kLayerCheckSeed);
+      h.layer->set_call_layout(Layout::kNHWC);
+      for (Blob* b : h.bottom) {
+        Tensor nhwc(b->shape());
+        convert_layout_into(nhwc, Layout::kNHWC, b->data, Layout::kNCHW);
+        b->data.copy_from(nhwc);
+      }
+      h.setup();
+      CudaTwin g = make_cuda_twin(type, ex.config, ex.phase, kLayerCheckSeed, h, Device::cuda(0));
+      g.layer->set_call_layout(Layout::kNHWC);
+      g.setup_from(h);
+      h.forward();
+      g.forward();
+      std::vector<std::string> problems;
+      for (size_t k = 0; k < h.top.size(); ++k) {
+        compare_values(problems, "top " + std::to_string(k), "CPU", to_vector(h.top[k]->data), "CUDA",
+                       widened(g.top[k]->data), kCudaCheckFp32Tolerance);
+      }
+      Rng rng(kLayerCheckSeed + 1);
+      const std::vector<std::vector<float>> w = top_weights(h, rng);
+      for (size_t k = 0; k < h.top.size(); ++k) {
+        h.top[k]->diff.resize(h.top[k]->shape());
+        copy_into(h.top[k]->diff, w[k]);
+        g.top[k]->diff.copy_from(h.top[k]->diff);
+      }
+      for (const LayerParam& p : h.layer->params()) p.blob->diff.fill(0.0f);
+      for (const LayerParam& p : g.layer->params()) p.blob->diff.fill(0.0f);
+      const std::vector<bool> pd = gradient_targets(h, ex);
+      h.backward(pd);
+      g.backward(pd);
+      for (size_t i = 0; i < h.bottom.size(); ++i) {
+        if (!pd[i]) continue;
+        compare_values(problems, "bottom " + std::to_string(i) + " gradient", "CPU", to_vector(h.bottom[i]->diff),
+                       "CUDA", widened(g.bottom[i]->diff), kCudaCheckFp32Tolerance);
+      }
+      for (size_t p = 0; p < h.layer->params().size(); ++p) {
+        compare_values(problems, "param " + std::to_string(p) + " gradient", "CPU",
+                       to_vector(h.layer->params()[p].blob->diff), "CUDA",
+                       widened(g.layer->params()[p].blob->diff), kCudaCheckFp32Tolerance);
+      }
+      for (const std::string& p : problems) ADD_FAILURE() << p;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);
 }
 
 TEST(ChannelsLast, OnAGpuPoolingAndConvolutionInNhwcMatchTheCpu) {

@@ -52,12 +52,15 @@ cat "$work/check.txt"
 grep -q "2 example(s) of 1 type(s) checked on the CPU, 0 failed: all passed" "$work/check.txt" || fail "no summary"
 # The 16-bit storage column: "-" for a layer that takes f32 alone, as Swish does.
 grep -q "16-bit storage" "$work/check.txt" || fail "no 16-bit storage column"
+# The NHWC column: Swish is element-wise (a NeuronLayer), so it takes
+# channels-last blobs, and its NHWC calls give its NCHW bits.
+grep -q "NHWC" "$work/check.txt" || fail "no NHWC column"
 # The CPU-vs-CUDA column: run where a CUDA build finds a GPU, else "-" and why.
 grep -q "CPU vs CUDA" "$work/check.txt" || fail "no CPU vs CUDA column"
-if grep -Eq '^Swish +0 +ok +ok +ok +- +- *$' "$work/check.txt"; then
+if grep -Eq '^Swish +0 +ok +ok +ok +- +ok +- *$' "$work/check.txt"; then
   grep -q "CPU vs CUDA not run for 2 example(s): " "$work/check.txt" || fail "CPU vs CUDA not run, and no reason given"
 else
-  grep -Eq '^Swish +0 +ok +ok +ok +- +ok *$' "$work/check.txt" || fail "CPU vs CUDA neither passed nor said why it did not run"
+  grep -Eq '^Swish +0 +ok +ok +ok +- +ok +ok *$' "$work/check.txt" || fail "CPU vs CUDA neither passed nor said why it did not run"
 fi
 
 echo "== strata train --plugin: the digits with a Swish layer"

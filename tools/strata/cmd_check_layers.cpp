@@ -54,6 +54,17 @@ Outcome storage_outcome(const std::string& type, const LayerExample& ex) {
   return s;
 }
 
+// NHWC calls against NCHW ones, for a layer that takes channels-last blobs ("-": NCHW only).
+Outcome channels_last_outcome(const std::string& type, const LayerExample& ex) {
+  bool takes = false;
+  Outcome o = run([&] {
+    takes = example_takes_channels_last(type, ex);
+    return takes ? check_channels_last(type, ex) : std::vector<std::string>{};
+  });
+  if (!takes && o.problems.empty()) o.cell = "-";
+  return o;
+}
+
 }  // namespace
 
 int layers_main(int argc, char** argv) {
@@ -88,8 +99,8 @@ int check_layers_main(int argc, char** argv) {
   } else {
     types = LayerRegistry::instance().types();
   }
-  std::printf("%-20s %-8s %-16s %-16s %-16s %-16s %-16s\n", "layer type", "example", "gradients", "zero batch",
-              "extreme values", "16-bit storage", "CPU vs CUDA");
+  std::printf("%-20s %-8s %-16s %-16s %-16s %-16s %-16s %-16s\n", "layer type", "example", "gradients", "zero batch",
+              "extreme values", "16-bit storage", "NHWC", "CPU vs CUDA");
   std::vector<std::string> report;
   std::map<std::string, int> cuda_not_run;  // why -> examples
   int failed = 0, checked = 0;
@@ -113,22 +124,23 @@ int check_layers_main(int argc, char** argv) {
       const Outcome z = run([&] { return check_zero_batch(type, ex); });
       const Outcome x = run([&] { return check_extreme_values(type, ex); });
       const Outcome s = storage_outcome(type, ex);
+      const Outcome n = channels_last_outcome(type, ex);
       const std::string cuda_why = cuda_check_unavailable(type);
       if (!cuda_why.empty()) ++cuda_not_run[cuda_why];
       const Outcome c = cuda_why.empty() ? run([&] { return check_cpu_vs_cuda(type, ex, kCudaCheckFp32Tolerance); })
                                          : Outcome{"-", {}};
-      std::printf("%-20s %-8zu %-16s %-16s %-16s %-16s %-16s\n", type.c_str(), i, g.cell.c_str(), z.cell.c_str(),
-                  x.cell.c_str(), s.cell.c_str(), c.cell.c_str());
+      std::printf("%-20s %-8zu %-16s %-16s %-16s %-16s %-16s %-16s\n", type.c_str(), i, g.cell.c_str(),
+                  z.cell.c_str(), x.cell.c_str(), s.cell.c_str(), n.cell.c_str(), c.cell.c_str());
       std::fflush(stdout);
       ++checked;
       const std::string what = describe_example(type, ex);
       for (const auto& [name, o] : {std::make_pair("gradients", &g), std::make_pair("zero batch", &z),
                                     std::make_pair("extreme values", &x), std::make_pair("16-bit storage", &s),
-                                    std::make_pair("CPU vs CUDA", &c)}) {
+                                    std::make_pair("NHWC", &n), std::make_pair("CPU vs CUDA", &c)}) {
         for (const std::string& p : o->problems) report.push_back(what + ": " + name + ": " + p);
       }
       if (!g.problems.empty() || !z.problems.empty() || !x.problems.empty() || !s.problems.empty() ||
-          !c.problems.empty()) {
+          !n.problems.empty() || !c.problems.empty()) {
         ++failed;
       }
     }
