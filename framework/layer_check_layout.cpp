@@ -48,12 +48,9 @@ std::vector<std::string> check_channels_last(const std::string& type, const Laye
   if (h.layer->channels_last() == ChannelsLast::kNo) return {type + " does not take channels-last (NHWC) blobs"};
   h.layer->set_call_layout(Layout::kNHWC);
   for (size_t k = 0; k < ref.bottom.size(); ++k) copy_into(h.bottom[k]->data, to_nhwc(ref.bottom[k]->data));
-  ref.setup();
-  h.setup();
+  if (const std::string why = set_up_with_shared_params(ref, h, type); !why.empty()) return {why};
   std::vector<LayerParam>& rp = ref.layer->params();
   std::vector<LayerParam>& hp = h.layer->params();
-  if (rp.size() != hp.size()) return {type + ": the two layers made different parameters"};
-  for (size_t p = 0; p < rp.size(); ++p) hp[p].blob->data.copy_from(rp[p].blob->data);
 
   ref.forward();
   h.forward();

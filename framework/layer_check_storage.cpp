@@ -78,12 +78,9 @@ std::vector<std::string> check_storage(const std::string& type, const LayerExamp
     copy_into(ref.bottom[k]->data, stored_bottom(k, to_vector(ref.bottom[k]->data)));
   }
   store_blobs_as(h, storage);
-  ref.setup();
-  h.setup();
+  if (const std::string why = set_up_with_shared_params(ref, h, type); !why.empty()) return {why};
   std::vector<LayerParam>& rp = ref.layer->params();
   std::vector<LayerParam>& hp = h.layer->params();
-  if (rp.size() != hp.size()) return {type + ": the two layers made different parameters"};
-  for (size_t p = 0; p < rp.size(); ++p) hp[p].blob->data.copy_from(rp[p].blob->data);
 
   ref.forward();
   h.forward();

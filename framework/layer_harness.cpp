@@ -320,4 +320,14 @@ void CudaTwin::forward() {
 
 void CudaTwin::backward(const std::vector<bool>& propagate_down) { layer->backward_cuda(top, propagate_down, bottom); }
 
+std::string set_up_with_shared_params(LayerHarness& a, LayerHarness& b, const std::string& type) {
+  a.setup();
+  b.setup();
+  std::vector<LayerParam>& ap = a.layer->params();
+  std::vector<LayerParam>& bp = b.layer->params();
+  if (ap.size() != bp.size()) return type + ": the two layers made different parameters";
+  for (size_t p = 0; p < ap.size(); ++p) bp[p].blob->data.copy_from(ap[p].blob->data);
+  return "";
+}
+
 }  // namespace strata

@@ -123,6 +123,11 @@ void compare_values(std::vector<std::string>& out, const std::string& what, cons
                     const std::vector<float>& a, const std::string& b_name, const std::vector<float>& b,
                     float tolerance);
 
+// a.setup() and b.setup(), then b's parameters given a's values: two
+// harnesses of one example that a check compares. Empty, or the problem
+// when the two layers made different parameters.
+std::string set_up_with_shared_params(LayerHarness& a, LayerHarness& b, const std::string& type);
+
 // Which bottoms a check takes a gradient for: those the layer can backward
 // to, never labels.
 std::vector<bool> gradient_targets(const LayerHarness& h, const LayerExample& example);
