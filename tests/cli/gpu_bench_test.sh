@@ -100,7 +100,10 @@ if /usr/bin/python3 -c "import torch" 2>/dev/null; then
   row=$(grep "^| train | cifar_vgg | 32 | FP32 | " <<<"$out" || true)
   [[ $row =~ ^\|\ train\ \|\ cifar_vgg\ \|\ 32\ \|\ FP32\ \|\ [0-9.,]+\ \|\ [0-9.,]+\ \|\ .*\ \|\ [0-9]+%\ /\ [0-9]+% ]] ||
     fail "no cifar_vgg row with both rates and MFUs:"$'\n'"$out"
-  [[ $(grep -c '"kind": "row"' "$work/cpu.jsonl") -ge 2 ]] || fail "fewer than 2 rows recorded in --results"
+  # strata-nhwc (in the default impls): cifar_vgg with channels_last, in a table of its own.
+  has "$out" "Training with the image blobs between convolutions stored NHWC" "channels-last table"
+  grep -q '"impl": "strata-nhwc"' "$work/cpu.jsonl" || fail "no strata-nhwc row recorded"
+  [[ $(grep -c '"kind": "row"' "$work/cpu.jsonl") -ge 3 ]] || fail "fewer than 3 rows recorded in --results"
   again=$(python3 "$bench/gpu_bench_report.py" "$work/cpu.jsonl")
   has "$again" "$row" "the table again from --results"
 else

@@ -308,16 +308,21 @@ def main():
             for task, task_models in plan:
                 for precision in precisions:
                     for impl in impls:
+                        run_models = task_models
                         if impl == gpu_bench_report.RECOMPUTE_IMPL:
                             if task != "train":
                                 continue  # recomputation is a training setting
                             cmd = [os.path.join(a.build, "strata_bench_train"), "--models", ",".join(task_models),
                                    "--precision", precision, "--recompute", "blocks"] + common
                         elif impl == gpu_bench_report.CHANNELS_LAST_IMPL:
-                            if task != "train":
-                                continue  # a training setting (the solver's channels_last)
-                            cmd = [os.path.join(a.build, "strata_bench_train"), "--models", ",".join(task_models),
+                            # A training setting (the solver's channels_last), for the nets with
+                            # convolutions: ViT-B/16 has none (its patch embedding is a GEMM).
+                            conv_models = [m for m in task_models if m != "vit_b16"]
+                            if task != "train" or not conv_models:
+                                continue
+                            cmd = [os.path.join(a.build, "strata_bench_train"), "--models", ",".join(conv_models),
                                    "--precision", precision, "--channels-last", "on"] + common
+                            run_models = conv_models
                         elif impl == "strata":
                             program = "strata_bench_train" if task == "train" else "strata_bench_infer"
                             cmd = [os.path.join(a.build, program), "--models", ",".join(task_models),
@@ -327,7 +332,7 @@ def main():
                                    ",".join(task_models), "--precision", precision] + common
                             if impl == "pytorch-compile":
                                 cmd.append("--compile")
-                        measure(rec, a, cmd, impl, task, precision, task_models, r,
+                        measure(rec, a, cmd, impl, task, precision, run_models, r,
                                 f"{impl} {task} {precision} (round {r + 1})")
             for model in embed_models:
                 run_embed(rec, a, model, os.path.join(tmp, f"{model}.safetensors"), inputs, r, tmp)
