@@ -252,6 +252,10 @@ SolveResult train(const SolverConfig& given_config, const TrainingRunOptions& op
   if (lead && (solver.net().storage_report().reduced > 0 || solver.net().storage_report().channels_last > 0)) {
     std::printf("%s\n", solver.net().storage_report().str().c_str());
   }
+  if (lead && device.is_cpu() && solver.net().storage_report().channels_last > 0) {
+    std::printf("note: channels_last on the CPU gives the NCHW results through gathers, about a fifth slower "
+                "(docs/benchmarks.md); it is meant for tensor-core convolutions on a GPU\n");
+  }
   if (lead && !solver.net().fusion_report().empty()) std::printf("%s\n", solver.net().fusion_report().c_str());
 
   // 4. Every rank reads the same snapshot (a pipeline stage restores its

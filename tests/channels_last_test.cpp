@@ -241,6 +241,24 @@ TEST(ChannelsLast, OnTheCpuTheBitsOfTheNchwNet) {
 // BatchNorm and Scale (over the channels) take NHWC as [N * H * W, C, 1]:
 // the sums in the same order, so a ResNet-style stem is NHWC throughout and
 // gives the NCHW bits.
+// A recompute range across the NHWC blobs: its forward runs again in
+// backward with the same conversions, the same bits.
+TEST(ChannelsLast, ARecomputeRangeGivesTheNchwBits) {
+  const std::string text = std::string(kNet) + R"(recompute { from: "conv2" to: "add" })";
+  for (DType storage : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(storage));
+    auto on = make_net(true, storage, BlobMemory::kByLifetimeChecked, Device::cpu(), text.c_str());
+    auto off = make_net(false, storage, BlobMemory::kByLifetimeChecked, Device::cpu(), text.c_str());
+    ASSERT_EQ(on->blob_plan().recomputed, off->blob_plan().recomputed);
+    ASSERT_GT(on->blob_plan().recomputed, 0);
+    const Steps a = run(*on);
+    const Steps b = run(*off);
+    EXPECT_EQ(bits(a.losses), bits(b.losses));
+    ASSERT_EQ(a.grads.size(), b.grads.size());
+    for (size_t k = 0; k < a.grads.size(); ++k) EXPECT_EQ(bits(a.grads[k]), bits(b.grads[k])) << "gradient " << k;
+  }
+}
+
 TEST(ChannelsLast, BatchNormAndScaleKeepAStemNhwc) {
   for (DType storage : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(dtype_name(storage));
