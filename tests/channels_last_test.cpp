@@ -514,6 +514,29 @@ TEST(ChannelsLast, OnAGpuTheNchwNetWithinTheDtypesRounding) {
   }
 }
 
+// A TEST net that runs backward (force_backward: true): the convolution's
+// backward scratch (its weight gradient in KRSC, the bias gradient's slab
+// sums) is carved in TEST too.
+TEST(ChannelsLast, OnAGpuATestNetWithForceBackwardRunsItsBackward) {
+  STRATA_SKIP_WITHOUT_GPU("cuDNN's NHWC backward in a TEST net is compiled, not run");
+  const std::string text = std::string("force_backward: true\n") + kNet;
+  Steps results[2];
+  for (bool channels_last : {true, false}) {
+    NetOptions o = options(channels_last, DType::kBF16, BlobMemory::kByLifetime, Device::cuda(0));
+    o.phase = Phase::kTest;
+    Net net(parse_config_text(text, "net.prototxt"), o);
+    results[channels_last ? 0 : 1] = run(net);
+  }
+  ASSERT_EQ(results[0].grads.size(), results[1].grads.size());
+  for (size_t k = 0; k < results[0].grads.size(); ++k) {
+    float scale = 1e-3f;
+    for (float g : results[1].grads[k]) scale = std::max(scale, std::fabs(g));
+    for (size_t i = 0; i < results[0].grads[k].size(); ++i) {
+      EXPECT_NEAR(results[0].grads[k][i], results[1].grads[k][i], 6e-2f * scale) << "gradient " << k << " at " << i;
+    }
+  }
+}
+
 TEST(ConvertLayout, OnAGpuTheCpuBits) {
   STRATA_SKIP_WITHOUT_GPU("the layout transpose kernel is compiled, not run");
   Rng rng(9);
@@ -534,6 +557,14 @@ TEST(ConvertLayout, OnAGpuTheCpuBits) {
     convert_layout_into(back_gpu, Layout::kNCHW, gpu, Layout::kNHWC, /*accumulate=*/true);
     EXPECT_EQ(bits(host_values(back_gpu)), bits(host_values(back_cpu)));
   }
+  // More than 65535 row tiles of H * W pixels (NHWC -> NCHW: rows are the
+  // pixels): the kernel steps over them.
+  Tensor wide({1, 2, 1460, 1460});
+  for (int64_t i = 0; i < wide.numel(); ++i) wide.data<float>()[i] = static_cast<float>(i % 1000);
+  Tensor cpu_nchw(wide.shape()), gpu_nchw(wide.shape(), DType::kF32, Device::cuda(0));
+  convert_layout_into(cpu_nchw, Layout::kNCHW, wide, Layout::kNHWC);
+  convert_layout_into(gpu_nchw, Layout::kNCHW, wide.to(Device::cuda(0)), Layout::kNHWC);
+  EXPECT_EQ(bits(host_values(gpu_nchw)), bits(host_values(cpu_nchw)));
 }
 
 #endif  // STRATA_WITH_CUDA

@@ -3,6 +3,9 @@
 // shared memory, so that reads and writes are both coalesced; each element
 // converted as cast.cu does (round to nearest even, elements.cuh), or added
 // into f32.
+#include <algorithm>
+#include <limits>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -19,33 +22,40 @@ namespace {
 constexpr int kTile = 32;
 constexpr int kRowsPerPass = 8;  // a block is kTile x kRowsPerPass threads
 
-// Image blockIdx.z: src [rows][cols] -> dst [cols][rows].
+// Image blockIdx.z: src [rows][cols] -> dst [cols][rows]. Column tiles on
+// blockIdx.x; row tiles from blockIdx.y on, gridDim.y apart (a grid holds at
+// most 65535 in y, and rows can be H * W).
 template <typename From, typename To>
 __global__ void transpose_kernel(int64_t rows, int64_t cols, const From* src, To* dst, int accumulate) {
   __shared__ float tile[kTile][kTile + 1];  // +1: no bank conflicts on the transposed read
   const int64_t image = static_cast<int64_t>(blockIdx.z) * rows * cols;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * kTile;
-  for (int k = threadIdx.y; k < kTile; k += kRowsPerPass) {
-    const int64_t r = r0 + k, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[k][threadIdx.x] = load_element(src[image + r * cols + c]);
-  }
-  __syncthreads();
-  for (int k = threadIdx.y; k < kTile; k += kRowsPerPass) {
-    const int64_t c = c0 + k, r = r0 + threadIdx.x;  // dst row c, column r
-    if (r < rows && c < cols) {
-      const int64_t at = image + c * rows + r;
-      const float v = tile[threadIdx.x][k];
-      dst[at] = store_element<To>(accumulate ? load_element(dst[at]) + v : v);
+  // The loop's bounds are the block's alone: every thread reaches each __syncthreads.
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile; r0 < rows; r0 += static_cast<int64_t>(gridDim.y) * kTile) {
+    for (int k = threadIdx.y; k < kTile; k += kRowsPerPass) {
+      const int64_t r = r0 + k, c = c0 + threadIdx.x;
+      if (r < rows && c < cols) tile[k][threadIdx.x] = load_element(src[image + r * cols + c]);
     }
+    __syncthreads();
+    for (int k = threadIdx.y; k < kTile; k += kRowsPerPass) {
+      const int64_t c = c0 + k, r = r0 + threadIdx.x;  // dst row c, column r
+      if (r < rows && c < cols) {
+        const int64_t at = image + c * rows + r;
+        const float v = tile[threadIdx.x][k];
+        dst[at] = store_element<To>(accumulate ? load_element(dst[at]) + v : v);
+      }
+    }
+    __syncthreads();  // the tile is read before the next pass writes it
   }
 }
 
 template <typename From, typename To>
 void launch(int64_t images, int64_t rows, int64_t cols, const void* src, void* dst, bool accumulate) {
   STRATA_CHECK(images <= 65535, "convert_layout: ", images, " images in one call (65535 at most)");
+  const int64_t col_tiles = (cols + kTile - 1) / kTile, row_tiles = (rows + kTile - 1) / kTile;
+  STRATA_CHECK(col_tiles <= std::numeric_limits<int>::max(), "convert_layout: ", cols, " columns");
   const dim3 block(kTile, kRowsPerPass);
-  const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile),
+  const dim3 grid(static_cast<unsigned>(col_tiles), static_cast<unsigned>(std::min<int64_t>(row_tiles, 65535)),
                   static_cast<unsigned>(images));
   transpose_kernel<From, To><<<grid, block, 0, compute_stream()>>>(rows, cols, static_cast<const From*>(src),
                                                                    static_cast<To*>(dst), accumulate ? 1 : 0);

@@ -279,7 +279,7 @@ size_t ConvolutionLayer::scratch_bytes() const {
   if (!device().is_cpu()) {
 #ifdef STRATA_WITH_CUDA
     ScratchCarver counter;  // cuDNN's workspace, after the 16-bit weight gradient
-    lay_out_cuda_scratch(counter, cudnn_workspace_bytes());
+    lay_out_cuda_scratch(counter, cudnn_workspace_bytes(), phase() == Phase::kTrain);  // TEST: forward's
     return counter.bytes();
 #else
     return 0;

@@ -193,10 +193,11 @@ size_t ConvolutionLayer::cudnn_workspace_bytes() const {
   return std::max({a.fwd_bytes, a.bwd_data_bytes, a.bwd_filter_bytes});
 }
 
-ConvolutionLayer::CudaScratch ConvolutionLayer::lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const {
+ConvolutionLayer::CudaScratch ConvolutionLayer::lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes,
+                                                                     bool backward) const {
   CudaScratch s;
-  if (stored_path() && phase() == Phase::kTrain) s.weight_grad = c.take(param(0).shape(), call_dtype());
-  if (call_layout() == Layout::kNHWC && bias_ == Bias::kYes && phase() == Phase::kTrain) {
+  if (stored_path() && backward) s.weight_grad = c.take(param(0).shape(), call_dtype());
+  if (call_layout() == Layout::kNHWC && bias_ == Bias::kYes && backward) {
     const int64_t partials = cuda::row_sums_partials(num_ * out_h_ * out_w_, num_output_);
     s.row_partials = c.take({partials * static_cast<int64_t>(sizeof(double))}, DType::kU8);
   }
@@ -217,9 +218,9 @@ void ConvolutionLayer::forward_stored_cuda(const Tensor& x, Tensor& y) {
   cudnnHandle_t h = cuda::cudnn_handle();
   const float one = 1.0f, zero = 0.0f;
   ScratchCarver counter;
-  lay_out_cuda_scratch(counter, st.algos->fwd_bytes);
+  lay_out_cuda_scratch(counter, st.algos->fwd_bytes, false);
   ScratchCarver carver(scratch(counter.bytes()));
-  CudaScratch s = lay_out_cuda_scratch(carver, st.algos->fwd_bytes);
+  CudaScratch s = lay_out_cuda_scratch(carver, st.algos->fwd_bytes, false);
   const Tensor w = kept_weight(true);
   STRATA_CUDNN_CHECK(cudnnConvolutionForward(h, &one, st.x, x.raw_data(), st.w, w.raw_data(), st.conv,
                                              st.algos->fwd, s.workspace.raw_data(), st.algos->fwd_bytes, &zero, st.y,
@@ -237,9 +238,9 @@ void ConvolutionLayer::backward_stored_cuda(const Tensor& dy, const Tensor& x, T
   const float one = 1.0f, zero = 0.0f;
   const size_t ws_bytes = std::max(st.algos->bwd_filter_bytes, st.algos->bwd_data_bytes);
   ScratchCarver counter;
-  lay_out_cuda_scratch(counter, ws_bytes);
+  lay_out_cuda_scratch(counter, ws_bytes, true);  // in a TEST net too (force_backward): scratch() then grows
   ScratchCarver carver(scratch(counter.bytes()));
-  CudaScratch s = lay_out_cuda_scratch(carver, ws_bytes);
+  CudaScratch s = lay_out_cuda_scratch(carver, ws_bytes, true);
   // Parameter gradients accumulate, in f32: the bias's summed from the
   // 16-bit top gradient, the weight's computed in 16 bits and added.
   if (bias_ == Bias::kYes && call_layout() == Layout::kNHWC) {  // rows of channels: coalesced sums

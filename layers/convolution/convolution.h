@@ -231,8 +231,9 @@ class ConvolutionLayer : public Layer {
   // The most workspace one call of the chosen algorithms takes (TEST:
   // forward's); 0 before they are chosen.
   size_t cudnn_workspace_bytes() const;
-  // A call's scratch on a GPU: with 16-bit or NHWC blobs (TRAIN) the
-  // weight's gradient in their dtype and layout, then cuDNN's workspace.
+  // A call's scratch on a GPU: for a backward with 16-bit or NHWC blobs the
+  // weight's gradient in their dtype and layout (and NHWC with a bias, the
+  // bias gradient's slab sums), then cuDNN's workspace.
   struct CudaScratch {
     Tensor weight_grad, workspace;
     Tensor row_partials;  // NHWC with a bias (TRAIN): the bias gradient's slab sums (cuda::channel_row_sums)
@@ -241,7 +242,7 @@ class ConvolutionLayer : public Layer {
   // once) and layout (NHWC: KRSC) in kept(): made from the f32 weight when
   // `refresh` (forward), else as the forward left it.
   Tensor kept_weight(bool refresh);
-  CudaScratch lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes) const;
+  CudaScratch lay_out_cuda_scratch(ScratchCarver& c, size_t workspace_bytes, bool backward) const;
   // The top as rows for the bias kernels, [outer][num_output][inner]: NCHW
   // [N][C][H*W], NHWC [N*H*W][C][1].
   struct Rows {
