@@ -557,14 +557,22 @@ TEST(ConvertLayout, OnAGpuTheCpuBits) {
     convert_layout_into(back_gpu, Layout::kNCHW, gpu, Layout::kNHWC, /*accumulate=*/true);
     EXPECT_EQ(bits(host_values(back_gpu)), bits(host_values(back_cpu)));
   }
-  // More than 65535 row tiles of H * W pixels (NHWC -> NCHW: rows are the
-  // pixels): the kernel steps over them.
-  Tensor wide({1, 2, 1460, 1460});
-  for (int64_t i = 0; i < wide.numel(); ++i) wide.data<float>()[i] = static_cast<float>(i % 1000);
-  Tensor cpu_nchw(wide.shape()), gpu_nchw(wide.shape(), DType::kF32, Device::cuda(0));
-  convert_layout_into(cpu_nchw, Layout::kNCHW, wide, Layout::kNHWC);
-  convert_layout_into(gpu_nchw, Layout::kNCHW, wide.to(Device::cuda(0)), Layout::kNHWC);
-  EXPECT_EQ(bits(host_values(gpu_nchw)), bits(host_values(cpu_nchw)));
+  // Both ways for 3 channels (an RGB image: the element-by-element kernel)
+  // and for 8 channels of more than 65535 row tiles of H * W pixels (NHWC ->
+  // NCHW: rows are the pixels; the tiled kernel steps over them).
+  for (const Shape& shape : {Shape{2, 3, 17, 23}, Shape{1, 8, 1460, 1460}}) {
+    SCOPED_TRACE(shape_str(shape));
+    Tensor x(shape);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 1000);
+    const Tensor gx = x.to(Device::cuda(0));
+    for (Layout from : {Layout::kNCHW, Layout::kNHWC}) {
+      const Layout to = from == Layout::kNCHW ? Layout::kNHWC : Layout::kNCHW;
+      Tensor cpu(shape), gpu(shape, DType::kF32, Device::cuda(0));
+      convert_layout_into(cpu, to, x, from);
+      convert_layout_into(gpu, to, gx, from);
+      EXPECT_EQ(bits(host_values(gpu)), bits(host_values(cpu)));
+    }
+  }
 }
 
 #endif  // STRATA_WITH_CUDA

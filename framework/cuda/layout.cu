@@ -1,6 +1,7 @@
 // cuda::convert_layout (framework/cuda/device_api.h): NCHW <-> NHWC per
 // image, a transpose of [rows][cols] to [cols][rows] through 32x32 tiles in
-// shared memory, so that reads and writes are both coalesced; each element
+// shared memory, so that reads and writes are both coalesced (a side under 8,
+// as 3 colour channels: element by element); each element
 // converted as cast.cu does (round to nearest even, elements.cuh), or added
 // into f32.
 #include <algorithm>
@@ -49,8 +50,32 @@ __global__ void transpose_kernel(int64_t rows, int64_t cols, const From* src, To
   }
 }
 
+// A side of fewer than kNarrow (an RGB image's 3 channels): a tile would
+// leave most of its threads idle, so one thread per element instead, in
+// dst's order (writes coalesced; reads in `narrow` runs).
+constexpr int64_t kNarrow = 8;
+
+template <typename From, typename To>
+__global__ void narrow_transpose_kernel(int64_t images, int64_t rows, int64_t cols, const From* src, To* dst,
+                                        int accumulate) {
+  STRATA_CUDA_LOOP(k, images * rows * cols) {
+    const int64_t per_image = rows * cols;
+    const int64_t image = k / per_image, at = k - image * per_image;  // dst [cols][rows]
+    const int64_t c = at / rows, r = at - c * rows;
+    const float v = load_element(src[image * per_image + r * cols + c]);
+    dst[k] = store_element<To>(accumulate ? load_element(dst[k]) + v : v);
+  }
+}
+
 template <typename From, typename To>
 void launch(int64_t images, int64_t rows, int64_t cols, const void* src, void* dst, bool accumulate) {
+  if (rows < kNarrow || cols < kNarrow) {
+    const int64_t n = images * rows * cols;
+    narrow_transpose_kernel<From, To><<<blocks_for(n), kThreadsPerBlock, 0, compute_stream()>>>(
+        images, rows, cols, static_cast<const From*>(src), static_cast<To*>(dst), accumulate ? 1 : 0);
+    STRATA_KERNEL_CHECK();
+    return;
+  }
   STRATA_CHECK(images <= 65535, "convert_layout: ", images, " images in one call (65535 at most)");
   const int64_t col_tiles = (cols + kTile - 1) / kTile, row_tiles = (rows + kTile - 1) / kTile;
   STRATA_CHECK(col_tiles <= std::numeric_limits<int>::max(), "convert_layout: ", cols, " columns");
