@@ -56,24 +56,22 @@ void convert_layout_into(Tensor& dst, Layout dst_layout, const Tensor& src, Layo
   const size_t in_size = dtype_size(src.dtype()), out_size = dtype_size(dst.dtype());
   const char* in = static_cast<const char*>(src.raw_data());
   char* out = static_cast<char*>(dst.raw_data());
-  {
-    std::vector<float> wide(static_cast<size_t>(image)), moved(static_cast<size_t>(image));
-    for (int64_t i = 0; i < n; ++i) {
-      convert_to_f32(src.dtype(), in + static_cast<size_t>(i * image) * in_size, wide.data(), image);
-      if (transpose) {
-        for (int64_t r = 0; r < rows; ++r) {
-          for (int64_t q = 0; q < cols; ++q) moved[static_cast<size_t>(q * rows + r)] = wide[static_cast<size_t>(r * cols + q)];
-        }
-      } else {
-        moved.swap(wide);
+  std::vector<float> wide(static_cast<size_t>(image)), moved(static_cast<size_t>(image));
+  for (int64_t i = 0; i < n; ++i) {
+    convert_to_f32(src.dtype(), in + static_cast<size_t>(i * image) * in_size, wide.data(), image);
+    if (transpose) {
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t q = 0; q < cols; ++q) moved[static_cast<size_t>(q * rows + r)] = wide[static_cast<size_t>(r * cols + q)];
       }
-      char* o = out + static_cast<size_t>(i * image) * out_size;
-      if (accumulate) {
-        float* acc = reinterpret_cast<float*>(o);
-        for (int64_t k = 0; k < image; ++k) acc[k] += moved[static_cast<size_t>(k)];
-      } else {
-        convert_from_f32(dst.dtype(), moved.data(), o, image);
-      }
+    } else {
+      moved.swap(wide);
+    }
+    char* o = out + static_cast<size_t>(i * image) * out_size;
+    if (accumulate) {
+      float* acc = reinterpret_cast<float*>(o);
+      for (int64_t k = 0; k < image; ++k) acc[k] += moved[static_cast<size_t>(k)];
+    } else {
+      convert_from_f32(dst.dtype(), moved.data(), o, image);
     }
   }
 }

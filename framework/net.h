@@ -388,6 +388,10 @@ class Net {
   // layers that take it (Layer::channels_last) reached from a layer that runs
   // faster so, and not an input, an output, a loss or a kept blob.
   std::set<const Blob*> blobs_channels_last() const;
+  // Whether blob `name` is read and written by layers alone: made by a layer
+  // with bottoms, read by some layer (`read`: every bottom's name), not kept
+  // for code outside the net. The blobs a storage dtype or layout may change.
+  bool touched_by_layers_alone(const std::string& name, const std::set<std::string>& read) const;
   // Each layer's call_layout: NHWC for a layer that takes it and touches a
   // blob of `nhwc`, else NCHW. Returns the layers whose layout changed.
   std::vector<int> assign_call_layouts(const std::set<const Blob*>& nhwc);

@@ -85,6 +85,11 @@ void Net::assign_call_dtypes(const std::set<const Blob*>& reduced) {
   }
 }
 
+bool Net::touched_by_layers_alone(const std::string& name, const std::set<std::string>& read) const {
+  return !bottoms_[static_cast<size_t>(blob_producer_.at(name))].empty() && read.count(name) &&
+         !kept_blobs_.count(name);
+}
+
 std::set<const Blob*> Net::blobs_to_reduce() const {
   std::set<const Blob*> reduce;
   if (options_.storage_dtype == DType::kF32) return reduce;
@@ -115,8 +120,7 @@ std::set<const Blob*> Net::blobs_to_reduce() const {
   }
   for (const std::string& name : blob_names_) {
     const Blob* b = blobs_.at(name).get();
-    const bool inside = !bottoms_[blob_producer_.at(name)].empty() && read.count(name) && !kept_blobs_.count(name);
-    if (inside && !f32.count(b) && !f32_for_readers.count(b)) reduce.insert(b);
+    if (touched_by_layers_alone(name, read) && !f32.count(b) && !f32_for_readers.count(b)) reduce.insert(b);
   }
   return reduce;
 }
@@ -138,7 +142,7 @@ std::set<const Blob*> Net::blobs_channels_last() const {
   for (const std::string& name : blob_names_) {
     const Blob* b = blobs_.at(name).get();
     const size_t producer = static_cast<size_t>(blob_producer_.at(name));
-    if (bottoms_[producer].empty() || !read.count(name) || kept_blobs_.count(name)) continue;
+    if (!touched_by_layers_alone(name, read)) continue;
     bool loss = false;
     for (size_t t = 0; t < tops_[producer].size(); ++t) loss |= tops_[producer][t] == b && loss_weights_[producer][t] != 0.0f;
     if (loss) continue;

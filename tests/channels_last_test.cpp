@@ -124,6 +124,13 @@ Steps run(Net& net) {
   return out;
 }
 
+// The losses and every gradient of two runs, bit for bit.
+void expect_same_bits(const Steps& a, const Steps& b) {
+  EXPECT_EQ(bits(a.losses), bits(b.losses));
+  ASSERT_EQ(a.grads.size(), b.grads.size());
+  for (size_t k = 0; k < a.grads.size(); ++k) EXPECT_EQ(bits(a.grads[k]), bits(b.grads[k])) << "gradient " << k;
+}
+
 TEST(ConvertLayout, NhwcPutsTheChannelsLastInEveryDtype) {
   const int64_t N = 2, C = 3, H = 2, W = 4;
   Tensor nchw({N, C, H, W});
@@ -224,9 +231,7 @@ TEST(ChannelsLast, OnTheCpuTheBitsOfTheNchwNet) {
       ASSERT_EQ(on->storage_report().channels_last, 8);
       const Steps a = run(*on);
       const Steps b = run(*off);
-      EXPECT_EQ(bits(a.losses), bits(b.losses));
-      ASSERT_EQ(a.grads.size(), b.grads.size());
-      for (size_t k = 0; k < a.grads.size(); ++k) EXPECT_EQ(bits(a.grads[k]), bits(b.grads[k])) << "gradient " << k;
+      expect_same_bits(a, b);
       if (memory != BlobMemory::kSeparate) continue;
       // Every blob its own memory: c2 really is NHWC there, the same values.
       const Tensor& stored = on->blob("c2").data;
@@ -238,9 +243,6 @@ TEST(ChannelsLast, OnTheCpuTheBitsOfTheNchwNet) {
   }
 }
 
-// BatchNorm and Scale (over the channels) take NHWC as [N * H * W, C, 1]:
-// the sums in the same order, so a ResNet-style stem is NHWC throughout and
-// gives the NCHW bits.
 // A recompute range across the NHWC blobs: its forward runs again in
 // backward with the same conversions, the same bits.
 TEST(ChannelsLast, ARecomputeRangeGivesTheNchwBits) {
@@ -253,12 +255,13 @@ TEST(ChannelsLast, ARecomputeRangeGivesTheNchwBits) {
     ASSERT_GT(on->blob_plan().recomputed, 0);
     const Steps a = run(*on);
     const Steps b = run(*off);
-    EXPECT_EQ(bits(a.losses), bits(b.losses));
-    ASSERT_EQ(a.grads.size(), b.grads.size());
-    for (size_t k = 0; k < a.grads.size(); ++k) EXPECT_EQ(bits(a.grads[k]), bits(b.grads[k])) << "gradient " << k;
+    expect_same_bits(a, b);
   }
 }
 
+// BatchNorm and Scale (over the channels) take NHWC as [N * H * W, C, 1]:
+// the sums in the same order, so a ResNet-style stem is NHWC throughout and
+// gives the NCHW bits.
 TEST(ChannelsLast, BatchNormAndScaleKeepAStemNhwc) {
   for (DType storage : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(dtype_name(storage));
@@ -270,9 +273,7 @@ TEST(ChannelsLast, BatchNormAndScaleKeepAStemNhwc) {
     EXPECT_EQ(on->storage_report().layout_layers, 2) << on->storage_report().str();
     const Steps a = run(*on);
     const Steps b = run(*off);
-    EXPECT_EQ(bits(a.losses), bits(b.losses));
-    ASSERT_EQ(a.grads.size(), b.grads.size());
-    for (size_t k = 0; k < a.grads.size(); ++k) EXPECT_EQ(bits(a.grads[k]), bits(b.grads[k])) << "gradient " << k;
+    expect_same_bits(a, b);
     // The running statistics too (BatchNorm's non-learnable parameters).
     for (size_t k = 0; k < on->params().size(); ++k) {
       EXPECT_EQ(bits(host_values(on->params()[k].blob->data)), bits(host_values(off->params()[k].blob->data)))
