@@ -7,6 +7,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "parallel/backends/completion_watchdog.h"
@@ -48,6 +49,26 @@ TEST(CompletionWatchdog, AStuckOperationTimesOutOnceWithItsMessage) {
   ASSERT_EQ(said.size(), 1u);
   EXPECT_EQ(said[0], "allreduce bucket 2 did not finish within 30 ms");
   EXPECT_EQ(dog.expired(), said[0]);
+}
+
+// drain() called while the watchdog polls a round (its entries are out of
+// the list then) waits for that round: it once returned at once, before
+// anything was released.
+TEST(CompletionWatchdog, DrainWaitsForTheRoundBeingPolled) {
+  CompletionWatchdog dog([](const std::string&) {});
+  std::atomic<bool> polling{false};
+  std::atomic<int> released{0};
+  dog.watch(
+      [&] {
+        polling = true;
+        std::this_thread::sleep_for(100ms);  // the round is being polled
+        return true;
+      },
+      [&] { ++released; }, CompletionWatchdog::Clock::now() + 10s, "op");
+  while (!polling.load()) std::this_thread::yield();
+  EXPECT_EQ(dog.pending(), 1u);
+  ASSERT_TRUE(dog.drain(5s));
+  EXPECT_EQ(released.load(), 1);
 }
 
 TEST(CompletionWatchdog, PendingOperationsAreReleasedWhenItStops) {

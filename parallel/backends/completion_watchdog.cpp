@@ -30,12 +30,13 @@ void CompletionWatchdog::watch(std::function<bool()> done, std::function<void()>
 
 size_t CompletionWatchdog::pending() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return entries_.size();
+  return entries_.size() + polling_;
 }
 
 bool CompletionWatchdog::drain(std::chrono::milliseconds limit) {
   std::unique_lock<std::mutex> lock(mu_);
-  return changed_.wait_for(lock, limit, [&] { return entries_.empty(); });
+  // A round being polled is pending too: its entries are out of entries_ then.
+  return changed_.wait_for(lock, limit, [&] { return entries_.empty() && polling_ == 0; });
 }
 
 std::string CompletionWatchdog::expired() const {
@@ -52,6 +53,7 @@ void CompletionWatchdog::run() {
     // the entries; watch() may add more meanwhile, which stay for the next round.
     std::vector<Entry> round;
     round.swap(entries_);
+    polling_ = round.size();
     lock.unlock();
     std::vector<Entry> keep;
     std::vector<std::string> timeouts;
@@ -68,6 +70,7 @@ void CompletionWatchdog::run() {
     }
     for (const std::string& m : timeouts) on_timeout_(m);
     lock.lock();
+    polling_ = 0;
     if (!timeouts.empty() && expired_.empty()) expired_ = timeouts.front();
     for (Entry& e : keep) entries_.push_back(std::move(e));
     if (entries_.empty()) {

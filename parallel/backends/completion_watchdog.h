@@ -60,6 +60,7 @@ class CompletionWatchdog {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::vector<Entry> entries_;
+  size_t polling_ = 0;  // entries taken out of entries_ for the round being polled (pending too)
   std::string expired_;
   bool stop_ = false;
   std::thread thread_;  // last: started once the rest is ready
